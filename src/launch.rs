@@ -1,0 +1,435 @@
+//! The launcher's side: create every namespace with one clone3 call, write the id maps, then
+//! supervise the sandbox (signals, timeout, captured output) until its init has exited, and
+//! collect the results. It never touches the sandbox's filesystem except through the scratch
+//! descriptor the init hands over.
+
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::boundary::{self, Inherited};
+use crate::channel::{self, Msg};
+use crate::report::{self, Capture, Files, Pipe};
+use crate::spec::{InputSource, Output, SANDBOX_GID, SANDBOX_UID, Spec};
+use crate::sys::{self, Forked, SysError, named};
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    Exited(i32),
+    Signaled(i32),
+    /// The deadline passed and the whole sandbox was killed.
+    TimedOut,
+    /// The sandbox's init died without reporting the task's end (the task killed it, or it
+    /// was killed from outside): everything in the sandbox died with it.
+    InitKilled(i32),
+}
+
+#[derive(Debug)]
+pub struct Outcome {
+    pub end: End,
+    pub duration: Duration,
+    pub stdout: Capture,
+    pub stderr: Capture,
+    pub files: Files,
+}
+
+/// A run that did not start the task.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad input discovered while preparing (exit 2).
+    Usage(String),
+    /// An isolation step failed (exit 125).
+    Setup(String),
+    /// The command could not be executed (126) or was not found (127).
+    Exec(i32, String),
+}
+
+const NAMESPACES: u64 = (libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP) as u64;
+
+/// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
+    let start = Instant::now();
+    let caller_is_root = nix::unistd::geteuid().is_root();
+    let inputs = open_inputs(spec)?;
+    let setup = |e: SysError| Failure::Setup(format!("step 1: {e}"));
+    let (parent_sock, child_sock) = channel::pair().map_err(setup)?;
+    let capture = match spec.output {
+        Output::Json { .. } => Some((pipe()?, pipe()?)),
+        Output::Stream => None,
+    };
+
+    // SIGINT, SIGTERM and SIGHUP are read from a signalfd and forwarded; the sandbox's init
+    // inherits them blocked and waits for them the same way.
+    let mut forwarded = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        forwarded.add(s);
+    }
+    named(
+        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&forwarded), None),
+        || "sigprocmask(SIG_BLOCK)".into(),
+    )
+    .map_err(setup)?;
+    let sigfd = named(
+        SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK),
+        || "signalfd(SIGINT|SIGTERM|SIGHUP)".into(),
+    )
+    .map_err(setup)?;
+
+    // 1. Every namespace at once: user, mount, pid, ipc, uts, cgroup, and network unless the
+    //    caller shares it on purpose.
+    let mut flags = NAMESPACES;
+    if !spec.share_net {
+        flags |= libc::CLONE_NEWNET as u64;
+    }
+    let forked = sys::clone_process(flags, None).map_err(|e| {
+        let hint = boundary::hint(&e)
+            .map(|h| format!("; hint: {h}"))
+            .unwrap_or_default();
+        Failure::Setup(format!("step 1 create namespaces: {e}{hint}"))
+    })?;
+    let (pid, pidfd) = match forked {
+        Forked::Child => {
+            drop(parent_sock);
+            boundary::init(Inherited {
+                spec,
+                sock: child_sock,
+                inputs,
+                capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
+                caller_is_root,
+            })
+        }
+        Forked::Parent { pid, pidfd } => (pid, pidfd),
+    };
+    drop(child_sock);
+    drop(inputs);
+    // The write ends belong to the sandbox alone: dropping ours lets the pipes reach EOF.
+    let (out_r, err_r) = match capture {
+        Some(((or, ow), (er, ew))) => {
+            drop((ow, ew));
+            (Some(or), Some(er))
+        }
+        None => (None, None),
+    };
+
+    // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
+    //    unprivileged id when the caller is root.
+    if let Err(e) = write_id_maps(pid, spec, caller_is_root) {
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
+        let hint = boundary::hint(&e)
+            .map(|h| format!("; hint: {h}"))
+            .unwrap_or_default();
+        return Err(Failure::Setup(format!("step 2 write id maps: {e}{hint}")));
+    }
+    // If the init already died, the send fails and the wait below reports why.
+    let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
+
+    let max = match spec.output {
+        Output::Json { max } => max,
+        Output::Stream => 0,
+    };
+    let mut sup = Supervisor {
+        pid,
+        stdout: Capture::new(max),
+        stderr: Capture::new(max),
+        scratch: None,
+        setup_failed: None,
+        exec_failed: None,
+        task_end: None,
+    };
+    let deadline = spec.timeout.map(|t| start + t);
+    let timed_out = sup.wait(
+        &pidfd,
+        &parent_sock,
+        &sigfd,
+        [out_r.as_ref(), err_r.as_ref()],
+        deadline,
+    );
+    let init_status = waitpid(pid, None);
+    // Everything in the sandbox is gone now; read what is left in the channel and pipes.
+    sup.drain_channel(&parent_sock);
+    for (fd, cap) in [(&out_r, &mut sup.stdout), (&err_r, &mut sup.stderr)] {
+        if let Some(fd) = fd {
+            while cap.read_from(fd.as_fd()) == Pipe::Open {}
+        }
+    }
+    let duration = start.elapsed();
+
+    if let Some(msg) = sup.setup_failed {
+        return Err(Failure::Setup(msg));
+    }
+    if let Some((code, msg)) = sup.exec_failed {
+        return Err(Failure::Exec(code, msg));
+    }
+    let end = if timed_out {
+        End::TimedOut
+    } else if let Some(end) = sup.task_end {
+        end
+    } else {
+        match init_status {
+            Ok(WaitStatus::Signaled(_, sig, _)) => End::InitKilled(sig as i32),
+            Ok(WaitStatus::Exited(_, code)) if code == crate::spec::exit::SETUP_FAILED => {
+                return Err(Failure::Setup(
+                    "the sandbox's init exited during setup without a report".into(),
+                ));
+            }
+            other => {
+                return Err(Failure::Setup(format!(
+                    "the sandbox's init ended unexpectedly: {other:?}"
+                )));
+            }
+        }
+    };
+    let files = match (&spec.output, sup.scratch.take()) {
+        (Output::Json { max }, Some((fd, handed))) => {
+            report::collect_files(fd.as_fd(), &handed, *max)
+        }
+        _ => Files::default(),
+    };
+    Ok(Outcome {
+        end,
+        duration,
+        stdout: sup.stdout,
+        stderr: sup.stderr,
+        files,
+    })
+}
+
+/// A capture pipe; the launcher's read end never blocks (the task's write end does, as usual).
+fn pipe() -> Result<(OwnedFd, OwnedFd), Failure> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let (r, w) = named(nix::unistd::pipe2(OFlag::O_CLOEXEC), || {
+        "pipe2(O_CLOEXEC)".into()
+    })
+    .map_err(|e| Failure::Setup(format!("step 1: {e}")))?;
+    named(fcntl(&r, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)), || {
+        "fcntl(<pipe>, F_SETFL, O_NONBLOCK)".into()
+    })
+    .map_err(|e| Failure::Setup(format!("step 1: {e}")))?;
+    Ok((r, w))
+}
+
+/// Inputs are opened here, with the caller's rights, and copied in by the init; a FIFO or a
+/// device never blocks or feeds the copy.
+fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
+    spec.inputs
+        .iter()
+        .map(|input| match &input.source {
+            InputSource::Bytes(_) => Ok(None),
+            InputSource::HostFile(path) => {
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+                    .open(path)
+                    .map_err(|e| {
+                        Failure::Usage(format!("input {}: cannot open {path:?}: {e}", input.name))
+                    })?;
+                match f.metadata() {
+                    Ok(m) if m.is_file() => Ok(Some(f)),
+                    _ => Err(Failure::Usage(format!(
+                        "input {}: {path:?} is not a regular file",
+                        input.name
+                    ))),
+                }
+            }
+        })
+        .collect()
+}
+
+fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
+    let (uid, gid) = if caller_is_root {
+        (spec.host_uid, spec.host_gid)
+    } else {
+        (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        )
+    };
+    let write = |file: &str, text: String| -> Result<(), SysError> {
+        let path = format!("/proc/{pid}/{file}");
+        std::fs::write(&path, &text).map_err(|e| SysError {
+            call: format!("write({path:?}, {:?})", text.trim_end()),
+            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        })
+    };
+    if !caller_is_root {
+        // An unprivileged caller may map only its own ids, and only with setgroups denied.
+        write("setgroups", "deny".into())?;
+    }
+    write("uid_map", format!("{SANDBOX_UID} {uid} 1\n"))?;
+    write("gid_map", format!("{SANDBOX_GID} {gid} 1\n"))
+}
+
+struct Supervisor {
+    pid: Pid,
+    stdout: Capture,
+    stderr: Capture,
+    scratch: Option<(OwnedFd, Vec<(String, u64, u64)>)>,
+    setup_failed: Option<String>,
+    exec_failed: Option<(i32, String)>,
+    task_end: Option<End>,
+}
+
+impl Supervisor {
+    /// Wait for the init to exit, forwarding signals, reading captured output and enforcing
+    /// the deadline. Returns whether the deadline fired.
+    fn wait(
+        &mut self,
+        pidfd: &OwnedFd,
+        sock: &OwnedFd,
+        sigfd: &SignalFd,
+        pipes: [Option<&OwnedFd>; 2],
+        deadline: Option<Instant>,
+    ) -> bool {
+        let mut timed_out = false;
+        let mut kill_at: Option<Instant> = None;
+        let mut open = [pipes[0].is_some(), pipes[1].is_some()];
+        let mut sock_open = true;
+        loop {
+            let now = Instant::now();
+            let next = [deadline.filter(|_| !timed_out), kill_at]
+                .into_iter()
+                .flatten()
+                .min();
+            if let Some(t) = next
+                && t <= now
+            {
+                if deadline.is_some_and(|d| d <= now) {
+                    timed_out = true;
+                }
+                let _ = kill(self.pid, Signal::SIGKILL);
+                kill_at = None;
+                continue;
+            }
+            let timeout = match next {
+                Some(t) => {
+                    PollTimeout::try_from((t - now).as_millis().clamp(1, i32::MAX as u128) as i32)
+                        .unwrap_or(PollTimeout::MAX)
+                }
+                None => PollTimeout::NONE,
+            };
+            let mut fds = vec![
+                PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+            ];
+            let sock_idx = if sock_open {
+                fds.push(PollFd::new(sock.as_fd(), PollFlags::POLLIN));
+                Some(fds.len() - 1)
+            } else {
+                None
+            };
+            let mut pipe_idx = [None, None];
+            for i in 0..2 {
+                if let (true, Some(p)) = (open[i], pipes[i]) {
+                    fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+                    pipe_idx[i] = Some(fds.len() - 1);
+                }
+            }
+            if poll(&mut fds, timeout).is_err() {
+                continue;
+            }
+            let ready = |i: usize| fds[i].revents().is_some_and(|r| !r.is_empty());
+            let init_exited = ready(0);
+            let sig_ready = ready(1);
+            let sock_ready = sock_idx.is_some_and(ready);
+            let pipe_ready = [
+                pipe_idx[0].is_some_and(ready),
+                pipe_idx[1].is_some_and(ready),
+            ];
+            drop(fds);
+            if sig_ready {
+                while let Ok(Some(info)) = sigfd.read_signal() {
+                    let sig = info.ssi_signo as i32;
+                    if let Ok(s) = Signal::try_from(sig) {
+                        let _ = kill(self.pid, s);
+                    }
+                    if sig != libc::SIGINT && kill_at.is_none() {
+                        kill_at = Some(Instant::now() + TERM_GRACE);
+                    }
+                }
+            }
+            if sock_ready {
+                sock_open = self.drain_channel(sock);
+            }
+            for i in 0..2 {
+                if pipe_ready[i] {
+                    let cap = if i == 0 {
+                        &mut self.stdout
+                    } else {
+                        &mut self.stderr
+                    };
+                    open[i] = cap.read_from(pipes[i].unwrap().as_fd()) != Pipe::Closed;
+                }
+            }
+            if init_exited {
+                return timed_out;
+            }
+        }
+    }
+
+    /// Read every queued message; returns false once the channel is closed.
+    fn drain_channel(&mut self, sock: &OwnedFd) -> bool {
+        loop {
+            match channel::recv(sock.as_fd(), true) {
+                Ok(Some(msg)) => self.take(msg),
+                Ok(None) => {
+                    // Distinguish "nothing queued" from "closed": a closed SEQPACKET peer
+                    // reads as 0 bytes, which recv reports as None too; poll tells them apart.
+                    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+                    let _ = poll(&mut fds, PollTimeout::ZERO);
+                    return !fds[0]
+                        .revents()
+                        .is_some_and(|r| r.contains(PollFlags::POLLHUP));
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn take(&mut self, msg: Msg) {
+        match msg {
+            Msg::Scratch(fd, handed) => self.scratch = Some((fd, handed)),
+            Msg::SetupFailed(m) => {
+                self.setup_failed.get_or_insert(m);
+            }
+            Msg::ExecFailed(code, m) => {
+                self.exec_failed.get_or_insert((code, m));
+            }
+            Msg::TaskEnded { signaled, value } => {
+                self.task_end = Some(if signaled {
+                    End::Signaled(value)
+                } else {
+                    End::Exited(value)
+                });
+            }
+            Msg::MapsReady => {}
+        }
+    }
+}
+
+impl Outcome {
+    /// airlock's exit code for this outcome: the task's code, 128+N for signal N, 124 for the
+    /// timeout.
+    pub fn exit_code(&self) -> i32 {
+        match self.end {
+            End::Exited(c) => c,
+            End::Signaled(s) | End::InitKilled(s) => 128 + s,
+            End::TimedOut => crate::spec::exit::TIMEOUT,
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! airlock: run a command inside a boundary that starts with nothing, held by the kernel.
+//!
+//! Front ends (the `run` flags, a JSON request) produce a `spec::Spec`; `launch` and `boundary`
+//! build the sandbox from it; `report` hands the results back.
+
+mod boundary;
+mod channel;
+mod launch;
+mod report;
+mod request;
+mod seccomp;
+mod spec;
+mod sys;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use spec::{Draft, UsageError, exit};
+
+const EXIT_CODES: &str = "\
+Exit status:
+  N        the task's own exit status
+  128+N    the task was killed by signal N
+  2        bad usage: unknown flag, bad input name, malformed request, unreadable input
+  124      the timeout fired; the whole sandbox was killed
+  125      an isolation step failed (the message names the step, the syscall, the path and
+           the errno); the task never ran
+  126      the command was found but cannot be executed
+  127      the command was not found";
+
+const REPORT_KEYS: &str = "\
+JSON report (--json, --request), every key present every time:
+  exit_code         int, or null if the task was killed by a signal
+  signal            int (the signal that ended the task), or null
+  timed_out         bool
+  duration_ms       int
+  stdout, stderr    text (capped at --max-output bytes)
+  stdout_truncated, stderr_truncated    bool
+  files             object: name -> text of each regular file directly in scratch that the
+                    task created or changed (inputs left as handed are not listed)
+  files_truncated   names of files cut at the cap
+  files_skipped     list of {name, reason}: directory, symlink, fifo, socket, device,
+                    unreadable, count limit (1000 entries are examined)
+  utf8_replaced     fields whose bytes were not UTF-8 and were replaced (\"stdout\",
+                    \"stderr\", \"files/NAME\")
+On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N}.
+
+JSON request (--request FILE, - for stdin):
+  {\"command\": \"python3\", \"args\": [\"probe.py\"], \"inputs\": {\"probe.py\": \"...\"},
+   \"env\": {\"NAME\": \"value\"}, \"timeout_ms\": 10000, \"max_output\": 8000}
+  Unknown keys and wrong types are refused (exit 2) with a message naming the key.";
+
+#[derive(Parser)]
+#[command(
+    name = "airlock",
+    version,
+    about = "Run a command inside a kernel-enforced boundary that starts with nothing.",
+    after_help = EXIT_CODES
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run COMMAND in a new sandbox: new user, mount, pid, network, ipc, uts and cgroup
+    /// namespaces; a read-only tmpfs root with the system paths; one writable scratch dir
+    /// (/work); no capabilities; no_new_privs; seccomp.
+    #[command(after_help = format!("{EXIT_CODES}\n\n{REPORT_KEYS}"))]
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Forward the caller's variable NAME, or set NAME=VALUE (repeatable). Nothing else of the
+    /// caller's environment crosses.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Copy the host file PATH into scratch as NAME (a plain file name; repeatable).
+    #[arg(long = "input", value_name = "NAME=PATH")]
+    input: Vec<String>,
+    /// Make a host path visible read-only at DEST (default: the same path).
+    #[arg(long = "ro-bind", value_name = "SRC[:DEST]")]
+    ro_bind: Vec<String>,
+    /// Make a host path visible and WRITABLE: a channel out of the sandbox.
+    #[arg(long = "bind", value_name = "SRC[:DEST]")]
+    bind: Vec<String>,
+    /// Keep the host's network (no network namespace). Dangerous.
+    #[arg(long)]
+    share_net: bool,
+    /// When airlock runs as root: the task's uid on the host (never 0).
+    #[arg(long, value_name = "UID")]
+    host_uid: Option<u32>,
+    /// When airlock runs as root: the task's gid on the host (never 0).
+    #[arg(long, value_name = "GID")]
+    host_gid: Option<u32>,
+    /// Kill the whole sandbox after DURATION (500ms, 10s, 2m). Default: none, or 10s with
+    /// --json/--request.
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Cap on stdout, stderr and each result file in the JSON report (default 8000).
+    #[arg(long, value_name = "BYTES")]
+    max_output: Option<String>,
+    /// Capture output and print one JSON report instead of streaming.
+    #[arg(long)]
+    json: bool,
+    /// Read the run as a JSON request from FILE (- for stdin); prints the JSON report.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "input", "json"])]
+    request: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => run(args),
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn draft_from_flags(a: &RunArgs) -> Result<Draft, UsageError> {
+    let mut binds = Vec::new();
+    for b in &a.ro_bind {
+        binds.push(spec::parse_bind(b, false)?);
+    }
+    for b in &a.bind {
+        binds.push(spec::parse_bind(b, true)?);
+    }
+    Ok(Draft {
+        argv: a.command.clone(),
+        env: a.env.clone(),
+        binds,
+        inputs: a
+            .input
+            .iter()
+            .map(|i| spec::parse_input(i))
+            .collect::<Result<_, _>>()?,
+        share_net: a.share_net,
+        host_uid: a.host_uid,
+        host_gid: a.host_gid,
+        timeout: a.timeout.as_deref().map(spec::parse_duration).transpose()?,
+        max_output: a
+            .max_output
+            .as_deref()
+            .map(|s| spec::parse_size(s).map(|n| n as usize))
+            .transpose()?,
+        json: a.json,
+    })
+}
+
+fn read_request(path: &PathBuf) -> Result<Draft, UsageError> {
+    let mut text = String::new();
+    let r = if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text))
+    };
+    r.map_err(|e| UsageError(format!("request {path:?}: {e}")))?;
+    request::parse(&text)
+}
+
+fn run(args: RunArgs) -> i32 {
+    let json_mode = args.json || args.request.is_some();
+    let draft = match &args.request {
+        Some(path) => read_request(path).and_then(|mut d| {
+            // Flags that still make sense beside a request add to it.
+            d.share_net |= args.share_net;
+            d.host_uid = args.host_uid;
+            d.host_gid = args.host_gid;
+            d.env.extend(args.env.iter().cloned());
+            Ok(d)
+        }),
+        None => draft_from_flags(&args),
+    };
+    let spec = match draft.and_then(|d| d.build(&|n| std::env::var(n).ok())) {
+        Ok(s) => s,
+        Err(e) => return fail(json_mode, &launch::Failure::Usage(e.0)),
+    };
+    for b in spec.binds.iter().filter(|b| b.writable) {
+        eprintln!(
+            "airlock: warning: {} is writable inside at {}: a channel out of the sandbox",
+            b.src.display(),
+            b.dest.display()
+        );
+    }
+    if spec.share_net {
+        eprintln!("airlock: warning: --share-net: the task shares the host's network");
+    }
+    match launch::run(&spec) {
+        Ok(outcome) => {
+            if json_mode {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", report::to_json(&outcome));
+            }
+            outcome.exit_code()
+        }
+        Err(f) => fail(json_mode, &f),
+    }
+}
+
+fn fail(json_mode: bool, f: &launch::Failure) -> i32 {
+    let (value, code) = report::failure_json(f);
+    if json_mode {
+        println!("{value}");
+    } else {
+        let msg = value["error"].as_str().unwrap_or("");
+        match f {
+            launch::Failure::Setup(_) => eprintln!("airlock: setup failed: {msg}"),
+            _ => eprintln!("airlock: {msg}"),
+        }
+    }
+    let _ = exit::USAGE;
+    code
+}

@@ -1,0 +1,317 @@
+//! Results handed back as text, without trusting the task: captured output (capped, memory
+//! bounded however much the task writes) and the files it left in scratch (read through the
+//! scratch descriptor only, never following a link, never blocking on a FIFO, never reading
+//! past the cap).
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
+
+use nix::dir::Dir;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag, fstat, fstatat};
+use serde_json::{Value, json};
+
+use crate::launch::{End, Failure, Outcome};
+use crate::spec::{MAX_RESULT_ENTRIES, MAX_SKIPPED_LISTED};
+
+/// One captured stream: the first `max` bytes, and how many there were in all.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub data: Vec<u8>,
+    pub total: u64,
+    max: usize,
+}
+
+impl Capture {
+    pub fn new(max: usize) -> Capture {
+        Capture {
+            data: Vec::new(),
+            total: 0,
+            max,
+        }
+    }
+
+    /// Read what is available from a non-blocking pipe. Bytes past the cap are read and
+    /// dropped, so a flood never blocks the task nor grows this process.
+    pub fn read_from(&mut self, fd: BorrowedFd) -> Pipe {
+        let mut buf = [0u8; 64 * 1024];
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => Pipe::Closed,
+            Ok(n) => {
+                let room = self.max.saturating_sub(self.data.len());
+                self.data.extend_from_slice(&buf[..n.min(room)]);
+                self.total += n as u64;
+                Pipe::Open
+            }
+            Err(nix::errno::Errno::EINTR) => Pipe::Open,
+            Err(nix::errno::Errno::EAGAIN) => Pipe::Empty,
+            Err(_) => Pipe::Closed,
+        }
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.total > self.data.len() as u64
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipe {
+    /// Data was read; there may be more.
+    Open,
+    /// Nothing to read right now.
+    Empty,
+    /// End of file.
+    Closed,
+}
+
+/// The result files found in scratch.
+#[derive(Debug, Default)]
+pub struct Files {
+    pub text: BTreeMap<String, Vec<u8>>,
+    pub truncated: Vec<String>,
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Collect every regular file directly in scratch that is not an input left as handed.
+/// `handed`: (name, size, hash) of each input as copied in.
+pub fn collect_files(scratch: BorrowedFd, handed: &[(String, u64, u64)], max: usize) -> Files {
+    let mut files = Files::default();
+    let mut dir = match Dir::openat(
+        scratch,
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            files
+                .skipped
+                .push((".".into(), format!("scratch unreadable: {e}")));
+            return files;
+        }
+    };
+    let mut seen = 0usize;
+    let mut not_listed = 0usize;
+    for entry in dir.iter() {
+        let Ok(entry) = entry else { break };
+        let raw = entry.file_name().to_bytes();
+        if raw == b"." || raw == b".." {
+            continue;
+        }
+        let name = String::from_utf8_lossy(raw).into_owned();
+        seen += 1;
+        if seen > MAX_RESULT_ENTRIES {
+            if files.skipped.len() < MAX_RESULT_ENTRIES + MAX_SKIPPED_LISTED {
+                files.skipped.push((name, "count limit".into()));
+            } else {
+                not_listed += 1;
+            }
+            continue;
+        }
+        match read_one(scratch, OsStr::from_bytes(raw), handed, max) {
+            Ok(None) => {}
+            Ok(Some((data, truncated))) => {
+                if truncated {
+                    files.truncated.push(name.clone());
+                }
+                files.text.insert(name, data);
+            }
+            Err(reason) => files.skipped.push((name, reason)),
+        }
+    }
+    if not_listed > 0 {
+        files.skipped.push((
+            "*".into(),
+            format!("count limit: {not_listed} more entries not listed"),
+        ));
+    }
+    files
+}
+
+/// Ok(None): an input left as handed. Ok(Some((data, truncated))): a result file.
+/// Err(reason): skipped.
+fn read_one(
+    dir: BorrowedFd,
+    name: &OsStr,
+    handed: &[(String, u64, u64)],
+    max: usize,
+) -> Result<Option<(Vec<u8>, bool)>, String> {
+    let st = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| format!("stat: {e}"))?;
+    let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    let reason = match kind {
+        SFlag::S_IFREG => None,
+        SFlag::S_IFDIR => Some("directory"),
+        SFlag::S_IFLNK => Some("symlink"),
+        SFlag::S_IFIFO => Some("fifo"),
+        SFlag::S_IFSOCK => Some("socket"),
+        SFlag::S_IFCHR | SFlag::S_IFBLK => Some("device"),
+        _ => Some("not a regular file"),
+    };
+    if let Some(r) = reason {
+        return Err(r.into());
+    }
+    // O_NOFOLLOW and O_NONBLOCK: even if the entry were swapped for a link or a FIFO after the
+    // stat, the open neither follows nor blocks; fstat then checks it is still that file.
+    let fd = nix::fcntl::openat(
+        dir,
+        name,
+        OFlag::O_RDONLY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_NOCTTY
+            | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("unreadable: {e}"))?;
+    let st2 = fstat(&fd).map_err(|e| format!("stat: {e}"))?;
+    if st2.st_ino != st.st_ino || st2.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
+        return Err("changed while being read".into());
+    }
+    let mut file = std::fs::File::from(fd);
+    let size = st2.st_size as u64;
+    let name_s = name.to_string_lossy();
+    if let Some((_, hsize, hhash)) = handed.iter().find(|(n, _, _)| *n == name_s)
+        && *hsize == size
+        && hash_file(&mut file) == Some(*hhash)
+    {
+        return Ok(None);
+    }
+    let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0));
+    let mut data = Vec::with_capacity(max.min(size as usize) + 1);
+    (&mut file)
+        .take(max as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("unreadable: {e}"))?;
+    let truncated = data.len() > max;
+    data.truncate(max);
+    Ok(Some((data, truncated)))
+}
+
+fn hash_file(f: &mut std::fs::File) -> Option<u64> {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    let mut buf = vec![0u8; 128 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Some(h.finish()),
+            Ok(n) => h.write(&buf[..n]),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Text of captured bytes: invalid UTF-8 is replaced (and reported); an incomplete character
+/// cut by the cap at the very end is dropped rather than reported as invalid.
+fn text(bytes: &[u8], truncated: bool) -> (String, bool) {
+    let mut b = bytes;
+    if truncated
+        && let Err(e) = std::str::from_utf8(b)
+        && e.error_len().is_none()
+    {
+        b = &b[..e.valid_up_to()];
+    }
+    match std::str::from_utf8(b) {
+        Ok(s) => (s.to_string(), false),
+        Err(_) => (String::from_utf8_lossy(b).into_owned(), true),
+    }
+}
+
+/// The JSON report: every key present every time.
+pub fn to_json(o: &Outcome) -> Value {
+    let (exit_code, signal) = match o.end {
+        End::Exited(c) => (json!(c), Value::Null),
+        End::Signaled(s) | End::InitKilled(s) => (Value::Null, json!(s)),
+        End::TimedOut => (Value::Null, json!(libc::SIGKILL)),
+    };
+    let mut replaced = Vec::new();
+    let (stdout, r) = text(&o.stdout.data, o.stdout.truncated());
+    if r {
+        replaced.push("stdout".to_string());
+    }
+    let (stderr, r) = text(&o.stderr.data, o.stderr.truncated());
+    if r {
+        replaced.push("stderr".to_string());
+    }
+    let mut files = serde_json::Map::new();
+    for (name, data) in &o.files.text {
+        let (t, r) = text(data, o.files.truncated.contains(name));
+        if r {
+            replaced.push(format!("files/{name}"));
+        }
+        files.insert(name.clone(), Value::String(t));
+    }
+    let skipped: Vec<Value> = o
+        .files
+        .skipped
+        .iter()
+        .map(|(n, r)| json!({"name": n, "reason": r}))
+        .collect();
+    json!({
+        "exit_code": exit_code,
+        "signal": signal,
+        "timed_out": o.end == End::TimedOut,
+        "duration_ms": o.duration.as_millis() as u64,
+        "stdout": stdout,
+        "stderr": stderr,
+        "stdout_truncated": o.stdout.truncated(),
+        "stderr_truncated": o.stderr.truncated(),
+        "files": files,
+        "files_truncated": o.files.truncated,
+        "files_skipped": skipped,
+        "utf8_replaced": replaced,
+    })
+}
+
+/// airlock's own failure in JSON mode.
+pub fn failure_json(f: &Failure) -> (Value, i32) {
+    use crate::spec::exit;
+    let (kind, msg, code) = match f {
+        Failure::Usage(m) => ("usage", m.as_str(), exit::USAGE),
+        Failure::Setup(m) => ("setup", m.as_str(), exit::SETUP_FAILED),
+        Failure::Exec(c, m) => (
+            if *c == exit::NOT_FOUND {
+                "command_not_found"
+            } else {
+                "command_not_executable"
+            },
+            m.as_str(),
+            *c,
+        ),
+    };
+    (
+        json!({"error": msg, "error_kind": kind, "exit_code": code}),
+        code,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_replaces_invalid_and_reports_it() {
+        assert_eq!(text(b"ok", false), ("ok".into(), false));
+        let (t, r) = text(b"a\xffb", false);
+        assert!(r);
+        assert_eq!(t, "a\u{fffd}b");
+        // "é" is c3 a9: a cap that cuts after c3 is not invalid input.
+        assert_eq!(text(b"ab\xc3", true), ("ab".into(), false));
+        assert!(text(b"ab\xc3", false).1);
+    }
+
+    #[test]
+    fn capture_caps_but_counts() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        nix::unistd::write(&w, &[b'x'; 1000]).unwrap();
+        drop(w);
+        let mut c = Capture::new(10);
+        use std::os::fd::AsFd;
+        while c.read_from(r.as_fd()) == Pipe::Open {}
+        assert_eq!(c.data.len(), 10);
+        assert_eq!(c.total, 1000);
+        assert!(c.truncated());
+    }
+}

@@ -1,0 +1,75 @@
+//! The seccomp filters: compiled from `seccomp/<arch>.json` by build.rs, installed last before
+//! exec. See `seccomp/README.md` for what each rule denies and why.
+
+use crate::sys::SysError;
+use nix::errno::Errno;
+
+mod compiled {
+    include!(concat!(env!("OUT_DIR"), "/seccomp_filters.rs"));
+}
+
+#[allow(unused_imports)]
+pub use compiled::POLICY_FILE;
+
+/// The x32 ABI shares AUDIT_ARCH_X86_64 but numbers its syscalls with bit 30 set, so a denylist
+/// keyed on x86_64 numbers would not see them. This fixed guard answers ENOSYS to every such
+/// number. It is code rather than policy because seccompiler's JSON cannot match on the
+/// syscall number's bits.
+#[cfg(target_arch = "x86_64")]
+static X32_GUARD: &[seccompiler::sock_filter] = &[
+    // A = seccomp_data.nr
+    seccompiler::sock_filter {
+        code: 0x20,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    },
+    // if (A & 0x40000000) goto deny; else goto allow
+    seccompiler::sock_filter {
+        code: 0x45,
+        jt: 1,
+        jf: 0,
+        k: 0x4000_0000,
+    },
+    seccompiler::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    },
+    seccompiler::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+    },
+];
+
+/// The filters in the order they are installed, with the names `explain` prints.
+pub fn filters() -> Vec<(&'static str, &'static [seccompiler::sock_filter])> {
+    #[allow(unused_mut)]
+    let mut v: Vec<(&'static str, &'static [seccompiler::sock_filter])> =
+        vec![("deny", compiled::DENY), ("enosys", compiled::ENOSYS)];
+    #[cfg(target_arch = "x86_64")]
+    v.push(("x32-guard", X32_GUARD));
+    v
+}
+
+/// Install every filter on this thread (no_new_privs must already be set).
+pub fn install() -> Result<(), SysError> {
+    for (name, prog) in filters() {
+        seccompiler::apply_filter(prog).map_err(|e| SysError {
+            call: format!(
+                "seccomp(SECCOMP_SET_MODE_FILTER, <{name}: {} insns>)",
+                prog.len()
+            ),
+            errno: match e {
+                seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
+                    Errno::from_raw(io.raw_os_error().unwrap_or(0))
+                }
+                _ => Errno::EINVAL,
+            },
+        })?;
+    }
+    Ok(())
+}

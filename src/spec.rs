@@ -1,0 +1,467 @@
+//! The validated, immutable description of one sandbox. Every front end (the `run` flags, a JSON
+//! request) only produces a `Spec`; the boundary only reads one. Nothing here makes a syscall.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+/// Where the one writable scratch directory appears inside; it is the cwd, HOME and TMPDIR.
+pub const SCRATCH: &str = "/work";
+/// The task's identity inside the sandbox: an ordinary user, never uid 0.
+pub const SANDBOX_UID: u32 = 1000;
+pub const SANDBOX_GID: u32 = 1000;
+pub const SANDBOX_USER: &str = "airlock";
+/// The host uid/gid a root caller's task runs as, unless `--host-uid/--host-gid` say otherwise.
+pub const DEFAULT_HOST_ID: u32 = 65534;
+pub const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/// In --json / --request mode: the default timeout and output cap.
+pub const JSON_DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const JSON_DEFAULT_MAX_OUTPUT: usize = 8000;
+/// Result files: at most this many directory entries are examined, and at most this many
+/// regular files are returned; the rest are listed as skipped ("count limit").
+pub const MAX_RESULT_ENTRIES: usize = 1000;
+pub const MAX_SKIPPED_LISTED: usize = 100;
+
+/// airlock's own exit codes (the task's exit code passes through otherwise).
+pub mod exit {
+    pub const USAGE: i32 = 2;
+    pub const TIMEOUT: i32 = 124;
+    pub const SETUP_FAILED: i32 = 125;
+    pub const NOT_EXECUTABLE: i32 = 126;
+    pub const NOT_FOUND: i32 = 127;
+}
+
+/// A host path made visible inside. Read-only unless `writable` is set on purpose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub src: PathBuf,
+    pub dest: PathBuf,
+    pub writable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSource {
+    /// A host file, opened by the launcher with the caller's rights and copied in.
+    HostFile(PathBuf),
+    /// Text given in a JSON request.
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    pub name: String,
+    pub source: InputSource,
+}
+
+/// How the task's stdout/stderr reach the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// The task writes straight to airlock's own stdout/stderr.
+    Stream,
+    /// airlock captures up to `max` bytes of each stream and of each result file and prints
+    /// one JSON report.
+    Json { max: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// argv of the task; argv[0] is looked up in SAFE_PATH inside when it has no '/'.
+    pub argv: Vec<String>,
+    /// The task's whole environment, built from nothing.
+    pub env: Vec<(String, String)>,
+    pub binds: Vec<Bind>,
+    pub inputs: Vec<Input>,
+    /// The dangerous switch: keep the host's network namespace.
+    pub share_net: bool,
+    /// The host identity of the task when airlock runs as root.
+    pub host_uid: u32,
+    pub host_gid: u32,
+    pub timeout: Option<Duration>,
+    pub output: Output,
+}
+
+/// Why a request was refused before anything ran (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
+    Err(UsageError(msg.into()))
+}
+
+/// What the front ends hand in; `build` validates it into a `Spec`.
+#[derive(Debug, Default, Clone)]
+pub struct Draft {
+    pub argv: Vec<String>,
+    /// `NAME` (forward from the caller) or `NAME=VALUE` (set), in order.
+    pub env: Vec<String>,
+    pub binds: Vec<Bind>,
+    pub inputs: Vec<Input>,
+    pub share_net: bool,
+    pub host_uid: Option<u32>,
+    pub host_gid: Option<u32>,
+    pub timeout: Option<Duration>,
+    pub max_output: Option<usize>,
+    pub json: bool,
+}
+
+impl Draft {
+    /// Validate. `caller_env` is consulted only for the names forwarded on purpose.
+    pub fn build(self, caller_env: &dyn Fn(&str) -> Option<String>) -> Result<Spec, UsageError> {
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return usage("no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
+        }
+        if let Some(a) = self.argv.iter().find(|a| a.contains('\0')) {
+            return usage(format!("command argument {a:?} contains a NUL byte"));
+        }
+        let env = build_env(&self.env, caller_env)?;
+        let mut names = std::collections::HashSet::new();
+        for input in &self.inputs {
+            check_input_name(&input.name)?;
+            if !names.insert(input.name.as_str()) {
+                return usage(format!("input {:?} is given twice", input.name));
+            }
+        }
+        for b in &self.binds {
+            check_bind(b)?;
+        }
+        let host_uid = self.host_uid.unwrap_or(DEFAULT_HOST_ID);
+        let host_gid = self.host_gid.unwrap_or(DEFAULT_HOST_ID);
+        if host_uid == 0 || host_gid == 0 {
+            return usage("--host-uid/--host-gid 0 would run the task as root on the host");
+        }
+        if self.timeout == Some(Duration::ZERO) {
+            return usage("--timeout must be greater than zero");
+        }
+        let (timeout, output) = if self.json {
+            let max = self.max_output.unwrap_or(JSON_DEFAULT_MAX_OUTPUT);
+            (
+                Some(self.timeout.unwrap_or(JSON_DEFAULT_TIMEOUT)),
+                Output::Json { max },
+            )
+        } else {
+            if self.max_output.is_some() {
+                return usage("--max-output applies to captured output: add --json");
+            }
+            (self.timeout, Output::Stream)
+        };
+        Ok(Spec {
+            argv: self.argv,
+            env,
+            binds: self.binds,
+            inputs: self.inputs,
+            share_net: self.share_net,
+            host_uid,
+            host_gid,
+            timeout,
+            output,
+        })
+    }
+}
+
+/// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8
+/// locale. `--env NAME` forwards the caller's value (absent stays absent); `--env NAME=VALUE`
+/// sets one. Later entries win.
+fn build_env(
+    requested: &[String],
+    caller_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, UsageError> {
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), SAFE_PATH.into()),
+        ("HOME".into(), SCRATCH.into()),
+        ("TMPDIR".into(), SCRATCH.into()),
+        ("LANG".into(), "C.UTF-8".into()),
+    ];
+    for item in requested {
+        let (name, value) = match item.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (item.clone(), None),
+        };
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return usage(format!("--env {item:?}: not a valid variable name"));
+        }
+        if value.as_deref().is_some_and(|v| v.contains('\0')) {
+            return usage(format!("--env {name}: value contains a NUL byte"));
+        }
+        let value = match value {
+            Some(v) => Some(v),
+            None => caller_env(&name),
+        };
+        env.retain(|(n, _)| *n != name);
+        if let Some(v) = value {
+            env.push((name, v));
+        }
+    }
+    Ok(env)
+}
+
+/// An input name must be one plain file name: no '/', not '.' or '..', not empty, no NUL.
+pub fn check_input_name(name: &str) -> Result<(), UsageError> {
+    let why = if name.is_empty() {
+        Some("is empty")
+    } else if name == "." || name == ".." {
+        Some("is a directory reference")
+    } else if name.contains('/') {
+        Some("contains '/'")
+    } else if name.contains('\0') {
+        Some("contains a NUL byte")
+    } else if name.len() > 255 {
+        Some("is longer than 255 bytes")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => usage(format!(
+            "input name {name:?} {why}: an input name must be a plain file name"
+        )),
+        None => Ok(()),
+    }
+}
+
+fn check_bind(b: &Bind) -> Result<(), UsageError> {
+    for (what, p) in [("source", &b.src), ("destination", &b.dest)] {
+        if !p.is_absolute() {
+            return usage(format!("bind {what} {p:?} must be an absolute path"));
+        }
+        if p.components().any(|c| c == Component::ParentDir) {
+            return usage(format!("bind {what} {p:?} must not contain '..'"));
+        }
+    }
+    let reserved = ["/", "/proc", "/dev", SCRATCH];
+    if reserved.iter().any(|r| b.dest == Path::new(r)) {
+        return usage(format!(
+            "bind destination {:?} is managed by airlock and cannot be replaced",
+            b.dest
+        ));
+    }
+    Ok(())
+}
+
+/// Parse `SRC[:DEST]`.
+pub fn parse_bind(arg: &str, writable: bool) -> Result<Bind, UsageError> {
+    let (src, dest) = match arg.split_once(':') {
+        Some((s, d)) => (s, d),
+        None => (arg, arg),
+    };
+    if src.is_empty() || dest.is_empty() {
+        return usage(format!("bind {arg:?}: expected SRC[:DEST]"));
+    }
+    Ok(Bind {
+        src: PathBuf::from(src),
+        dest: PathBuf::from(dest),
+        writable,
+    })
+}
+
+/// Parse `NAME=PATH` for `--input`.
+pub fn parse_input(arg: &str) -> Result<Input, UsageError> {
+    let Some((name, path)) = arg.split_once('=') else {
+        return usage(format!("--input {arg:?}: expected NAME=PATH"));
+    };
+    check_input_name(name)?;
+    if path.is_empty() {
+        return usage(format!("--input {name}: empty path"));
+    }
+    Ok(Input {
+        name: name.to_string(),
+        source: InputSource::HostFile(PathBuf::from(path)),
+    })
+}
+
+/// Parse a duration: `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, UsageError> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| UsageError(format!("duration {s:?}: expected e.g. 500ms, 10s, 2m")))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return usage(format!("duration {s:?}: unit must be ms, s, m or h")),
+    };
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return usage(format!("duration {s:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parse a byte count: `8000`, `64K`, `512M`, `2G` (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, UsageError> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                'B' => 1,
+                _ => return usage(format!("size {s:?}: unit must be K, M, G or T")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| UsageError(format!("size {s:?}: expected e.g. 8000, 64K, 512M")))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| UsageError(format!("size {s:?} is out of range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(argv: &[&str]) -> Draft {
+        Draft {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn env_starts_from_nothing() {
+        let spec = draft(&["true"]).build(&no_env).unwrap();
+        let names: Vec<&str> = spec.env.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["PATH", "HOME", "TMPDIR", "LANG"]);
+        assert!(spec.env.contains(&("HOME".into(), "/work".into())));
+    }
+
+    #[test]
+    fn env_forwards_only_on_purpose() {
+        let mut d = draft(&["true"]);
+        d.env = vec![
+            "SECRET".into(),
+            "X=1".into(),
+            "MISSING".into(),
+            "HOME".into(),
+        ];
+        let caller = |n: &str| match n {
+            "SECRET" => Some("s3".to_string()),
+            "HOME" => Some("/home/me".to_string()),
+            _ => None,
+        };
+        let spec = d.build(&caller).unwrap();
+        assert!(spec.env.contains(&("SECRET".into(), "s3".into())));
+        assert!(spec.env.contains(&("X".into(), "1".into())));
+        assert!(spec.env.contains(&("HOME".into(), "/home/me".into())));
+        assert!(!spec.env.iter().any(|(n, _)| n == "MISSING"));
+        assert_eq!(spec.env.iter().filter(|(n, _)| n == "HOME").count(), 1);
+    }
+
+    #[test]
+    fn env_rejects_bad_names() {
+        for bad in ["", "=x", "1A", "A-B", "A B=1"] {
+            let mut d = draft(&["true"]);
+            d.env = vec![bad.into()];
+            assert!(d.build(&no_env).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn input_names_must_be_plain() {
+        for bad in ["", ".", "..", "a/b", "/etc/passwd", "../x", "a\0b"] {
+            let err = check_input_name(bad).unwrap_err();
+            assert!(err.0.contains("input name"), "{err}");
+        }
+        for good in ["probe.py", ".hidden", "a..b", "résumé.txt"] {
+            check_input_name(good).unwrap();
+        }
+        assert!(parse_input("a/b=/etc/passwd").is_err());
+        assert!(parse_input("novalue").is_err());
+        assert_eq!(
+            parse_input("p.py=/tmp/p.py").unwrap().source,
+            InputSource::HostFile("/tmp/p.py".into())
+        );
+    }
+
+    #[test]
+    fn duplicate_input_refused() {
+        let mut d = draft(&["true"]);
+        let i = parse_input("a=/x").unwrap();
+        d.inputs = vec![i.clone(), i];
+        assert!(d.build(&no_env).unwrap_err().0.contains("twice"));
+    }
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("5y").is_err());
+        assert_eq!(parse_size("8000").unwrap(), 8000);
+        assert_eq!(parse_size("64K").unwrap(), 65536);
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn json_mode_defaults() {
+        let mut d = draft(&["true"]);
+        d.json = true;
+        let s = d.build(&no_env).unwrap();
+        assert_eq!(s.timeout, Some(JSON_DEFAULT_TIMEOUT));
+        assert_eq!(
+            s.output,
+            Output::Json {
+                max: JSON_DEFAULT_MAX_OUTPUT
+            }
+        );
+        let s = draft(&["true"]).build(&no_env).unwrap();
+        assert_eq!((s.timeout, s.output), (None, Output::Stream));
+    }
+
+    #[test]
+    fn binds_validated() {
+        assert_eq!(
+            parse_bind("/a:/b", false).unwrap(),
+            Bind {
+                src: "/a".into(),
+                dest: "/b".into(),
+                writable: false
+            }
+        );
+        assert_eq!(parse_bind("/a", true).unwrap().dest, PathBuf::from("/a"));
+        for bad in [
+            "rel:/x", "/x:rel", "/a/../b", "/x:/proc", "/x:/work", "/x:/",
+        ] {
+            let mut d = draft(&["true"]);
+            d.binds = vec![parse_bind(bad, false).unwrap()];
+            assert!(d.build(&no_env).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn root_host_identity_refused() {
+        let mut d = draft(&["true"]);
+        d.host_uid = Some(0);
+        assert!(d.build(&no_env).is_err());
+    }
+
+    #[test]
+    fn no_command_refused() {
+        assert!(draft(&[]).build(&no_env).is_err());
+        assert!(draft(&[""]).build(&no_env).is_err());
+    }
+}

@@ -1,0 +1,356 @@
+//! The thin layer over raw system calls: the only module allowed to hold `unsafe`.
+//!
+//! Every call here returns a [`SysError`] that names the syscall and its arguments, so the
+//! boundary's code never formats an error by hand and an auditor sees exactly what failed:
+//! `mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV): EPERM: Operation not permitted`.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fmt;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigHandler, Signal};
+use nix::unistd::Pid;
+
+/// A failed system call: what was called, with which arguments, and the errno.
+#[derive(Debug, Clone)]
+pub struct SysError {
+    pub call: String,
+    pub errno: Errno,
+}
+
+impl fmt::Display for SysError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.call, self.errno)
+    }
+}
+
+impl std::error::Error for SysError {}
+
+pub type SysResult<T> = Result<T, SysError>;
+
+/// Attach the call's description to a nix result (the one place errors get their names).
+pub fn named<T>(r: nix::Result<T>, call: impl FnOnce() -> String) -> SysResult<T> {
+    r.map_err(|errno| SysError {
+        call: call(),
+        errno,
+    })
+}
+
+fn last(call: impl FnOnce() -> String) -> SysError {
+    SysError {
+        call: call(),
+        errno: Errno::last(),
+    }
+}
+
+fn cstr(p: &Path) -> SysResult<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| SysError {
+        call: format!("path {p:?} contains a NUL byte"),
+        errno: Errno::EINVAL,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `struct clone_args` of clone3(2), version 2 (with `cgroup`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+pub enum Forked {
+    Child,
+    Parent { pid: Pid, pidfd: OwnedFd },
+}
+
+/// clone3 with fork semantics (the child continues on a copy of this stack), creating the
+/// namespaces in `flags` and, if given, starting the child inside the cgroup `cgroup`.
+///
+/// Callers must be single-threaded: airlock never starts a thread before it launches.
+pub fn clone_process(flags: u64, cgroup: Option<BorrowedFd>) -> SysResult<Forked> {
+    let mut pidfd: RawFd = -1;
+    let mut args = CloneArgs {
+        flags: flags | CLONE_PIDFD,
+        pidfd: &mut pidfd as *mut RawFd as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd.as_raw_fd() as u64;
+    }
+    // SAFETY: `args` is a valid clone_args of the size passed; no stack is given, so the child
+    // runs on a copy-on-write copy of this single-threaded process, exactly as after fork(2).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    match ret {
+        -1 => Err(last(|| format!("clone3(flags={:#x})", args.flags))),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent {
+            pid: Pid::from_raw(pid as i32),
+            // SAFETY: the kernel stored a fresh pidfd that nothing else owns.
+            pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
+        }),
+    }
+}
+
+/// fork(2) (through libc, which uses the clone syscall: clone3 is answered ENOSYS by our own
+/// seccomp filter once it is installed). Returns the child's pid, or None in the child.
+pub fn fork_process() -> SysResult<Option<Pid>> {
+    // SAFETY: the caller (the sandbox's init) is single-threaded; the child only execs or
+    // exits.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => Ok(None),
+        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Some(child)),
+        Err(errno) => Err(SysError {
+            call: "fork()".into(),
+            errno,
+        }),
+    }
+}
+
+/// Reset every catchable signal to its default action (an ignored SIGPIPE or SIGINT would
+/// otherwise survive execve into the task).
+pub fn reset_signal_dispositions() {
+    for sig in Signal::iterator() {
+        if sig == Signal::SIGKILL || sig == Signal::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installing SIG_DFL runs no code of ours in signal context.
+        let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
+    }
+}
+
+/// Mark every descriptor from `first` up close-on-exec (close_range(2), CLOSE_RANGE_CLOEXEC).
+pub fn cloexec_from(first: u32) -> SysResult<()> {
+    // SAFETY: plain syscall on integer arguments.
+    let r = unsafe { libc::close_range(first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as i32) };
+    if r == -1 {
+        return Err(last(|| {
+            format!("close_range({first}, ~0, CLOSE_RANGE_CLOEXEC)")
+        }));
+    }
+    Ok(())
+}
+
+/// Close every descriptor from 3 up except those in `keep`.
+pub fn close_fds_except(keep: &[RawFd]) -> SysResult<()> {
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter(|&&fd| fd > 2)
+        .map(|&fd| fd as u32)
+        .collect();
+    keep.sort_unstable();
+    let mut next = 3u32;
+    for fd in keep.into_iter().chain(std::iter::once(u32::MAX)) {
+        if fd > next {
+            let last_fd = if fd == u32::MAX { u32::MAX } else { fd - 1 };
+            // SAFETY: plain syscall; the descriptors closed are not owned by any live Rust
+            // object in this process (the child keeps exactly the ones listed in `keep`).
+            let r = unsafe { libc::close_range(next, last_fd, 0) };
+            if r == -1 {
+                return Err(last(|| format!("close_range({next}, {last_fd}, 0)")));
+            }
+        }
+        next = fd.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// Leave the process at once, without running destructors or flushing std's buffers (a forked
+/// child must not flush a copy of its parent's buffers).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit is always safe to call; it does not return.
+    unsafe { libc::_exit(code) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mounts (new mount API, Linux >= 5.12)
+
+pub const OPEN_TREE_CLONE: u32 = 1;
+pub const AT_RECURSIVE: u32 = 0x8000;
+const AT_EMPTY_PATH: u32 = 0x1000;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub fn attr_names(attr: u64) -> String {
+    let names = [
+        (MOUNT_ATTR_RDONLY, "RDONLY"),
+        (MOUNT_ATTR_NOSUID, "NOSUID"),
+        (MOUNT_ATTR_NODEV, "NODEV"),
+        (MOUNT_ATTR_NOEXEC, "NOEXEC"),
+    ];
+    let set: Vec<&str> = names
+        .iter()
+        .filter(|(bit, _)| attr & bit != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    set.join("|")
+}
+
+/// open_tree(AT_FDCWD, path, OPEN_TREE_CLONE|AT_RECURSIVE|OPEN_TREE_CLOEXEC): a detached copy of
+/// the mount tree at `path`, submounts included.
+pub fn clone_tree(path: &Path) -> SysResult<OwnedFd> {
+    let c = cstr(path)?;
+    let flags = OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as u32;
+    // SAFETY: `c` is a valid NUL-terminated path; the call returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) };
+    if fd == -1 {
+        return Err(last(|| {
+            format!("open_tree({path:?}, OPEN_TREE_CLONE|AT_RECURSIVE)")
+        }));
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// mount_setattr on a detached tree (or a mount reached by `path` under `dir`), recursively.
+pub fn set_mount_attrs(
+    dir: BorrowedFd,
+    path: &str,
+    set: u64,
+    recursive: bool,
+    what: &Path,
+) -> SysResult<()> {
+    let c = CString::new(path).expect("static path");
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = if path.is_empty() { AT_EMPTY_PATH } else { 0 };
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: valid fd, NUL-terminated path, and a mount_attr of the size passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r == -1 {
+        return Err(last(|| {
+            format!(
+                "mount_setattr({what:?}, {}{})",
+                attr_names(set),
+                if recursive { ", AT_RECURSIVE" } else { "" }
+            )
+        }));
+    }
+    Ok(())
+}
+
+/// move_mount a detached tree onto `target` (relative to `dir`, which must exist).
+pub fn attach_tree(tree: BorrowedFd, dir: BorrowedFd, target: &Path) -> SysResult<()> {
+    let empty = c"";
+    let t = cstr(target)?;
+    // SAFETY: valid descriptors and NUL-terminated paths.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            dir.as_raw_fd(),
+            t.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if r == -1 {
+        return Err(last(|| format!("move_mount(<tree>, {target:?})")));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Network
+
+/// Bring the loopback interface of this network namespace up (SIOCSIFFLAGS with IFF_UP); the
+/// kernel then assigns 127.0.0.1/8 and ::1 itself.
+pub fn loopback_up() -> SysResult<()> {
+    #[repr(C)]
+    struct IfReqFlags {
+        name: [u8; libc::IFNAMSIZ],
+        flags: libc::c_short,
+        _pad: [u8; 22],
+    }
+    // SAFETY: plain syscall; the returned descriptor is owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd == -1 {
+        return Err(last(|| "socket(AF_INET, SOCK_DGRAM) for lo".into()));
+    }
+    // SAFETY: fresh descriptor owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut req = IfReqFlags {
+        name: [0; libc::IFNAMSIZ],
+        flags: (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short,
+        _pad: [0; 22],
+    };
+    req.name[..2].copy_from_slice(b"lo");
+    // SAFETY: `req` has the layout of struct ifreq (name, then the flags member of the union,
+    // padded to the union's 24 bytes), and lives across the call.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &mut req as *mut _) };
+    if r == -1 {
+        return Err(last(|| "ioctl(lo, SIOCSIFFLAGS, IFF_UP)".into()));
+    }
+    Ok(())
+}
+
+/// Take ownership of a descriptor the kernel has just installed in this process (received by
+/// SCM_RIGHTS); nothing else refers to it.
+pub fn own_fd(raw: RawFd) -> OwnedFd {
+    // SAFETY: callers pass only descriptors freshly received from the kernel, owned by nothing.
+    unsafe { OwnedFd::from_raw_fd(raw) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strings for messages
+
+pub fn errno_text(e: Errno) -> &'static str {
+    e.desc()
+}
+
+pub fn cstring(s: &str) -> CString {
+    CString::new(s).unwrap_or_else(|_| c"?".to_owned())
+}
