@@ -13,6 +13,7 @@ fn main() {
     };
     let policy = PathBuf::from("seccomp").join(format!("{arch}.json"));
     println!("cargo:rerun-if-changed={}", policy.display());
+    println!("cargo:rustc-env=AIRLOCK_ARCH={arch}");
     let file = std::fs::File::open(&policy)
         .unwrap_or_else(|e| panic!("cannot open {}: {e}", policy.display()));
     let filters = seccompiler::compile_from_json(file, target)

@@ -20,7 +20,7 @@ use nix::sys::stat::Mode;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Gid, Pid, Uid};
 
-use crate::channel::{self, Msg};
+use crate::channel::{self, Handed, Msg};
 use crate::spec::{self, InputSource, Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
 use crate::sys::{self, SysError, named};
 
@@ -67,7 +67,7 @@ impl<T> Step<T> for Result<T, SysError> {
 
 /// System paths bound read-only (as the host has them: a real directory is bound, a usr-merge
 /// symlink is recreated as the same symlink). `/usr` must exist; the others are optional.
-const SYSTEM_PATHS: &[&str] = &[
+pub const SYSTEM_PATHS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
@@ -76,7 +76,7 @@ const SYSTEM_PATHS: &[&str] = &[
 /// lookups of services and protocols need. Everything else of /etc (shadow, ssh keys, pip and
 /// git configuration that may hold tokens) stays out. passwd, group, hosts, nsswitch.conf and
 /// hostname are generated for the sandbox instead.
-const ETC_FROM_HOST: &[&str] = &[
+pub const ETC_FROM_HOST: &[&str] = &[
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",
@@ -103,9 +103,9 @@ const ETC_FROM_HOST: &[&str] = &[
 ];
 
 /// Device nodes bound from the host (the kernel refuses to let a user namespace create them).
-const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
-const DEV_LINKS: &[(&str, &str)] = &[
+pub const DEV_LINKS: &[(&str, &str)] = &[
     ("fd", "/proc/self/fd"),
     ("stdin", "/proc/self/fd/0"),
     ("stdout", "/proc/self/fd/1"),
@@ -577,8 +577,6 @@ fn make_dev(root: BorrowedFd, t: &Trees) -> Result<(), SysError> {
 }
 
 /// A tmpfs at /work owned by the sandbox user, with the inputs copied in (never bound).
-type Handed = Vec<(String, u64, u64)>;
-
 fn make_scratch(inh: &Inherited) -> Result<(OwnedFd, Handed), SysError> {
     let mut handed = Vec::new();
     use nix::mount::MsFlags;
@@ -696,7 +694,7 @@ fn exec_task(inh: &Inherited, argv: &[CString], envp: &[CString], path: &str) ->
     if let Some((out, err)) = &inh.capture {
         let null = nix::fcntl::open("/dev/null", OFlag::O_RDONLY, Mode::empty());
         let ok = null
-            .and_then(|n| nix::unistd::dup2_stdin(n))
+            .and_then(nix::unistd::dup2_stdin)
             .and_then(|_| nix::unistd::dup2_stdout(out))
             .and_then(|_| nix::unistd::dup2_stderr(err));
         if let Err(e) = ok {

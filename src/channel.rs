@@ -11,6 +11,9 @@ use nix::sys::socket::{
 
 use crate::sys::{SysResult, named};
 
+/// For each input as copied in: (name, size, content hash).
+pub type Handed = Vec<(String, u64, u64)>;
+
 #[derive(Debug)]
 pub enum Msg {
     /// launcher → init: the uid/gid maps are written; setup may go on.
@@ -18,7 +21,7 @@ pub enum Msg {
     /// init → launcher: a descriptor of the scratch directory (carried as SCM_RIGHTS), and for
     /// each input as copied in: (name, size, content hash), so the launcher can tell an input
     /// left as handed from one the task changed.
-    Scratch(OwnedFd, Vec<(String, u64, u64)>),
+    Scratch(OwnedFd, Handed),
     /// init → launcher: an isolation step failed; the task never ran.
     SetupFailed(String),
     /// task → launcher: execve failed (exit code 126 or 127, message).
@@ -135,7 +138,7 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool) -> SysResult<Option<Msg>> {
     }))
 }
 
-fn parse_inputs(mut b: &[u8]) -> Vec<(String, u64, u64)> {
+fn parse_inputs(mut b: &[u8]) -> Handed {
     let mut out = Vec::new();
     while b.len() > 16 {
         let size = u64::from_le_bytes(b[..8].try_into().unwrap());

@@ -279,7 +279,7 @@ struct Supervisor {
     pid: Pid,
     stdout: Capture,
     stderr: Capture,
-    scratch: Option<(OwnedFd, Vec<(String, u64, u64)>)>,
+    scratch: Option<(OwnedFd, channel::Handed)>,
     setup_failed: Option<String>,
     exec_failed: Option<(i32, String)>,
     task_end: Option<End>,

@@ -3,8 +3,11 @@
 //! Front ends (the `run` flags, a JSON request) produce a `spec::Spec`; `launch` and `boundary`
 //! build the sandbox from it; `report` hands the results back.
 
+mod audit;
 mod boundary;
 mod channel;
+mod demo;
+mod explain;
 mod launch;
 mod report;
 mod request;
@@ -72,6 +75,71 @@ enum Command {
     /// (/work); no capabilities; no_new_privs; seccomp.
     #[command(after_help = format!("{EXIT_CODES}\n\n{REPORT_KEYS}"))]
     Run(RunArgs),
+    /// Print the boundary `airlock run` would build with the same options, without running
+    /// anything: namespaces, every mount with its flags, the environment, the identity inside
+    /// and on the host, the limits and the seccomp policy by group.
+    Explain(RunArgs),
+    /// Show the boundary at work: a probe tries to read credentials, find a secret and reach
+    /// a server, on the host, inside airlock, and inside airlock with a forwarding mistake.
+    Demo {
+        /// Print the same as one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The demo's probe (run as the task). Not for direct use.
+    #[command(hide = true)]
+    Probe { url: String },
+    /// Audit a docker or bwrap command line: name each way the host leaks in.
+    /// Exit 0 when clean, 1 when there are findings, 2 when the input cannot be parsed.
+    Audit {
+        #[command(subcommand)]
+        kind: AuditKind,
+    },
+    /// Print the docker run command that expresses airlock's policy.
+    DockerArgs(DockerArgs),
+}
+
+#[derive(Subcommand)]
+enum AuditKind {
+    /// Audit a `docker run` command line.
+    Docker(AuditArgs),
+    /// Audit a `bwrap` command line.
+    Bwrap(AuditArgs),
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    /// Read the command line from FILE (- for stdin): a JSON array of strings or a
+    /// shell-quoted line.
+    #[arg(long, value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The command line to audit (after --).
+    #[arg(last = true, value_name = "ARGS")]
+    args: Vec<String>,
+}
+
+#[derive(Args)]
+struct DockerArgs {
+    #[arg(long, default_value = "python:3.12-slim")]
+    image: String,
+    #[arg(long, default_value = "512m")]
+    memory: String,
+    #[arg(long, default_value_t = 256)]
+    pids: u32,
+    /// The host directory mounted as the only writable volume, at /work.
+    #[arg(long, default_value = "/tmp/airlock-scratch")]
+    scratch: String,
+    #[arg(long, default_value = "65534:65534")]
+    user: String,
+    /// Print the argument vector as a JSON array.
+    #[arg(long)]
+    json: bool,
+    /// The command to run in the container (after --).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -120,6 +188,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run(args),
+        Command::Explain(args) => explain(args),
+        Command::Demo { json } => demo::run(json),
+        Command::Probe { url } => demo::probe(&url),
+        Command::Audit { kind } => run_audit(kind),
+        Command::DockerArgs(a) => docker_args(a),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
@@ -165,20 +238,101 @@ fn read_request(path: &PathBuf) -> Result<Draft, UsageError> {
     request::parse(&text)
 }
 
-fn run(args: RunArgs) -> i32 {
-    let json_mode = args.json || args.request.is_some();
+fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
     let draft = match &args.request {
-        Some(path) => read_request(path).and_then(|mut d| {
+        Some(path) => read_request(path).map(|mut d| {
             // Flags that still make sense beside a request add to it.
             d.share_net |= args.share_net;
             d.host_uid = args.host_uid;
             d.host_gid = args.host_gid;
             d.env.extend(args.env.iter().cloned());
-            Ok(d)
+            d
         }),
-        None => draft_from_flags(&args),
+        None => draft_from_flags(args),
     };
-    let spec = match draft.and_then(|d| d.build(&|n| std::env::var(n).ok())) {
+    draft.and_then(|d| d.build(&|n| std::env::var(n).ok()))
+}
+
+fn explain(args: RunArgs) -> i32 {
+    match spec_from_args(&args) {
+        Ok(spec) => {
+            let uid = nix::unistd::geteuid();
+            out(&explain::explain(&spec, uid.is_root(), uid.as_raw()));
+            0
+        }
+        Err(e) => fail(false, &launch::Failure::Usage(e.0)),
+    }
+}
+
+fn run_audit(kind: AuditKind) -> i32 {
+    let (a, is_docker) = match kind {
+        AuditKind::Docker(a) => (a, true),
+        AuditKind::Bwrap(a) => (a, false),
+    };
+    let argv = match (&a.file, a.args.is_empty()) {
+        (Some(path), true) => {
+            let mut text = String::new();
+            let r = if path.as_os_str() == "-" {
+                std::io::stdin().read_to_string(&mut text)
+            } else {
+                std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text))
+            };
+            match r {
+                Ok(_) => audit::parse_command_line(&text),
+                Err(e) => Err(format!("{}: {e}", path.display())),
+            }
+        }
+        (None, false) => Ok(a.args.clone()),
+        (Some(_), false) => Err("give the command line either after -- or with --file".into()),
+        (None, true) => Err("no command line given (after -- or with --file FILE|-)".into()),
+    };
+    let result = argv.and_then(|argv| {
+        if is_docker {
+            audit::audit_docker(&argv)
+        } else {
+            audit::audit_bwrap(&argv)
+        }
+    });
+    match result {
+        Ok(report) => {
+            if a.json {
+                out(&format!("{}\n", audit::to_json(&report)));
+            } else {
+                out(&audit::render_text(&report));
+            }
+            i32::from(!report.findings.is_empty())
+        }
+        Err(e) => {
+            if a.json {
+                out(&format!("{}\n", serde_json::json!({"error": e})));
+            } else {
+                eprintln!("airlock audit: {e}");
+            }
+            exit::USAGE
+        }
+    }
+}
+
+fn docker_args(a: DockerArgs) -> i32 {
+    let argv = audit::docker_args(&audit::DockerOpts {
+        image: a.image,
+        memory: a.memory,
+        pids: a.pids,
+        scratch: a.scratch,
+        user: a.user,
+        command: a.command,
+    });
+    if a.json {
+        out(&format!("{}\n", serde_json::Value::from(argv)));
+    } else {
+        out(&format!("{}\n", audit::shell_quote(&argv)));
+    }
+    0
+}
+
+fn run(args: RunArgs) -> i32 {
+    let json_mode = args.json || args.request.is_some();
+    let spec = match spec_from_args(&args) {
         Ok(s) => s,
         Err(e) => return fail(json_mode, &launch::Failure::Usage(e.0)),
     };
@@ -195,8 +349,7 @@ fn run(args: RunArgs) -> i32 {
     match launch::run(&spec) {
         Ok(outcome) => {
             if json_mode {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{}", report::to_json(&outcome));
+                out(&format!("{}\n", report::to_json(&outcome)));
             }
             outcome.exit_code()
         }
@@ -204,10 +357,16 @@ fn run(args: RunArgs) -> i32 {
     }
 }
 
+/// Write to stdout; a closed stdout (`| head`) is not an error worth a panic.
+pub fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|_| o.flush());
+}
+
 fn fail(json_mode: bool, f: &launch::Failure) -> i32 {
     let (value, code) = report::failure_json(f);
     if json_mode {
-        println!("{value}");
+        out(&format!("{value}\n"));
     } else {
         let msg = value["error"].as_str().unwrap_or("");
         match f {
@@ -215,6 +374,5 @@ fn fail(json_mode: bool, f: &launch::Failure) -> i32 {
             _ => eprintln!("airlock: {msg}"),
         }
     }
-    let _ = exit::USAGE;
     code
 }

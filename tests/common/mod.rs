@@ -70,7 +70,10 @@ pub fn host_sh(who: Launcher, script: &str) -> Output {
             c
         }
     };
-    c.args(["-c", script]).stdin(Stdio::null()).output().unwrap()
+    c.args(["-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 pub fn stdout(o: &Output) -> String {

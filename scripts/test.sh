@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): installs what the tests need on a fresh Debian machine,
+# then runs every test. Run as root: the integration tests launch airlock both as root and as
+# uid 65534 (through setpriv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v python3 >/dev/null && [ -x /usr/bin/python3 ] || need+=(python3)
+[ -x /usr/bin/time ] || need+=(time)
+if [ ${#need[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+cargo build --release --locked 2>/dev/null || cargo build --release
+cargo test --release -- --test-threads=2 "$@"

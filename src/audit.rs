@@ -1,0 +1,2508 @@
+//! Audits of sandbox command lines written for other tools (`docker run`, `bwrap`).
+//!
+//! Everything here is a pure function over argument vectors: nothing is spawned and no
+//! syscall is made. The audit answers one question: "how can the host leak into this
+//! sandbox?". Each answer is a [`Finding`] with a stable rule id. Missing hardening that does
+//! not by itself let the host in is reported separately as advice and never makes a line
+//! unclean.
+//!
+//! The option tables below are the parsers' only knowledge of each tool. They are data on
+//! purpose: a reviewer checks them against `docker run --help` and `man bwrap` line by line.
+//! An option the table does not know is never silently skipped in `bwrap` (it is an error);
+//! `docker` follows its own parser's rule, stated where it is applied.
+
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// Findings
+// ---------------------------------------------------------------------------------------------
+
+/// One way the host leaks into the sandbox (or, in [`Audit::advice`], one missing hardening).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// Stable short id, e.g. `env-forwarded`.
+    pub rule: &'static str,
+    /// Human text, e.g. `mounts /home/dev/project read-write`.
+    pub message: String,
+    /// The offending argument(s) as written, or `""` when the finding is about something missing.
+    pub arg: String,
+}
+
+/// The result of auditing one command line.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Audit {
+    /// Ways the host leaks into the sandbox. Any finding makes the line unclean.
+    pub findings: Vec<Finding>,
+    /// Missing hardening that does not itself leak the host. Never makes the line unclean.
+    pub advice: Vec<Finding>,
+}
+
+impl Audit {
+    fn finding(&mut self, rule: &'static str, message: impl Into<String>, arg: impl Into<String>) {
+        self.findings.push(Finding {
+            rule,
+            message: message.into(),
+            arg: arg.into(),
+        });
+    }
+
+    fn advise(&mut self, rule: &'static str, message: impl Into<String>, arg: impl Into<String>) {
+        self.advice.push(Finding {
+            rule,
+            message: message.into(),
+            arg: arg.into(),
+        });
+    }
+}
+
+/// `{"findings": [{"rule", "message", "arg"}...], "advice": [...], "clean": bool}`.
+/// `clean` is true when there are no findings; advice does not count.
+pub fn to_json(a: &Audit) -> Value {
+    let list = |items: &[Finding]| -> Vec<Value> {
+        items
+            .iter()
+            .map(|f| json!({"rule": f.rule, "message": f.message, "arg": f.arg}))
+            .collect()
+    };
+    json!({
+        "findings": list(&a.findings),
+        "advice": list(&a.advice),
+        "clean": a.findings.is_empty(),
+    })
+}
+
+/// One line per finding (`finding: <message> (<arg>)`), or a single `clean:` line when there
+/// is none, then one `advice:` line per piece of advice. The `(<arg>)` part is left out when
+/// the finding is about something missing.
+pub fn render_text(a: &Audit) -> String {
+    let mut out = String::new();
+    for f in &a.findings {
+        out.push_str(&render_line("finding", f));
+    }
+    if a.findings.is_empty() {
+        out.push_str("clean: no way for the host to leak in was found\n");
+    }
+    for f in &a.advice {
+        out.push_str(&render_line("advice", f));
+    }
+    out
+}
+
+fn render_line(kind: &str, f: &Finding) -> String {
+    if f.arg.is_empty() {
+        format!("{kind}: {}\n", f.message)
+    } else {
+        format!("{kind}: {} ({})\n", f.message, f.arg)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a command line
+// ---------------------------------------------------------------------------------------------
+
+/// Splits a command line into arguments.
+///
+/// A text whose first non-blank character is `[` is read as a JSON array of strings. Anything
+/// else is read as one POSIX shell command made of plain words, single quotes, double quotes
+/// and backslashes. Constructs whose meaning depends on running a shell are refused rather
+/// than guessed at: command substitution, pipes, lists, redirections, subshells, a second
+/// command on a new line, and the expansions that can change how many words there are
+/// (unquoted `$VAR`, globs, braces). A quoted `"$NAME"` is one word and is kept literally:
+/// the audit sees `$HOME`, not its value.
+pub fn parse_command_line(text: &str) -> Result<Vec<String>, String> {
+    let trimmed = text.trim();
+    if trimmed.starts_with('[') {
+        return parse_json_argv(trimmed);
+    }
+    ShellLexer::new(text).run()
+}
+
+fn parse_json_argv(text: &str) -> Result<Vec<String>, String> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON argument array: {e}"))?;
+    let items = value
+        .as_array()
+        .ok_or_else(|| "a JSON command line must be an array of strings".to_string())?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            item.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("JSON argument {i} is not a string: {item}"))
+        })
+        .collect()
+}
+
+fn refuse(construct: &str) -> String {
+    format!(
+        "refusing shell construct {construct}: only plain words, quotes and backslashes are \
+         understood (give the arguments as a JSON array instead)"
+    )
+}
+
+struct ShellLexer<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    words: Vec<String>,
+    word: String,
+    /// A word has begun (it may still be empty, as in `''`).
+    in_word: bool,
+    /// An unescaped newline came after at least one word: the command is over.
+    command_ended: bool,
+}
+
+impl<'a> ShellLexer<'a> {
+    fn new(text: &'a str) -> Self {
+        ShellLexer {
+            chars: text.chars().peekable(),
+            words: Vec::new(),
+            word: String::new(),
+            in_word: false,
+            command_ended: false,
+        }
+    }
+
+    fn run(mut self) -> Result<Vec<String>, String> {
+        while let Some(c) = self.chars.next() {
+            match c {
+                // CR counts as a blank so that a file saved with CRLF reads the same.
+                ' ' | '\t' | '\r' => self.end_word(),
+                '\n' => {
+                    self.end_word();
+                    if !self.words.is_empty() {
+                        self.command_ended = true;
+                    }
+                }
+                '#' if !self.in_word => self.skip_comment(),
+                '\\' => self.backslash()?,
+                '\'' => self.single_quoted()?,
+                '"' => self.double_quoted()?,
+                '$' => self.unquoted_dollar()?,
+                '`' => return Err(refuse("'`' (command substitution)")),
+                '*' | '?' | '[' => return Err(refuse(&format!("'{c}' (pathname expansion)"))),
+                '{' => return Err(refuse("'{' (brace expansion)")),
+                '|' => return Err(refuse("'|' (pipe)")),
+                ';' => return Err(refuse("';' (command list)")),
+                '&' => return Err(refuse("'&' (background or '&&' list)")),
+                '<' => return Err(refuse("'<' (redirection)")),
+                '>' => return Err(refuse("'>' (redirection)")),
+                '(' | ')' => return Err(refuse("'(' or ')' (subshell)")),
+                _ => {
+                    self.begin_word()?;
+                    self.word.push(c);
+                }
+            }
+        }
+        self.end_word();
+        Ok(self.words)
+    }
+
+    /// An unquoted `$` is literal only when nothing the shell would expand follows it.
+    /// An unquoted variable is refused because the shell splits its value into any number of
+    /// words (none, if it is empty), so its position among the options cannot be known;
+    /// inside double quotes it is one word and is kept literally.
+    fn unquoted_dollar(&mut self) -> Result<(), String> {
+        match self.chars.peek() {
+            Some('(') => Err(refuse("'$(' (command substitution)")),
+            Some('\'' | '"') => Err(refuse("$'...' or $\"...\" quoting")),
+            Some(&c) if c.is_ascii_alphanumeric() || "_{@*#?$!-".contains(c) => Err(refuse(
+                &format!("'${c}' (unquoted parameter expansion; write \"${c}...\" instead)"),
+            )),
+            _ => {
+                self.begin_word()?;
+                self.word.push('$');
+                Ok(())
+            }
+        }
+    }
+
+    fn begin_word(&mut self) -> Result<(), String> {
+        if !self.in_word {
+            if self.command_ended {
+                // The shell would run what follows as a second command; auditing it as more
+                // arguments of the first would be wrong either way.
+                return Err(
+                    "a newline ends the command and more words follow: join the lines with \
+                     a backslash, or give one command"
+                        .to_string(),
+                );
+            }
+            self.in_word = true;
+        }
+        Ok(())
+    }
+
+    fn end_word(&mut self) {
+        if self.in_word {
+            self.words.push(std::mem::take(&mut self.word));
+            self.in_word = false;
+        }
+    }
+
+    fn skip_comment(&mut self) {
+        while let Some(&c) = self.chars.peek() {
+            if c == '\n' {
+                break;
+            }
+            self.chars.next();
+        }
+    }
+
+    /// Outside quotes: backslash-newline joins lines; a backslash before anything else makes
+    /// that character literal.
+    fn backslash(&mut self) -> Result<(), String> {
+        match self.chars.next() {
+            Some('\n') => Ok(()),
+            Some(c) => {
+                self.begin_word()?;
+                self.word.push(c);
+                Ok(())
+            }
+            None => Err("a backslash ends the input with nothing to escape".to_string()),
+        }
+    }
+
+    fn single_quoted(&mut self) -> Result<(), String> {
+        self.begin_word()?;
+        loop {
+            match self.chars.next() {
+                Some('\'') => return Ok(()),
+                Some(c) => self.word.push(c),
+                None => return Err("unterminated single quote".to_string()),
+            }
+        }
+    }
+
+    /// Inside double quotes a backslash escapes only `"`, `\`, `$`, `` ` `` and newline; before
+    /// any other character it stays. Command substitution is live inside double quotes, so it
+    /// is refused here too.
+    fn double_quoted(&mut self) -> Result<(), String> {
+        self.begin_word()?;
+        loop {
+            match self.chars.next() {
+                Some('"') => return Ok(()),
+                Some('\\') => match self.chars.peek() {
+                    Some(&c) if matches!(c, '"' | '\\' | '$' | '`') => {
+                        self.chars.next();
+                        self.word.push(c);
+                    }
+                    Some('\n') => {
+                        self.chars.next();
+                    }
+                    _ => self.word.push('\\'),
+                },
+                Some('`') => return Err(refuse("'`' (command substitution) inside double quotes")),
+                Some('$') if self.chars.peek() == Some(&'(') => {
+                    return Err(refuse("'$(' (command substitution) inside double quotes"));
+                }
+                Some(c) => self.word.push(c),
+                None => return Err("unterminated double quote".to_string()),
+            }
+        }
+    }
+}
+
+/// Joins arguments into one line for POSIX `sh`; [`parse_command_line`] reads it back to the
+/// same arguments. Words made only of `[A-Za-z0-9_@%+=:,./-]` stay bare; anything else is
+/// single-quoted, with `'` written as `'\''`.
+pub fn shell_quote(args: &[String]) -> String {
+    args.iter()
+        .map(|a| quote_word(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn quote_word(word: &str) -> String {
+    let is_safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if word.is_empty() {
+        "''".to_string()
+    } else if word.chars().all(is_safe) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths
+// ---------------------------------------------------------------------------------------------
+
+/// Lexical normalisation: collapses `//`, drops `.`, resolves `..` and trailing slashes.
+/// Symlinks cannot be known from an argument vector; this only stops `/tmp/x/../../home`
+/// from hiding what it names.
+fn normalize_path(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push("..");
+                }
+            }
+            _ => parts.push(part),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else if joined.is_empty() {
+        ".".to_string()
+    } else {
+        joined
+    }
+}
+
+/// True when `arg` names the program `name`, bare or as a path (`/usr/bin/docker`).
+fn is_program(arg: &str, name: &str) -> bool {
+    arg == name || arg.ends_with(&format!("/{name}"))
+}
+
+/// Go's `strconv.ParseBool`, which docker uses for `--flag=value`.
+fn parse_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// docker run
+// ---------------------------------------------------------------------------------------------
+
+/// `docker run` / `docker create` options that take a value (long names, without `--`).
+#[rustfmt::skip]
+const DOCKER_VALUED_OPTIONS: &[&str] = &[
+    // Environment, identity, working directory, entry point.
+    "env", "env-file", "user", "group-add", "workdir", "entrypoint", "name", "hostname",
+    "domainname", "label", "label-file", "annotation", "platform", "pull", "runtime",
+    "isolation", "cidfile",
+    // Filesystem.
+    "volume", "volume-driver", "volumes-from", "mount", "tmpfs", "storage-opt", "shm-size",
+    // Network.
+    "network", "network-alias", "publish", "expose", "ip", "ip6", "mac-address", "link",
+    "link-local-ip", "add-host", "dns", "dns-option", "dns-search",
+    // Namespaces.
+    "pid", "ipc", "uts", "userns", "cgroupns", "cgroup-parent",
+    // Privileges and devices.
+    "cap-add", "cap-drop", "security-opt", "sysctl", "device", "device-cgroup-rule", "gpus",
+    // Resources.
+    "memory", "memory-reservation", "memory-swap", "memory-swappiness", "kernel-memory",
+    "pids-limit", "ulimit", "oom-score-adj", "cpus", "cpu-shares", "cpu-period", "cpu-quota",
+    "cpu-rt-period", "cpu-rt-runtime", "cpuset-cpus", "cpuset-mems", "cpu-count",
+    "cpu-percent", "blkio-weight", "blkio-weight-device", "device-read-bps",
+    "device-read-iops", "device-write-bps", "device-write-iops", "io-maxbandwidth",
+    "io-maxiops",
+    // Lifecycle, health, logging, terminal.
+    "restart", "stop-signal", "stop-timeout", "health-cmd", "health-interval",
+    "health-retries", "health-start-interval", "health-start-period", "health-timeout",
+    "log-driver", "log-opt", "attach", "detach-keys",
+];
+
+/// `docker run` / `docker create` boolean flags. Docker also accepts `--flag=true|false`.
+#[rustfmt::skip]
+const DOCKER_FLAGS: &[&str] = &[
+    "detach", "interactive", "tty", "rm", "init", "read-only", "privileged",
+    "use-api-socket", "publish-all", "sig-proxy", "oom-kill-disable", "no-healthcheck",
+    "disable-content-trust", "quiet", "help",
+];
+
+/// Other spellings of a long option, mapped to the name used in the tables.
+const DOCKER_ALIASES: &[(&str, &str)] = &[
+    ("net", "network"),
+    ("net-alias", "network-alias"),
+    ("dns-opt", "dns-option"),
+];
+
+/// One-letter options and the long option each stands for.
+const DOCKER_SHORT_OPTIONS: &[(char, &str)] = &[
+    ('a', "attach"),
+    ('c', "cpu-shares"),
+    ('d', "detach"),
+    ('e', "env"),
+    ('h', "hostname"),
+    ('i', "interactive"),
+    ('l', "label"),
+    ('m', "memory"),
+    ('p', "publish"),
+    ('P', "publish-all"),
+    ('q', "quiet"),
+    ('t', "tty"),
+    ('u', "user"),
+    ('v', "volume"),
+    ('w', "workdir"),
+];
+
+/// Host paths whose mount hands the container the Docker daemon's socket: the socket itself
+/// and every directory above it (`/var/run` is usually a symlink to `/run`).
+const DOCKER_SOCKET_PATHS: &[&str] = &[
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/var/run",
+    "/run",
+    "/var",
+    "/",
+];
+
+/// One option of a parsed `docker run` line.
+#[derive(Debug)]
+struct DockerOption {
+    /// Long name without `--`, aliases resolved (`net` becomes `network`).
+    name: String,
+    /// The value, for valued options; for flags, the `=value` if one was written.
+    value: Option<String>,
+    /// The option as written, with its value when that was a separate argument.
+    raw: String,
+}
+
+impl DockerOption {
+    fn value(&self) -> &str {
+        self.value.as_deref().unwrap_or("")
+    }
+
+    /// For a flag: set, unless written `--flag=false` (values were checked while parsing).
+    fn is_on(&self) -> bool {
+        self.value
+            .as_deref()
+            .is_none_or(|v| parse_bool(v) == Some(true))
+    }
+}
+
+/// The options of a `docker run` line. The image and the container's command are not kept:
+/// nothing after the image is ever audited.
+#[derive(Debug)]
+struct DockerRun {
+    options: Vec<DockerOption>,
+}
+
+impl DockerRun {
+    fn all<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s DockerOption> + 's {
+        self.options.iter().filter(move |o| o.name == name)
+    }
+
+    /// Docker keeps the last value of a single-valued option.
+    fn last(&self, name: &str) -> Option<&DockerOption> {
+        self.options.iter().rev().find(|o| o.name == name)
+    }
+}
+
+fn docker_long_name(name: &str) -> &str {
+    DOCKER_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, long)| long)
+}
+
+/// `Some(true)` for a valued option, `Some(false)` for a flag, `None` when unknown.
+fn docker_takes_value(long_name: &str) -> Option<bool> {
+    if DOCKER_VALUED_OPTIONS.contains(&long_name) {
+        Some(true)
+    } else if DOCKER_FLAGS.contains(&long_name) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Strips `docker` (optional) and the subcommand; the rest are `run` options, image, command.
+fn docker_run_args(argv: &[String]) -> Result<&[String], String> {
+    let rest = match argv.first() {
+        Some(first) if is_program(first, "docker") => &argv[1..],
+        _ => argv,
+    };
+    let is_run = |s: &String| s == "run" || s == "create";
+    match rest {
+        [sub, tail @ ..] if is_run(sub) => Ok(tail),
+        [group, sub, tail @ ..] if group == "container" && is_run(sub) => Ok(tail),
+        _ => Err(format!(
+            "not a docker run/create command line: {}",
+            shell_quote(argv)
+        )),
+    }
+}
+
+/// Parses `docker run` options the way docker's own parser (pflag, not interspersed) does:
+/// options stop at `--` or at the first argument not starting with `-`, which is the image;
+/// everything after the image is the container's command and is never read as options.
+/// An unknown long option is taken as valued if written `--opt=value` and as a flag
+/// otherwise; an unknown letter in a short cluster is taken as a flag.
+fn parse_docker_run(args: &[String]) -> Result<DockerRun, String> {
+    let mut options = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if arg == "--" {
+            break;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_string())),
+                None => (long, None),
+            };
+            let name = docker_long_name(name).to_string();
+            match (docker_takes_value(&name), inline) {
+                (Some(true), None) => {
+                    let value = args
+                        .get(i)
+                        .ok_or_else(|| format!("option {arg} needs a value"))?;
+                    i += 1;
+                    options.push(DockerOption {
+                        name,
+                        value: Some(value.clone()),
+                        raw: format!("{arg} {value}"),
+                    });
+                }
+                (Some(false), Some(value)) if parse_bool(&value).is_none() => {
+                    return Err(format!("option {arg}: {value:?} is not true or false"));
+                }
+                (_, inline) => options.push(DockerOption {
+                    name,
+                    value: inline,
+                    raw: arg.clone(),
+                }),
+            }
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            i = parse_docker_short_cluster(args, i, &mut options)?;
+        } else {
+            i -= 1;
+            break;
+        }
+    }
+    if i >= args.len() {
+        return Err("docker run line has no image".to_string());
+    }
+    Ok(DockerRun { options })
+}
+
+/// Parses `args[next - 1]`, a cluster of one-letter options such as `-it`, `-eFOO`, `-ite FOO`.
+/// A valued letter takes the rest of the cluster (minus a leading `=`) or, when the cluster
+/// ends there, the next argument. Returns the index of the next unread argument.
+fn parse_docker_short_cluster(
+    args: &[String],
+    mut next: usize,
+    options: &mut Vec<DockerOption>,
+) -> Result<usize, String> {
+    let arg = &args[next - 1];
+    let cluster = &arg[1..];
+    for (pos, letter) in cluster.char_indices() {
+        let rest = &cluster[pos + letter.len_utf8()..];
+        let name = DOCKER_SHORT_OPTIONS
+            .iter()
+            .find(|(short, _)| *short == letter)
+            .map_or_else(|| letter.to_string(), |(_, long)| long.to_string());
+        if docker_takes_value(&name) == Some(true) {
+            let (value, raw) = if rest.is_empty() {
+                let value = args
+                    .get(next)
+                    .ok_or_else(|| format!("option -{letter} (in {arg}) needs a value"))?;
+                next += 1;
+                (value.clone(), format!("{arg} {value}"))
+            } else {
+                let value = rest.strip_prefix('=').unwrap_or(rest);
+                (value.to_string(), arg.clone())
+            };
+            options.push(DockerOption {
+                name,
+                value: Some(value),
+                raw,
+            });
+            return Ok(next);
+        }
+        if let Some(value) = rest.strip_prefix('=') {
+            if parse_bool(value).is_none() {
+                return Err(format!("option {arg}: {value:?} is not true or false"));
+            }
+            options.push(DockerOption {
+                name,
+                value: Some(value.to_string()),
+                raw: arg.clone(),
+            });
+            return Ok(next);
+        }
+        options.push(DockerOption {
+            name,
+            value: None,
+            raw: arg.clone(),
+        });
+    }
+    Ok(next)
+}
+
+/// A host path mounted into the container.
+struct HostMount {
+    source: String,
+    read_only: bool,
+}
+
+/// A `-v` source names a host path when it is absolute, relative (`.`), under a home (`~`),
+/// a shell variable the shell would expand to a path (`$PWD`), or contains a slash. Anything
+/// else is the name of a docker volume.
+fn is_host_path(source: &str) -> bool {
+    source.starts_with(['/', '.', '~', '$']) || source.contains('/')
+}
+
+/// `-v SRC:DST[:OPTS]`. `None` for an anonymous volume (`-v /data`) or a named volume.
+fn volume_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (source, opts) = match parts.as_slice() {
+        [_] => return Ok(None),
+        [source, _] => (*source, ""),
+        [source, _, opts] => (*source, *opts),
+        _ => return Err(format!("invalid volume specification {spec:?}")),
+    };
+    if !is_host_path(source) {
+        return Ok(None);
+    }
+    let read_only = opts.split(',').any(|o| o == "ro" || o == "readonly");
+    Ok(Some(HostMount {
+        source: source.to_string(),
+        read_only,
+    }))
+}
+
+/// `--mount type=bind,source=SRC,target=DST[,readonly]`. A `type=volume` mount is a host
+/// mount too when the local driver is told to bind a host directory
+/// (`volume-opt=o=bind,volume-opt=device=/path`).
+fn mount_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
+    let mut kind = "volume".to_string();
+    let mut source = None;
+    let mut read_only = false;
+    let mut driver_binds = false;
+    let mut driver_device = None;
+    for field in spec.split(',') {
+        let (key, value) = match field.split_once('=') {
+            Some((key, value)) => (key.to_ascii_lowercase(), Some(value)),
+            None => (field.to_ascii_lowercase(), None),
+        };
+        match (key.as_str(), value) {
+            ("type", Some(v)) => kind = v.to_string(),
+            ("source" | "src", Some(v)) => source = Some(v.to_string()),
+            ("readonly" | "ro", None) => read_only = true,
+            ("readonly" | "ro", Some(v)) => {
+                read_only = parse_bool(v)
+                    .ok_or_else(|| format!("--mount {spec}: {field:?} is not true or false"))?;
+            }
+            ("volume-opt", Some(opt)) => match opt.split_once('=') {
+                Some(("o", o)) => driver_binds = o.split(',').any(|x| x == "bind"),
+                Some(("device", device)) => driver_device = Some(device.to_string()),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    let host_source = match kind.as_str() {
+        "bind" => source,
+        "volume" if driver_binds => driver_device,
+        _ => None,
+    };
+    Ok(host_source.map(|source| HostMount { source, read_only }))
+}
+
+/// The scratch directory is the one writable channel an airlock sandbox is meant to have.
+/// By convention its final path component starts with `airlock-scratch`
+/// (e.g. `/tmp/airlock-scratch`, `/tmp/airlock-scratch-4711`), and a read-write bind of such a
+/// directory is not reported. The path is normalised first, so `airlock-scratch/..` does not
+/// qualify.
+fn is_airlock_scratch(source: &str) -> bool {
+    let normalized = normalize_path(source);
+    normalized
+        .rsplit('/')
+        .next()
+        .is_some_and(|last| last.starts_with("airlock-scratch"))
+}
+
+fn check_docker_mount(mount: &HostMount, raw: &str, audit: &mut Audit) {
+    if !mount.read_only && !is_airlock_scratch(&mount.source) {
+        audit.finding(
+            "host-mount-rw",
+            format!("mounts {} read-write", mount.source),
+            raw,
+        );
+    }
+    let normalized = normalize_path(&mount.source);
+    if DOCKER_SOCKET_PATHS.contains(&normalized.as_str()) {
+        let message = if normalized.ends_with("docker.sock") {
+            "mounts the Docker socket".to_string()
+        } else {
+            format!("mounts {}, which holds the Docker socket", mount.source)
+        };
+        audit.finding("docker-socket", message, raw);
+    }
+}
+
+fn is_root_user(user: &str) -> bool {
+    let name = user.split(':').next().unwrap_or("");
+    name.is_empty() || name == "root" || name.parse::<u64>() == Ok(0)
+}
+
+/// What a `--security-opt` value turns off, if it turns confinement off.
+fn unconfined_by(security_opt: &str) -> Option<&'static str> {
+    let (key, value) = security_opt
+        .split_once(['=', ':'])
+        .unwrap_or((security_opt, ""));
+    match (key, value) {
+        ("seccomp", "unconfined") => Some("seccomp"),
+        ("apparmor", "unconfined") => Some("AppArmor"),
+        ("label", "disable") => Some("SELinux labels"),
+        ("systempaths", "unconfined") => Some("masking of /proc and /sys paths"),
+        _ => None,
+    }
+}
+
+/// `Some(on)` when a `--security-opt` value is about no-new-privileges.
+fn no_new_privileges_setting(security_opt: &str) -> Option<bool> {
+    match security_opt.strip_prefix("no-new-privileges")? {
+        "" => Some(true),
+        rest => rest
+            .strip_prefix([':', '='])
+            .map(|v| parse_bool(v) == Some(true)),
+    }
+}
+
+/// Audits a `docker run` (or `docker create`, `docker container run`) argument vector.
+/// `argv` may start with `docker` or a path to it. Errors if it is not such a line or the
+/// options cannot be parsed.
+pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
+    let run = parse_docker_run(docker_run_args(argv)?)?;
+    let mut audit = Audit::default();
+
+    let env_args: Vec<&str> = run
+        .options
+        .iter()
+        .filter(|o| o.name == "env" || o.name == "env-file")
+        .map(|o| o.raw.as_str())
+        .collect();
+    if !env_args.is_empty() {
+        audit.finding(
+            "env-forwarded",
+            "forwards host environment variables",
+            env_args.join(" "),
+        );
+    }
+
+    let networks: Vec<&DockerOption> = run.all("network").collect();
+    let open_networks: Vec<&str> = networks
+        .iter()
+        .filter(|o| o.value() != "none")
+        .map(|o| o.raw.as_str())
+        .collect();
+    if networks.is_empty() || !open_networks.is_empty() {
+        audit.finding(
+            "network-not-none",
+            "network is not none",
+            open_networks.join(" "),
+        );
+    }
+
+    for option in &run.options {
+        let mount = match option.name.as_str() {
+            "volume" => volume_host_mount(option.value())?,
+            "mount" => mount_host_mount(option.value())?,
+            _ => None,
+        };
+        if let Some(mount) = mount {
+            check_docker_mount(&mount, &option.raw, &mut audit);
+        }
+    }
+    for option in run.all("use-api-socket").filter(|o| o.is_on()) {
+        audit.finding("docker-socket", "mounts the Docker socket", &option.raw);
+    }
+
+    match run.last("user") {
+        None => audit.finding("root-user", "runs as root inside the container", ""),
+        Some(user) if is_root_user(user.value()) => {
+            audit.finding("root-user", "runs as root inside the container", &user.raw)
+        }
+        Some(_) => {}
+    }
+
+    match run.last("read-only") {
+        None => audit.finding("rootfs-writable", "root filesystem is writable", ""),
+        Some(read_only) if !read_only.is_on() => audit.finding(
+            "rootfs-writable",
+            "root filesystem is writable",
+            &read_only.raw,
+        ),
+        Some(_) => {}
+    }
+
+    if let Some(privileged) = run.last("privileged").filter(|o| o.is_on()) {
+        audit.finding(
+            "privileged",
+            "runs privileged: every capability and every host device",
+            &privileged.raw,
+        );
+    }
+
+    for cap in run.all("cap-add") {
+        audit.finding(
+            "cap-add",
+            format!("adds capability {}", cap.value()),
+            &cap.raw,
+        );
+    }
+
+    for opt in run.all("security-opt") {
+        if let Some(what) = unconfined_by(opt.value()) {
+            audit.finding("unconfined", format!("turns off {what}"), &opt.raw);
+        }
+    }
+
+    // `--network host` is left to network-not-none: one finding per leak.
+    for option in &run.options {
+        let namespace = match option.name.as_str() {
+            "pid" | "ipc" | "uts" | "userns" | "cgroupns" => option.name.as_str(),
+            _ => continue,
+        };
+        if option.value() == "host" {
+            audit.finding(
+                "host-namespace",
+                format!("shares the host's {namespace} namespace"),
+                &option.raw,
+            );
+        }
+    }
+
+    for option in &run.options {
+        let message = match option.name.as_str() {
+            "device" => format!("passes host device {}", option.value()),
+            "device-cgroup-rule" => format!("allows host devices by rule {}", option.value()),
+            "gpus" => format!("passes host GPUs ({})", option.value()),
+            _ => continue,
+        };
+        audit.finding("device", message, &option.raw);
+    }
+
+    audit_docker_advice(&run, &mut audit);
+    Ok(audit)
+}
+
+fn audit_docker_advice(run: &DockerRun, audit: &mut Audit) {
+    match run.last("memory") {
+        None => audit.advise("no-memory-limit", "no memory limit (--memory)", ""),
+        Some(m) if m.value() == "0" => {
+            audit.advise("no-memory-limit", "no memory limit (--memory)", &m.raw)
+        }
+        Some(_) => {}
+    }
+
+    match run.last("pids-limit") {
+        None => audit.advise("no-pids-limit", "no process count limit (--pids-limit)", ""),
+        Some(p) if p.value().parse::<i64>().is_ok_and(|n| n <= 0) => audit.advise(
+            "no-pids-limit",
+            "no process count limit (--pids-limit)",
+            &p.raw,
+        ),
+        Some(_) => {}
+    }
+
+    let no_new_privileges = run
+        .options
+        .iter()
+        .rev()
+        .filter(|o| o.name == "security-opt")
+        .find_map(|o| no_new_privileges_setting(o.value()));
+    if no_new_privileges != Some(true) {
+        audit.advise(
+            "no-new-privileges",
+            "no-new-privileges is not set (--security-opt no-new-privileges)",
+            "",
+        );
+    }
+
+    let drops_all = run
+        .all("cap-drop")
+        .any(|o| o.value().eq_ignore_ascii_case("all"));
+    if !drops_all {
+        audit.advise(
+            "no-cap-drop",
+            "capabilities are not dropped (--cap-drop ALL)",
+            "",
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bwrap
+// ---------------------------------------------------------------------------------------------
+
+/// Every bubblewrap 0.11 option and how many arguments follow it (`man bwrap`).
+/// bwrap has no `--opt=value` form; an option not listed here is an error.
+const BWRAP_OPTIONS: &[(&str, usize)] = &[
+    // General.
+    ("--help", 0),
+    ("--version", 0),
+    ("--args", 1),
+    ("--argv0", 1),
+    ("--level-prefix", 0),
+    // Namespaces.
+    ("--unshare-all", 0),
+    ("--share-net", 0),
+    ("--unshare-user", 0),
+    ("--unshare-user-try", 0),
+    ("--unshare-ipc", 0),
+    ("--unshare-pid", 0),
+    ("--unshare-net", 0),
+    ("--unshare-uts", 0),
+    ("--unshare-cgroup", 0),
+    ("--unshare-cgroup-try", 0),
+    ("--userns", 1),
+    ("--userns2", 1),
+    ("--disable-userns", 0),
+    ("--assert-userns-disabled", 0),
+    ("--pidns", 1),
+    ("--uid", 1),
+    ("--gid", 1),
+    ("--hostname", 1),
+    // Environment.
+    ("--chdir", 1),
+    ("--setenv", 2),
+    ("--unsetenv", 1),
+    ("--clearenv", 0),
+    // Monitoring.
+    ("--lock-file", 1),
+    ("--sync-fd", 1),
+    // Filesystem.
+    ("--perms", 1),
+    ("--size", 1),
+    ("--bind", 2),
+    ("--bind-try", 2),
+    ("--dev-bind", 2),
+    ("--dev-bind-try", 2),
+    ("--ro-bind", 2),
+    ("--ro-bind-try", 2),
+    ("--bind-fd", 2),
+    ("--ro-bind-fd", 2),
+    ("--remount-ro", 1),
+    ("--overlay-src", 1),
+    ("--overlay", 3),
+    ("--tmp-overlay", 1),
+    ("--ro-overlay", 1),
+    ("--proc", 1),
+    ("--dev", 1),
+    ("--tmpfs", 1),
+    ("--mqueue", 1),
+    ("--dir", 1),
+    ("--file", 2),
+    ("--bind-data", 2),
+    ("--ro-bind-data", 2),
+    ("--symlink", 2),
+    ("--chmod", 2),
+    // Lockdown.
+    ("--seccomp", 1),
+    ("--add-seccomp-fd", 1),
+    ("--exec-label", 1),
+    ("--file-label", 1),
+    ("--block-fd", 1),
+    ("--userns-block-fd", 1),
+    ("--info-fd", 1),
+    ("--json-status-fd", 1),
+    ("--new-session", 0),
+    ("--die-with-parent", 0),
+    ("--as-pid-1", 0),
+    ("--cap-add", 1),
+    ("--cap-drop", 1),
+];
+
+struct BwrapOption<'a> {
+    name: &'a str,
+    args: &'a [String],
+}
+
+impl BwrapOption<'_> {
+    /// The option and its arguments as written.
+    fn raw(&self) -> String {
+        let mut words = vec![self.name.to_string()];
+        words.extend(self.args.iter().cloned());
+        shell_quote(&words)
+    }
+}
+
+/// Parses bwrap options the way bwrap does: `--` ends them, and so does the first argument
+/// not starting with `-`; that is where the sandboxed command begins and is never audited.
+fn parse_bwrap(args: &[String]) -> Result<Vec<BwrapOption<'_>>, String> {
+    let mut options = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        if arg == "--" {
+            i += 1;
+            break;
+        }
+        if !arg.starts_with('-') {
+            break;
+        }
+        let arity = BWRAP_OPTIONS
+            .iter()
+            .find(|(name, _)| *name == arg)
+            .map(|(_, arity)| *arity)
+            .ok_or_else(|| format!("unknown bwrap option {arg}"))?;
+        let values = args.get(i + 1..i + 1 + arity).ok_or_else(|| {
+            format!("bwrap option {arg} needs {arity} argument(s), the line ends first")
+        })?;
+        options.push(BwrapOption {
+            name: arg,
+            args: values,
+        });
+        i += 1 + arity;
+    }
+    if i >= args.len() {
+        return Err("bwrap line has no command to run".to_string());
+    }
+    Ok(options)
+}
+
+/// A bind source that hands the sandbox the caller's files: `/`, `/home`, one user's home
+/// directly under `/home`, `/root`, or a shell spelling of the home (`$HOME`, `~`, `~user`).
+fn is_home_or_root(source: &str) -> bool {
+    let normalized = normalize_path(source);
+    let parts: Vec<&str> = normalized.split('/').filter(|p| !p.is_empty()).collect();
+    if normalized.starts_with('/') {
+        // `/`, `/root`, `/home`, or one home directly under `/home`.
+        return matches!(parts.as_slice(), [] | ["root"] | ["home"] | ["home", _]);
+    }
+    match parts.as_slice() {
+        [single] => *single == "$HOME" || *single == "${HOME}" || single.starts_with('~'),
+        _ => false,
+    }
+}
+
+/// Audits a bubblewrap argument vector. `argv` may start with `bwrap` or a path ending in
+/// `/bwrap`. Errors on an unknown option, a missing option argument, or no command.
+///
+/// bwrap shares every namespace but the mount namespace unless told otherwise;
+/// `--unshare-all` unshares them all, and a later `--share-net` shares the network again.
+pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
+    let args = match argv.first() {
+        Some(first) if is_program(first, "bwrap") => &argv[1..],
+        Some(first) if !first.starts_with('-') => {
+            return Err(format!("not a bwrap command line: {}", shell_quote(argv)));
+        }
+        _ => argv,
+    };
+    let options = parse_bwrap(args)?;
+
+    let mut network_unshared = false;
+    let mut user_namespace = false;
+    let mut pid_namespace = false;
+    let mut env_cleared = false;
+    let mut new_session = false;
+    let mut seccomp = false;
+    let mut dies_with_parent = false;
+    let mut writable_homes = Vec::new();
+    let mut dev_binds = Vec::new();
+    let mut caps = Vec::new();
+    let mut hidden_args = Vec::new();
+
+    for option in &options {
+        match option.name {
+            "--unshare-all" => {
+                network_unshared = true;
+                user_namespace = true;
+                pid_namespace = true;
+            }
+            "--unshare-net" => network_unshared = true,
+            "--share-net" => network_unshared = false,
+            "--unshare-user" | "--unshare-user-try" | "--userns" => user_namespace = true,
+            "--unshare-pid" | "--pidns" => pid_namespace = true,
+            "--clearenv" => env_cleared = true,
+            "--new-session" => new_session = true,
+            "--seccomp" | "--add-seccomp-fd" => seccomp = true,
+            "--die-with-parent" => dies_with_parent = true,
+            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
+                let source = &option.args[0];
+                if is_home_or_root(source) {
+                    writable_homes.push((format!("binds {source} writable"), option.raw()));
+                }
+                if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
+                    dev_binds.push(option.raw());
+                }
+            }
+            // Writes through an overlay land in its RWSRC on the host.
+            "--overlay" => {
+                let source = &option.args[0];
+                if is_home_or_root(source) {
+                    writable_homes.push((format!("overlays {source} writable"), option.raw()));
+                }
+            }
+            "--cap-add" => caps.push(option),
+            "--args" => hidden_args.push(option),
+            _ => {}
+        }
+    }
+
+    let mut audit = Audit::default();
+    if !network_unshared {
+        audit.finding("network-shared", "network is shared with the host", "");
+    }
+    for (message, raw) in writable_homes {
+        audit.finding("writable-home-or-root", message, raw);
+    }
+    if !env_cleared {
+        audit.finding(
+            "env-not-cleared",
+            "host environment is not cleared (no --clearenv)",
+            "",
+        );
+    }
+    if !new_session && !seccomp {
+        audit.finding(
+            "tiocsti",
+            "no --new-session and no seccomp filter: the sandbox can push input into the \
+             terminal with TIOCSTI (CVE-2017-5226)",
+            "",
+        );
+    }
+    if !dies_with_parent {
+        audit.finding(
+            "no-die-with-parent",
+            "the sandbox can outlive its parent (no --die-with-parent)",
+            "",
+        );
+    }
+    for raw in dev_binds {
+        audit.finding(
+            "dev-bind-dev",
+            "binds the host's /dev with device access",
+            raw,
+        );
+    }
+    for cap in caps {
+        audit.finding(
+            "cap-add",
+            format!("adds capability {}", cap.args[0]),
+            cap.raw(),
+        );
+    }
+    if !user_namespace {
+        audit.finding("no-user-namespace", "no user namespace", "");
+    }
+    if !pid_namespace {
+        audit.finding(
+            "no-pid-namespace",
+            "no pid namespace: host processes are visible",
+            "",
+        );
+    }
+    // Options read from a file descriptor are invisible to this audit; say so rather than
+    // call the line clean.
+    for option in hidden_args {
+        audit.finding(
+            "args-from-fd",
+            format!(
+                "reads more options from file descriptor {}, which this audit cannot see",
+                option.args[0]
+            ),
+            option.raw(),
+        );
+    }
+    Ok(audit)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building a docker line
+// ---------------------------------------------------------------------------------------------
+
+/// What [`docker_args`] needs to build a locked-down `docker run` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerOpts {
+    pub image: String,
+    pub memory: String,
+    pub pids: u32,
+    /// Host directory mounted read-write at `/work`: the sandbox's one writable channel.
+    pub scratch: String,
+    pub user: String,
+    pub command: Vec<String>,
+}
+
+impl Default for DockerOpts {
+    fn default() -> Self {
+        DockerOpts {
+            image: "python:3.12-slim".to_string(),
+            memory: "512m".to_string(),
+            pids: 256,
+            scratch: "/tmp/airlock-scratch".to_string(),
+            user: "65534:65534".to_string(),
+            command: Vec::new(),
+        }
+    }
+}
+
+/// A `docker run` line with no network, a read-only root, no capabilities, no privilege
+/// gain, an unprivileged user, resource limits, and only the scratch directory writable.
+/// No environment variable is forwarded.
+pub fn docker_args(o: &DockerOpts) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,noexec,nosuid,size=64m",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend([
+        "--user".to_string(),
+        o.user.clone(),
+        "--pids-limit".to_string(),
+        o.pids.to_string(),
+        "--memory".to_string(),
+        o.memory.clone(),
+        "-v".to_string(),
+        format!("{}:/work:rw", o.scratch),
+        "-w".to_string(),
+        "/work".to_string(),
+        o.image.clone(),
+    ]);
+    args.extend(o.command.iter().cloned());
+    args
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        parse_command_line(line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn docker(line: &str) -> Audit {
+        audit_docker(&words(line)).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+
+    fn bwrap(line: &str) -> Audit {
+        audit_bwrap(&words(line)).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+
+    fn rules(items: &[Finding]) -> Vec<&'static str> {
+        items.iter().map(|f| f.rule).collect()
+    }
+
+    fn count(items: &[Finding], rule: &str) -> usize {
+        items.iter().filter(|f| f.rule == rule).count()
+    }
+
+    fn only<'a>(items: &'a [Finding], rule: &str) -> &'a Finding {
+        let matching: Vec<&Finding> = items.iter().filter(|f| f.rule == rule).collect();
+        assert_eq!(matching.len(), 1, "expected one {rule} in {items:#?}");
+        matching[0]
+    }
+
+    // ----- the docker baseline ---------------------------------------------------------------
+
+    const CLEAN_DOCKER: &str = "docker run --rm --network none --read-only \
+        --tmpfs /tmp:rw,noexec,nosuid,size=64m --cap-drop ALL --security-opt no-new-privileges \
+        --user 65534:65534 --pids-limit 256 --memory 512m -v /tmp/airlock-scratch:/work:rw \
+        -w /work python:3.12-slim python probe.py";
+
+    const CLEAN_DOCKER_OPTIONS: &[&str] = &[
+        "--rm",
+        "--network none",
+        "--read-only",
+        "--tmpfs /tmp:rw,noexec,nosuid,size=64m",
+        "--cap-drop ALL",
+        "--security-opt no-new-privileges",
+        "--user 65534:65534",
+        "--pids-limit 256",
+        "--memory 512m",
+        "-v /tmp/airlock-scratch:/work:rw",
+        "-w /work",
+    ];
+
+    /// The clean line without the options in `drop`, with `add` appended to its options.
+    fn docker_variant(drop: &[&str], add: &[&str]) -> Audit {
+        for d in drop {
+            assert!(
+                CLEAN_DOCKER_OPTIONS.contains(d),
+                "not in the clean line: {d}"
+            );
+        }
+        let mut line = vec!["docker run"];
+        line.extend(CLEAN_DOCKER_OPTIONS.iter().filter(|o| !drop.contains(o)));
+        line.extend(add);
+        line.push("python:3.12-slim python probe.py");
+        docker(&line.join(" "))
+    }
+
+    #[test]
+    fn pinned_five_findings() {
+        let audit = docker(
+            "docker run -e AWS_SECRET_ACCESS_KEY -v /home/dev/project:/work -w /work \
+             python:3.12-slim python probe.py",
+        );
+        let messages: Vec<&str> = audit.findings.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "forwards host environment variables",
+                "network is not none",
+                "mounts /home/dev/project read-write",
+                "runs as root inside the container",
+                "root filesystem is writable",
+            ]
+        );
+        assert_eq!(
+            rules(&audit.findings),
+            [
+                "env-forwarded",
+                "network-not-none",
+                "host-mount-rw",
+                "root-user",
+                "rootfs-writable"
+            ]
+        );
+        assert_eq!(audit.findings[0].arg, "-e AWS_SECRET_ACCESS_KEY");
+        assert_eq!(audit.findings[1].arg, "");
+        assert_eq!(audit.findings[2].arg, "-v /home/dev/project:/work");
+        assert_eq!(audit.findings[3].arg, "");
+        assert_eq!(audit.findings[4].arg, "");
+    }
+
+    #[test]
+    fn clean_docker_line_has_no_findings_and_no_advice() {
+        let audit = docker(CLEAN_DOCKER);
+        assert_eq!(audit, Audit::default());
+        assert_eq!(docker_variant(&[], &[]), Audit::default());
+    }
+
+    // ----- one test per docker rule -----------------------------------------------------------
+
+    #[test]
+    fn env_forwarded() {
+        for opt in [
+            "-e FOO",
+            "-e FOO=bar",
+            "--env FOO",
+            "--env=FOO",
+            "-eFOO",
+            "-e=FOO",
+            "--env-file ./secrets.env",
+            "--env-file=.env",
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["env-forwarded"], "{opt}");
+            assert_eq!(
+                audit.findings[0].message,
+                "forwards host environment variables"
+            );
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        let both = docker_variant(&[], &["-e A", "--env-file f", "--env=B=c"]);
+        assert_eq!(
+            only(&both.findings, "env-forwarded").arg,
+            "-e A --env-file f --env=B=c"
+        );
+        assert!(docker(CLEAN_DOCKER).findings.is_empty());
+    }
+
+    #[test]
+    fn network_not_none() {
+        let missing = docker_variant(&["--network none"], &[]);
+        assert_eq!(rules(&missing.findings), ["network-not-none"]);
+        assert_eq!(missing.findings[0].arg, "");
+        for opt in [
+            "--network host",
+            "--net=host",
+            "--network=bridge",
+            "--net mynet",
+        ] {
+            let audit = docker_variant(&["--network none"], &[opt]);
+            assert_eq!(rules(&audit.findings), ["network-not-none"], "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        let mixed = docker_variant(&[], &["--network host"]);
+        assert_eq!(
+            only(&mixed.findings, "network-not-none").arg,
+            "--network host"
+        );
+        for fixed in ["--net=none", "--net none", "--network=none"] {
+            assert!(
+                docker_variant(&["--network none"], &[fixed])
+                    .findings
+                    .is_empty()
+            );
+        }
+    }
+
+    #[test]
+    fn host_mount_rw() {
+        for (opt, source) in [
+            ("-v /home/dev:/work", "/home/dev"),
+            ("-v ./src:/src", "./src"),
+            ("-v ~/code:/code:rw", "~/code"),
+            ("--volume=/etc:/host-etc:z", "/etc"),
+            ("-v \"$PWD\":/work", "$PWD"),
+            ("--mount type=bind,source=/srv,target=/srv", "/srv"),
+            ("--mount type=bind,src=/srv,dst=/srv,ro=false", "/srv"),
+            ("--mount=type=bind,src=/srv,dst=/srv,readonly=0", "/srv"),
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["host-mount-rw"], "{opt}");
+            assert_eq!(
+                audit.findings[0].message,
+                format!("mounts {source} read-write")
+            );
+            // The argument as the shell hands it over (quotes removed).
+            assert_eq!(audit.findings[0].arg, words(opt).join(" "));
+        }
+        for fixed in [
+            "-v /home/dev:/work:ro",
+            "-v /home/dev:/work:ro,z",
+            "-v /home/dev:/work:z,readonly",
+            "--mount type=bind,source=/srv,target=/srv,readonly",
+            "--mount type=bind,source=/srv,target=/srv,ro",
+            "--mount type=bind,src=/srv,dst=/srv,ro=true",
+            "--mount type=bind,src=/srv,dst=/srv,readonly=true",
+            "-v cache:/cache",
+            "-v /anonymous",
+            "--mount type=volume,source=cache,target=/cache",
+            "--mount source=cache,target=/cache",
+            "--mount type=tmpfs,target=/scratch",
+        ] {
+            assert!(docker_variant(&[], &[fixed]).findings.is_empty(), "{fixed}");
+        }
+        // One finding per mount.
+        let two = docker_variant(&[], &["-v /a:/a", "-v /b:/b"]);
+        assert_eq!(count(&two.findings, "host-mount-rw"), 2);
+        // A local-driver volume that binds a host directory is a host mount.
+        let driver = docker_variant(
+            &[],
+            &[
+                "--mount type=volume,dst=/d,volume-opt=type=none,volume-opt=o=bind,volume-opt=device=/home/dev",
+            ],
+        );
+        assert_eq!(
+            only(&driver.findings, "host-mount-rw").message,
+            "mounts /home/dev read-write"
+        );
+    }
+
+    #[test]
+    fn host_mount_rw_scratch_convention() {
+        for fine in [
+            "-v /tmp/airlock-scratch:/out",
+            "-v /tmp/airlock-scratch-4711/:/out:rw",
+            "--mount type=bind,source=/var/tmp/airlock-scratch,target=/out",
+        ] {
+            assert!(docker_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+        for bad in [
+            "-v /tmp/airlock-scratch/..:/out",
+            "-v /tmp/airlock-scratch/../../home/dev:/out",
+            "-v /tmp/not-airlock-scratch:/out",
+            "--mount type=bind,source=/tmp/airlock-scratch/..,target=/out",
+        ] {
+            let audit = docker_variant(&[], &[bad]);
+            assert_eq!(rules(&audit.findings), ["host-mount-rw"], "{bad}");
+        }
+    }
+
+    #[test]
+    fn docker_socket() {
+        for opt in [
+            "-v /var/run/docker.sock:/var/run/docker.sock:ro",
+            "-v /run/docker.sock:/sock:ro",
+            "--mount type=bind,src=/var/run/docker.sock,dst=/s,readonly",
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["docker-socket"], "{opt}");
+            assert_eq!(audit.findings[0].message, "mounts the Docker socket");
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        let rw = docker_variant(&[], &["-v /var/run/docker.sock:/var/run/docker.sock"]);
+        assert_eq!(rules(&rw.findings), ["host-mount-rw", "docker-socket"]);
+        let parent = docker_variant(&[], &["-v /run:/host-run:ro"]);
+        assert_eq!(
+            only(&parent.findings, "docker-socket").message,
+            "mounts /run, which holds the Docker socket"
+        );
+        let api = docker_variant(&[], &["--use-api-socket"]);
+        assert_eq!(rules(&api.findings), ["docker-socket"]);
+        assert!(
+            docker_variant(&[], &["--use-api-socket=false"])
+                .findings
+                .is_empty()
+        );
+        assert!(
+            docker_variant(&[], &["-v /run/user/1000/x:/x:ro"])
+                .findings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn root_user() {
+        let missing = docker_variant(&["--user 65534:65534"], &[]);
+        assert_eq!(rules(&missing.findings), ["root-user"]);
+        assert_eq!(
+            missing.findings[0].message,
+            "runs as root inside the container"
+        );
+        assert_eq!(missing.findings[0].arg, "");
+        for opt in [
+            "-u 0",
+            "--user=root",
+            "--user root:root",
+            "-u0:1000",
+            "--user 0:0",
+        ] {
+            let audit = docker_variant(&["--user 65534:65534"], &[opt]);
+            assert_eq!(rules(&audit.findings), ["root-user"], "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        // Docker keeps the last --user.
+        let last_root = docker_variant(&[], &["--user 0"]);
+        assert_eq!(rules(&last_root.findings), ["root-user"]);
+        for fixed in ["-u 1000", "--user=1000:0", "--user nobody"] {
+            assert!(
+                docker_variant(&["--user 65534:65534"], &[fixed])
+                    .findings
+                    .is_empty(),
+                "{fixed}"
+            );
+        }
+    }
+
+    #[test]
+    fn rootfs_writable() {
+        let missing = docker_variant(&["--read-only"], &[]);
+        assert_eq!(rules(&missing.findings), ["rootfs-writable"]);
+        assert_eq!(missing.findings[0].message, "root filesystem is writable");
+        let off = docker_variant(&["--read-only"], &["--read-only=false"]);
+        assert_eq!(rules(&off.findings), ["rootfs-writable"]);
+        assert_eq!(off.findings[0].arg, "--read-only=false");
+        assert!(
+            docker_variant(&["--read-only"], &["--read-only=true"])
+                .findings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn privileged() {
+        let audit = docker_variant(&[], &["--privileged"]);
+        assert_eq!(rules(&audit.findings), ["privileged"]);
+        assert_eq!(audit.findings[0].arg, "--privileged");
+        assert!(
+            docker_variant(&[], &["--privileged=false"])
+                .findings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn cap_add() {
+        let audit = docker_variant(&[], &["--cap-add NET_ADMIN", "--cap-add=SYS_PTRACE"]);
+        assert_eq!(rules(&audit.findings), ["cap-add", "cap-add"]);
+        assert_eq!(audit.findings[0].message, "adds capability NET_ADMIN");
+        assert_eq!(audit.findings[0].arg, "--cap-add NET_ADMIN");
+        assert_eq!(audit.findings[1].arg, "--cap-add=SYS_PTRACE");
+        assert!(
+            docker_variant(&[], &["--cap-drop NET_RAW"])
+                .findings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn unconfined() {
+        for opt in [
+            "--security-opt seccomp=unconfined",
+            "--security-opt seccomp:unconfined",
+            "--security-opt apparmor=unconfined",
+            "--security-opt=apparmor:unconfined",
+            "--security-opt label=disable",
+            "--security-opt label:disable",
+            "--security-opt systempaths=unconfined",
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["unconfined"], "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        for fine in [
+            "--security-opt seccomp=/etc/profile.json",
+            "--security-opt apparmor=docker-default",
+            "--security-opt label=type:container_t",
+        ] {
+            assert!(docker_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn host_namespace() {
+        for opt in [
+            "--pid=host",
+            "--pid host",
+            "--ipc=host",
+            "--uts host",
+            "--userns=host",
+            "--cgroupns=host",
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["host-namespace"], "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        assert_eq!(
+            docker_variant(&[], &["--pid=host"]).findings[0].message,
+            "shares the host's pid namespace"
+        );
+        // --network host is one finding, under network-not-none only.
+        let net = docker_variant(&["--network none"], &["--network=host"]);
+        assert_eq!(rules(&net.findings), ["network-not-none"]);
+        for fine in [
+            "--ipc=private",
+            "--pid=container:other",
+            "--cgroupns=private",
+        ] {
+            assert!(docker_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn device() {
+        let audit = docker_variant(
+            &[],
+            &[
+                "--device /dev/fuse",
+                "'--device-cgroup-rule=c 1:3 mr'",
+                "--gpus all",
+            ],
+        );
+        assert_eq!(rules(&audit.findings), ["device", "device", "device"]);
+        assert_eq!(audit.findings[0].message, "passes host device /dev/fuse");
+        assert_eq!(audit.findings[0].arg, "--device /dev/fuse");
+        assert_eq!(audit.findings[1].arg, "--device-cgroup-rule=c 1:3 mr");
+        assert!(docker(CLEAN_DOCKER).findings.is_empty());
+    }
+
+    // ----- docker advice ----------------------------------------------------------------------
+
+    #[test]
+    fn advice_no_memory_limit() {
+        let audit = docker_variant(&["--memory 512m"], &[]);
+        assert!(audit.findings.is_empty(), "advice is not a finding");
+        assert_eq!(rules(&audit.advice), ["no-memory-limit"]);
+        assert_eq!(
+            rules(&docker_variant(&["--memory 512m"], &["-m 0"]).advice),
+            ["no-memory-limit"]
+        );
+        assert!(
+            docker_variant(&["--memory 512m"], &["-m1g"])
+                .advice
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn advice_no_pids_limit() {
+        let audit = docker_variant(&["--pids-limit 256"], &[]);
+        assert!(audit.findings.is_empty());
+        assert_eq!(rules(&audit.advice), ["no-pids-limit"]);
+        let unlimited = docker_variant(&["--pids-limit 256"], &["--pids-limit=-1"]);
+        assert_eq!(rules(&unlimited.advice), ["no-pids-limit"]);
+        assert_eq!(unlimited.advice[0].arg, "--pids-limit=-1");
+        assert!(
+            docker_variant(&["--pids-limit 256"], &["--pids-limit=64"])
+                .advice
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn advice_no_new_privileges() {
+        let audit = docker_variant(&["--security-opt no-new-privileges"], &[]);
+        assert!(audit.findings.is_empty());
+        assert_eq!(rules(&audit.advice), ["no-new-privileges"]);
+        let off = docker_variant(
+            &["--security-opt no-new-privileges"],
+            &["--security-opt no-new-privileges:false"],
+        );
+        assert_eq!(rules(&off.advice), ["no-new-privileges"]);
+        for fixed in [
+            "--security-opt no-new-privileges:true",
+            "--security-opt=no-new-privileges=true",
+            "--security-opt no-new-privileges",
+        ] {
+            assert!(
+                docker_variant(&["--security-opt no-new-privileges"], &[fixed])
+                    .advice
+                    .is_empty(),
+                "{fixed}"
+            );
+        }
+    }
+
+    #[test]
+    fn advice_no_cap_drop() {
+        let audit = docker_variant(&["--cap-drop ALL"], &[]);
+        assert!(audit.findings.is_empty());
+        assert_eq!(rules(&audit.advice), ["no-cap-drop"]);
+        let partial = docker_variant(&["--cap-drop ALL"], &["--cap-drop NET_RAW"]);
+        assert_eq!(rules(&partial.advice), ["no-cap-drop"]);
+        assert!(
+            docker_variant(&["--cap-drop ALL"], &["--cap-drop=all"])
+                .advice
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bare_docker_run_reports_every_missing_thing() {
+        let audit = docker("docker run alpine");
+        assert_eq!(
+            rules(&audit.findings),
+            ["network-not-none", "root-user", "rootfs-writable"]
+        );
+        assert_eq!(
+            rules(&audit.advice),
+            [
+                "no-memory-limit",
+                "no-pids-limit",
+                "no-new-privileges",
+                "no-cap-drop"
+            ]
+        );
+    }
+
+    // ----- docker option parsing --------------------------------------------------------------
+
+    #[test]
+    fn docker_command_after_image_is_not_audited() {
+        let audit = docker_variant(&[], &[]);
+        assert!(audit.findings.is_empty());
+        let line = format!(
+            "{} --privileged -v /:/host -e SECRET",
+            CLEAN_DOCKER.replace("python probe.py", "sh -c \"--privileged\"")
+        );
+        assert_eq!(docker(&line), Audit::default());
+        // After `--` the next argument is the image even if it looks like an option.
+        let dashdash =
+            docker("docker run --rm --network none --read-only --user 1000 -- --privileged -e X");
+        assert!(dashdash.findings.is_empty(), "{dashdash:#?}");
+    }
+
+    #[test]
+    fn docker_short_option_clusters() {
+        // -it are flags: the image is still found.
+        assert_eq!(docker_variant(&[], &["-it"]), Audit::default());
+        assert_eq!(docker_variant(&[], &["-itd", "--init"]), Audit::default());
+        // A valued letter at the end of a cluster takes the next argument.
+        let ite = docker_variant(&[], &["-ite FOO"]);
+        assert_eq!(only(&ite.findings, "env-forwarded").arg, "-ite FOO");
+        // ... or the rest of the cluster.
+        let ie = docker_variant(&[], &["-ieFOO"]);
+        assert_eq!(only(&ie.findings, "env-forwarded").arg, "-ieFOO");
+        // -v inside a cluster.
+        let tv = docker_variant(&[], &["-tv /srv:/srv"]);
+        assert_eq!(
+            only(&tv.findings, "host-mount-rw").message,
+            "mounts /srv read-write"
+        );
+        // -u with the value glued on.
+        let user = docker_variant(&["--user 65534:65534"], &["-uroot"]);
+        assert_eq!(only(&user.findings, "root-user").arg, "-uroot");
+    }
+
+    #[test]
+    fn docker_values_are_not_taken_for_the_image() {
+        for opt in [
+            "--name probe",
+            "-h box",
+            "--hostname=box",
+            "-p 8080:80",
+            "-l a=b",
+            "--label=a=b",
+            "--platform linux/amd64",
+            "--cpus 1",
+            "--ulimit nofile=64:64",
+            "--restart no",
+            "--entrypoint /bin/sh",
+            "--health-cmd true",
+            "--log-driver none",
+            "--log-opt max-size=1m",
+            "--stop-signal KILL",
+            "--runtime runsc",
+            "--group-add 100",
+            "--add-host a:1.2.3.4",
+            "--dns 1.1.1.1",
+            "--shm-size 64m",
+            "-w /elsewhere",
+            "--workdir /elsewhere",
+            "--cpuset-cpus 0-1",
+            "--detach-keys ctrl-x",
+            "--pull never",
+            "--cidfile /tmp/cid",
+        ] {
+            assert_eq!(docker_variant(&[], &[opt]), Audit::default(), "{opt}");
+        }
+    }
+
+    #[test]
+    fn docker_unknown_options() {
+        // Unknown with '=' is valued, without is a flag: both keep the image in place.
+        assert_eq!(docker_variant(&[], &["--future-opt=x"]), Audit::default());
+        assert_eq!(docker_variant(&[], &["--future-flag"]), Audit::default());
+    }
+
+    #[test]
+    fn docker_line_shapes() {
+        for prefix in [
+            "docker run",
+            "docker create",
+            "docker container run",
+            "docker container create",
+            "/usr/bin/docker run",
+            "run",
+            "container run",
+        ] {
+            let line = CLEAN_DOCKER.replacen("docker run", prefix, 1);
+            assert_eq!(docker(&line), Audit::default(), "{prefix}");
+        }
+        for bad in [
+            "docker ps",
+            "docker",
+            "",
+            "docker exec box sh",
+            "podman run alpine",
+            "docker build .",
+        ] {
+            assert!(audit_docker(&words(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn docker_parse_errors() {
+        let no_image = audit_docker(&words("docker run --rm --network none")).unwrap_err();
+        assert!(no_image.contains("no image"), "{no_image}");
+        let no_value = audit_docker(&strings(&["docker", "run", "-e"])).unwrap_err();
+        assert!(no_value.contains("-e"), "{no_value}");
+        let long_no_value = audit_docker(&strings(&["docker", "run", "--network"])).unwrap_err();
+        assert!(long_no_value.contains("--network"), "{long_no_value}");
+        assert!(audit_docker(&words("docker run --read-only=maybe alpine")).is_err());
+        assert!(audit_docker(&words("docker run -v a:b:c:d alpine")).is_err());
+        assert!(
+            audit_docker(&words(
+                "docker run --mount type=bind,src=/a,dst=/b,ro=maybe alpine"
+            ))
+            .is_err()
+        );
+    }
+
+    // ----- bwrap ------------------------------------------------------------------------------
+
+    const CLEAN_BWRAP: &str = "bwrap --unshare-all --die-with-parent --new-session --clearenv \
+        --ro-bind /usr /usr --proc /proc --dev /dev --tmpfs /tmp -- /bin/true";
+
+    const CLEAN_BWRAP_OPTIONS: &[&str] = &[
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--ro-bind /usr /usr",
+        "--proc /proc",
+        "--dev /dev",
+        "--tmpfs /tmp",
+    ];
+
+    fn bwrap_variant(drop: &[&str], add: &[&str]) -> Audit {
+        for d in drop {
+            assert!(
+                CLEAN_BWRAP_OPTIONS.contains(d),
+                "not in the clean line: {d}"
+            );
+        }
+        let mut line = vec!["bwrap"];
+        line.extend(CLEAN_BWRAP_OPTIONS.iter().filter(|o| !drop.contains(o)));
+        line.extend(add);
+        line.push("-- /bin/true");
+        bwrap(&line.join(" "))
+    }
+
+    #[test]
+    fn clean_bwrap_line() {
+        assert_eq!(bwrap(CLEAN_BWRAP), Audit::default());
+        assert_eq!(bwrap_variant(&[], &[]), Audit::default());
+    }
+
+    #[test]
+    fn bwrap_network_shared() {
+        let share = bwrap_variant(&[], &["--share-net"]);
+        assert_eq!(rules(&share.findings), ["network-shared"]);
+        assert_eq!(share.findings[0].arg, "");
+        // Order matters: the last of --share-net / --unshare-net wins.
+        assert!(
+            bwrap_variant(&[], &["--share-net", "--unshare-net"])
+                .findings
+                .is_empty()
+        );
+        let fixed_by_hand = bwrap_variant(
+            &["--unshare-all"],
+            &["--unshare-user", "--unshare-pid", "--unshare-net"],
+        );
+        assert!(fixed_by_hand.findings.is_empty(), "{fixed_by_hand:#?}");
+    }
+
+    #[test]
+    fn bwrap_writable_home_or_root() {
+        for (opt, source) in [
+            ("--bind / /", "/"),
+            ("--bind /home/dev /home/dev", "/home/dev"),
+            ("--bind /home/dev/ /home/dev", "/home/dev/"),
+            ("--bind /home /home", "/home"),
+            ("--bind-try /root /root", "/root"),
+            ("--dev-bind \"$HOME\" /home", "$HOME"),
+            ("--dev-bind-try ~ /home", "~"),
+            ("--bind /home/dev/code/.. /h", "/home/dev/code/.."),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["writable-home-or-root"], "{opt}");
+            assert_eq!(
+                audit.findings[0].message,
+                format!("binds {source} writable")
+            );
+            assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
+        }
+        for fine in [
+            "--ro-bind / /",
+            "--ro-bind /home/dev /home/dev",
+            "--bind /home/dev/project /work",
+            "--bind /tmp/airlock-scratch /work",
+            "--bind /usr/home /x",
+        ] {
+            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+        let two = bwrap_variant(&[], &["--bind / /", "--bind /root /root"]);
+        assert_eq!(count(&two.findings, "writable-home-or-root"), 2);
+        let overlay = bwrap_variant(
+            &[],
+            &["--overlay-src /usr", "--overlay /home/dev /tmp/w /usr"],
+        );
+        assert_eq!(rules(&overlay.findings), ["writable-home-or-root"]);
+    }
+
+    #[test]
+    fn bwrap_env_not_cleared() {
+        let audit = bwrap_variant(&["--clearenv"], &[]);
+        assert_eq!(rules(&audit.findings), ["env-not-cleared"]);
+        assert!(
+            bwrap_variant(&["--clearenv"], &["--clearenv", "--setenv A b"])
+                .findings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bwrap_tiocsti() {
+        let audit = bwrap_variant(&["--new-session"], &[]);
+        assert_eq!(rules(&audit.findings), ["tiocsti"]);
+        assert!(audit.findings[0].message.contains("TIOCSTI"));
+        assert!(audit.findings[0].message.contains("CVE-2017-5226"));
+        assert!(
+            bwrap_variant(&["--new-session"], &["--seccomp 3"])
+                .findings
+                .is_empty()
+        );
+        assert!(
+            bwrap_variant(&["--new-session"], &["--add-seccomp-fd 4"])
+                .findings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bwrap_no_die_with_parent() {
+        let audit = bwrap_variant(&["--die-with-parent"], &[]);
+        assert_eq!(rules(&audit.findings), ["no-die-with-parent"]);
+    }
+
+    #[test]
+    fn bwrap_dev_bind_dev() {
+        for opt in ["--dev-bind /dev /dev", "--dev-bind-try /dev/ /dev"] {
+            let audit = bwrap_variant(&["--dev /dev"], &[opt]);
+            assert_eq!(rules(&audit.findings), ["dev-bind-dev"], "{opt}");
+            assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
+        }
+        assert!(
+            bwrap_variant(&[], &["--dev-bind /dev/null /dev/null"])
+                .findings
+                .is_empty()
+        );
+        assert!(
+            bwrap_variant(&["--dev /dev"], &["--ro-bind /dev /dev"])
+                .findings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bwrap_cap_add() {
+        let audit = bwrap_variant(&[], &["--cap-add CAP_NET_ADMIN", "--cap-add ALL"]);
+        assert_eq!(rules(&audit.findings), ["cap-add", "cap-add"]);
+        assert_eq!(audit.findings[0].message, "adds capability CAP_NET_ADMIN");
+        assert_eq!(audit.findings[1].arg, "--cap-add ALL");
+        assert!(bwrap_variant(&[], &["--cap-drop ALL"]).findings.is_empty());
+    }
+
+    #[test]
+    fn bwrap_no_user_namespace() {
+        let base = ["--unshare-pid", "--unshare-net"];
+        let audit = bwrap_variant(&["--unshare-all"], &base);
+        assert_eq!(rules(&audit.findings), ["no-user-namespace"]);
+        for fixed in ["--unshare-user", "--unshare-user-try", "--userns 5"] {
+            let mut add = base.to_vec();
+            add.push(fixed);
+            assert!(
+                bwrap_variant(&["--unshare-all"], &add).findings.is_empty(),
+                "{fixed}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_no_pid_namespace() {
+        let base = ["--unshare-user", "--unshare-net"];
+        let audit = bwrap_variant(&["--unshare-all"], &base);
+        assert_eq!(rules(&audit.findings), ["no-pid-namespace"]);
+        for fixed in ["--unshare-pid", "--pidns 6"] {
+            let mut add = base.to_vec();
+            add.push(fixed);
+            assert!(
+                bwrap_variant(&["--unshare-all"], &add).findings.is_empty(),
+                "{fixed}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_args_from_fd_is_not_called_clean() {
+        let audit = bwrap_variant(&[], &["--args 3"]);
+        assert_eq!(rules(&audit.findings), ["args-from-fd"]);
+        assert_eq!(audit.findings[0].arg, "--args 3");
+    }
+
+    #[test]
+    fn bare_bwrap_reports_every_missing_thing() {
+        let audit = bwrap("bwrap /bin/sh");
+        assert_eq!(
+            rules(&audit.findings),
+            [
+                "network-shared",
+                "env-not-cleared",
+                "tiocsti",
+                "no-die-with-parent",
+                "no-user-namespace",
+                "no-pid-namespace"
+            ]
+        );
+        assert!(audit.advice.is_empty());
+    }
+
+    #[test]
+    fn bwrap_arity_and_command_start() {
+        // Every multi-argument option consumes its arguments: none is read as an option.
+        let line = "bwrap --unshare-all --die-with-parent --new-session --clearenv \
+            --setenv --bind / --symlink --share-net /x --chmod 0755 /x \
+            --overlay-src /usr --overlay /a /b /c --tmp-overlay /d --ro-overlay /e \
+            --bind-data 3 --bind --ro-bind-data 4 /f --file 5 /g --perms 0700 --size 10 \
+            --tmpfs /t --uid 0 --gid 0 --hostname h --chdir / --argv0 x --exec-label l \
+            --file-label l --userns2 7 --sync-fd 8 --lock-file /l --info-fd 9 \
+            --json-status-fd 10 --block-fd 11 --userns-block-fd 12 --remount-ro / \
+            --mqueue /m --dir /dd --unsetenv X --cap-drop ALL --as-pid-1 --level-prefix \
+            --disable-userns --assert-userns-disabled --unshare-ipc --unshare-uts \
+            --unshare-cgroup --unshare-cgroup-try --bind-fd 3 /bf --ro-bind-fd 4 /rbf \
+            --ro-bind-try /opt /opt --version --help /bin/true";
+        assert_eq!(bwrap(line), Audit::default());
+        // The command starts at the first non-option and is never audited.
+        let cmd = bwrap(&CLEAN_BWRAP.replace("-- /bin/true", "/bin/sh --bind / / --share-net"));
+        assert_eq!(cmd, Audit::default());
+        let after_dashdash = bwrap(&CLEAN_BWRAP.replace("/bin/true", "--share-net"));
+        assert_eq!(after_dashdash, Audit::default());
+        // A path to bwrap is accepted, and so is an argv without the program.
+        let path = bwrap(&CLEAN_BWRAP.replacen("bwrap", "/usr/bin/bwrap", 1));
+        assert_eq!(path, Audit::default());
+        let bare = bwrap(CLEAN_BWRAP.trim_start_matches("bwrap "));
+        assert_eq!(bare, Audit::default());
+    }
+
+    #[test]
+    fn bwrap_errors() {
+        let unknown = audit_bwrap(&words("bwrap --unshare-everything /bin/true")).unwrap_err();
+        assert!(unknown.contains("--unshare-everything"), "{unknown}");
+        assert!(audit_bwrap(&words("bwrap --bind=/ / /bin/true")).is_err());
+        assert!(audit_bwrap(&words("bwrap - /bin/true")).is_err());
+        let missing = audit_bwrap(&words("bwrap --bind /usr")).unwrap_err();
+        assert!(missing.contains("--bind"), "{missing}");
+        assert!(audit_bwrap(&words("bwrap --overlay /a /b")).is_err());
+        assert!(audit_bwrap(&words("bwrap --unshare-all")).is_err());
+        assert!(audit_bwrap(&words("bwrap --unshare-all --")).is_err());
+        assert!(audit_bwrap(&words("firejail --net=none ls")).is_err());
+        assert!(audit_bwrap(&[]).is_err());
+    }
+
+    // ----- reading command lines -------------------------------------------------------------
+
+    #[test]
+    fn shell_words() {
+        assert_eq!(words("a  b\tc"), ["a", "b", "c"]);
+        assert_eq!(words("'a b' \"c d\" e\\ f"), ["a b", "c d", "e f"]);
+        assert_eq!(words("'' \"\" x''y"), ["", "", "xy"]);
+        assert_eq!(words(r#""a\"b\\c\$d\`e\nf""#), [r#"a"b\c$d`e\nf"#]);
+        assert_eq!(words(r"a\'b \\"), ["a'b", "\\"]);
+        assert_eq!(words("'it'\\''s'"), ["it's"]);
+        assert_eq!(
+            words("docker run \\\n  -it \\\n  alpine"),
+            ["docker", "run", "-it", "alpine"]
+        );
+        assert_eq!(words("\"multi\\\nline\""), ["multiline"]);
+        assert_eq!(words("'new\nline'"), ["new\nline"]);
+        assert_eq!(words("a # comment | ; & ` $("), ["a"]);
+        assert_eq!(words("a#b 'c#d' #e"), ["a#b", "c#d"]);
+        assert_eq!(
+            words("# leading comment\n\n  docker run alpine \n"),
+            ["docker", "run", "alpine"]
+        );
+        assert_eq!(
+            words("-v \"$HOME\":/h \"${X}\" $ a$ $. $/"),
+            ["-v", "$HOME:/h", "${X}", "$", "a$", "$.", "$/"]
+        );
+        assert_eq!(
+            words("'$(not run)' '`nor this`' 'a|b;c&d<e>f(g)'"),
+            ["$(not run)", "`nor this`", "a|b;c&d<e>f(g)"]
+        );
+        assert_eq!(words("\\$\\(x\\) \\`y\\` a\\|b"), ["$(x)", "`y`", "a|b"]);
+        assert_eq!(words(""), Vec::<String>::new());
+        assert_eq!(words("   \n "), Vec::<String>::new());
+    }
+
+    #[test]
+    fn shell_refusals_name_the_construct() {
+        for (line, construct) in [
+            ("echo $(id)", "$("),
+            ("echo $((1+1))", "$("),
+            ("echo `id`", "`"),
+            ("echo \"$(id)\"", "$("),
+            ("echo \"`id`\"", "`"),
+            ("a | b", "|"),
+            ("a; b", ";"),
+            ("a && b", "&"),
+            ("a &", "&"),
+            ("a < f", "<"),
+            ("a > f", ">"),
+            ("a 2>&1", ">"),
+            ("(a)", "("),
+            ("-v $PWD:/w", "$P"),
+            ("--user $U img", "$U"),
+            ("${OPTS}", "${"),
+            ("a $@", "$@"),
+            ("a $1", "$1"),
+            ("a $'\\x41'", "$'"),
+            ("a $\"x\"", "$'"),
+            ("a *.py", "*"),
+            ("a file?", "?"),
+            ("a [ab]", "["),
+            ("--{privileged,rm}", "{"),
+        ] {
+            let err = parse_command_line(line).unwrap_err();
+            assert!(err.contains(construct), "{line:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn shell_syntax_errors() {
+        assert!(
+            parse_command_line("a 'b")
+                .unwrap_err()
+                .contains("single quote")
+        );
+        assert!(
+            parse_command_line("a \"b")
+                .unwrap_err()
+                .contains("double quote")
+        );
+        assert!(
+            parse_command_line("a \"b\\\"")
+                .unwrap_err()
+                .contains("double quote")
+        );
+        assert!(parse_command_line("a \\").is_err());
+        // A second command on its own line is not glued onto the first.
+        let err = parse_command_line("docker run alpine\nrm -rf /").unwrap_err();
+        assert!(err.contains("newline"), "{err}");
+    }
+
+    #[test]
+    fn json_command_lines() {
+        assert_eq!(
+            words(r#"  ["docker", "run", "-e", "A B", "img", "sh", "-c", "echo $(id) | x"]"#),
+            [
+                "docker",
+                "run",
+                "-e",
+                "A B",
+                "img",
+                "sh",
+                "-c",
+                "echo $(id) | x"
+            ]
+        );
+        assert_eq!(words("[]"), Vec::<String>::new());
+        let not_string = parse_command_line(r#"["docker", 1]"#).unwrap_err();
+        assert!(not_string.contains("not a string"), "{not_string}");
+        assert!(parse_command_line(r#"["docker", null]"#).is_err());
+        assert!(parse_command_line(r#"["docker", ["run"]]"#).is_err());
+        assert!(parse_command_line(r#"["docker", "run""#).is_err());
+        assert!(parse_command_line("[not json").is_err());
+        let audit = audit_docker(&words(r#"["docker","run","--privileged","alpine"]"#)).unwrap();
+        assert_eq!(count(&audit.findings, "privileged"), 1);
+    }
+
+    #[test]
+    fn shell_quote_output() {
+        assert_eq!(
+            shell_quote(&strings(&["docker", "-v", "/a:/b:ro", "a=b,c%d@e+f"])),
+            "docker -v /a:/b:ro a=b,c%d@e+f"
+        );
+        assert_eq!(
+            shell_quote(&strings(&["", "a b", "it's"])),
+            r"'' 'a b' 'it'\''s'"
+        );
+        assert_eq!(shell_quote(&[]), "");
+    }
+
+    #[test]
+    fn shell_quote_round_trips() {
+        let nasty = [
+            "",
+            " ",
+            "'",
+            "''",
+            "\"",
+            "\\",
+            "\\'",
+            "'\\''",
+            "a b",
+            "\n",
+            "line\nbreak",
+            "\\\n",
+            "tab\there",
+            "$(rm -rf /)",
+            "`id`",
+            "${HOME}",
+            "$HOME",
+            "a;b|c&d<e>f",
+            "(sub)",
+            "#not-a-comment",
+            "a#b",
+            "~",
+            "~/x",
+            "*",
+            "?",
+            "[",
+            "[\"json\"]",
+            "-",
+            "--",
+            "--privileged",
+            "é ü 日本",
+            "\r\n",
+            "!",
+            "{a,b}",
+            "x=$(y)",
+            "\u{0}",
+        ];
+        let args = strings(&nasty);
+        assert_eq!(parse_command_line(&shell_quote(&args)).unwrap(), args);
+        for word in &args {
+            let one = vec![word.clone()];
+            assert_eq!(
+                parse_command_line(&shell_quote(&one)).unwrap(),
+                one,
+                "{word:?}"
+            );
+        }
+        // Every ASCII character, alone and between letters.
+        for byte in 0u8..128 {
+            let c = char::from(byte);
+            let args = vec![c.to_string(), format!("a{c}b"), format!("{c}{c}")];
+            assert_eq!(
+                parse_command_line(&shell_quote(&args)).unwrap(),
+                args,
+                "{c:?}"
+            );
+        }
+    }
+
+    // ----- output -----------------------------------------------------------------------------
+
+    #[test]
+    fn json_output() {
+        let audit = docker("docker run -e A alpine");
+        let value = to_json(&audit);
+        assert_eq!(value["clean"], false);
+        assert_eq!(value["findings"][0]["rule"], "env-forwarded");
+        assert_eq!(
+            value["findings"][0]["message"],
+            "forwards host environment variables"
+        );
+        assert_eq!(value["findings"][0]["arg"], "-e A");
+        assert_eq!(
+            value["findings"].as_array().unwrap().len(),
+            audit.findings.len()
+        );
+        assert_eq!(value["advice"].as_array().unwrap().len(), 4);
+        assert_eq!(value["advice"][0]["rule"], "no-memory-limit");
+
+        let clean = to_json(&docker_variant(&["--memory 512m"], &[]));
+        assert_eq!(clean["clean"], true, "advice does not make a line unclean");
+        assert_eq!(clean["findings"], json!([]));
+        assert_eq!(
+            to_json(&Audit::default()),
+            json!({"findings": [], "advice": [], "clean": true})
+        );
+    }
+
+    #[test]
+    fn text_output() {
+        let audit = docker(
+            "docker run -e A --user 1000 --read-only --network none --memory 1g --pids-limit 9 --cap-drop ALL alpine",
+        );
+        assert_eq!(
+            render_text(&audit),
+            "finding: forwards host environment variables (-e A)\n\
+             advice: no-new-privileges is not set (--security-opt no-new-privileges)\n"
+        );
+        assert_eq!(
+            render_text(&Audit::default()),
+            "clean: no way for the host to leak in was found\n"
+        );
+        let pinned = docker(
+            "docker run -e AWS_SECRET_ACCESS_KEY -v /home/dev/project:/work -w /work \
+             python:3.12-slim python probe.py",
+        );
+        let text = render_text(&pinned);
+        assert!(text.starts_with(
+            "finding: forwards host environment variables (-e AWS_SECRET_ACCESS_KEY)\n\
+             finding: network is not none\n\
+             finding: mounts /home/dev/project read-write (-v /home/dev/project:/work)\n"
+        ));
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("finding: ")).count(),
+            5
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("advice: ")).count(),
+            4
+        );
+    }
+
+    // ----- building a docker line -------------------------------------------------------------
+
+    #[test]
+    fn docker_args_default() {
+        let args = docker_args(&DockerOpts::default());
+        assert_eq!(
+            shell_quote(&args),
+            CLEAN_DOCKER.replace(" python probe.py", "")
+        );
+        assert_eq!(audit_docker(&args).unwrap(), Audit::default());
+        assert!(!args.iter().any(|a| a == "-e" || a.starts_with("--env")));
+    }
+
+    #[test]
+    fn docker_args_with_command() {
+        let opts = DockerOpts {
+            command: strings(&["python", "probe.py", "--privileged", "-e", "X"]),
+            ..DockerOpts::default()
+        };
+        let args = docker_args(&opts);
+        assert_eq!(args.last().unwrap(), "X");
+        assert_eq!(audit_docker(&args).unwrap(), Audit::default());
+        assert_eq!(args, words(&shell_quote(&args)));
+        assert_eq!(
+            audit_docker(&words(
+                &(shell_quote(&docker_args(&DockerOpts::default())) + " python probe.py")
+            ))
+            .unwrap(),
+            docker(CLEAN_DOCKER)
+        );
+    }
+
+    #[test]
+    fn docker_args_fields() {
+        let opts = DockerOpts {
+            image: "alpine:3".to_string(),
+            memory: "1g".to_string(),
+            pids: 32,
+            scratch: "/var/tmp/airlock-scratch-7".to_string(),
+            user: "1000:1000".to_string(),
+            command: strings(&["true"]),
+        };
+        let args = docker_args(&opts);
+        assert_eq!(
+            shell_quote(&args),
+            "docker run --rm --network none --read-only --tmpfs /tmp:rw,noexec,nosuid,size=64m \
+             --cap-drop ALL --security-opt no-new-privileges --user 1000:1000 --pids-limit 32 \
+             --memory 1g -v /var/tmp/airlock-scratch-7:/work:rw -w /work alpine:3 true"
+        );
+        assert_eq!(audit_docker(&args).unwrap(), Audit::default());
+    }
+
+    // ----- helpers ----------------------------------------------------------------------------
+
+    #[test]
+    fn option_tables_are_consistent() {
+        let mut seen = std::collections::HashSet::new();
+        for name in DOCKER_VALUED_OPTIONS.iter().chain(DOCKER_FLAGS) {
+            assert!(seen.insert(*name), "docker option listed twice: {name}");
+        }
+        for (alias, long) in DOCKER_ALIASES {
+            assert!(!seen.contains(alias), "alias {alias} is also a table entry");
+            assert!(
+                seen.contains(long),
+                "alias {alias} points at unknown {long}"
+            );
+        }
+        for (letter, long) in DOCKER_SHORT_OPTIONS {
+            assert!(seen.contains(long), "-{letter} points at unknown {long}");
+        }
+        let mut bwrap_seen = std::collections::HashSet::new();
+        for (name, arity) in BWRAP_OPTIONS {
+            assert!(
+                bwrap_seen.insert(*name),
+                "bwrap option listed twice: {name}"
+            );
+            assert!(name.starts_with("--") && *arity <= 3, "{name}");
+        }
+    }
+
+    #[test]
+    fn path_normalisation() {
+        assert_eq!(normalize_path("/"), "/");
+        assert_eq!(normalize_path("//home//dev/"), "/home/dev");
+        assert_eq!(normalize_path("/a/./b/../c"), "/a/c");
+        assert_eq!(normalize_path("/.."), "/");
+        assert_eq!(normalize_path("./x/.."), ".");
+        assert_eq!(normalize_path("../x"), "../x");
+        assert_eq!(normalize_path("~/"), "~");
+    }
+}

@@ -1,0 +1,351 @@
+//! `airlock demo`: the boundary made visible. A throwaway host home with cloud credentials, a
+//! secret in the environment and a local HTTP server standing in for the internet; one probe
+//! (`airlock probe`, this binary) run four ways. Every probe line printed is what that run
+//! really observed. The demo builds no sandbox of its own: it runs `airlock run` as a child.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::audit;
+
+const SECRET_NAME: &str = "AWS_SECRET_ACCESS_KEY";
+const SECRET_VALUE: &str = "demo-secret-wJalrXUtnFEMI";
+const PROBE_PATH: &str = "/opt/airlock/probe";
+const RESULT_FILE: &str = "result.txt";
+
+/// The probe, run as the task: each check prints one line of what it observed.
+pub fn probe(url: &str) -> i32 {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let creds = Path::new(&home).join(".aws/credentials");
+    let mut lines = Vec::new();
+    lines.push(match std::fs::read(&creds) {
+        Ok(b) => format!(
+            "credentials {}: readable, {} bytes",
+            creds.display(),
+            b.len()
+        ),
+        Err(e) => format!("credentials {}: {}", creds.display(), describe(&e)),
+    });
+    lines.push(match std::env::var(SECRET_NAME) {
+        Ok(v) => format!("{SECRET_NAME}: present ({}...)", &v[..v.len().min(11)]),
+        Err(_) => format!("{SECRET_NAME}: absent"),
+    });
+    lines.push(format!("fetch {url}: {}", fetch(url)));
+    let cwd = std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut names: Vec<String> = std::fs::read_dir(".")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    lines.push(format!("cwd {cwd}: {} entries {names:?}", names.len()));
+    lines.push(
+        match std::fs::write(RESULT_FILE, "probe finished: exfiltration attempts done\n") {
+            Ok(()) => format!("wrote {RESULT_FILE}"),
+            Err(e) => format!("write {RESULT_FILE}: {}", describe(&e)),
+        },
+    );
+    let mut out = std::io::stdout().lock();
+    for l in lines {
+        let _ = writeln!(out, "{l}");
+    }
+    0
+}
+
+fn describe(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn fetch(url: &str) -> String {
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let Ok(sock) = addr.parse() else {
+        return format!("bad url {url}");
+    };
+    match TcpStream::connect_timeout(&sock, Duration::from_secs(2)) {
+        Ok(mut s) => {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+            let mut first = String::new();
+            let _ = BufReader::new(s).read_line(&mut first);
+            match first.split_whitespace().nth(1) {
+                Some(code) => format!("reached, status {code}"),
+                None => "connected, no HTTP answer".into(),
+            }
+        }
+        Err(e) => match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => "refused (connection refused)".into(),
+            Some(libc::ENETUNREACH) => "refused (network unreachable)".into(),
+            _ => format!("failed ({e})"),
+        },
+    }
+}
+
+/// The stand-in for the internet: answers every request with 200 until the demo ends.
+fn serve() -> std::io::Result<String> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/", l.local_addr()?);
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+            let _ = s.read(&mut buf);
+            let _ = s
+                .write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 22\r\n\r\nthe internet was here\n");
+        }
+    });
+    Ok(url)
+}
+
+struct Block {
+    heading: &'static str,
+    command: Vec<String>,
+    lines: Vec<String>,
+    notes: Vec<String>,
+    exit_code: Option<i32>,
+}
+
+impl Block {
+    fn saw(&self, needle: &str) -> bool {
+        self.lines.iter().any(|l| l.contains(needle))
+    }
+}
+
+pub fn run(json_out: bool) -> i32 {
+    match demo(json_out) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("airlock demo: {e}");
+            crate::spec::exit::SETUP_FAILED
+        }
+    }
+}
+
+fn demo(json_out: bool) -> Result<i32, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let exe_s = exe.display().to_string();
+    let home = tempfile::Builder::new()
+        .prefix("airlock-demo-home")
+        .tempdir()
+        .map_err(|e| format!("temp home: {e}"))?;
+    let aws = home.path().join(".aws");
+    std::fs::create_dir(&aws).map_err(|e| e.to_string())?;
+    std::fs::write(
+        aws.join("credentials"),
+        format!(
+            "[default]\naws_access_key_id = AKIADEMO0000EXAMPLE\n{} = {SECRET_VALUE}\n",
+            SECRET_NAME.to_lowercase()
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let url = serve().map_err(|e| format!("local server: {e}"))?;
+    let home_s = home.path().display().to_string();
+
+    // The probe as a task: this binary, bound read-only into the sandbox.
+    let probe_bind = format!("{exe_s}:{PROBE_PATH}");
+    let run_args = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = vec!["run".into(), "--json".into()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.extend([
+            "--ro-bind".into(),
+            probe_bind.clone(),
+            "--".into(),
+            PROBE_PATH.into(),
+            "probe".into(),
+            url.clone(),
+        ]);
+        v
+    };
+
+    let mut blocks = Vec::new();
+
+    // 1. On the host, as an agent's shell tool would run it.
+    let scratch = tempfile::Builder::new()
+        .prefix("airlock-demo-cwd")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let out = Command::new(&exe)
+        .args(["probe", &url])
+        .current_dir(scratch.path())
+        .env("HOME", &home_s)
+        .env(SECRET_NAME, SECRET_VALUE)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("run probe: {e}"))?;
+    let mut b = Block {
+        heading: "1. On the host, no boundary (what an agent's shell tool does today)",
+        command: vec![exe_s.clone(), "probe".into(), url.clone()],
+        lines: text_lines(&String::from_utf8_lossy(&out.stdout)),
+        notes: vec![],
+        exit_code: out.status.code(),
+    };
+    if b.saw("readable") && b.saw("present") && b.saw("reached") {
+        b.notes
+            .push("the task had every credential and the whole network of the caller".into());
+    }
+    blocks.push(b);
+
+    // 2. Inside airlock run.
+    blocks.push(sandboxed(
+        &exe,
+        "2. Inside airlock run",
+        run_args(&[]),
+        &home_s,
+    )?);
+
+    // 3. Inside airlock run with HOME and the secret forwarded by mistake.
+    let mut b = sandboxed(
+        &exe,
+        "3. Inside airlock run, HOME and the secret forwarded by mistake",
+        run_args(&["--env", "HOME", "--env", SECRET_NAME]),
+        &home_s,
+    )?;
+    if b.saw("present") {
+        b.notes
+            .push("the secret crossed because the caller forwarded it on purpose (--env)".into());
+    }
+    if b.saw("credentials") && b.saw("no such file") {
+        b.notes.push(format!(
+            "the credentials file is still unreachable: {home_s} does not exist in the \
+             sandbox's root, which holds only system paths and scratch"
+        ));
+    }
+    if b.saw("refused") {
+        b.notes.push(
+            "the server is still unreachable: the sandbox's network namespace has only its own \
+             loopback, so 127.0.0.1 inside is not the host's"
+                .into(),
+        );
+    }
+    blocks.push(b);
+
+    // 4. The same policy for docker, and the audit of the usual shortcut.
+    let policy = audit::docker_args(&audit::DockerOpts {
+        command: vec!["python".into(), "probe.py".into()],
+        ..Default::default()
+    });
+    let shortcut: Vec<String> = [
+        "docker",
+        "run",
+        "-e",
+        SECRET_NAME,
+        "-v",
+        "/home/dev/project:/work",
+        "-w",
+        "/work",
+        "python:3.12-slim",
+        "python",
+        "probe.py",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let policy_audit = audit::audit_docker(&policy)?;
+    let shortcut_audit = audit::audit_docker(&shortcut)?;
+    let mut lines = vec![
+        format!("airlock docker-args: {}", audit::shell_quote(&policy)),
+        format!(
+            "audit of that line: {} findings",
+            policy_audit.findings.len()
+        ),
+        format!("the usual shortcut: {}", audit::shell_quote(&shortcut)),
+        format!(
+            "audit of the shortcut: {} findings",
+            shortcut_audit.findings.len()
+        ),
+    ];
+    for f in &shortcut_audit.findings {
+        lines.push(format!("  finding: {}", f.message));
+    }
+    blocks.push(Block {
+        heading: "4. The same policy as a docker command line, and the usual shortcut audited",
+        command: vec![exe_s.clone(), "audit".into(), "docker".into()],
+        lines,
+        notes: vec![],
+        exit_code: None,
+    });
+
+    drop(scratch);
+    drop(home);
+    if json_out {
+        let doc: Vec<Value> = blocks
+            .iter()
+            .map(|b| {
+                json!({"heading": b.heading, "command": b.command, "observed": b.lines,
+                       "why": b.notes, "exit_code": b.exit_code})
+            })
+            .collect();
+        crate::out(&format!("{}\n", json!({"demo": doc, "url": url})));
+    } else {
+        let mut out = std::io::stdout().lock();
+        for b in &blocks {
+            let _ = writeln!(out, "== {}\n   $ {}", b.heading, b.command.join(" "));
+            for l in &b.lines {
+                let _ = writeln!(out, "   {l}");
+            }
+            for n in &b.notes {
+                let _ = writeln!(out, "   why: {n}");
+            }
+            let _ = writeln!(out);
+        }
+    }
+    Ok(0)
+}
+
+fn text_lines(s: &str) -> Vec<String> {
+    s.lines().map(str::to_string).collect()
+}
+
+fn sandboxed(
+    exe: &Path,
+    heading: &'static str,
+    args: Vec<String>,
+    home: &str,
+) -> Result<Block, String> {
+    let out = Command::new(exe)
+        .args(&args)
+        .env("HOME", home)
+        .env(SECRET_NAME, SECRET_VALUE)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("airlock run: {e}"))?;
+    let report: Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "airlock run gave no report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    if let Some(err) = report.get("error") {
+        return Err(format!("airlock run failed: {err}"));
+    }
+    let mut lines = text_lines(report["stdout"].as_str().unwrap_or(""));
+    if let Some(files) = report["files"].as_object() {
+        for (name, text) in files {
+            lines.push(format!(
+                "returned file {name}: {:?}",
+                text.as_str().unwrap_or("")
+            ));
+        }
+    }
+    let mut command = vec![exe.display().to_string()];
+    command.extend(args);
+    Ok(Block {
+        heading,
+        command,
+        lines,
+        notes: vec![],
+        exit_code: report["exit_code"].as_i64().map(|c| c as i32),
+    })
+}

@@ -1,0 +1,204 @@
+//! `airlock explain`: print, without running anything, the boundary `airlock run` would build
+//! for the same options. It reads the Spec and the same tables the boundary uses, so what it
+//! prints cannot drift from what runs.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::boundary::{DEV_LINKS, DEVICES, ETC_FROM_HOST, SYSTEM_PATHS};
+use crate::spec::{Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
+
+const POLICY_JSON: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/seccomp/",
+    env!("AIRLOCK_ARCH"),
+    ".json"
+));
+
+pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
+    let mut s = String::new();
+    let w = &mut s;
+    let host_id = if caller_is_root {
+        format!(
+            "uid {} gid {} (the caller is root; the task never is)",
+            spec.host_uid, spec.host_gid
+        )
+    } else {
+        format!("uid {caller_uid} (the caller's own)")
+    };
+    let _ = writeln!(w, "command: {:?}", spec.argv);
+    let _ = writeln!(w, "\nnamespaces (created by one clone3):");
+    let net = if spec.share_net {
+        "network: SHARED with the host (--share-net)"
+    } else {
+        "network: new, loopback only"
+    };
+    let _ = writeln!(
+        w,
+        "  user, mount, pid, ipc, uts (hostname \"airlock\"), cgroup; {net}"
+    );
+    let _ = writeln!(w, "\nidentity:");
+    let _ = writeln!(
+        w,
+        "  inside: uid {SANDBOX_UID} gid {SANDBOX_GID} (airlock), no supplementary groups"
+    );
+    let _ = writeln!(w, "  on the host: {host_id}");
+    let _ = writeln!(
+        w,
+        "  capabilities: none in any set; no_new_privs; new session (no terminal)"
+    );
+    let _ = writeln!(
+        w,
+        "\nmounts (root: a new tmpfs entered with pivot_root; the old root detached):"
+    );
+    let _ = writeln!(
+        w,
+        "  /                 tmpfs, read-only after setup, nosuid, nodev"
+    );
+    for p in SYSTEM_PATHS {
+        let host = std::path::Path::new(p);
+        match std::fs::symlink_metadata(host) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let t = std::fs::read_link(host).unwrap_or_default();
+                let _ = writeln!(w, "  {p:<17} symlink -> {} (as on the host)", t.display());
+            }
+            Ok(m) if m.is_dir() => {
+                let _ = writeln!(
+                    w,
+                    "  {p:<17} host bind, read-only, nosuid, nodev, submounts included"
+                );
+            }
+            _ => {}
+        }
+    }
+    let etc: Vec<&str> = ETC_FROM_HOST
+        .iter()
+        .copied()
+        .filter(|n| std::path::Path::new("/etc").join(n).exists())
+        .collect();
+    let _ = writeln!(
+        w,
+        "  /etc              tmpfs dir: generated passwd, group, hosts, nsswitch.conf, hostname;"
+    );
+    let _ = writeln!(
+        w,
+        "                    read-only host binds of: {}",
+        etc.join(", ")
+    );
+    let _ = writeln!(
+        w,
+        "  /dev              {} (host nodes, read-only binds, nosuid, noexec); links {}; \
+         /dev/pts (devpts, new instance); /dev/shm (tmpfs, writable)",
+        DEVICES.join(" "),
+        DEV_LINKS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let _ = writeln!(
+        w,
+        "  /proc             new proc of the sandbox's pid namespace, read-only, nosuid, nodev, noexec"
+    );
+    let _ = writeln!(
+        w,
+        "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev: cwd, HOME, TMPDIR (/tmp links here)"
+    );
+    for i in &spec.inputs {
+        let _ = writeln!(
+            w,
+            "  {SCRATCH}/{:<12} input, copied in (never bound)",
+            i.name
+        );
+    }
+    for b in &spec.binds {
+        let _ = writeln!(
+            w,
+            "  {:<17} host bind of {}, {}",
+            b.dest.display(),
+            b.src.display(),
+            if b.writable {
+                "WRITABLE (a channel out), nosuid, nodev"
+            } else {
+                "read-only, nosuid, nodev"
+            }
+        );
+    }
+    let _ = writeln!(w, "\nenvironment (built from nothing):");
+    for (n, v) in &spec.env {
+        let _ = writeln!(w, "  {n}={v}");
+    }
+    let _ = writeln!(w, "\nlimits:");
+    match spec.timeout {
+        Some(t) => {
+            let _ = writeln!(
+                w,
+                "  timeout: {} ms, then the whole sandbox is killed",
+                t.as_millis()
+            );
+        }
+        None => {
+            let _ = writeln!(w, "  timeout: none");
+        }
+    }
+    match spec.output {
+        Output::Json { max } => {
+            let _ = writeln!(
+                w,
+                "  output: captured, {max} bytes kept of stdout, stderr and each result file"
+            );
+        }
+        Output::Stream => {
+            let _ = writeln!(w, "  output: streamed to airlock's stdout/stderr");
+        }
+    }
+    let _ = writeln!(
+        w,
+        "\nseccomp (from {}, compiled at build time):",
+        crate::seccomp::POLICY_FILE
+    );
+    for line in seccomp_summary() {
+        let _ = writeln!(w, "  {line}");
+    }
+    s
+}
+
+/// The policy grouped by the group name each rule's comment starts with.
+fn seccomp_summary() -> Vec<String> {
+    let v: Value = serde_json::from_str(POLICY_JSON).unwrap_or(Value::Null);
+    let mut out = Vec::new();
+    for (filter, action) in [("deny", "EPERM"), ("enosys", "ENOSYS")] {
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for rule in v[filter]["filter"].as_array().into_iter().flatten() {
+            let name = rule["syscall"].as_str().unwrap_or("?");
+            let comment = rule["comment"].as_str().unwrap_or("");
+            let group = comment
+                .split_once(':')
+                .map(|(g, _)| g)
+                .unwrap_or("other")
+                .to_string();
+            let label = if rule.get("args").is_some() {
+                format!("{name}(some args)")
+            } else {
+                name.to_string()
+            };
+            match groups.iter_mut().find(|(g, _)| *g == group) {
+                Some((_, names)) => {
+                    if !names.contains(&label) {
+                        names.push(label)
+                    }
+                }
+                None => groups.push((group, vec![label])),
+            }
+        }
+        for (g, names) in groups {
+            out.push(format!("{action} {g}: {}", names.join(", ")));
+        }
+    }
+    if cfg!(target_arch = "x86_64") {
+        out.push("ENOSYS x32-guard: every x32-ABI syscall number".into());
+    }
+    out.push("everything else: allowed".into());
+    out
+}
