@@ -36,6 +36,8 @@ pub struct Inherited<'a> {
     pub capture: Option<(OwnedFd, OwnedFd)>,
     /// The launcher runs as root: the task must still be unprivileged on the host.
     pub caller_is_root: bool,
+    /// Resource limits set before the task starts (inherited by all its processes).
+    pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
 }
 
 /// A failed step: which one, what failed, and a hint when one exists.
@@ -252,6 +254,12 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //     setuid bits included, and so an unprivileged process may install seccomp); a new
     //     session with no controlling terminal (TIOCSTI injection, CVE-2017-5226); the
     //     seccomp filters last, because they deny calls the steps above need.
+    for (res, soft, hard) in &inh.rlimits {
+        named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
+            format!("setrlimit({res:?}, {soft}, {hard})")
+        })
+        .step("12 resource limits")?;
+    }
     drop_all_caps().step("12 drop capabilities")?;
     named(nix::sys::prctl::set_no_new_privs(), || {
         "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()
@@ -583,12 +591,13 @@ fn make_scratch(inh: &Inherited) -> Result<(OwnedFd, Handed), SysError> {
     let rel = inside(Path::new(SCRATCH));
     make_dirs(&rel)?;
     let target = rel.to_string_lossy().into_owned();
+    let opts = format!("mode=0755,size={}", inh.spec.limits.scratch_size);
     mount_fs(
         "tmpfs",
         &target,
         "tmpfs",
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
+        Some(&opts),
     )?;
     // /tmp inside is the scratch directory, like TMPDIR.
     std::os::unix::fs::symlink(SCRATCH, "tmp")

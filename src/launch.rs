@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 
 use crate::boundary::{self, Inherited};
 use crate::channel::{self, Msg};
+use crate::limits::{self, Cgroup, Mechanism};
 use crate::report::{self, Capture, Files, Pipe};
 use crate::spec::{InputSource, Output, SANDBOX_GID, SANDBOX_UID, Spec};
 use crate::sys::{self, Forked, SysError, named};
@@ -35,6 +36,11 @@ pub enum End {
 #[derive(Debug)]
 pub struct Outcome {
     pub end: End,
+    /// Which limit ended the task, if one did.
+    pub limit_hit: Option<&'static str>,
+    /// How memory and pids were limited.
+    pub mechanism: Mechanism,
+    pub limits: limits::Limits,
     pub duration: Duration,
     pub stdout: Capture,
     pub stderr: Capture,
@@ -67,6 +73,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let caller_is_root = nix::unistd::geteuid().is_root();
     let inputs = open_inputs(spec)?;
     let setup = |e: SysError| Failure::Setup(format!("step 1: {e}"));
+    let cgroup = Cgroup::create(&spec.limits, caller_is_root)
+        .map_err(|e| Failure::Setup(format!("step 1 create cgroup: {e}")))?;
+    let mechanism = cgroup.as_ref().map_or(Mechanism::Rlimit, |c| c.mech);
     let (parent_sock, child_sock) = channel::pair().map_err(setup)?;
     let capture = match spec.output {
         Output::Json { .. } => Some((pipe()?, pipe()?)),
@@ -96,7 +105,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if !spec.share_net {
         flags |= libc::CLONE_NEWNET as u64;
     }
-    let forked = sys::clone_process(flags, None).map_err(|e| {
+    let into = cgroup
+        .as_ref()
+        .and_then(|c| c.v2_fd.as_ref())
+        .map(|fd| fd.as_fd());
+    let forked = sys::clone_process(flags, into).map_err(|e| {
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
@@ -111,6 +124,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
                 caller_is_root,
+                rlimits: limits::rlimits(&spec.limits, mechanism),
             })
         }
         Forked::Parent { pid, pidfd } => (pid, pidfd),
@@ -128,13 +142,18 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
     //    unprivileged id when the caller is root.
-    if let Err(e) = write_id_maps(pid, spec, caller_is_root) {
+    let prepared = match &cgroup {
+        Some(cg) => cg.add(pid).map_err(|e| ("create cgroup", e)),
+        None => Ok(()),
+    }
+    .and_then(|_| write_id_maps(pid, spec, caller_is_root).map_err(|e| ("write id maps", e)));
+    if let Err((step, e)) = prepared {
         let _ = kill(pid, Signal::SIGKILL);
         let _ = waitpid(pid, None);
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
-        return Err(Failure::Setup(format!("step 2 write id maps: {e}{hint}")));
+        return Err(Failure::Setup(format!("step 2 {step}: {e}{hint}")));
     }
     // If the init already died, the send fails and the wait below reports why.
     let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
@@ -195,6 +214,25 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             }
         }
     };
+    let scratch_full = sup
+        .scratch
+        .as_ref()
+        .and_then(|(fd, _)| nix::sys::statvfs::fstatvfs(fd).ok())
+        .is_some_and(|st| st.blocks_available() == 0);
+    let limit_hit = match &end {
+        End::TimedOut => Some("timeout"),
+        End::Signaled(s) if limits::limit_of_signal(Some(*s), None).is_some() => {
+            limits::limit_of_signal(Some(*s), None)
+        }
+        End::Exited(c) if limits::limit_of_signal(None, Some(*c)).is_some() => {
+            limits::limit_of_signal(None, Some(*c))
+        }
+        _ => cgroup
+            .as_ref()
+            .and_then(|c| c.limit_hit())
+            .or(scratch_full.then_some("scratch_full")),
+    };
+    drop(cgroup);
     let files = match (&spec.output, sup.scratch.take()) {
         (Output::Json { max }, Some((fd, handed))) => {
             report::collect_files(fd.as_fd(), &handed, *max)
@@ -203,6 +241,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     };
     Ok(Outcome {
         end,
+        limit_hit,
+        mechanism,
+        limits: spec.limits,
         duration,
         stdout: sup.stdout,
         stderr: sup.stderr,

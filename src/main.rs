@@ -9,6 +9,7 @@ mod channel;
 mod demo;
 mod explain;
 mod launch;
+mod limits;
 mod report;
 mod request;
 mod seccomp;
@@ -176,6 +177,24 @@ struct RunArgs {
     /// Capture output and print one JSON report instead of streaming.
     #[arg(long)]
     json: bool,
+    /// Memory cap for the whole sandbox (cgroup) or per process (rlimit fallback).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Maximum number of processes and threads.
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m.
+    #[arg(long, value_name = "DURATION")]
+    cpu_time: Option<String>,
+    /// Largest file the task may write (RLIMIT_FSIZE).
+    #[arg(long, value_name = "SIZE")]
+    file_size: Option<String>,
+    /// Open files per process (RLIMIT_NOFILE).
+    #[arg(long, value_name = "N")]
+    nofile: Option<u64>,
+    /// Size of the writable scratch tmpfs.
+    #[arg(long, value_name = "SIZE")]
+    scratch_size: Option<String>,
     /// Read the run as a JSON request from FILE (- for stdin); prints the JSON report.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "input", "json"])]
     request: Option<PathBuf>,
@@ -224,7 +243,32 @@ fn draft_from_flags(a: &RunArgs) -> Result<Draft, UsageError> {
             .map(|s| spec::parse_size(s).map(|n| n as usize))
             .transpose()?,
         json: a.json,
+        limits: limits_from_flags(a, limits::Limits::default())?,
     })
+}
+
+/// Apply the limit flags over `base` (the defaults, or what a request asked).
+fn limits_from_flags(a: &RunArgs, base: limits::Limits) -> Result<limits::Limits, UsageError> {
+    let mut l = base;
+    if let Some(m) = &a.memory {
+        l.memory = spec::parse_size(m)?;
+    }
+    if let Some(p) = a.pids {
+        l.pids = p;
+    }
+    if let Some(c) = &a.cpu_time {
+        l.cpu_time = spec::parse_duration(c)?;
+    }
+    if let Some(f) = &a.file_size {
+        l.file_size = spec::parse_size(f)?;
+    }
+    if let Some(n) = a.nofile {
+        l.nofile = n;
+    }
+    if let Some(s) = &a.scratch_size {
+        l.scratch_size = spec::parse_size(s)?;
+    }
+    Ok(l)
 }
 
 fn read_request(path: &PathBuf) -> Result<Draft, UsageError> {
@@ -240,13 +284,14 @@ fn read_request(path: &PathBuf) -> Result<Draft, UsageError> {
 
 fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
     let draft = match &args.request {
-        Some(path) => read_request(path).map(|mut d| {
+        Some(path) => read_request(path).and_then(|mut d| {
             // Flags that still make sense beside a request add to it.
             d.share_net |= args.share_net;
             d.host_uid = args.host_uid;
             d.host_gid = args.host_gid;
             d.env.extend(args.env.iter().cloned());
-            d
+            d.limits = limits_from_flags(args, d.limits)?;
+            Ok(d)
         }),
         None => draft_from_flags(args),
     };

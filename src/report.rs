@@ -249,6 +249,7 @@ pub fn to_json(o: &Outcome) -> Value {
         .iter()
         .map(|(n, r)| json!({"name": n, "reason": r}))
         .collect();
+    let limits = crate::limits::to_json(&o.limits, o.mechanism);
     json!({
         "exit_code": exit_code,
         "signal": signal,
@@ -262,6 +263,8 @@ pub fn to_json(o: &Outcome) -> Value {
         "files_truncated": o.files.truncated,
         "files_skipped": skipped,
         "utf8_replaced": replaced,
+        "limit_hit": o.limit_hit,
+        "limits": limits,
     })
 }
 

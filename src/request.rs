@@ -18,7 +18,43 @@ pub const KEYS: &[(&str, &str)] = &[
         "max_output",
         "integer >= 0: bytes kept of stdout, stderr and each file; default 8000",
     ),
+    (
+        "memory",
+        "bytes (integer, or a string like \"512M\"): memory cap",
+    ),
+    ("pids", "integer: maximum processes and threads"),
+    ("cpu_time_ms", "integer: CPU time per process"),
+    ("file_size", "bytes (integer or string): largest file"),
+    ("nofile", "integer: open files per process"),
+    ("scratch_size", "bytes (integer or string): size of scratch"),
 ];
+
+/// A size given as an integer of bytes or a string such as "512M".
+fn size(obj: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u64>, UsageError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| UsageError(format!("request: key {key:?} must be a byte count >= 0"))),
+        Some(Value::String(s)) => crate::spec::parse_size(s)
+            .map(Some)
+            .map_err(|e| UsageError(format!("request: key {key:?}: {e}"))),
+        Some(_) => bad(format!(
+            "key {key:?} must be a byte count or a string like \"512M\""
+        )),
+    }
+}
+
+fn count(obj: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u64>, UsageError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| UsageError(format!("request: key {key:?} must be an integer >= 0"))),
+    }
+}
 
 fn bad<T>(msg: String) -> Result<T, UsageError> {
     Err(UsageError(format!("request: {msg}")))
@@ -99,6 +135,25 @@ pub fn parse(text: &str) -> Result<Draft, UsageError> {
             None => return bad("key \"max_output\" must be an integer >= 0".into()),
         }
     }
+    let l = &mut d.limits;
+    if let Some(v) = size(&obj, "memory")? {
+        l.memory = v;
+    }
+    if let Some(v) = count(&obj, "pids")? {
+        l.pids = v;
+    }
+    if let Some(v) = count(&obj, "cpu_time_ms")? {
+        l.cpu_time = std::time::Duration::from_millis(v);
+    }
+    if let Some(v) = size(&obj, "file_size")? {
+        l.file_size = v;
+    }
+    if let Some(v) = count(&obj, "nofile")? {
+        l.nofile = v;
+    }
+    if let Some(v) = size(&obj, "scratch_size")? {
+        l.scratch_size = v;
+    }
     Ok(d)
 }
 
@@ -135,6 +190,8 @@ mod tests {
             (r#"{"command": "x", "timeout_ms": "10"}"#, "\"timeout_ms\""),
             (r#"{"command": "x", "timeout_ms": 0}"#, "\"timeout_ms\""),
             (r#"{"command": "x", "max_output": -1}"#, "\"max_output\""),
+            (r#"{"command": "x", "memory": "lots"}"#, "\"memory\""),
+            (r#"{"command": "x", "pids": "9"}"#, "\"pids\""),
             (r#"[1]"#, "object"),
             (r#"{"#, "not valid JSON"),
         ];

@@ -4,6 +4,8 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+use crate::limits::Limits;
+
 /// Where the one writable scratch directory appears inside; it is the cwd, HOME and TMPDIR.
 pub const SCRATCH: &str = "/work";
 /// The task's identity inside the sandbox: an ordinary user, never uid 0.
@@ -77,6 +79,7 @@ pub struct Spec {
     pub host_gid: u32,
     pub timeout: Option<Duration>,
     pub output: Output,
+    pub limits: Limits,
 }
 
 /// Why a request was refused before anything ran (exit code 2).
@@ -107,6 +110,7 @@ pub struct Draft {
     pub timeout: Option<Duration>,
     pub max_output: Option<usize>,
     pub json: bool,
+    pub limits: Limits,
 }
 
 impl Draft {
@@ -159,8 +163,28 @@ impl Draft {
             host_gid,
             timeout,
             output,
+            limits: check_limits(self.limits)?,
         })
     }
+}
+
+fn check_limits(l: Limits) -> Result<Limits, UsageError> {
+    let checks = [
+        ("--memory", l.memory, 16 << 20),
+        ("--pids", l.pids, 2),
+        ("--file-size", l.file_size, 1),
+        ("--nofile", l.nofile, 16),
+        ("--scratch-size", l.scratch_size, 1 << 20),
+    ];
+    for (flag, v, min) in checks {
+        if v < min {
+            return usage(format!("{flag} {v} is below the minimum {min}"));
+        }
+    }
+    if l.cpu_time < Duration::from_secs(1) {
+        return usage("--cpu-time must be at least 1s");
+    }
+    Ok(l)
 }
 
 /// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8

@@ -1,0 +1,329 @@
+//! Resource limits: what was asked, what was applied, and by which mechanism.
+//!
+//! Memory and process count go to a cgroup when one can be had: a delegated cgroup v2 subtree
+//! (the caller's own cgroup already enables the `memory` and `pids` controllers for its
+//! children and is writable), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
+//! as root, else rlimits (RLIMIT_DATA and RLIMIT_NPROC, per process / per sandbox user). CPU
+//! time, file size and open files are rlimits; the scratch size is the tmpfs `size=`. Every
+//! cgroup airlock creates is removed after the run; one left by a SIGKILLed airlock is removed
+//! by the next run that uses the same parent.
+
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::sys::SysError;
+
+/// The defaults never break ordinary work (pip installing a large wheel, a compiler, a JIT)
+/// yet stop a bomb: see the README's "Limits" section for the reasoning.
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+pub const DEFAULT_PIDS: u64 = 1024;
+pub const DEFAULT_CPU_TIME: Duration = Duration::from_secs(30 * 60);
+pub const DEFAULT_FILE_SIZE: u64 = 4 << 30;
+pub const DEFAULT_NOFILE: u64 = 8192;
+pub const DEFAULT_SCRATCH: u64 = 2 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub memory: u64,
+    pub pids: u64,
+    pub cpu_time: Duration,
+    pub file_size: u64,
+    pub nofile: u64,
+    pub scratch_size: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            memory: DEFAULT_MEMORY,
+            pids: DEFAULT_PIDS,
+            cpu_time: DEFAULT_CPU_TIME,
+            file_size: DEFAULT_FILE_SIZE,
+            nofile: DEFAULT_NOFILE,
+            scratch_size: DEFAULT_SCRATCH,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    CgroupV2,
+    CgroupV1,
+    Rlimit,
+}
+
+impl Mechanism {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Mechanism::CgroupV2 => "cgroup v2",
+            Mechanism::CgroupV1 => "cgroup v1",
+            Mechanism::Rlimit => "rlimit",
+        }
+    }
+}
+
+/// The rlimits the sandbox's init sets before it starts the task (inherited by every process
+/// of the task), as (resource, soft, hard). Memory and process count are here only when no
+/// cgroup holds them. The CPU hard limit sits 2 s above the soft one, so the kernel's SIGXCPU
+/// (which names the cause) comes before its SIGKILL.
+pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource, u64, u64)> {
+    use nix::sys::resource::Resource;
+    let cpu = l.cpu_time.as_secs().max(1);
+    let mut v = vec![
+        (Resource::RLIMIT_CPU, cpu, cpu + 2),
+        (Resource::RLIMIT_FSIZE, l.file_size, l.file_size),
+        (Resource::RLIMIT_NOFILE, l.nofile, l.nofile),
+        (Resource::RLIMIT_CORE, 0, 0),
+    ];
+    if mech == Mechanism::Rlimit {
+        v.push((Resource::RLIMIT_DATA, l.memory, l.memory));
+        v.push((Resource::RLIMIT_NPROC, l.pids, l.pids));
+    }
+    v
+}
+
+/// The limit a task's end names: killed by SIGXCPU or SIGXFSZ, or a shell that reported its
+/// child killed so (128+N).
+pub fn limit_of_signal(signaled: Option<i32>, exit_code: Option<i32>) -> Option<&'static str> {
+    let sig = signaled.or(exit_code.filter(|c| *c > 128).map(|c| c - 128))?;
+    match sig {
+        libc::SIGXCPU => Some("cpu"),
+        libc::SIGXFSZ => Some("file_size"),
+        _ => None,
+    }
+}
+
+/// A cgroup made for one run (one directory for v2; memory and pids directories for v1).
+#[derive(Debug)]
+pub struct Cgroup {
+    pub mech: Mechanism,
+    dirs: Vec<PathBuf>,
+    /// v2: a descriptor of the directory, for clone3(CLONE_INTO_CGROUP).
+    pub v2_fd: Option<OwnedFd>,
+}
+
+fn io_err(call: String, e: std::io::Error) -> SysError {
+    SysError {
+        call,
+        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), SysError> {
+    fs::write(path, text).map_err(|e| io_err(format!("write({path:?}, {text:?})"), e))
+}
+
+fn make_dir(path: &Path) -> Result<(), SysError> {
+    fs::create_dir(path).map_err(|e| io_err(format!("mkdir({path:?})"), e))
+}
+
+/// This process's cgroup path in the hierarchy with the given v1 controller, or the v2 one
+/// (`controller` = "").
+fn own_cgroup(controller: &str) -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = if controller.is_empty() {
+            ctrls.is_empty()
+        } else {
+            ctrls.split(',').any(|c| c == controller)
+        };
+        hit.then(|| path.to_string())
+    })
+}
+
+/// Where the cgroup v2 hierarchy is mounted.
+fn v2_mount() -> Option<PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mount_point = pre.split(' ').nth(4)?;
+        (post.split(' ').next()? == "cgroup2").then(|| PathBuf::from(mount_point))
+    })
+}
+
+fn joined(base: &Path, rel: &str) -> PathBuf {
+    base.join(rel.trim_start_matches('/'))
+}
+
+fn writable(p: &Path) -> bool {
+    nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+/// Remove cgroups left by airlock processes that no longer exist (SIGKILLed mid-run).
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("airlock-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+        if !alive {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
+fn unique_name() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "airlock-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Cgroup {
+    /// Pick and create the cgroup for this run, or None when only rlimits are available.
+    /// A cgroup that is available but cannot be set up is an error (fail closed).
+    pub fn create(l: &Limits, caller_is_root: bool) -> Result<Option<Cgroup>, SysError> {
+        if let (Some(mnt), Some(own)) = (v2_mount(), own_cgroup("")) {
+            let parent = joined(&mnt, &own);
+            let ctrls =
+                fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+            let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
+            if has("memory") && has("pids") && writable(&parent) {
+                remove_stale(&parent);
+                let dir = parent.join(unique_name());
+                make_dir(&dir)?;
+                let mut cg = Cgroup {
+                    mech: Mechanism::CgroupV2,
+                    dirs: vec![dir.clone()],
+                    v2_fd: None,
+                };
+                write(&dir.join("memory.max"), &l.memory.to_string())?;
+                let _ = write(&dir.join("memory.swap.max"), "0");
+                write(&dir.join("pids.max"), &l.pids.to_string())?;
+                let fd = nix::fcntl::open(
+                    &dir,
+                    nix::fcntl::OFlag::O_PATH
+                        | nix::fcntl::OFlag::O_DIRECTORY
+                        | nix::fcntl::OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .map_err(|errno| SysError {
+                    call: format!("open({dir:?}, O_PATH)"),
+                    errno,
+                })?;
+                cg.v2_fd = Some(fd);
+                return Ok(Some(cg));
+            }
+        }
+        if caller_is_root {
+            let mem = own_cgroup("memory").map(|p| joined(Path::new("/sys/fs/cgroup/memory"), &p));
+            let pids = own_cgroup("pids").map(|p| joined(Path::new("/sys/fs/cgroup/pids"), &p));
+            if let (Some(mem), Some(pids)) = (mem, pids)
+                && mem.join("memory.limit_in_bytes").exists()
+                && pids.join("cgroup.procs").exists()
+            {
+                remove_stale(&mem);
+                remove_stale(&pids);
+                let name = unique_name();
+                let (mdir, pdir) = (mem.join(&name), pids.join(&name));
+                let mut cg = Cgroup {
+                    mech: Mechanism::CgroupV1,
+                    dirs: vec![],
+                    v2_fd: None,
+                };
+                make_dir(&mdir)?;
+                cg.dirs.push(mdir.clone());
+                make_dir(&pdir)?;
+                cg.dirs.push(pdir.clone());
+                write(&mdir.join("memory.limit_in_bytes"), &l.memory.to_string())?;
+                // With swap accounting, swap counts too (where the kernel offers the file).
+                if mdir.join("memory.memsw.limit_in_bytes").exists() {
+                    write(
+                        &mdir.join("memory.memsw.limit_in_bytes"),
+                        &l.memory.to_string(),
+                    )?;
+                }
+                write(&pdir.join("pids.max"), &l.pids.to_string())?;
+                return Ok(Some(cg));
+            }
+        }
+        Ok(None)
+    }
+
+    /// v1: move the sandbox's init into the cgroup (before it starts the task).
+    pub fn add(&self, pid: nix::unistd::Pid) -> Result<(), SysError> {
+        if self.mech == Mechanism::CgroupV1 {
+            for d in &self.dirs {
+                write(&d.join("cgroup.procs"), &pid.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Which cgroup limit ended the task, if any: the OOM killer fired, or a fork was refused.
+    pub fn limit_hit(&self) -> Option<&'static str> {
+        let read = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();
+        let count = |text: &str, key: &str| -> u64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let (oom, pids_max) = match self.mech {
+            Mechanism::CgroupV2 => {
+                let d = &self.dirs[0];
+                (
+                    count(&read(d.join("memory.events")), "oom_kill "),
+                    count(&read(d.join("pids.events")), "max "),
+                )
+            }
+            _ => (
+                count(&read(self.dirs[0].join("memory.oom_control")), "oom_kill "),
+                count(&read(self.dirs[1].join("pids.events")), "max "),
+            ),
+        };
+        if oom > 0 {
+            Some("memory")
+        } else if pids_max > 0 {
+            Some("pids")
+        } else {
+            None
+        }
+    }
+
+    /// Remove the cgroup (all its processes are gone by now).
+    pub fn remove(&self) {
+        for d in &self.dirs {
+            let _ = fs::remove_dir(d);
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// The report's `limits` object: for each limit, what was asked, what was applied and how.
+pub fn to_json(l: &Limits, mech: Mechanism) -> Value {
+    let cg = |what: &str| match mech {
+        Mechanism::Rlimit => format!("rlimit ({what})"),
+        m => m.describe().to_string(),
+    };
+    let entry = |v: u64, how: String| json!({"requested": v, "applied": v, "mechanism": how});
+    json!({
+        "memory": entry(l.memory, cg("RLIMIT_DATA, per process")),
+        "pids": entry(l.pids, cg("RLIMIT_NPROC, per sandbox user")),
+        "cpu_time_ms": entry(l.cpu_time.as_millis() as u64, "rlimit (RLIMIT_CPU, per process)".into()),
+        "file_size": entry(l.file_size, "rlimit (RLIMIT_FSIZE)".into()),
+        "nofile": entry(l.nofile, "rlimit (RLIMIT_NOFILE)".into()),
+        "scratch_size": entry(l.scratch_size, "tmpfs size".into()),
+    })
+}
