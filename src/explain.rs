@@ -130,6 +130,17 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         let _ = writeln!(w, "  {n}={v}");
     }
     let _ = writeln!(w, "\nlimits:");
+    let mech = crate::limits::detect(caller_is_root).mechanism();
+    if let Some(obj) = crate::limits::to_json(&spec.limits, mech).as_object() {
+        for (name, v) in obj {
+            let _ = writeln!(
+                w,
+                "  {name}: {} ({})",
+                v["applied"],
+                v["mechanism"].as_str().unwrap_or("")
+            );
+        }
+    }
     match spec.timeout {
         Some(t) => {
             let _ = writeln!(

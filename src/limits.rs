@@ -186,16 +186,56 @@ fn unique_name() -> String {
     )
 }
 
+/// Where memory and pids limits can go for this caller.
+pub enum Plan {
+    /// A delegated v2 cgroup (the caller's own) enabling memory and pids for its children.
+    V2(PathBuf),
+    /// v1 memory and pids hierarchies (root only).
+    V1 {
+        memory: PathBuf,
+        pids: PathBuf,
+    },
+    Rlimits,
+}
+
+impl Plan {
+    pub fn mechanism(&self) -> Mechanism {
+        match self {
+            Plan::V2(_) => Mechanism::CgroupV2,
+            Plan::V1 { .. } => Mechanism::CgroupV1,
+            Plan::Rlimits => Mechanism::Rlimit,
+        }
+    }
+}
+
+pub fn detect(caller_is_root: bool) -> Plan {
+    if let (Some(mnt), Some(own)) = (v2_mount(), own_cgroup("")) {
+        let parent = joined(&mnt, &own);
+        let ctrls = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+        let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
+        if has("memory") && has("pids") && writable(&parent) {
+            return Plan::V2(parent);
+        }
+    }
+    if caller_is_root {
+        let mem = own_cgroup("memory").map(|p| joined(Path::new("/sys/fs/cgroup/memory"), &p));
+        let pids = own_cgroup("pids").map(|p| joined(Path::new("/sys/fs/cgroup/pids"), &p));
+        if let (Some(memory), Some(pids)) = (mem, pids)
+            && memory.join("memory.limit_in_bytes").exists()
+            && pids.join("cgroup.procs").exists()
+        {
+            return Plan::V1 { memory, pids };
+        }
+    }
+    Plan::Rlimits
+}
+
 impl Cgroup {
     /// Pick and create the cgroup for this run, or None when only rlimits are available.
     /// A cgroup that is available but cannot be set up is an error (fail closed).
     pub fn create(l: &Limits, caller_is_root: bool) -> Result<Option<Cgroup>, SysError> {
-        if let (Some(mnt), Some(own)) = (v2_mount(), own_cgroup("")) {
-            let parent = joined(&mnt, &own);
-            let ctrls =
-                fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
-            let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
-            if has("memory") && has("pids") && writable(&parent) {
+        match detect(caller_is_root) {
+            Plan::V2(parent) => {
                 remove_stale(&parent);
                 let dir = parent.join(unique_name());
                 make_dir(&dir)?;
@@ -207,32 +247,23 @@ impl Cgroup {
                 write(&dir.join("memory.max"), &l.memory.to_string())?;
                 let _ = write(&dir.join("memory.swap.max"), "0");
                 write(&dir.join("pids.max"), &l.pids.to_string())?;
-                let fd = nix::fcntl::open(
-                    &dir,
-                    nix::fcntl::OFlag::O_PATH
-                        | nix::fcntl::OFlag::O_DIRECTORY
-                        | nix::fcntl::OFlag::O_CLOEXEC,
-                    nix::sys::stat::Mode::empty(),
-                )
-                .map_err(|errno| SysError {
-                    call: format!("open({dir:?}, O_PATH)"),
-                    errno,
-                })?;
+                let flags = nix::fcntl::OFlag::O_PATH
+                    | nix::fcntl::OFlag::O_DIRECTORY
+                    | nix::fcntl::OFlag::O_CLOEXEC;
+                let fd = nix::fcntl::open(&dir, flags, nix::sys::stat::Mode::empty()).map_err(
+                    |errno| SysError {
+                        call: format!("open({dir:?}, O_PATH)"),
+                        errno,
+                    },
+                )?;
                 cg.v2_fd = Some(fd);
-                return Ok(Some(cg));
+                Ok(Some(cg))
             }
-        }
-        if caller_is_root {
-            let mem = own_cgroup("memory").map(|p| joined(Path::new("/sys/fs/cgroup/memory"), &p));
-            let pids = own_cgroup("pids").map(|p| joined(Path::new("/sys/fs/cgroup/pids"), &p));
-            if let (Some(mem), Some(pids)) = (mem, pids)
-                && mem.join("memory.limit_in_bytes").exists()
-                && pids.join("cgroup.procs").exists()
-            {
-                remove_stale(&mem);
+            Plan::V1 { memory, pids } => {
+                remove_stale(&memory);
                 remove_stale(&pids);
                 let name = unique_name();
-                let (mdir, pdir) = (mem.join(&name), pids.join(&name));
+                let (mdir, pdir) = (memory.join(&name), pids.join(&name));
                 let mut cg = Cgroup {
                     mech: Mechanism::CgroupV1,
                     dirs: vec![],
@@ -251,10 +282,10 @@ impl Cgroup {
                     )?;
                 }
                 write(&pdir.join("pids.max"), &l.pids.to_string())?;
-                return Ok(Some(cg));
+                Ok(Some(cg))
             }
+            Plan::Rlimits => Ok(None),
         }
-        Ok(None)
     }
 
     /// v1: move the sandbox's init into the cgroup (before it starts the task).
