@@ -47,9 +47,15 @@ JSON report (--json, --request), every key present every time:
                     task created or changed (inputs left as handed are not listed)
   files_truncated   names of files cut at the cap
   files_skipped     list of {name, reason}: directory, symlink, fifo, socket, device,
-                    unreadable, count limit (1000 entries are examined)
+                    unreadable, count limit (1000 entries are examined; the next 100 are
+                    listed, the rest counted in one entry named \"*\"), total size limit
+                    (1 MiB of file text in all)
   utf8_replaced     fields whose bytes were not UTF-8 and were replaced (\"stdout\",
                     \"stderr\", \"files/NAME\")
+  limit_hit         the limit that ended the task: memory, pids, cpu, file_size,
+                    scratch_full, timeout; or null
+  limits            for each of memory, pids, cpu_time_ms, file_size, nofile,
+                    scratch_size: {requested, applied, mechanism}
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N}.
 
 JSON request (--request FILE, - for stdin):

@@ -15,7 +15,7 @@ use nix::sys::stat::{Mode, SFlag, fstat, fstatat};
 use serde_json::{Value, json};
 
 use crate::launch::{End, Failure, Outcome};
-use crate::spec::{MAX_RESULT_ENTRIES, MAX_SKIPPED_LISTED};
+use crate::spec::{MAX_RESULT_BYTES, MAX_RESULT_ENTRIES, MAX_SKIPPED_LISTED};
 
 /// One captured stream: the first `max` bytes, and how many there were in all.
 #[derive(Debug, Default)]
@@ -94,7 +94,9 @@ pub fn collect_files(scratch: BorrowedFd, handed: &[(String, u64, u64)], max: us
         }
     };
     let mut seen = 0usize;
+    let mut listed = 0usize;
     let mut not_listed = 0usize;
+    let mut budget = MAX_RESULT_BYTES;
     for entry in dir.iter() {
         let Ok(entry) = entry else { break };
         let raw = entry.file_name().to_bytes();
@@ -104,16 +106,21 @@ pub fn collect_files(scratch: BorrowedFd, handed: &[(String, u64, u64)], max: us
         let name = String::from_utf8_lossy(raw).into_owned();
         seen += 1;
         if seen > MAX_RESULT_ENTRIES {
-            if files.skipped.len() < MAX_RESULT_ENTRIES + MAX_SKIPPED_LISTED {
+            if listed < MAX_SKIPPED_LISTED {
                 files.skipped.push((name, "count limit".into()));
+                listed += 1;
             } else {
                 not_listed += 1;
             }
             continue;
         }
-        match read_one(scratch, OsStr::from_bytes(raw), handed, max) {
+        match read_one(scratch, OsStr::from_bytes(raw), handed, max.min(budget)) {
             Ok(None) => {}
+            Ok(Some((_, _))) if budget == 0 => {
+                files.skipped.push((name, "total size limit".into()));
+            }
             Ok(Some((data, truncated))) => {
+                budget -= data.len();
                 if truncated {
                     files.truncated.push(name.clone());
                 }

@@ -18,10 +18,13 @@ pub const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/s
 /// In --json / --request mode: the default timeout and output cap.
 pub const JSON_DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const JSON_DEFAULT_MAX_OUTPUT: usize = 8000;
-/// Result files: at most this many directory entries are examined, and at most this many
-/// regular files are returned; the rest are listed as skipped ("count limit").
+/// Result files: at most this many directory entries are examined; of the entries past that,
+/// the first MAX_SKIPPED_LISTED are listed as skipped ("count limit") and the rest counted in
+/// one entry named "*". At most MAX_RESULT_BYTES of file text come back in all; files past
+/// that budget are skipped ("total size limit"), so the report stays bounded.
 pub const MAX_RESULT_ENTRIES: usize = 1000;
 pub const MAX_SKIPPED_LISTED: usize = 100;
+pub const MAX_RESULT_BYTES: usize = 1 << 20;
 
 /// airlock's own exit codes (the task's exit code passes through otherwise).
 pub mod exit {

@@ -1,0 +1,1282 @@
+//! Isolation tests: each starts real sandboxes, as root and as uid 65534, and tries to break out.
+//! Every probe prints a distinct marker (`READ-OK:` / `READ-DENIED:<errno>`, ...) and every test
+//! asserts on the exact marker beside a positive control (the same probe on the host, or with
+//! the feature off), so a probe that could not start is never counted as "blocked".
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Debian's interpreter: the same file inside (through the /usr bind) and on the host. pyenv's
+/// python under /root is not visible inside, so the host controls name this one too.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// The task's fixed environment (src/spec.rs, `build_env`).
+const SANDBOX_ENV: [&str; 4] = [
+    "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+    "HOME=/work",
+    "TMPDIR=/work",
+    "LANG=C.UTF-8",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Launching probes
+
+/// `airlock run FLAGS -- ARGV` as `who`, stdin from /dev/null.
+fn airlock_run(who: Launcher, flags: &[&str], argv: &[&str]) -> Command {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.push("--");
+    args.extend_from_slice(argv);
+    let mut c = airlock(who, &args);
+    c.stdin(Stdio::null());
+    c
+}
+
+fn run_inside(who: Launcher, flags: &[&str], argv: &[&str]) -> Output {
+    airlock_run(who, flags, argv).output().unwrap()
+}
+
+/// ARGV on the host, outside any sandbox, as `who` (the positive control).
+fn host_cmd(who: Launcher, argv: &[&str]) -> Command {
+    let mut c = match who {
+        Launcher::Root => Command::new(argv[0]),
+        Launcher::Unprivileged => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(argv[0]);
+            c
+        }
+    };
+    c.args(&argv[1..]).current_dir("/").stdin(Stdio::null());
+    c
+}
+
+fn run_host(who: Launcher, argv: &[&str]) -> Output {
+    host_cmd(who, argv).output().unwrap()
+}
+
+/// `python3 -c SCRIPT ARGS...` as an argv.
+fn py<'a>(script: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![PYTHON, "-c", script];
+    v.extend_from_slice(args);
+    v
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status={:?}\n--- stdout ---\n{}--- stderr ---\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    )
+}
+
+fn lines(o: &Output) -> Vec<String> {
+    stdout(o).lines().map(str::to_string).collect()
+}
+
+/// The probe printed exactly this line.
+#[track_caller]
+fn assert_line(o: &Output, want: &str, ctx: &str) {
+    assert!(
+        stdout(o).lines().any(|l| l == want),
+        "{ctx}: expected the line {want:?}\n{}",
+        show(o)
+    );
+}
+
+/// stdout and stderr never mention `secret`.
+#[track_caller]
+fn assert_never_shows(o: &Output, secret: &str, ctx: &str) {
+    assert!(
+        !stdout(o).contains(secret) && !stderr(o).contains(secret),
+        "{ctx}: the secret {secret:?} leaked\n{}",
+        show(o)
+    );
+}
+
+#[track_caller]
+fn assert_exit(o: &Output, code: i32, ctx: &str) {
+    assert_eq!(o.status.code(), Some(code), "{ctx}\n{}", show(o));
+}
+
+/// A directory that uid 65534 can read, so the unprivileged control can see what it holds.
+fn world_readable_dir(parent: &str, prefix: &str) -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(parent)
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn write_world_readable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host processes
+
+/// Pids of host processes whose argv is exactly `argv`.
+fn pids_with_argv(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            (std::fs::read(format!("/proc/{pid}/cmdline")).ok()? == want).then_some(pid)
+        })
+        .collect()
+}
+
+/// Call `f` every 20 ms until it returns Some, for at most `limit` (never more than 10 s).
+fn poll_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    assert!(limit <= Duration::from_secs(10));
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The whitespace-separated values of `Field:` in /proc/PID/status.
+fn status_field(pid: u32, field: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let prefix = format!("{field}:");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+}
+
+/// A spawned process that is killed and reaped however the test ends.
+struct Running(Child);
+
+impl Running {
+    /// Wait at most `limit` for the process to exit.
+    fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        poll_for(limit, || self.0.try_wait().unwrap())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Servers on the host
+
+const HTTP_BODY: &str = "AIRLOCK-HTTP-OK";
+
+/// A TCP server answering every connection with a fixed HTTP 200, until dropped. It blocks in
+/// accept (no polling); dropping it sets the stop flag and wakes it with one connection.
+struct HttpServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HttpServer {
+    fn start(ip: IpAddr) -> HttpServer {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut c) = conn else { continue };
+                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = c.set_write_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 1024];
+                let _ = c.read(&mut buf);
+                let _ = write!(
+                    c,
+                    "HTTP/1.0 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{HTTP_BODY}",
+                    HTTP_BODY.len()
+                );
+            }
+        });
+        HttpServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn spec(&self) -> String {
+        format!("{}:{}", self.addr.ip(), self.addr.port())
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The machine's own non-loopback address: the source address the kernel picks for a route
+/// out (connecting a UDP socket sends nothing).
+fn machine_address() -> IpAddr {
+    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    if let Err(e) = s.connect("10.255.255.1:9") {
+        panic!(
+            "this machine has no non-loopback IPv4 address (no route out: {e}); the network test needs one"
+        );
+    }
+    let ip = s.local_addr().unwrap().ip();
+    assert!(
+        !ip.is_loopback() && !ip.is_unspecified(),
+        "this machine has no non-loopback IPv4 address (source address {ip}); the network test needs one"
+    );
+    ip
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probes (python3 scripts, the same text inside and on the host)
+
+/// Reads each path (a leading ~ is the probe's own HOME): `READ-OK:<path>` then the text, or
+/// `READ-DENIED:<path>:<errno name>`.
+const READ_PROBE: &str = r#"
+import errno, os, sys
+for p in sys.argv[1:]:
+    try:
+        with open(os.path.expanduser(p), 'rb') as f:
+            data = f.read()
+        print('READ-OK:' + p)
+        print(data.decode('utf-8', 'replace'))
+    except OSError as e:
+        print('READ-DENIED:%s:%s' % (p, errno.errorcode.get(e.errno, e.errno)))
+"#;
+
+/// Looks for variable NAME in this process's environment and in /proc/*/environ of every
+/// process it can see: `ENV-HAS:<yes|no>`, `ENVIRON:<pid>:<present|absent>` or
+/// `ENVIRON-DENIED:<pid>:<errno name>`, with `SELF:<pid>`.
+const ENVIRON_PROBE: &str = r#"
+import errno, os, sys
+name = sys.argv[1].encode()
+print('SELF:%d' % os.getpid())
+print('ENV-HAS:' + ('yes' if sys.argv[1] in os.environ else 'no'))
+for pid in sorted(int(d) for d in os.listdir('/proc') if d.isdigit()):
+    try:
+        with open('/proc/%d/environ' % pid, 'rb') as f:
+            data = f.read()
+        names = [kv.split(b'=', 1)[0] for kv in data.split(b'\0') if kv]
+        print('ENVIRON:%d:%s' % (pid, 'present' if name in names else 'absent'))
+    except OSError as e:
+        print('ENVIRON-DENIED:%d:%s' % (pid, errno.errorcode.get(e.errno, e.errno)))
+"#;
+
+/// Fetches http://HOST:PORT/ for each HOST:PORT argument: `CONNECT-OK:<spec>:<status
+/// line>:<body>` or `CONNECT-FAILED:<spec>:<errno name>`. The argument `own-loopback` starts a
+/// server on this process's own 127.0.0.1 and fetches from it: `OWN-LOOPBACK-OK:<body>`.
+const NET_PROBE: &str = r#"
+import errno, socket, sys, threading
+def fetch(host, port):
+    s = socket.create_connection((host, port), timeout=3)
+    try:
+        s.sendall(b'GET / HTTP/1.0\r\n\r\n')
+        data = b''
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, body = data.partition(b'\r\n\r\n')
+    return head.split(b'\r\n')[0].decode(), body.decode()
+for spec in sys.argv[1:]:
+    if spec == 'own-loopback':
+        srv = socket.socket()
+        srv.bind(('127.0.0.1', 0))
+        srv.listen(1)
+        def serve():
+            c, _ = srv.accept()
+            c.recv(1024)
+            c.sendall(b'HTTP/1.0 200 OK\r\n\r\nINNER-PONG')
+            c.close()
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            status, body = fetch('127.0.0.1', srv.getsockname()[1])
+            print('OWN-LOOPBACK-OK:%s:%s' % (status, body))
+        except OSError as e:
+            print('OWN-LOOPBACK-FAILED:%s' % errno.errorcode.get(e.errno, e.errno))
+        continue
+    host, port = spec.rsplit(':', 1)
+    try:
+        status, body = fetch(host, int(port))
+        print('CONNECT-OK:%s:%s:%s' % (spec, status, body))
+    except socket.timeout:
+        print('CONNECT-FAILED:%s:timeout' % spec)
+    except OSError as e:
+        print('CONNECT-FAILED:%s:%s' % (spec, errno.errorcode.get(e.errno, e.errno)))
+"#;
+
+/// Connects to the abstract unix socket named by argv[1]: `UNIX-CONNECT-OK` or
+/// `UNIX-CONNECT-FAILED:<errno name>`.
+const ABSTRACT_PROBE: &str = r#"
+import errno, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(3)
+try:
+    s.connect('\0' + sys.argv[1])
+    print('UNIX-CONNECT-OK')
+except socket.timeout:
+    print('UNIX-CONNECT-FAILED:timeout')
+except OSError as e:
+    print('UNIX-CONNECT-FAILED:%s' % errno.errorcode.get(e.errno, e.errno))
+"#;
+
+/// Creates and writes each path: `WRITE-OK:<path>` or `WRITE-DENIED:<path>:<errno name>`.
+/// Then `LANDED:<path>` for each of those paths that now exists (checked by lstat, after all
+/// writes).
+const WRITE_PROBE: &str = r#"
+import errno, os, sys
+for p in sys.argv[1:]:
+    try:
+        with open(p, 'w') as f:
+            f.write('written by the probe\n')
+        print('WRITE-OK:' + p)
+    except OSError as e:
+        print('WRITE-DENIED:%s:%s' % (p, errno.errorcode.get(e.errno, e.errno)))
+for p in sys.argv[1:]:
+    if os.path.lexists(p):
+        print('LANDED:' + p)
+"#;
+
+/// Makes each named system call through libc (ctypes) or the socket module:
+/// `<name>:OK` or `<name>:ERR:<errno name>`.
+const SYSCALL_PROBE: &str = r#"
+import ctypes, errno, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER = 0x10000000
+AF_NETLINK = 16
+PTRACE_TRACEME = 0
+def traceme():
+    # In a forked child, so the tracer is this probe (which only waits), never the caller.
+    pid = os.fork()
+    if pid == 0:
+        r = libc.ptrace(PTRACE_TRACEME, 0, None, None)
+        os._exit(0 if r == 0 else ctypes.get_errno())
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    ctypes.set_errno(code)
+    return 0 if code == 0 else -1
+probes = {
+    'unshare-newuser': lambda: libc.unshare(CLONE_NEWUSER),
+    'mount-tmpfs': lambda: libc.mount(b'none', b'/work', b'tmpfs', 0, None),
+    'socket-netlink': lambda: socket.socket(AF_NETLINK, socket.SOCK_RAW, 0).close(),
+    'ptrace-traceme': traceme,
+    'getpid': lambda: 0 if libc.getpid() == os.getpid() else -2,
+    'socket-inet': lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(),
+}
+for name in sys.argv[1:]:
+    try:
+        ctypes.set_errno(0)
+        r = probes[name]()
+        if r == -1:
+            e = ctypes.get_errno()
+            print('%s:ERR:%s' % (name, errno.errorcode.get(e, e)))
+        elif r == -2:
+            print('%s:WRONG' % name)
+        else:
+            print('%s:OK' % name)
+    except OSError as e:
+        print('%s:ERR:%s' % (name, errno.errorcode.get(e.errno, e.errno)))
+"#;
+
+// ---------------------------------------------------------------------------------------------
+// 1. Files of the caller
+
+#[test]
+fn caller_home_credentials_are_unreadable() {
+    let secret = "aws_secret_access_key = AIRLOCK-FAKE-SECRET-7d41";
+    // Not under /tmp: inside, /tmp is scratch, which would hide a path there for another reason.
+    let home = world_readable_dir("/var/tmp", "airlock-fake-home");
+    let aws = home.path().join(".aws");
+    std::fs::create_dir(&aws).unwrap();
+    std::fs::set_permissions(&aws, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cred = aws.join("credentials");
+    write_world_readable(&cred, &format!("[default]\n{secret}\n"));
+    // Absolute host paths: one under /var/tmp, one under the host's /tmp.
+    let var_dir = world_readable_dir("/var/tmp", "airlock-secret");
+    let var_file = var_dir.path().join("token.txt");
+    write_world_readable(&var_file, &format!("{secret}\n"));
+    let tmp_dir = world_readable_dir("/tmp", "airlock-secret");
+    let tmp_file = tmp_dir.path().join("token.txt");
+    write_world_readable(&tmp_file, &format!("{secret}\n"));
+
+    let paths = [
+        cred.to_str().unwrap(),
+        "~/.aws/credentials",
+        var_file.to_str().unwrap(),
+        tmp_file.to_str().unwrap(),
+    ];
+    let probe = py(READ_PROBE, &paths);
+    for who in BOTH {
+        // Control: the caller reads all of them on the host.
+        let host = host_cmd(who, &probe)
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        for p in paths {
+            assert_line(
+                &host,
+                &format!("READ-OK:{p}"),
+                &format!("{who:?} host control"),
+            );
+        }
+        assert_eq!(
+            stdout(&host).matches(secret).count(),
+            paths.len(),
+            "{who:?} host control\n{}",
+            show(&host)
+        );
+
+        let inside = airlock_run(who, &[], &probe)
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        for p in paths {
+            assert_line(
+                &inside,
+                &format!("READ-DENIED:{p}:ENOENT"),
+                &format!("{who:?} inside"),
+            );
+        }
+        assert_never_shows(&inside, secret, &format!("{who:?} inside"));
+        assert_exit(&inside, 0, &format!("{who:?} inside"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Environment of the caller
+
+#[test]
+fn caller_secret_env_var_is_absent_inside() {
+    const NAME: &str = "AIRLOCK_TEST_SECRET_TOKEN";
+    let value = format!("s3cr3t-env-{}", std::process::id());
+    for who in BOTH {
+        let ctx = format!("{who:?} inside");
+        let env = airlock_run(who, &[], &["env"])
+            .env(NAME, &value)
+            .output()
+            .unwrap();
+        assert_exit(&env, 0, &ctx);
+        assert!(
+            lines(&env).iter().any(|l| l.starts_with("PATH=")),
+            "{ctx}: env printed nothing\n{}",
+            show(&env)
+        );
+        assert_never_shows(&env, &value, &ctx);
+        assert!(!stdout(&env).contains(NAME), "{ctx}\n{}", show(&env));
+
+        let probe = airlock_run(who, &[], &py(ENVIRON_PROBE, &[NAME]))
+            .env(NAME, &value)
+            .output()
+            .unwrap();
+        assert_line(&probe, "ENV-HAS:no", &ctx);
+        // The sandbox's init is a fork of airlock, so its environ holds the caller's
+        // environment: it must stay unreadable (the init is not dumpable).
+        assert_line(&probe, "ENVIRON-DENIED:1:EACCES", &ctx);
+        let self_pid = lines(&probe)
+            .iter()
+            .find_map(|l| l.strip_prefix("SELF:").map(str::to_string))
+            .unwrap_or_else(|| panic!("{ctx}: the probe did not start\n{}", show(&probe)));
+        assert_line(&probe, &format!("ENVIRON:{self_pid}:absent"), &ctx);
+        assert!(
+            !stdout(&probe).contains(":present"),
+            "{ctx}: some /proc/*/environ holds {NAME}\n{}",
+            show(&probe)
+        );
+        assert_never_shows(&probe, &value, &ctx);
+
+        // Control: forwarded on purpose, the same probes see it.
+        let ctx = format!("{who:?} --env {NAME}");
+        let env = airlock_run(who, &["--env", NAME], &["env"])
+            .env(NAME, &value)
+            .output()
+            .unwrap();
+        assert_line(&env, &format!("{NAME}={value}"), &ctx);
+        let probe = airlock_run(who, &["--env", NAME], &py(ENVIRON_PROBE, &[NAME]))
+            .env(NAME, &value)
+            .output()
+            .unwrap();
+        assert_line(&probe, "ENV-HAS:yes", &ctx);
+        let self_pid = lines(&probe)
+            .iter()
+            .find_map(|l| l.strip_prefix("SELF:").map(str::to_string))
+            .unwrap_or_else(|| panic!("{ctx}: the probe did not start\n{}", show(&probe)));
+        assert_line(&probe, &format!("ENVIRON:{self_pid}:present"), &ctx);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Network
+
+#[test]
+fn host_network_is_unreachable_but_own_loopback_works() {
+    let local = HttpServer::start(IpAddr::from([127, 0, 0, 1]));
+    let outer = HttpServer::start(machine_address());
+    let (local_spec, outer_spec) = (local.spec(), outer.spec());
+    let probe = py(NET_PROBE, &[&local_spec, &outer_spec, "own-loopback"]);
+    let reached = |spec: &str| format!("CONNECT-OK:{spec}:HTTP/1.0 200 OK:{HTTP_BODY}");
+    for who in BOTH {
+        // Control: the same client on the host reaches both servers.
+        let host = run_host(who, &probe);
+        assert_line(
+            &host,
+            &reached(&local_spec),
+            &format!("{who:?} host control"),
+        );
+        assert_line(
+            &host,
+            &reached(&outer_spec),
+            &format!("{who:?} host control"),
+        );
+
+        let ctx = format!("{who:?} inside");
+        let inside = run_inside(who, &[], &probe);
+        assert_line(
+            &inside,
+            &format!("CONNECT-FAILED:{local_spec}:ECONNREFUSED"),
+            &ctx,
+        );
+        assert_line(
+            &inside,
+            &format!("CONNECT-FAILED:{outer_spec}:ENETUNREACH"),
+            &ctx,
+        );
+        assert_line(&inside, "OWN-LOOPBACK-OK:HTTP/1.0 200 OK:INNER-PONG", &ctx);
+        assert_exit(&inside, 0, &ctx);
+
+        // Control with the feature off: --share-net reaches both.
+        let ctx = format!("{who:?} --share-net");
+        let shared = run_inside(who, &["--share-net"], &probe);
+        assert_line(&shared, &reached(&local_spec), &ctx);
+        assert_line(&shared, &reached(&outer_spec), &ctx);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Filesystem writes and mount flags
+
+#[test]
+fn writes_outside_scratch_fail() {
+    let denied = [
+        "/probe",
+        "/etc/probe",
+        "/usr/probe",
+        "/usr/bin/probe",
+        "/dev/probe",
+    ];
+    let allowed = ["/work/probe-work", "/tmp/probe-tmp", "/dev/shm/probe-shm"];
+    let mut args: Vec<&str> = denied.to_vec();
+    args.extend(allowed);
+    // Where /tmp/probe-tmp must land.
+    args.push("/work/probe-tmp");
+    let probe = py(WRITE_PROBE, &args);
+    for who in BOTH {
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &probe);
+        for p in denied {
+            assert_line(&o, &format!("WRITE-DENIED:{p}:EROFS"), &ctx);
+            assert!(
+                !lines(&o).contains(&format!("LANDED:{p}")),
+                "{ctx}: {p} exists\n{}",
+                show(&o)
+            );
+        }
+        // Control: scratch (and /dev/shm) take writes; /tmp is scratch.
+        for p in allowed {
+            assert_line(&o, &format!("WRITE-OK:{p}"), &ctx);
+        }
+        assert_line(&o, "LANDED:/work/probe-tmp", &ctx);
+        let link = run_inside(who, &[], &["readlink", "/tmp"]);
+        assert_eq!(stdout(&link), "/work\n", "{ctx}\n{}", show(&link));
+    }
+}
+
+struct Mount {
+    point: String,
+    options: Vec<String>,
+    fstype: String,
+}
+
+/// Fields of /proc/PID/mountinfo: 5 is the mount point, 6 the per-mount options, and the
+/// filesystem type follows the "-" separator.
+fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-").expect(l);
+            Mount {
+                point: f[4].to_string(),
+                options: f[5].split(',').map(str::to_string).collect(),
+                fstype: f[sep + 1].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The mounts that may be written to.
+const WRITABLE_MOUNTS: [&str; 3] = ["/work", "/dev/shm", "/dev/pts"];
+/// The device nodes bound from the host: they must allow devices (not nodev).
+const DEVICE_BINDS: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// Every way the mount table breaks the rules: read-only except the writable mounts, nosuid
+/// everywhere, nodev except on device nodes. /dev/pts is exempt from nodev (a pty can only be
+/// opened from a mount that allows devices) but must be its own devpts, noexec.
+fn mount_violations(mounts: &[Mount]) -> Vec<String> {
+    let mut v = Vec::new();
+    for m in mounts {
+        let has = |o: &str| m.options.iter().any(|x| x == o);
+        let p = m.point.as_str();
+        if !WRITABLE_MOUNTS.contains(&p) && !has("ro") {
+            v.push(format!("{p} is not read-only: {:?}", m.options));
+        }
+        if !has("nosuid") {
+            v.push(format!("{p} is not nosuid: {:?}", m.options));
+        }
+        if p == "/dev/pts" {
+            if m.fstype != "devpts" || !has("noexec") {
+                v.push(format!(
+                    "/dev/pts is {} {:?}, not a noexec devpts",
+                    m.fstype, m.options
+                ));
+            }
+        } else if !DEVICE_BINDS.contains(&p) && !has("nodev") {
+            v.push(format!("{p} is not nodev: {:?}", m.options));
+        }
+    }
+    v
+}
+
+#[test]
+fn every_mount_is_read_only_nosuid_and_nodev_except_scratch() {
+    for who in BOTH {
+        // Control: the checker finds violations in the host's own mount table.
+        let host = run_host(who, &["cat", "/proc/self/mountinfo"]);
+        let host_mounts = parse_mountinfo(&stdout(&host));
+        assert!(
+            !mount_violations(&host_mounts).is_empty(),
+            "{who:?} host control: the checker finds nothing wrong on the host\n{}",
+            show(&host)
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &["cat", "/proc/self/mountinfo"]);
+        assert_exit(&o, 0, &ctx);
+        let mounts = parse_mountinfo(&stdout(&o));
+        let points: BTreeSet<&str> = mounts.iter().map(|m| m.point.as_str()).collect();
+        for must in [
+            "/",
+            "/usr",
+            "/proc",
+            "/work",
+            "/dev/shm",
+            "/dev/pts",
+            "/dev/null",
+        ] {
+            assert!(
+                points.contains(must),
+                "{ctx}: no {must} mount\n{}",
+                show(&o)
+            );
+        }
+        let violations = mount_violations(&mounts);
+        assert!(
+            violations.is_empty(),
+            "{ctx}: {violations:#?}\n{}",
+            show(&o)
+        );
+        // The writable ones really are writable (the parser reads the right field).
+        for p in WRITABLE_MOUNTS {
+            let m = mounts.iter().find(|m| m.point == p).unwrap();
+            assert!(
+                m.options.iter().any(|o| o == "rw"),
+                "{ctx}: {p} {:?}",
+                m.options
+            );
+        }
+        // A pty opens (which is why /dev/pts may not be nodev).
+        let pty = run_inside(
+            who,
+            &[],
+            &py(
+                "import os, pty; m, s = pty.openpty(); print('PTY-OK:' + os.ttyname(s))",
+                &[],
+            ),
+        );
+        assert!(
+            stdout(&pty).starts_with("PTY-OK:/dev/pts/"),
+            "{ctx}\n{}",
+            show(&pty)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Processes
+
+fn numeric_proc_entries(o: &Output) -> Vec<u32> {
+    lines(o)
+        .iter()
+        .filter_map(|l| l.strip_prefix("PID:"))
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn proc_shows_only_the_sandbox_processes() {
+    let script = "ls /proc | grep -E '^[0-9]+$' | sed 's/^/PID:/'; echo \"SELF:$$\"";
+    for who in BOTH {
+        // Control: the host's /proc lists many processes.
+        let host = host_sh(who, script);
+        let host_pids = numeric_proc_entries(&host);
+        assert!(
+            host_pids.len() > 10,
+            "{who:?} host control: {host_pids:?}\n{}",
+            show(&host)
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = sh(who, &[], script);
+        assert_exit(&o, 0, &ctx);
+        let pids = numeric_proc_entries(&o);
+        assert!(
+            pids.contains(&1) && pids.contains(&2),
+            "{ctx}: {pids:?}\n{}",
+            show(&o)
+        );
+        // init, the shell, and the pipeline's ls, grep and sed at most.
+        assert!(
+            pids.len() <= 5 && pids.iter().all(|&p| p <= 10),
+            "{ctx}: {pids:?}\n{}",
+            show(&o)
+        );
+        assert_line(&o, "SELF:2", &ctx);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Capabilities, no_new_privs, seccomp
+
+const STATUS_FIELDS: [&str; 7] = [
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+    "NoNewPrivs",
+    "Seccomp",
+];
+
+/// `Field value` for each of STATUS_FIELDS in /proc/self/status as printed by grep.
+fn status_values(o: &Output) -> Vec<(String, String)> {
+    lines(o)
+        .iter()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            STATUS_FIELDS
+                .contains(&k)
+                .then(|| (k.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn task_has_no_capabilities_no_new_privs_and_seccomp() {
+    let argv = [
+        "grep",
+        "-E",
+        "^(Cap|NoNewPrivs|Seccomp:)",
+        "/proc/self/status",
+    ];
+    for who in BOTH {
+        // Control: on the host the bounding set is full and there is no filter.
+        let host = status_values(&run_host(who, &argv));
+        let get = |v: &[(String, String)], k: &str| {
+            v.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, x)| x.clone())
+                .unwrap_or_default()
+        };
+        assert_ne!(get(&host, "CapBnd"), "0000000000000000", "{who:?} host");
+        assert_eq!(get(&host, "NoNewPrivs"), "0", "{who:?} host");
+        assert_eq!(get(&host, "Seccomp"), "0", "{who:?} host");
+
+        let o = run_inside(who, &[], &argv);
+        let inside = status_values(&o);
+        let mut want: Vec<(String, String)> = STATUS_FIELDS[..5]
+            .iter()
+            .map(|k| (k.to_string(), "0000000000000000".to_string()))
+            .collect();
+        want.push(("NoNewPrivs".into(), "1".into()));
+        want.push(("Seccomp".into(), "2".into()));
+        let mut got = inside.clone();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{who:?} inside\n{}", show(&o));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Identity
+
+#[test]
+fn task_is_uid_1000_inside_and_never_root_on_the_host() {
+    for (who, arg) in [
+        (Launcher::Root, "17.4201"),
+        (Launcher::Unprivileged, "17.4202"),
+    ] {
+        let ctx = format!("{who:?}");
+        let id = run_inside(who, &[], &["id", "-u"]);
+        assert_eq!(stdout(&id), "1000\n", "{ctx}\n{}", show(&id));
+
+        let child = airlock_run(who, &[], &["sleep", arg])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut airlock_proc = Running(child);
+        let argv = ["sleep", arg];
+        let pid = poll_for(Duration::from_secs(10), || {
+            pids_with_argv(&argv).first().copied()
+        })
+        .unwrap_or_else(|| panic!("{ctx}: the task `sleep {arg}` never appeared on the host"));
+        // The launcher's pid is a different process: the probe found the task.
+        assert_ne!(pid, airlock_proc.0.id(), "{ctx}");
+        let uid = status_field(pid, "Uid").unwrap();
+        let gid = status_field(pid, "Gid").unwrap();
+        assert_eq!(uid, ["65534"; 4], "{ctx}: host uid of the task");
+        assert_eq!(gid, ["65534"; 4], "{ctx}: host gid of the task");
+        // No supplementary group of the caller (root's group 0 included) follows the task.
+        let groups = status_field(pid, "Groups").unwrap();
+        assert!(
+            groups.is_empty(),
+            "{ctx}: host groups of the task: {groups:?}"
+        );
+
+        // Killing airlock takes the whole sandbox with it.
+        airlock_proc.0.kill().unwrap();
+        assert!(
+            airlock_proc.wait_for_exit(Duration::from_secs(5)).is_some(),
+            "{ctx}: airlock survived SIGKILL"
+        );
+        let gone = poll_for(Duration::from_secs(5), || {
+            pids_with_argv(&argv).is_empty().then_some(())
+        });
+        assert!(
+            gone.is_some(),
+            "{ctx}: `sleep {arg}` outlived the killed airlock: {:?}",
+            pids_with_argv(&argv)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. setuid binaries
+
+/// A setuid-root program of the host.
+fn setuid_root_binary() -> &'static str {
+    [
+        "/usr/bin/su",
+        "/usr/bin/passwd",
+        "/usr/bin/mount",
+        "/usr/bin/newgrp",
+        "/usr/bin/chsh",
+    ]
+    .into_iter()
+    .find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o4000 != 0 && m.is_file())
+    })
+    .expect("no setuid-root binary in /usr/bin to test with")
+}
+
+/// The loader's auxv lines that say who a program runs as (LD_SHOW_AUXV=1; the loader ignores
+/// that variable in secure mode, i.e. when exec raised privileges).
+fn auxv_identity(o: &Output) -> Vec<String> {
+    lines(o)
+        .iter()
+        .filter(|l| l.starts_with("AT_EUID:") || l.starts_with("AT_SECURE:"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn setuid_root_binary_does_not_elevate() {
+    let bin = setuid_root_binary();
+    // Only the last exec sees LD_SHOW_AUXV (setpriv itself must not print its own auxv).
+    let show_auxv = |who: Launcher, prog: &str| {
+        run_host(
+            who,
+            &["sh", "-c", "LD_SHOW_AUXV=1 exec \"$0\" --help", prog],
+        )
+    };
+    // Control on the host, as uid 65534: the probe reports an ordinary program's identity, and
+    // the setuid binary runs in secure mode (raised privileges), so the loader stays silent.
+    let plain = show_auxv(Launcher::Unprivileged, "/usr/bin/id");
+    assert_eq!(
+        auxv_identity(&plain),
+        ["AT_EUID: 65534", "AT_SECURE: 0"],
+        "host control\n{}",
+        show(&plain)
+    );
+    let elevated = show_auxv(Launcher::Unprivileged, bin);
+    assert_eq!(
+        auxv_identity(&elevated),
+        Vec::<String>::new(),
+        "host control: {bin} did not raise privileges on the host\n{}",
+        show(&elevated)
+    );
+
+    for who in BOTH {
+        let ctx = format!("{who:?} inside");
+        let script = "grep '^NoNewPrivs:' /proc/self/status; \
+                      LD_SHOW_AUXV=1 \"$0\" --help; \
+                      grep -E '^[^ ]+ [^ ]+ [^ ]+ [^ ]+ /usr [^ ]*nosuid' /proc/self/mountinfo \
+                      && echo USR-NOSUID";
+        let o = run_inside(who, &[], &["sh", "-c", script, bin]);
+        assert_eq!(
+            auxv_identity(&o),
+            ["AT_EUID: 1000", "AT_SECURE: 0"],
+            "{ctx}: {bin} must run as the sandbox user, not in secure mode\n{}",
+            show(&o)
+        );
+        assert_line(&o, "NoNewPrivs:\t1", &ctx);
+        assert_line(&o, "USR-NOSUID", &ctx);
+        assert!(!stdout(&o).contains("uid=0"), "{ctx}\n{}", show(&o));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. seccomp
+
+#[test]
+fn denied_syscalls_get_eperm_while_allowed_ones_work() {
+    // Control on the host, as uid 65534: unprivileged user namespaces, netlink and ptrace
+    // all work there (mount is refused on the host too, without privilege, so it has none).
+    let host = run_host(
+        Launcher::Unprivileged,
+        &py(
+            SYSCALL_PROBE,
+            &[
+                "unshare-newuser",
+                "socket-netlink",
+                "ptrace-traceme",
+                "getpid",
+                "socket-inet",
+            ],
+        ),
+    );
+    for l in [
+        "unshare-newuser:OK",
+        "socket-netlink:OK",
+        "ptrace-traceme:OK",
+        "getpid:OK",
+        "socket-inet:OK",
+    ] {
+        assert_line(&host, l, "host control as uid 65534");
+    }
+
+    let probe = py(
+        SYSCALL_PROBE,
+        &[
+            "unshare-newuser",
+            "mount-tmpfs",
+            "socket-netlink",
+            "ptrace-traceme",
+            "getpid",
+            "socket-inet",
+        ],
+    );
+    for who in BOTH {
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &probe);
+        for l in [
+            "unshare-newuser:ERR:EPERM",
+            "mount-tmpfs:ERR:EPERM",
+            "socket-netlink:ERR:EPERM",
+            "ptrace-traceme:ERR:EPERM",
+            "getpid:OK",
+            "socket-inet:OK",
+        ] {
+            assert_line(&o, l, &ctx);
+        }
+        assert_exit(&o, 0, &ctx);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. Abstract unix sockets
+
+#[test]
+fn host_abstract_unix_socket_is_unreachable() {
+    let name = format!("airlock-isolation-test-{}", std::process::id());
+    let addr = UnixAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = UnixListener::bind_addr(&addr).unwrap();
+    let probe = py(ABSTRACT_PROBE, &[&name]);
+    for who in BOTH {
+        let host = run_host(who, &probe);
+        assert_line(&host, "UNIX-CONNECT-OK", &format!("{who:?} host control"));
+
+        let inside = run_inside(who, &[], &probe);
+        assert_line(
+            &inside,
+            "UNIX-CONNECT-FAILED:ECONNREFUSED",
+            &format!("{who:?} inside"),
+        );
+
+        // The abstract namespace belongs to the network namespace: shared, it is reachable.
+        let shared = run_inside(who, &["--share-net"], &probe);
+        assert_line(&shared, "UNIX-CONNECT-OK", &format!("{who:?} --share-net"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11. Processes left behind
+
+#[test]
+fn background_child_does_not_survive_airlock() {
+    // Control: the host-side search finds a process with a given argv.
+    let control_argv = ["sleep", "9.8763"];
+    let control = Running(
+        Command::new(control_argv[0])
+            .arg(control_argv[1])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(
+        poll_for(Duration::from_secs(5), || pids_with_argv(&control_argv)
+            .first()
+            .copied()),
+        Some(control.0.id()),
+        "host control"
+    );
+    drop(control);
+
+    for (who, arg) in [
+        (Launcher::Root, "9.8765"),
+        (Launcher::Unprivileged, "9.8766"),
+    ] {
+        let ctx = format!("{who:?}");
+        let argv = ["sleep", arg];
+        // The task leaves a background sleep (with its own stdio, so it cannot hold airlock's
+        // pipes open) and exits once the test closes its stdin.
+        let script =
+            format!("sleep {arg} </dev/null >/dev/null 2>&1 & echo started; read _ || true");
+        let child = airlock(who, &["run", "--", "sh", "-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut running = Running(child);
+        let mut out = BufReader::new(running.0.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        assert_eq!(first, "started\n", "{ctx}");
+        // Positive control: while the sandbox lives, the sleep is visible on the host.
+        assert!(
+            poll_for(Duration::from_secs(5), || pids_with_argv(&argv)
+                .first()
+                .copied())
+            .is_some(),
+            "{ctx}: the background `sleep {arg}` never appeared on the host"
+        );
+
+        drop(running.0.stdin.take());
+        let status = running.wait_for_exit(Duration::from_secs(10));
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{ctx}: airlock did not exit 0 within 10 s: {status:?}"
+        );
+        let gone = poll_for(Duration::from_secs(2), || {
+            pids_with_argv(&argv).is_empty().then_some(())
+        });
+        assert!(
+            gone.is_some(),
+            "{ctx}: `sleep {arg}` survived airlock's exit: {:?}",
+            pids_with_argv(&argv)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 12. Hostname and interfaces
+
+fn interfaces(net_dev: &str) -> Vec<String> {
+    net_dev
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_once(':').map(|(n, _)| n.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn hostname_is_airlock_and_only_loopback_exists() {
+    let script = "echo \"HOSTNAME:$(cat /proc/sys/kernel/hostname)\"; \
+                  echo \"UNAME:$(uname -n)\"; cat /proc/net/dev";
+    for who in BOTH {
+        // Control: the host has its own name and more interfaces than lo.
+        let host = host_sh(who, script);
+        assert!(
+            !lines(&host).contains(&"HOSTNAME:airlock".to_string())
+                && lines(&host).iter().any(|l| l.starts_with("HOSTNAME:")),
+            "{who:?} host control\n{}",
+            show(&host)
+        );
+        let host_ifaces = interfaces(&stdout(&host));
+        assert!(
+            host_ifaces.len() > 1 && host_ifaces.contains(&"lo".to_string()),
+            "{who:?} host control: {host_ifaces:?}"
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = sh(who, &[], script);
+        assert_line(&o, "HOSTNAME:airlock", &ctx);
+        assert_line(&o, "UNAME:airlock", &ctx);
+        assert_eq!(interfaces(&stdout(&o)), ["lo"], "{ctx}\n{}", show(&o));
+
+        // Control with the feature off: --share-net shows the host's interfaces.
+        let shared = sh(who, &["--share-net"], script);
+        assert_eq!(
+            interfaces(&stdout(&shared)),
+            host_ifaces,
+            "{who:?} --share-net\n{}",
+            show(&shared)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 13. Exit codes
+
+#[test]
+fn exit_codes_follow_the_task_and_name_airlock_failures() {
+    for who in BOTH {
+        let ctx = format!("{who:?}");
+        assert_exit(&run_inside(who, &[], &["true"]), 0, &ctx);
+        assert_exit(&sh(who, &[], "exit 3"), 3, &ctx);
+        assert_exit(&sh(who, &[], "kill -9 $$"), 137, &ctx);
+
+        let o = run_inside(who, &[], &["airlock-no-such-cmd"]);
+        assert_exit(&o, 127, &ctx);
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{ctx}: {err:?}");
+        assert!(
+            err.contains("airlock-no-such-cmd") && err.contains("command not found"),
+            "{ctx}: {err:?}"
+        );
+
+        // /etc/hostname exists inside and is not executable.
+        let present = sh(
+            who,
+            &[],
+            "test -f /etc/hostname && ! test -x /etc/hostname && echo PRESENT-NOT-EXECUTABLE",
+        );
+        assert_line(&present, "PRESENT-NOT-EXECUTABLE", &ctx);
+        let o = run_inside(who, &[], &["/etc/hostname"]);
+        assert_exit(&o, 126, &ctx);
+        assert!(stderr(&o).contains("/etc/hostname"), "{ctx}\n{}", show(&o));
+
+        let o = airlock(who, &["run", "--airlock-no-such-flag", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_exit(&o, 2, &ctx);
+    }
+    // Control: the shell really dies of SIGKILL outside, which 137 encodes.
+    let host = host_sh(Launcher::Root, "kill -9 $$");
+    assert_eq!(host.status.signal(), Some(9));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 14. Environment
+
+fn env_set(o: &Output) -> BTreeSet<String> {
+    lines(o).into_iter().collect()
+}
+
+#[test]
+fn environment_is_exactly_the_fixed_set() {
+    const CALLER_VAR: &str = "AIRLOCK_TEST_CALLER_VAR";
+    let fixed: BTreeSet<String> = SANDBOX_ENV.iter().map(|s| s.to_string()).collect();
+    for who in BOTH {
+        let ctx = format!("{who:?}");
+        // Control: the caller's environment holds more than the fixed set.
+        let host = host_cmd(who, &["env"])
+            .env(CALLER_VAR, "x")
+            .output()
+            .unwrap();
+        assert!(
+            lines(&host).contains(&format!("{CALLER_VAR}=x")) && env_set(&host) != fixed,
+            "{ctx} host control\n{}",
+            show(&host)
+        );
+
+        let o = airlock_run(who, &[], &["env"])
+            .env(CALLER_VAR, "x")
+            .output()
+            .unwrap();
+        assert_eq!(env_set(&o), fixed, "{ctx}: env\n{}", show(&o));
+
+        let o = airlock_run(who, &[], &["sh", "-c", "env"])
+            .env(CALLER_VAR, "x")
+            .output()
+            .unwrap();
+        let mut with_pwd = fixed.clone();
+        with_pwd.insert("PWD=/work".into());
+        assert_eq!(env_set(&o), with_pwd, "{ctx}: sh -c env\n{}", show(&o));
+
+        let o = run_inside(who, &["--env", "AIRLOCK_SET=hello world"], &["env"]);
+        let mut with_set = fixed.clone();
+        with_set.insert("AIRLOCK_SET=hello world".into());
+        assert_eq!(
+            env_set(&o),
+            with_set,
+            "{ctx}: --env NAME=VALUE\n{}",
+            show(&o)
+        );
+    }
+}

@@ -1,0 +1,1658 @@
+//! The runner contract of `airlock run`, end to end, for both launchers (root and uid 65534):
+//! what a hostile task can learn and leave behind, how bad input is refused, how hostile
+//! results in scratch come back, timeouts, output floods, and that killing airlock at any
+//! moment leaves nothing running on the host.
+//!
+//! Every child is bounded: it is spawned, polled with a deadline, killed and the test failed if
+//! the deadline passes.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// Bounded runs
+// ---------------------------------------------------------------------------------------------
+
+/// A finished, bounded run: its output and how long it took (spawn to exit).
+struct Run {
+    out: Output,
+    took: Duration,
+}
+
+impl Run {
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+
+    fn report(&self) -> Value {
+        report(&self.out)
+    }
+
+    /// Everything the run printed, for messages.
+    fn show(&self) -> String {
+        format!(
+            "status={:?} took={:?}\nstdout={}\nstderr={}",
+            self.out.status,
+            self.took,
+            truncate_for_message(&stdout(&self.out)),
+            truncate_for_message(&stderr(&self.out))
+        )
+    }
+}
+
+fn truncate_for_message(s: &str) -> String {
+    if s.len() <= 2000 {
+        s.to_string()
+    } else {
+        let mut end = 2000;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}... ({} bytes)", &s[..end], s.len())
+    }
+}
+
+fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
+}
+
+/// Poll `child` until it exits or `deadline` passes; on the deadline it is killed and None is
+/// returned.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Run `cmd` (stdout and stderr captured, stdin from `input` or /dev/null) and fail the test
+/// if it has not exited within `limit`. The output pipes must reach EOF shortly after the exit:
+/// if anything still holds them, something of the run survived it.
+fn run_bounded(mut cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let writer = input.map(|data| {
+        let data = data.to_vec();
+        let mut w = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        })
+    });
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
+    let status = wait_until(&mut child, start + limit)
+        .unwrap_or_else(|| panic!("{cmd:?} still running after {limit:?}: killed"));
+    let took = start.elapsed();
+    let pipes_deadline = Instant::now() + Duration::from_secs(3);
+    while !(out.is_finished() && err.is_finished()) {
+        assert!(
+            Instant::now() < pipes_deadline,
+            "{cmd:?} exited ({status:?}) but its stdout/stderr stayed open for 3 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    Run {
+        out: Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        },
+        took,
+    }
+}
+
+/// `airlock ARGS` as `who`, bounded.
+fn al(who: Launcher, args: &[&str], limit: Duration) -> Run {
+    run_bounded(airlock(who, args), None, limit)
+}
+
+/// `airlock ARGS` as `who` with `input` on stdin, bounded.
+fn al_stdin(who: Launcher, args: &[&str], input: &[u8], limit: Duration) -> Run {
+    run_bounded(airlock(who, args), Some(input), limit)
+}
+
+/// `airlock run --json FLAGS -- sh -c SCRIPT`, bounded, with its parsed report.
+fn json_sh(who: Launcher, flags: &[&str], script: &str, limit: Duration) -> (Run, Value) {
+    let mut args = vec!["run", "--json"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let run = al(who, &args, limit);
+    let rep = run.report();
+    (run, rep)
+}
+
+const SECS_10: Duration = Duration::from_secs(10);
+
+/// `program` run directly on the host as `who`.
+fn host_command(who: Launcher, program: &str) -> Command {
+    match who {
+        Launcher::Root => Command::new(program),
+        Launcher::Unprivileged => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
+            c
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host state: processes, mounts, temporary directories
+// ---------------------------------------------------------------------------------------------
+
+/// (pid, cmdline) of every live host process but this one whose cmdline contains `marker`.
+fn procs_matching(marker: &str) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains(marker) {
+            found.push((pid, cmdline.trim_end().to_string()));
+        }
+    }
+    found
+}
+
+/// Fail unless no host process mentions `marker` within `within`.
+fn assert_none_left(marker: &str, within: Duration, context: &str) {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = procs_matching(marker);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("{context}: still running on the host after {within:?}: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait until a host process whose whole cmdline is exactly `cmdline` exists; its pid.
+fn wait_for_process(cmdline: &str, within: Duration) -> u32 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some((pid, _)) = procs_matching(cmdline)
+            .into_iter()
+            .find(|(_, c)| c == cmdline)
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no process {cmdline:?} appeared within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn mount_lines() -> BTreeSet<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A temporary directory every launcher can read (0755), removed at drop.
+fn tmpdir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("airlock-runner-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn write_file(path: &Path, text: &[u8], mode: u32) -> PathBuf {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path.to_path_buf()
+}
+
+/// A constant of src/spec.rs, read from the source so the tests follow the documented limit.
+fn spec_const(name: &str) -> usize {
+    let prefix = format!("pub const {name}: usize = ");
+    include_str!("../src/spec.rs")
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim_end_matches(';').replace('_', "").trim().parse().ok())
+        .unwrap_or_else(|| panic!("src/spec.rs: no `{prefix}N;`"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// A. The probe a hostile setup script runs
+// ---------------------------------------------------------------------------------------------
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Reads ~/.aws/credentials, looks for the secret, fetches the URL in argv[1], lists its cwd
+/// and leaves result.json behind.
+const PROBE: &str = r#"import json, os, sys, urllib.request
+
+path = os.path.expanduser("~/.aws/credentials")
+try:
+    with open(path, "rb") as f:
+        data = f.read()
+    print(f"credentials: readable, {len(data)} bytes")
+except FileNotFoundError:
+    print("credentials: no such file")
+except OSError as e:
+    print(f"credentials: error ({e})")
+
+print("secret: present" if os.environ.get("AWS_SECRET_ACCESS_KEY") else "secret: absent")
+
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
+        r.read()
+        print(f"network: reached, status {r.status}")
+except Exception as e:
+    print(f"network: refused ({e})")
+
+print("cwd: " + json.dumps(sorted(os.listdir("."))))
+
+with open("result.json", "w") as f:
+    json.dump({"answer": 42}, f)
+"#;
+
+const SECRET: &str = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY-runner-secret";
+const CRED_TOKEN: &str = "AKIA-RUNNER-CREDENTIAL-TOKEN-7f3a";
+
+/// An HTTP/1.0 server on the host's 127.0.0.1, for a bounded lifetime; counts the requests
+/// it answered.
+struct Server {
+    url: String,
+    hits: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(lifetime: Duration) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/probe",
+            listener.local_addr().unwrap().port()
+        );
+        let hits = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (h, s) = (hits.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let end = Instant::now() + lifetime;
+            while !s.load(Ordering::SeqCst) && Instant::now() < end {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        let _ = conn.set_nonblocking(false);
+                        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                        let mut req = Vec::new();
+                        let mut buf = [0u8; 1024];
+                        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16384 {
+                            match conn.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => req.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let body = "hello from the host";
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\
+                             Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        h.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        Server {
+            url,
+            hits,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The probe's world: a fake HOME with world-readable credentials, the probe script, and the
+/// host's HTTP server.
+struct Probe {
+    home: tempfile::TempDir,
+    creds_len: usize,
+    _dir: tempfile::TempDir,
+    script: PathBuf,
+    server: Server,
+}
+
+impl Probe {
+    fn new() -> Probe {
+        assert!(
+            Path::new(PYTHON).exists(),
+            "{PYTHON} is needed by the probe (pyenv's python is not visible inside)"
+        );
+        let home = tmpdir();
+        let aws = home.path().join(".aws");
+        std::fs::create_dir(&aws).unwrap();
+        std::fs::set_permissions(&aws, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let creds = format!(
+            "[default]\naws_access_key_id = {CRED_TOKEN}\naws_secret_access_key = {SECRET}\n"
+        );
+        write_file(&aws.join("credentials"), creds.as_bytes(), 0o644);
+        let dir = tmpdir();
+        let script = write_file(&dir.path().join("probe.py"), PROBE.as_bytes(), 0o644);
+        Probe {
+            home,
+            creds_len: creds.len(),
+            _dir: dir,
+            script,
+            server: Server::start(Duration::from_secs(120)),
+        }
+    }
+
+    fn home(&self) -> &str {
+        self.home.path().to_str().unwrap()
+    }
+
+    /// Run the probe on the host as `who` in a fresh directory holding only probe.py, with HOME
+    /// and the secret set: it must see everything. Returns nothing; asserts.
+    fn host_control(&self, who: Launcher) {
+        let cwd = tmpdir();
+        write_file(&cwd.path().join("probe.py"), PROBE.as_bytes(), 0o644);
+        if who == Launcher::Unprivileged {
+            std::os::unix::fs::chown(cwd.path(), Some(65534), Some(65534)).unwrap();
+        }
+        let hits = self.server.hits();
+        let mut c = host_command(who, PYTHON);
+        c.arg("probe.py")
+            .arg(&self.server.url)
+            .current_dir(cwd.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", self.home())
+            .env("AWS_SECRET_ACCESS_KEY", SECRET);
+        let run = run_bounded(c, None, SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?} host control: {}", run.show());
+        assert_eq!(
+            stdout(&run.out),
+            format!(
+                "credentials: readable, {} bytes\nsecret: present\nnetwork: reached, status 200\n\
+                 cwd: [\"probe.py\"]\n",
+                self.creds_len
+            ),
+            "{who:?} host control: {}",
+            run.show()
+        );
+        assert_eq!(
+            self.server.hits(),
+            hits + 1,
+            "{who:?}: the server was not reached"
+        );
+        assert_eq!(
+            std::fs::read_to_string(cwd.path().join("result.json")).unwrap(),
+            "{\"answer\": 42}"
+        );
+    }
+
+    /// `airlock ARGS` as `who`, with the caller's HOME and secret set in airlock's own
+    /// environment.
+    fn airlock(&self, who: Launcher, args: &[&str], input: Option<&[u8]>) -> Run {
+        let mut c = airlock(who, args);
+        c.env("HOME", self.home())
+            .env("AWS_SECRET_ACCESS_KEY", SECRET);
+        run_bounded(c, input, Duration::from_secs(20))
+    }
+
+    /// A sandboxed probe run: it sees `secret`, never the credentials nor the network, lists
+    /// only probe.py, and hands back exactly result.json.
+    fn assert_contained(&self, who: Launcher, what: &str, run: &Run, secret: &str) {
+        assert_eq!(run.code(), Some(0), "{who:?} {what}: {}", run.show());
+        let rep = run.report();
+        let out = rep["stdout"].as_str().unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 4, "{who:?} {what}: {out:?}");
+        assert_eq!(lines[0], "credentials: no such file", "{who:?} {what}");
+        assert_eq!(lines[1], format!("secret: {secret}"), "{who:?} {what}");
+        assert!(
+            lines[2].starts_with("network: refused ("),
+            "{who:?} {what}: {:?}",
+            lines[2]
+        );
+        assert_eq!(lines[3], "cwd: [\"probe.py\"]", "{who:?} {what}");
+        assert_eq!(
+            rep["files"],
+            json!({"result.json": "{\"answer\": 42}"}),
+            "{who:?} {what}"
+        );
+        assert_eq!(rep["exit_code"], json!(0), "{who:?} {what}");
+        assert_eq!(rep["timed_out"], json!(false), "{who:?} {what}");
+        assert_eq!(rep["signal"], Value::Null, "{who:?} {what}");
+        assert_eq!(rep["stderr"], json!(""), "{who:?} {what}");
+        assert_eq!(rep["files_skipped"], json!([]), "{who:?} {what}");
+        assert_eq!(rep["files_truncated"], json!([]), "{who:?} {what}");
+        let raw = stdout(&run.out);
+        assert!(
+            !raw.contains(CRED_TOKEN),
+            "{who:?} {what}: credentials leaked"
+        );
+        if secret == "absent" {
+            assert!(!raw.contains(SECRET), "{who:?} {what}: secret leaked");
+        }
+    }
+}
+
+#[test]
+fn probe_host_control_sees_credentials_secret_and_network() {
+    let p = Probe::new();
+    for who in BOTH {
+        p.host_control(who);
+    }
+}
+
+#[test]
+fn probe_in_sandbox_sees_no_credentials_secret_or_network() {
+    let p = Probe::new();
+    let input = format!("probe.py={}", p.script.display());
+    for who in BOTH {
+        p.host_control(who);
+        let hits = p.server.hits();
+        let args = [
+            "run",
+            "--json",
+            "--input",
+            &input,
+            "--",
+            "python3",
+            "probe.py",
+            &p.server.url,
+        ];
+        let run = p.airlock(who, &args, None);
+        p.assert_contained(who, "plain", &run, "absent");
+        assert_eq!(
+            p.server.hits(),
+            hits,
+            "{who:?}: the sandbox reached the host"
+        );
+        // The input was copied, not shared: the host file is as it was.
+        assert_eq!(std::fs::read_to_string(&p.script).unwrap(), PROBE);
+    }
+}
+
+#[test]
+fn probe_with_forwarded_home_and_secret_still_sees_no_credentials_or_network() {
+    let p = Probe::new();
+    let input = format!("probe.py={}", p.script.display());
+    for who in BOTH {
+        p.host_control(who);
+        let hits = p.server.hits();
+        let args = [
+            "run",
+            "--json",
+            "--env",
+            "HOME",
+            "--env",
+            "AWS_SECRET_ACCESS_KEY",
+            "--input",
+            &input,
+            "--",
+            "python3",
+            "probe.py",
+            &p.server.url,
+        ];
+        let run = p.airlock(who, &args, None);
+        p.assert_contained(
+            who,
+            "--env HOME --env AWS_SECRET_ACCESS_KEY",
+            &run,
+            "present",
+        );
+        assert_eq!(
+            p.server.hits(),
+            hits,
+            "{who:?}: the sandbox reached the host"
+        );
+    }
+}
+
+#[test]
+fn probe_via_request_on_stdin() {
+    let p = Probe::new();
+    for who in BOTH {
+        p.host_control(who);
+        let hits = p.server.hits();
+        let bare = json!({
+            "command": "python3",
+            "args": ["probe.py", p.server.url],
+            "inputs": {"probe.py": PROBE},
+        });
+        let run = p.airlock(
+            who,
+            &["run", "--request", "-"],
+            Some(bare.to_string().as_bytes()),
+        );
+        p.assert_contained(who, "--request - (no env)", &run, "absent");
+
+        let with_env = json!({
+            "command": "python3",
+            "args": ["probe.py", p.server.url],
+            "inputs": {"probe.py": PROBE},
+            "env": {"HOME": p.home(), "AWS_SECRET_ACCESS_KEY": SECRET},
+            "timeout_ms": 15000,
+        });
+        let run = p.airlock(
+            who,
+            &["run", "--request", "-"],
+            Some(with_env.to_string().as_bytes()),
+        );
+        p.assert_contained(who, "--request - (env HOME, secret)", &run, "present");
+        assert_eq!(
+            p.server.hits(),
+            hits,
+            "{who:?}: the sandbox reached the host"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// B. Bad input is refused before anything runs
+// ---------------------------------------------------------------------------------------------
+
+/// The command each refused run would have started: in plain mode its output would reach
+/// airlock's stdout.
+const WOULD_RUN: [&str; 4] = ["--", "sh", "-c", "echo RAN-MARKER"];
+
+/// `flags` must be refused with exit 2 and a message containing every needle, in plain mode
+/// (message on stderr, nothing on stdout) and in --json mode (exactly {error, error_kind:
+/// "usage", exit_code: 2} on stdout). Each run has a 10 s deadline: a FIFO must not block.
+fn assert_refused(who: Launcher, flags: &[&str], needles: &[&str]) {
+    for json_mode in [false, true] {
+        let mut args = vec!["run"];
+        if json_mode {
+            args.push("--json");
+        }
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&WOULD_RUN);
+        let run = al(who, &args, SECS_10);
+        assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+        assert!(
+            run.took < Duration::from_secs(5),
+            "{who:?} {args:?}: {}",
+            run.show()
+        );
+        let message = if json_mode {
+            let rep = run.report();
+            let obj = rep.as_object().unwrap();
+            let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+            assert_eq!(
+                keys,
+                ["error", "error_kind", "exit_code"],
+                "{who:?} {args:?}"
+            );
+            assert_eq!(rep["error_kind"], json!("usage"), "{who:?} {args:?}");
+            assert_eq!(rep["exit_code"], json!(2), "{who:?} {args:?}");
+            rep["error"].as_str().unwrap().to_string()
+        } else {
+            assert_eq!(stdout(&run.out), "", "{who:?} {args:?}: {}", run.show());
+            let err = stderr(&run.out);
+            assert!(err.starts_with("airlock: "), "{who:?} {args:?}: {err:?}");
+            err
+        };
+        assert!(!stdout(&run.out).contains("RAN-MARKER"), "{who:?} {args:?}");
+        for n in needles {
+            assert!(
+                message.contains(n),
+                "{who:?} {args:?}: {message:?} lacks {n:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_input_names_are_refused() {
+    let dir = tmpdir();
+    let file = write_file(&dir.path().join("data.txt"), b"data\n", 0o644);
+    let f = file.display();
+    for who in BOTH {
+        for (arg, needles) in [
+            (
+                format!("a/b={f}"),
+                vec!["input name \"a/b\"", "contains '/'"],
+            ),
+            (
+                format!("../x={f}"),
+                vec!["input name \"../x\"", "contains '/'"],
+            ),
+            (
+                format!(".={f}"),
+                vec!["input name \".\"", "directory reference"],
+            ),
+            (
+                format!("..={f}"),
+                vec!["input name \"..\"", "directory reference"],
+            ),
+            (format!("={f}"), vec!["input name \"\"", "is empty"]),
+            (
+                "data.txt".to_string(),
+                vec!["--input \"data.txt\"", "expected NAME=PATH"],
+            ),
+            (
+                "data.txt=".to_string(),
+                vec!["--input data.txt", "empty path"],
+            ),
+        ] {
+            assert_refused(who, &["--input", &arg], &needles);
+        }
+    }
+}
+
+#[test]
+fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
+    let dir = tmpdir();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let missing = dir.path().join("no-such-file");
+    let private = write_file(&dir.path().join("private.txt"), b"root only\n", 0o600);
+    let (fifo, sub, missing) = (
+        fifo.to_str().unwrap(),
+        sub.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    );
+    for who in BOTH {
+        assert_refused(
+            who,
+            &["--input", &format!("in.txt={missing}")],
+            &[
+                "input in.txt",
+                "cannot open",
+                missing,
+                "No such file or directory",
+            ],
+        );
+        assert_refused(
+            who,
+            &["--input", &format!("pipe.txt={fifo}")],
+            &["input pipe.txt", fifo, "not a regular file"],
+        );
+        assert_refused(
+            who,
+            &["--input", &format!("dir.txt={sub}")],
+            &["input dir.txt", sub, "not a regular file"],
+        );
+    }
+    // Inputs are opened with the caller's rights: uid 65534 cannot hand in root's 0600 file.
+    let p = private.to_str().unwrap();
+    assert_refused(
+        Launcher::Unprivileged,
+        &["--input", &format!("p.txt={p}")],
+        &["input p.txt", "cannot open", p, "Permission denied"],
+    );
+}
+
+#[test]
+fn unknown_flag_and_missing_command_are_refused() {
+    for who in BOTH {
+        // clap refuses before any mode applies: exit 2, message on stderr, nothing on stdout.
+        for json_mode in [false, true] {
+            let mut args = vec!["run"];
+            if json_mode {
+                args.push("--json");
+            }
+            args.push("--no-such-flag");
+            args.extend_from_slice(&WOULD_RUN);
+            let run = al(who, &args, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+            assert_eq!(stdout(&run.out), "", "{who:?} {args:?}");
+            assert!(
+                stderr(&run.out).contains("unexpected argument '--no-such-flag'"),
+                "{who:?}: {}",
+                run.show()
+            );
+        }
+        for args in [&["run"][..], &["run", "--"][..]] {
+            let run = al(who, args, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+            assert_eq!(stdout(&run.out), "", "{who:?} {args:?}");
+            assert!(
+                stderr(&run.out).contains("no command given"),
+                "{who:?}: {}",
+                run.show()
+            );
+        }
+        for args in [&["run", "--json"][..], &["run", "--json", "--"][..]] {
+            let run = al(who, args, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+            let rep = run.report();
+            assert_eq!(rep["error_kind"], json!("usage"));
+            assert_eq!(rep["exit_code"], json!(2));
+            assert!(rep["error"].as_str().unwrap().contains("no command given"));
+        }
+    }
+}
+
+#[test]
+fn command_not_found_and_not_executable() {
+    let dir = tmpdir();
+    let script = write_file(
+        &dir.path().join("s.sh"),
+        b"#!/bin/sh\necho RAN-MARKER\n",
+        0o644,
+    );
+    let input = format!("s.sh={}", script.display());
+    for who in BOTH {
+        let run = al(
+            who,
+            &["run", "--json", "--", "no-such-command-xyz", "a"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(127), "{who:?}: {}", run.show());
+        assert_eq!(
+            run.report(),
+            json!({
+                "error": "no-such-command-xyz: command not found",
+                "error_kind": "command_not_found",
+                "exit_code": 127,
+            }),
+            "{who:?}"
+        );
+
+        let run = al(who, &["run", "--", "no-such-command-xyz"], SECS_10);
+        assert_eq!(run.code(), Some(127), "{who:?}: {}", run.show());
+        assert_eq!(stdout(&run.out), "");
+        assert!(
+            stderr(&run.out).contains("no-such-command-xyz: command not found"),
+            "{who:?}: {}",
+            run.show()
+        );
+
+        // Found, but handed in without an execute bit: 126.
+        let run = al(
+            who,
+            &["run", "--json", "--input", &input, "--", "./s.sh"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(
+            rep["error_kind"],
+            json!("command_not_executable"),
+            "{who:?}"
+        );
+        assert_eq!(rep["exit_code"], json!(126), "{who:?}");
+        assert!(
+            rep["error"]
+                .as_str()
+                .unwrap()
+                .contains("./s.sh: cannot execute"),
+            "{who:?}: {rep}"
+        );
+    }
+}
+
+#[test]
+fn bad_requests_are_refused_naming_the_key() {
+    let dir = tmpdir();
+    let file = write_file(
+        &dir.path().join("req.json"),
+        br#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "timeout_ms": "10"}"#,
+        0o644,
+    );
+    for who in BOTH {
+        let cases: [(&str, &[&str]); 7] = [
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "comand": 1}"#,
+                &["unknown key \"comand\""],
+            ),
+            (
+                r#"{"command": "sh", "args": "-c echo RAN-MARKER"}"#,
+                &["\"args\"", "array of strings"],
+            ),
+            (
+                r#"{"command": ["sh", "-c", "echo RAN-MARKER"]}"#,
+                &["\"command\"", "non-empty string"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "env": {"A": 1}}"#,
+                &["\"env\""],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "max_output": -1}"#,
+                &["\"max_output\""],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "inputs": {"../x": "t"}}"#,
+                &["input name \"../x\""],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"]"#,
+                &["not valid JSON"],
+            ),
+        ];
+        for (text, needles) in cases {
+            let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {text}: {}", run.show());
+            let rep = run.report();
+            assert_eq!(rep["error_kind"], json!("usage"), "{who:?} {text}");
+            assert_eq!(rep["exit_code"], json!(2), "{who:?} {text}");
+            let msg = rep["error"].as_str().unwrap();
+            for n in needles {
+                assert!(msg.contains(n), "{who:?} {text}: {msg:?} lacks {n:?}");
+            }
+        }
+        // From a file, a wrong type names the key too.
+        let run = al(who, &["run", "--request", file.to_str().unwrap()], SECS_10);
+        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["exit_code"], json!(2));
+        assert!(
+            rep["error"].as_str().unwrap().contains("\"timeout_ms\""),
+            "{rep}"
+        );
+        // A request file that does not exist.
+        let missing = dir.path().join("missing.json");
+        let run = al(
+            who,
+            &["run", "--request", missing.to_str().unwrap()],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["error_kind"], json!("usage"));
+        assert!(
+            rep["error"].as_str().unwrap().contains("missing.json"),
+            "{rep}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// C. Hostile results in scratch
+// ---------------------------------------------------------------------------------------------
+
+fn skipped(rep: &Value) -> BTreeSet<(String, String)> {
+    rep["files_skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn assert_clean_exit(who: Launcher, run: &Run, rep: &Value) {
+    assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+    assert_eq!(rep["exit_code"], json!(0), "{who:?}");
+    assert_eq!(rep["signal"], Value::Null, "{who:?}");
+    assert_eq!(rep["timed_out"], json!(false), "{who:?}");
+}
+
+#[test]
+fn symlinks_out_of_scratch_are_skipped_and_never_followed() {
+    let dir = tmpdir();
+    let creds = write_file(
+        &dir.path().join("credentials"),
+        format!("[default]\naws_secret_access_key = {CRED_TOKEN}\n").as_bytes(),
+        0o644,
+    );
+    let shadow = std::fs::read_to_string("/etc/shadow").unwrap();
+    let script = format!(
+        "ln -s {} result.txt && ln -s /etc/shadow shadow && \
+         ln -s ../../../../../../etc/shadow relshadow && ln -s /proc/1/environ environ",
+        creds.display()
+    );
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &["--max-output", "4096"], &script, SECS_10);
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["files"], json!({}), "{who:?}");
+        assert_eq!(
+            skipped(&rep),
+            pairs(&[
+                ("result.txt", "symlink"),
+                ("shadow", "symlink"),
+                ("relshadow", "symlink"),
+                ("environ", "symlink"),
+            ]),
+            "{who:?}"
+        );
+        let raw = stdout(&run.out);
+        assert!(
+            !raw.contains(CRED_TOKEN),
+            "{who:?}: credentials leaked: {raw}"
+        );
+        for line in shadow.lines().filter(|l| !l.is_empty()) {
+            assert!(!raw.contains(line), "{who:?}: /etc/shadow leaked: {raw}");
+        }
+    }
+}
+
+#[test]
+fn fifo_directory_and_socket_are_skipped_promptly() {
+    let script = "mkfifo fifo && mkdir d && echo inner > d/inner.txt && \
+         python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")' && \
+         echo ok > ok.txt";
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &["--max-output", "100"], script, SECS_10);
+        assert_clean_exit(who, &run, &rep);
+        assert!(run.took < Duration::from_secs(3), "{who:?}: {}", run.show());
+        assert_eq!(rep["files"], json!({"ok.txt": "ok\n"}), "{who:?}");
+        assert_eq!(
+            skipped(&rep),
+            pairs(&[("fifo", "fifo"), ("d", "directory"), ("sock", "socket")]),
+            "{who:?}"
+        );
+        assert_eq!(rep["files_truncated"], json!([]), "{who:?}");
+    }
+}
+
+#[test]
+fn huge_sparse_file_comes_back_capped_quickly() {
+    // The default --file-size (4 GiB, RLIMIT_FSIZE) would refuse the 100G size itself: raise
+    // it so the hostile file really exists in scratch.
+    for who in BOTH {
+        let (run, rep) = json_sh(
+            who,
+            &["--max-output", "64", "--file-size", "200G"],
+            "truncate -s 100G big && test $(stat -c %s big) = 107374182400",
+            SECS_10,
+        );
+        assert_clean_exit(who, &run, &rep);
+        assert!(run.took < Duration::from_secs(3), "{who:?}: {}", run.show());
+        assert_eq!(rep["files"], json!({"big": "\0".repeat(64)}), "{who:?}");
+        assert_eq!(rep["files_truncated"], json!(["big"]), "{who:?}");
+        assert_eq!(rep["files_skipped"], json!([]), "{who:?}");
+        assert_eq!(rep["utf8_replaced"], json!([]), "{who:?}");
+    }
+}
+
+/// Observed with 5000 files: 1000 entries are examined (the 1000 files come back), the next
+/// 1100 are listed by name as "count limit" and one summary entry {"name": "*", "reason":
+/// "count limit: 2900 more entries not listed"} counts the rest; the report is about 59 KB.
+/// The names listed should stop at MAX_SKIPPED_LISTED (100): src/report.rs bounds
+/// `files.skipped.len()` by MAX_RESULT_ENTRIES + MAX_SKIPPED_LISTED instead, and that vector
+/// is still empty when every examined entry was a regular file.
+#[test]
+fn a_flood_of_files_is_bounded_by_the_documented_limits() {
+    let examined = spec_const("MAX_RESULT_ENTRIES");
+    let listed_max = spec_const("MAX_SKIPPED_LISTED");
+    let total = 5000;
+    let script =
+        format!("i=0; while [ $i -lt {total} ]; do echo x > f$i; i=$((i+1)); done; echo done");
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &[], &script, Duration::from_secs(30));
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["stdout"], json!("done\n"), "{who:?}");
+        let size = run.out.stdout.len();
+        assert!(size < 2 << 20, "{who:?}: report is {size} bytes");
+        let files = rep["files"].as_object().unwrap();
+        assert_eq!(files.len(), examined, "{who:?}");
+        assert!(files.values().all(|v| v == "x\n"), "{who:?}");
+        let entries = rep["files_skipped"].as_array().unwrap();
+        let (summary, listed): (Vec<&Value>, Vec<&Value>) =
+            entries.iter().partition(|e| e["name"] == "*");
+        assert!(
+            listed.iter().all(|e| e["reason"] == "count limit"),
+            "{who:?}: {entries:?}"
+        );
+        assert_eq!(summary.len(), 1, "{who:?}: no summary entry");
+        let reason = summary[0]["reason"].as_str().unwrap();
+        let not_listed: usize = reason
+            .strip_prefix("count limit: ")
+            .and_then(|r| r.strip_suffix(" more entries not listed"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{who:?}: summary {reason:?}"));
+        let names: BTreeSet<&str> = files
+            .keys()
+            .map(String::as_str)
+            .chain(listed.iter().map(|e| e["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names.len(),
+            files.len() + listed.len(),
+            "{who:?}: a name is both returned and skipped, or listed twice"
+        );
+        eprintln!(
+            "{who:?}: {} files, {} listed as count limit, {not_listed} more not listed, \
+             report {size} bytes",
+            files.len(),
+            listed.len()
+        );
+        // Every entry is accounted for exactly once.
+        assert_eq!(files.len() + listed.len() + not_listed, total, "{who:?}");
+        // At most MAX_SKIPPED_LISTED names are listed for the count limit.
+        assert!(
+            listed.len() <= listed_max,
+            "{who:?}: {} entries listed as \"count limit\", MAX_SKIPPED_LISTED is {listed_max}",
+            listed.len()
+        );
+    }
+}
+
+#[test]
+fn invalid_utf8_is_replaced_and_reported() {
+    let script = "printf 'a\\377b' > bad.txt; printf 'x\\376y'; printf 'ok' > good.txt";
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &[], script, SECS_10);
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(
+            rep["files"],
+            json!({"bad.txt": "a\u{fffd}b", "good.txt": "ok"}),
+            "{who:?}"
+        );
+        assert_eq!(rep["stdout"], json!("x\u{fffd}y"), "{who:?}");
+        assert_eq!(
+            rep["utf8_replaced"],
+            json!(["stdout", "files/bad.txt"]),
+            "{who:?}"
+        );
+        // A character cut by the cap is dropped, not reported as invalid: "abé" capped at 3.
+        let (run, rep) = json_sh(
+            who,
+            &["--max-output", "3"],
+            "printf 'ab\\303\\251'",
+            SECS_10,
+        );
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["stdout"], json!("ab"), "{who:?}");
+        assert_eq!(rep["stdout_truncated"], json!(true), "{who:?}");
+        assert_eq!(rep["utf8_replaced"], json!([]), "{who:?}");
+    }
+}
+
+#[test]
+fn stdout_past_the_cap_is_truncated_to_exactly_the_cap() {
+    let script = "head -c 5000 /dev/zero | tr '\\0' x; echo err >&2; head -c 300 /dev/zero > f";
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &["--max-output", "100"], script, SECS_10);
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["stdout"], json!("x".repeat(100)), "{who:?}");
+        assert_eq!(rep["stdout_truncated"], json!(true), "{who:?}");
+        assert_eq!(rep["stderr"], json!("err\n"), "{who:?}");
+        assert_eq!(rep["stderr_truncated"], json!(false), "{who:?}");
+        assert_eq!(rep["files"], json!({"f": "\0".repeat(100)}), "{who:?}");
+        assert_eq!(rep["files_truncated"], json!(["f"]), "{who:?}");
+    }
+}
+
+#[test]
+fn only_inputs_the_task_changed_come_back() {
+    let dir = tmpdir();
+    let a = write_file(&dir.path().join("a"), b"hello\n", 0o644);
+    let b = write_file(&dir.path().join("b"), b"keep\n", 0o644);
+    let c = write_file(&dir.path().join("c"), b"same\n", 0o644);
+    let d = write_file(&dir.path().join("d"), b"gone\n", 0o644);
+    let e = write_file(&dir.path().join("e"), b"pipe\n", 0o644);
+    let inputs = [
+        format!("a.txt={}", a.display()),
+        format!("b.txt={}", b.display()),
+        format!("c.txt={}", c.display()),
+        format!("d.txt={}", d.display()),
+        format!("e.txt={}", e.display()),
+    ];
+    // a: appended; b: untouched; c: same size, other bytes; d: deleted; e: replaced by a FIFO.
+    let script = "echo more >> a.txt && printf 'SAME\\n' > c.txt && rm d.txt && \
+                  rm e.txt && mkfifo e.txt && cat b.txt && echo new > n.txt";
+    for who in BOTH {
+        let mut flags = Vec::new();
+        for i in &inputs {
+            flags.extend_from_slice(&["--input", i.as_str()]);
+        }
+        let (run, rep) = json_sh(who, &flags, script, SECS_10);
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["stdout"], json!("keep\n"), "{who:?}");
+        assert_eq!(
+            rep["files"],
+            json!({"a.txt": "hello\nmore\n", "c.txt": "SAME\n", "n.txt": "new\n"}),
+            "{who:?}"
+        );
+        assert_eq!(skipped(&rep), pairs(&[("e.txt", "fifo")]), "{who:?}");
+        // The host files were copied in, never shared.
+        assert_eq!(std::fs::read(&a).unwrap(), b"hello\n");
+        assert_eq!(std::fs::read(&c).unwrap(), b"same\n");
+        assert_eq!(std::fs::read(&d).unwrap(), b"gone\n");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// D. Timeouts
+// ---------------------------------------------------------------------------------------------
+
+/// Measured here: 0.50-0.52 s from spawn to exit for --timeout 500ms.
+#[test]
+fn timeout_kills_a_task_that_ignores_term() {
+    for who in BOTH {
+        let (run, rep) = json_sh(
+            who,
+            &["--timeout", "500ms"],
+            "trap '' TERM; sleep 30",
+            SECS_10,
+        );
+        eprintln!("{who:?}: --timeout 500ms returned after {:?}", run.took);
+        assert_eq!(run.code(), Some(124), "{who:?}: {}", run.show());
+        assert!(run.took < Duration::from_secs(3), "{who:?}: {}", run.show());
+        assert!(
+            run.took >= Duration::from_millis(500),
+            "{who:?}: {}",
+            run.show()
+        );
+        assert_eq!(rep["timed_out"], json!(true), "{who:?}");
+        assert_eq!(rep["exit_code"], Value::Null, "{who:?}");
+        assert_eq!(rep["signal"], json!(9), "{who:?}");
+        assert_eq!(rep["stdout"], json!(""), "{who:?}");
+        let ms = rep["duration_ms"].as_u64().unwrap();
+        assert!((500..3000).contains(&ms), "{who:?}: duration_ms {ms}");
+    }
+}
+
+#[test]
+fn timeout_kills_a_double_forked_daemon() {
+    for who in BOTH {
+        let (run, rep) = json_sh(
+            who,
+            &["--timeout", "1s"],
+            "(setsid sh -c 'sleep 40.5' &) ; sleep 30",
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(124), "{who:?}: {}", run.show());
+        assert!(run.took < Duration::from_secs(4), "{who:?}: {}", run.show());
+        assert_eq!(rep["timed_out"], json!(true), "{who:?}");
+        assert_eq!(rep["exit_code"], Value::Null, "{who:?}");
+        assert_none_left("sleep 40.5", Duration::from_secs(3), &format!("{who:?}"));
+    }
+}
+
+#[test]
+fn timeout_in_plain_mode_exits_124() {
+    for who in BOTH {
+        let run = al(
+            who,
+            &["run", "--timeout", "300ms", "--", "sleep", "10.25"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(124), "{who:?}: {}", run.show());
+        assert!(run.took < Duration::from_secs(3), "{who:?}: {}", run.show());
+        assert_eq!(stdout(&run.out), "", "{who:?}");
+        assert_none_left("sleep 10.25", Duration::from_secs(3), &format!("{who:?}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// E. Output floods
+// ---------------------------------------------------------------------------------------------
+
+/// Peak RSS of a run in KiB: from GNU time when installed (its figure is ru_maxrss of the
+/// waited process, which also covers the descendants it reaped: an upper bound for airlock
+/// itself), else VmHWM of the airlock process polled during the run.
+fn run_measuring_rss(cmd: Command, limit: Duration) -> (Run, u64) {
+    if Path::new("/usr/bin/time").exists() {
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let mut timed = Command::new("/usr/bin/time");
+        timed
+            .arg("-v")
+            .arg("-o")
+            .arg(out.path())
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        let run = run_bounded(timed, None, limit);
+        let text = std::fs::read_to_string(out.path()).unwrap();
+        let kib = text
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("Maximum resident set size (kbytes): ")
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no maximum RSS in /usr/bin/time output: {text}"));
+        return (run, kib);
+    }
+    let mut cmd = cmd;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
+    let mut peak = 0u64;
+    let status = loop {
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(v) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        {
+            peak = peak.max(v);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} still running after {limit:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let took = start.elapsed();
+    let run = Run {
+        out: Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        },
+        took,
+    };
+    (run, peak)
+}
+
+/// Measured here (debug build, 2 vCPUs): 1 GiB of stdout in 0.3-0.5 s; peak RSS 4.9-5.1 MiB
+/// for both launchers (GNU time's figure, which covers the whole reaped tree).
+#[test]
+fn a_gibibyte_of_stdout_is_capped_in_bounded_memory() {
+    for who in BOTH {
+        let cmd = airlock(
+            who,
+            &[
+                "run",
+                "--json",
+                "--timeout",
+                "55s",
+                "--",
+                "sh",
+                "-c",
+                "head -c 1073741824 /dev/zero",
+            ],
+        );
+        let (run, rss_kib) = run_measuring_rss(cmd, Duration::from_secs(60));
+        eprintln!(
+            "{who:?}: 1 GiB flood took {:?}, peak RSS {rss_kib} KiB",
+            run.took
+        );
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["exit_code"], json!(0), "{who:?}");
+        assert_eq!(rep["timed_out"], json!(false), "{who:?}");
+        assert_eq!(rep["stdout_truncated"], json!(true), "{who:?}");
+        assert_eq!(rep["stdout"], json!("\0".repeat(8000)), "{who:?}");
+        assert_eq!(rep["stderr"], json!(""), "{who:?}");
+        assert!(rss_kib > 0, "{who:?}: no RSS measured");
+        assert!(
+            rss_kib < 16 * 1024,
+            "{who:?}: peak RSS {rss_kib} KiB is not under 16 MiB"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// F. Nothing left behind
+// ---------------------------------------------------------------------------------------------
+
+/// SIGKILL airlock at varied moments of its life (before, during and after the sandbox is
+/// built): nothing of the sandbox may survive it, and no mount may appear on the host.
+#[test]
+fn sigkill_of_airlock_at_any_moment_leaves_nothing_behind() {
+    let started = Instant::now();
+    let mounts_before = mount_lines();
+    let delays_ms = [0u64, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 75, 100, 150, 250];
+    let mut runs = 0;
+    let mut killed = Vec::new();
+    for who in BOTH {
+        for &ms in &delays_ms {
+            let mut cmd = airlock(
+                who,
+                &[
+                    "run",
+                    "--json",
+                    "--",
+                    "sh",
+                    "-c",
+                    "sleep 50.25 & sleep 50.25",
+                ],
+            );
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let mut child = cmd.spawn().unwrap();
+            killed.push(child.id());
+            std::thread::sleep(Duration::from_millis(ms));
+            let _ = child.kill();
+            child.wait().unwrap();
+            runs += 1;
+            assert_none_left(
+                "50.25",
+                Duration::from_secs(3),
+                &format!("{who:?}, SIGKILL after {ms} ms"),
+            );
+        }
+    }
+    assert_eq!(runs, 30);
+    let new: Vec<String> = mount_lines().difference(&mounts_before).cloned().collect();
+    assert!(new.is_empty(), "new host mounts: {new:?}");
+    // A cgroup left by a SIGKILLed airlock is removed by the next run (src/limits.rs): after
+    // one more run as root, none of the killed airlocks' cgroups remains.
+    let run = al(Launcher::Root, &["run", "--json", "--", "true"], SECS_10);
+    assert_eq!(run.code(), Some(0), "{}", run.show());
+    let left = cgroups_of(&killed);
+    assert!(
+        left.is_empty(),
+        "cgroups of SIGKILLed airlocks left: {left:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "fault injection took {:?}",
+        started.elapsed()
+    );
+}
+
+/// Cgroup directories named for one of the airlock processes `pids` (`airlock-PID-N`, see
+/// src/limits.rs) anywhere under /sys/fs/cgroup.
+fn cgroups_of(pids: &[u32]) -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: usize, pids: &[u32], found: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let owner = name
+                .strip_prefix("airlock-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if owner.is_some_and(|p| pids.contains(&p)) {
+                found.push(e.path());
+            }
+            if depth > 0 {
+                walk(&e.path(), depth - 1, pids, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(Path::new("/sys/fs/cgroup"), 6, pids, &mut found);
+    found
+}
+
+fn signal_pid(pid: u32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+}
+
+/// Spawn `airlock ARGS` as `who` with captured output; the caller signals it, then
+/// `finish` bounds and collects the run.
+fn spawn_airlock(who: Launcher, args: &[&str]) -> (Child, Instant, [JoinHandle<Vec<u8>>; 2]) {
+    let mut cmd = airlock(who, args);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
+    (child, start, [out, err])
+}
+
+/// Wait (bounded by `limit` from `from`) for the child; returns the run, `took` counted from
+/// `from`.
+fn finish(
+    mut child: Child,
+    from: Instant,
+    pipes: [JoinHandle<Vec<u8>>; 2],
+    limit: Duration,
+) -> Run {
+    let status = wait_until(&mut child, from + limit)
+        .unwrap_or_else(|| panic!("airlock still running {limit:?} after the signal: killed"));
+    let took = from.elapsed();
+    let [out, err] = pipes;
+    Run {
+        out: Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        },
+        took,
+    }
+}
+
+/// SIGTERM to airlock is forwarded to the task; a task that ignores it is killed with the
+/// whole sandbox after the grace period (2 s in src/launch.rs TERM_GRACE), and airlock reports
+/// the init killed by SIGKILL (End::InitKilled(9): exit 137, signal 9, exit_code null). A task
+/// that does not ignore it dies of SIGTERM (exit 143, signal 15).
+#[test]
+fn sigterm_to_airlock_ends_the_task_within_the_grace_period() {
+    for who in BOTH {
+        let (child, _, pipes) = spawn_airlock(
+            who,
+            &[
+                "run",
+                "--json",
+                "--",
+                "sh",
+                "-c",
+                "trap '' TERM; sleep 50.75",
+            ],
+        );
+        wait_for_process("sleep 50.75", SECS_10);
+        let signalled = Instant::now();
+        signal_pid(child.id(), nix::sys::signal::Signal::SIGTERM);
+        let run = finish(child, signalled, pipes, Duration::from_secs(4));
+        eprintln!(
+            "{who:?}: SIGTERM (task ignores it) -> exit after {:?}",
+            run.took
+        );
+        assert_eq!(run.code(), Some(137), "{who:?}: {}", run.show());
+        assert!(
+            run.took >= Duration::from_millis(1500),
+            "{who:?}: {}",
+            run.show()
+        );
+        let rep = run.report();
+        assert_eq!(rep["signal"], json!(9), "{who:?}");
+        assert_eq!(rep["exit_code"], Value::Null, "{who:?}");
+        assert_eq!(rep["timed_out"], json!(false), "{who:?}");
+        assert_none_left("50.75", Duration::from_secs(3), &format!("{who:?} SIGTERM"));
+
+        let (child, _, pipes) = spawn_airlock(who, &["run", "--json", "--", "sleep", "50.75"]);
+        wait_for_process("sleep 50.75", SECS_10);
+        let signalled = Instant::now();
+        signal_pid(child.id(), nix::sys::signal::Signal::SIGTERM);
+        let run = finish(child, signalled, pipes, Duration::from_secs(4));
+        assert_eq!(run.code(), Some(143), "{who:?}: {}", run.show());
+        assert!(run.took < Duration::from_secs(1), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["signal"], json!(15), "{who:?}");
+        assert_eq!(rep["exit_code"], Value::Null, "{who:?}");
+        assert_eq!(rep["timed_out"], json!(false), "{who:?}");
+        assert_none_left("50.75", Duration::from_secs(3), &format!("{who:?} SIGTERM"));
+    }
+}
+
+/// Observed: `kill -9 1` inside succeeds (status 0) but does nothing: the kernel drops
+/// SIGKILL sent to a pid namespace's init from inside that namespace. The task carries on and
+/// its own exit status is reported; its background process dies with the sandbox.
+#[test]
+fn a_task_cannot_kill_its_init_and_leaves_nothing_behind() {
+    for who in BOTH {
+        let (run, rep) = json_sh(
+            who,
+            &[],
+            "sleep 51.5 & kill -9 1; echo \"kill: $?\"; sleep 0.2; echo alive; exit 7",
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(7), "{who:?}: {}", run.show());
+        assert_eq!(rep["stdout"], json!("kill: 0\nalive\n"), "{who:?}");
+        assert_eq!(rep["exit_code"], json!(7), "{who:?}");
+        assert_eq!(rep["signal"], Value::Null, "{who:?}");
+        assert_eq!(rep["timed_out"], json!(false), "{who:?}");
+        assert_none_left("51.5", Duration::from_secs(3), &format!("{who:?}"));
+    }
+}
+
+/// The sandbox's init killed from outside (the host's root): End::InitKilled(9), i.e. exit
+/// 137, signal 9, exit_code null, timed_out false; everything in the sandbox dies with it.
+#[test]
+fn init_killed_from_outside_is_reported_and_leaves_nothing_behind() {
+    for who in BOTH {
+        let (child, _, pipes) = spawn_airlock(
+            who,
+            &["run", "--json", "--", "sh", "-c", "sleep 52.5 & sleep 52.5"],
+        );
+        let task_sleep = wait_for_process("sleep 52.5", SECS_10);
+        let children = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .collect::<String>();
+        let inits: Vec<u32> = children
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(inits.len(), 1, "{who:?}: airlock's children: {inits:?}");
+        assert_ne!(inits[0], task_sleep);
+        let nspid = std::fs::read_to_string(format!("/proc/{}/status", inits[0])).unwrap();
+        assert!(
+            nspid
+                .lines()
+                .any(|l| l.starts_with("NSpid:") && l.ends_with("\t1")),
+            "{who:?}: airlock's child is not pid 1 of its namespace: {nspid}"
+        );
+        let signalled = Instant::now();
+        signal_pid(inits[0], nix::sys::signal::Signal::SIGKILL);
+        let run = finish(child, signalled, pipes, Duration::from_secs(4));
+        assert_eq!(run.code(), Some(137), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["signal"], json!(9), "{who:?}");
+        assert_eq!(rep["exit_code"], Value::Null, "{who:?}");
+        assert_eq!(rep["timed_out"], json!(false), "{who:?}");
+        assert_eq!(rep["files"], json!({}), "{who:?}");
+        assert_none_left("52.5", Duration::from_secs(3), &format!("{who:?}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// G. The help documents the contract
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn run_help_documents_every_exit_code_and_report_key() {
+    for who in BOTH {
+        let run = al(who, &["run", "--help"], SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        let help = stdout(&run.out);
+        for code in ["2", "124", "125", "126", "127"] {
+            assert!(
+                help.lines()
+                    .any(|l| l.split_whitespace().next() == Some(code)),
+                "{who:?}: exit code {code} not documented:\n{help}"
+            );
+        }
+        let keys = [
+            "exit_code",
+            "signal",
+            "timed_out",
+            "duration_ms",
+            "stdout",
+            "stderr",
+            "stdout_truncated",
+            "stderr_truncated",
+            "files",
+            "files_truncated",
+            "files_skipped",
+            "utf8_replaced",
+        ];
+        let words: HashMap<&str, usize> = help
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .fold(HashMap::new(), |mut m, w| {
+                *m.entry(w).or_default() += 1;
+                m
+            });
+        for key in keys {
+            assert!(
+                words.contains_key(key),
+                "{who:?}: report key {key} not documented:\n{help}"
+            );
+        }
+        // Every key the report really has is documented.
+        let (_, rep) = json_sh(who, &[], "true", SECS_10);
+        for key in rep.as_object().unwrap().keys() {
+            assert!(
+                words.contains_key(key.as_str()),
+                "{who:?}: report key {key} not documented"
+            );
+        }
+    }
+}
