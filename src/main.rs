@@ -364,7 +364,39 @@ fn run_audit(kind: AuditKind) -> i32 {
     }
 }
 
+/// Values that would change the printed command line's meaning are refused: an image that
+/// docker would read as an option, a scratch path that adds volume fields, root as the user.
+fn check_docker_args(a: &DockerArgs) -> Result<(), String> {
+    if a.image.is_empty() || a.image.starts_with('-') {
+        return Err(format!("--image {:?} is not an image name", a.image));
+    }
+    if !a.scratch.starts_with('/') || a.scratch.contains(':') || a.scratch.contains(',') {
+        return Err(format!(
+            "--scratch {:?} must be an absolute path without ':' or ','",
+            a.scratch
+        ));
+    }
+    let user = a.user.split(':').next().unwrap_or("");
+    if user.is_empty() || user == "0" || user == "root" || a.user.starts_with('-') {
+        return Err(format!(
+            "--user {:?} would run the container as root",
+            a.user
+        ));
+    }
+    if a.pids == 0 {
+        return Err("--pids 0 is no limit".into());
+    }
+    if spec::parse_size(&a.memory).map_or(true, |m| m == 0) {
+        return Err(format!("--memory {:?} is not a size", a.memory));
+    }
+    Ok(())
+}
+
 fn docker_args(a: DockerArgs) -> i32 {
+    if let Err(e) = check_docker_args(&a) {
+        eprintln!("airlock docker-args: {e}");
+        return exit::USAGE;
+    }
     let argv = audit::docker_args(&audit::DockerOpts {
         image: a.image,
         memory: a.memory,

@@ -1,0 +1,1161 @@
+//! The front ends that build no sandbox of their own, driven through the real binary:
+//! `demo`, `audit docker|bwrap`, `docker-args`, `explain`, and the command-line surface
+//! (`--help`, unknown subcommands and flags). The per-rule audit findings are pinned by the
+//! unit tests in src/audit.rs; here each front end is checked end to end: exit status, exact
+//! output, and the hand-offs between them (docker-args into audit, shell quoting into sh).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use common::{BOTH, Launcher, airlock, stderr, stdout};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// The usual shortcut an agent framework writes, as an argument vector.
+const SHORTCUT: &[&str] = &[
+    "docker",
+    "run",
+    "-e",
+    "AWS_SECRET_ACCESS_KEY",
+    "-v",
+    "/home/dev/project:/work",
+    "-w",
+    "/work",
+    "python:3.12-slim",
+    "python",
+    "probe.py",
+];
+
+/// The shortcut's five findings, in order, as `audit docker` prints them.
+const SHORTCUT_FINDING_LINES: &[&str] = &[
+    "finding: forwards host environment variables (-e AWS_SECRET_ACCESS_KEY)",
+    "finding: network is not none",
+    "finding: mounts /home/dev/project read-write (-v /home/dev/project:/work)",
+    "finding: runs as root inside the container",
+    "finding: root filesystem is writable",
+];
+
+const SHORTCUT_RULES: &[&str] = &[
+    "env-forwarded",
+    "network-not-none",
+    "host-mount-rw",
+    "root-user",
+    "rootfs-writable",
+];
+
+const SHORTCUT_MESSAGES: &[&str] = &[
+    "forwards host environment variables",
+    "network is not none",
+    "mounts /home/dev/project read-write",
+    "runs as root inside the container",
+    "root filesystem is writable",
+];
+
+const DEFAULT_DOCKER_LINE: &str = "docker run --rm --network none --read-only \
+    --tmpfs /tmp:rw,noexec,nosuid,size=64m --cap-drop ALL --security-opt no-new-privileges \
+    --user 65534:65534 --pids-limit 256 --memory 512m -v /tmp/airlock-scratch:/work:rw \
+    -w /work python:3.12-slim";
+
+const CLEAN_LINE: &str = "clean: no way for the host to leak in was found";
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Run `cmd` with stdin closed; kill it and fail if it has not finished within `limit`.
+fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> (Output, Duration) {
+    let start = Instant::now();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: spawn: {e}"));
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => (out.unwrap(), start.elapsed()),
+        Err(_) => {
+            // Our own child, not yet reaped (the waiting thread is still blocked on it).
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("{what} did not finish within {limit:?}");
+        }
+    }
+}
+
+/// Run `cmd` with `input` on its stdin.
+fn with_stdin(cmd: &mut Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sink = child.stdin.take().unwrap();
+    let data = input.to_string();
+    let writer = std::thread::spawn(move || {
+        // A child that stops reading early (a parse error) may close the pipe: not our failure.
+        let _ = sink.write_all(data.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// `airlock ARGS` as root with stdin closed.
+fn root(args: &[&str]) -> Output {
+    airlock(Launcher::Root, args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `airlock ARGS` as root with `input` on stdin.
+fn root_stdin(args: &[&str], input: &str) -> Output {
+    with_stdin(&mut airlock(Launcher::Root, args), input)
+}
+
+fn code(o: &Output) -> Option<i32> {
+    o.status.code()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status={:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    )
+}
+
+fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", show(o)))
+}
+
+/// The argument vector printed by `docker-args --json`.
+fn json_argv(o: &Output) -> Vec<String> {
+    json_of(o)
+        .as_array()
+        .unwrap_or_else(|| panic!("not a JSON array:\n{}", show(o)))
+        .iter()
+        .map(|v| v.as_str().expect("a JSON string").to_string())
+        .collect()
+}
+
+fn lines_starting<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+/// A world-readable file holding `text` (the unprivileged launcher may read it too).
+fn readable_file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new()
+        .prefix("airlock-frontends")
+        .tempfile()
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f.flush().unwrap();
+    std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    f
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. demo
+// ---------------------------------------------------------------------------------------------
+
+/// The demo's temp dirs live in /tmp under this prefix (`airlock-demo-home…`, `airlock-demo-cwd…`).
+const DEMO_PREFIX: &str = "airlock-demo";
+const DEMO_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The demos in this file run one at a time so the /tmp listings compare cleanly.
+static DEMO_LOCK: Mutex<()> = Mutex::new(());
+
+fn demo_dirs() -> BTreeSet<String> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(DEMO_PREFIX))
+        .collect()
+}
+
+/// Fail if a demo dir that did not exist in `before` still exists. A dir seen only briefly
+/// may belong to someone else's demo running at the same time: one that leaked stays.
+fn assert_no_new_demo_dirs(before: &BTreeSet<String>, what: &str) {
+    let mut new: Vec<String> = demo_dirs().difference(before).cloned().collect();
+    let give_up = Instant::now() + Duration::from_secs(3);
+    while !new.is_empty() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(100));
+        new.retain(|n| std::path::Path::new("/tmp").join(n).exists());
+    }
+    assert!(new.is_empty(), "{what}: temp dirs left in /tmp: {new:?}");
+}
+
+/// `airlock demo [--json]` as `who`, under the deadline, with the /tmp leak check around it.
+fn run_demo(who: Launcher, json: bool) -> Output {
+    let _serial = DEMO_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let before = demo_dirs();
+    let args: &[&str] = if json { &["demo", "--json"] } else { &["demo"] };
+    let what = format!("{who:?} airlock {}", args.join(" "));
+    let mut cmd = airlock(who, args);
+    // The check below looks in /tmp: make sure that is where the demo makes its dirs.
+    cmd.env("TMPDIR", "/tmp");
+    let (out, took) = output_within(&mut cmd, DEMO_DEADLINE, &what);
+    eprintln!("{what}: {took:?}");
+    assert_eq!(code(&out), Some(0), "{what}:\n{}", show(&out));
+    assert_no_new_demo_dirs(&before, &what);
+    out
+}
+
+/// One demo block as printed: its heading, the probe lines observed, and the `why` notes.
+#[derive(Debug)]
+struct DemoBlock {
+    heading: String,
+    observed: Vec<String>,
+    why: Vec<String>,
+}
+
+impl DemoBlock {
+    fn line(&self, pred: impl Fn(&str) -> bool, what: &str) -> &str {
+        self.observed
+            .iter()
+            .find(|l| pred(l))
+            .unwrap_or_else(|| panic!("block {:?}: no line {what}: {self:#?}", self.heading))
+    }
+
+    fn saw(&self, needle: &str) -> bool {
+        self.observed.iter().any(|l| l.contains(needle))
+    }
+}
+
+fn parse_demo_text(text: &str) -> Vec<DemoBlock> {
+    let mut blocks: Vec<DemoBlock> = Vec::new();
+    let mut expect_command = false;
+    for line in text.lines() {
+        if let Some(heading) = line.strip_prefix("== ") {
+            blocks.push(DemoBlock {
+                heading: heading.to_string(),
+                observed: vec![],
+                why: vec![],
+            });
+            expect_command = true;
+            continue;
+        }
+        let body = line.trim();
+        if body.is_empty() {
+            continue;
+        }
+        let block = blocks
+            .last_mut()
+            .unwrap_or_else(|| panic!("text before the first heading: {line:?}"));
+        if expect_command {
+            assert!(
+                body.starts_with("$ "),
+                "block {:?}: the line after the heading is not the command: {line:?}",
+                block.heading
+            );
+            expect_command = false;
+        } else if let Some(note) = body.strip_prefix("why: ") {
+            block.why.push(note.to_string());
+        } else {
+            block.observed.push(body.to_string());
+        }
+    }
+    blocks
+}
+
+fn check_demo_blocks(blocks: &[DemoBlock], what: &str) {
+    let headings: Vec<&str> = blocks.iter().map(|b| b.heading.as_str()).collect();
+    assert_eq!(blocks.len(), 4, "{what}: headings {headings:?}");
+    for (i, b) in blocks.iter().enumerate() {
+        assert!(
+            b.heading.starts_with(&format!("{}. ", i + 1)),
+            "{what}: heading {i} out of order: {headings:?}"
+        );
+    }
+
+    // 1. On the host: everything leaks.
+    let b = &blocks[0];
+    let creds = b.line(|l| l.contains(": readable, "), "'readable, N bytes'");
+    let n: u64 = creds
+        .split(": readable, ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(" bytes"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: not 'readable, N bytes': {creds:?}"));
+    assert!(n > 0, "{what}: {creds:?}");
+    b.line(
+        |l| l.starts_with("AWS_SECRET_ACCESS_KEY: present"),
+        "AWS_SECRET_ACCESS_KEY: present",
+    );
+    b.line(
+        |l| l.starts_with("fetch ") && l.ends_with(": reached, status 200"),
+        "'reached, status 200'",
+    );
+
+    // 2. Inside airlock run: nothing does, and the result file comes back.
+    let b = &blocks[1];
+    b.line(
+        |l| l.starts_with("credentials ") && l.ends_with(": no such file"),
+        "credentials: no such file",
+    );
+    b.line(
+        |l| l == "AWS_SECRET_ACCESS_KEY: absent",
+        "AWS_SECRET_ACCESS_KEY: absent",
+    );
+    b.line(
+        |l| l.starts_with("fetch ") && l.contains(": refused"),
+        "fetch: refused",
+    );
+    b.line(
+        |l| l.starts_with("returned file result.txt"),
+        "returned file result.txt",
+    );
+    assert!(
+        !b.saw("present") && !b.saw("readable") && !b.saw("reached"),
+        "{what}: something leaked into block 2: {b:#?}"
+    );
+
+    // 3. The secret forwarded on purpose crosses; the file and the server still do not.
+    let b = &blocks[2];
+    b.line(
+        |l| l.starts_with("AWS_SECRET_ACCESS_KEY: present"),
+        "AWS_SECRET_ACCESS_KEY: present",
+    );
+    b.line(
+        |l| l.starts_with("credentials ") && l.ends_with(": no such file"),
+        "credentials: no such file",
+    );
+    b.line(
+        |l| l.starts_with("fetch ") && l.contains(": refused"),
+        "fetch: refused",
+    );
+    assert!(
+        !b.saw("readable") && !b.saw("reached"),
+        "{what}: the file or the server leaked into block 3: {b:#?}"
+    );
+    assert_eq!(b.why.len(), 3, "{what}: block 3 'why:' lines: {b:#?}");
+
+    // 4. The docker policy line and the audit of the shortcut.
+    let b = &blocks[3];
+    b.line(
+        |l| l == "audit of that line: 0 findings",
+        "audit of that line: 0 findings",
+    );
+    b.line(
+        |l| l == "audit of the shortcut: 5 findings",
+        "audit of the shortcut: 5 findings",
+    );
+    let findings: Vec<&str> = b
+        .observed
+        .iter()
+        .filter_map(|l| l.trim_start().strip_prefix("finding: "))
+        .collect();
+    assert_eq!(findings, SHORTCUT_MESSAGES, "{what}: {b:#?}");
+}
+
+#[test]
+fn demo_text_passes_for_both_launchers() {
+    for who in BOTH {
+        let out = run_demo(who, false);
+        let text = stdout(&out);
+        // The four headings, each once, in order.
+        let starts: Vec<usize> = (1..=4)
+            .map(|i| {
+                let h = format!("== {i}.");
+                assert_eq!(text.matches(&h).count(), 1, "{who:?}: {h}:\n{text}");
+                text.find(&h).unwrap()
+            })
+            .collect();
+        assert!(starts.windows(2).all(|w| w[0] < w[1]), "{who:?}:\n{text}");
+        check_demo_blocks(&parse_demo_text(&text), &format!("{who:?} demo"));
+    }
+}
+
+#[test]
+fn demo_json_has_four_blocks_for_both_launchers() {
+    for who in BOTH {
+        let out = run_demo(who, true);
+        let doc = json_of(&out);
+        let demo = doc["demo"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{who:?}: no \"demo\" array: {doc}"));
+        assert_eq!(demo.len(), 4, "{who:?}: {doc}");
+        let mut blocks = Vec::new();
+        for (i, b) in demo.iter().enumerate() {
+            let obj = b.as_object().unwrap_or_else(|| panic!("{who:?}: {b}"));
+            for key in ["heading", "command", "observed", "why", "exit_code"] {
+                assert!(
+                    obj.contains_key(key),
+                    "{who:?}: block {i} has no {key:?}: {b}"
+                );
+            }
+            let texts = |key: &str| -> Vec<String> {
+                b[key]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{who:?}: block {i} {key:?} not an array: {b}"))
+                    .iter()
+                    .map(|v| v.as_str().expect("string").to_string())
+                    .collect()
+            };
+            assert!(!texts("command").is_empty(), "{who:?}: {b}");
+            // Blocks 1-3 ran the probe (exit 0); block 4 ran nothing.
+            let want = if i < 3 { Value::from(0) } else { Value::Null };
+            assert_eq!(b["exit_code"], want, "{who:?}: block {i}: {b}");
+            blocks.push(DemoBlock {
+                heading: b["heading"].as_str().expect("heading").to_string(),
+                observed: texts("observed"),
+                why: texts("why"),
+            });
+        }
+        check_demo_blocks(&blocks, &format!("{who:?} demo --json"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. audit docker
+// ---------------------------------------------------------------------------------------------
+
+fn assert_shortcut_text(o: &Output, what: &str) {
+    assert_eq!(code(o), Some(1), "{what}:\n{}", show(o));
+    let text = stdout(o);
+    assert_eq!(
+        lines_starting(&text, "finding:"),
+        SHORTCUT_FINDING_LINES,
+        "{what}:\n{text}"
+    );
+    assert!(
+        lines_starting(&text, "clean:").is_empty(),
+        "{what}:\n{text}"
+    );
+}
+
+#[test]
+fn audit_docker_pins_the_usual_shortcut_in_every_input_form() {
+    // After --.
+    let mut args = vec!["audit", "docker", "--"];
+    args.extend_from_slice(SHORTCUT);
+    let after = root(&args);
+    assert_shortcut_text(&after, "after --");
+
+    // A JSON array in a file.
+    let file = readable_file(&Value::from(strings(SHORTCUT)).to_string());
+    let path = file.path().to_str().unwrap();
+    let from_file = root(&["audit", "docker", "--file", path]);
+    assert_shortcut_text(&from_file, "--file JSON");
+
+    // A shell-quoted line on stdin, quoted in several ways that mean the same words.
+    let line = "docker run -e 'AWS_SECRET_ACCESS_KEY' -v \"/home/dev/project:/work\" \
+                -w /wo\\rk python:3.12-slim python probe.py\n";
+    let from_stdin = root_stdin(&["audit", "docker", "--file", "-"], line);
+    assert_shortcut_text(&from_stdin, "--file - shell line");
+
+    // The three forms are the same audit.
+    assert_eq!(stdout(&after), stdout(&from_file));
+    assert_eq!(stdout(&after), stdout(&from_stdin));
+    // The JSON array works on stdin too, and the unprivileged caller reads the file.
+    let json_stdin = root_stdin(
+        &["audit", "docker", "--file", "-"],
+        &Value::from(strings(SHORTCUT)).to_string(),
+    );
+    assert_eq!(stdout(&json_stdin), stdout(&after));
+    let unpriv = airlock(Launcher::Unprivileged, &["audit", "docker", "--file", path])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&unpriv), stdout(&after), "{}", show(&unpriv));
+    assert_eq!(code(&unpriv), Some(1));
+}
+
+#[test]
+fn audit_docker_json_names_the_rules() {
+    let mut args = vec!["audit", "docker", "--json", "--"];
+    args.extend_from_slice(SHORTCUT);
+    let out = root(&args);
+    assert_eq!(code(&out), Some(1), "{}", show(&out));
+    let v = json_of(&out);
+    assert_eq!(v["clean"], Value::Bool(false), "{v}");
+    let findings = v["findings"].as_array().expect("findings array");
+    let rules: Vec<&str> = findings
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    let messages: Vec<&str> = findings
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, SHORTCUT_RULES, "{v}");
+    assert_eq!(messages, SHORTCUT_MESSAGES, "{v}");
+    assert_eq!(findings[0]["arg"], "-e AWS_SECRET_ACCESS_KEY");
+    assert_eq!(findings[2]["arg"], "-v /home/dev/project:/work");
+    assert!(v["advice"].is_array(), "{v}");
+}
+
+#[test]
+fn audit_docker_accepts_docker_args_output() {
+    // The text line.
+    let line = root(&["docker-args"]);
+    assert_eq!(code(&line), Some(0), "{}", show(&line));
+    let audited = root_stdin(&["audit", "docker", "--file", "-"], &stdout(&line));
+    assert_eq!(code(&audited), Some(0), "{}", show(&audited));
+    assert_eq!(stdout(&audited), format!("{CLEAN_LINE}\n"));
+    assert!(lines_starting(&stdout(&audited), "advice:").is_empty());
+
+    // The JSON array.
+    let array = root(&["docker-args", "--json"]);
+    assert_eq!(code(&array), Some(0), "{}", show(&array));
+    let audited = root_stdin(&["audit", "docker", "--file", "-"], &stdout(&array));
+    assert_eq!(code(&audited), Some(0), "{}", show(&audited));
+    assert_eq!(stdout(&audited), format!("{CLEAN_LINE}\n"));
+
+    // With a command after the image (which is the container's business, not docker's).
+    let with_cmd = root(&["docker-args", "--", "python", "probe.py", "--privileged"]);
+    let audited = root_stdin(&["audit", "docker", "--file", "-"], &stdout(&with_cmd));
+    assert_eq!(code(&audited), Some(0), "{}", show(&audited));
+    assert_eq!(stdout(&audited), format!("{CLEAN_LINE}\n"));
+
+    // And as JSON: clean, nothing found, nothing advised.
+    let audited = root_stdin(
+        &["audit", "docker", "--json", "--file", "-"],
+        &stdout(&array),
+    );
+    assert_eq!(code(&audited), Some(0), "{}", show(&audited));
+    assert_eq!(
+        json_of(&audited),
+        serde_json::json!({"findings": [], "advice": [], "clean": true})
+    );
+}
+
+#[test]
+fn audit_docker_refuses_unparsable_input() {
+    for (input, why) in [
+        ("docker run 'alpine\n", "unterminated quote"),
+        ("docker run \"alpine\n", "unterminated double quote"),
+        ("docker run $(evil)\n", "command substitution"),
+        ("docker run `evil`\n", "backquote substitution"),
+        ("docker run alpine | sh\n", "pipe"),
+        ("ls -l\n", "not docker"),
+        ("[\"docker\", \"run\", 7]", "JSON array with a non-string"),
+        ("[\"docker\", \"run\"", "broken JSON"),
+    ] {
+        let out = root_stdin(&["audit", "docker", "--file", "-"], input);
+        assert_eq!(code(&out), Some(2), "{why}: {input:?}:\n{}", show(&out));
+        assert!(
+            stderr(&out).starts_with("airlock audit: "),
+            "{why}: {input:?}:\n{}",
+            show(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{why}:\n{}", show(&out));
+    }
+    // The same refusals after --.
+    let out = root(&["audit", "docker", "--", "ls", "-l"]);
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    assert!(stderr(&out).contains("ls -l"), "{}", show(&out));
+    // The specific refusals name what was wrong.
+    let out = root_stdin(&["audit", "docker", "--file", "-"], "docker run $(evil)");
+    assert!(stderr(&out).contains("$("), "{}", show(&out));
+    let out = root_stdin(&["audit", "docker", "--file", "-"], "docker run 'x");
+    assert!(stderr(&out).contains("unterminated"), "{}", show(&out));
+
+    // With --json the error is a JSON object on stdout, still exit 2.
+    let out = root_stdin(&["audit", "docker", "--json", "--file", "-"], "ls -l");
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    let v = json_of(&out);
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("ls -l")),
+        "{v}"
+    );
+}
+
+#[test]
+fn audit_needs_exactly_one_command_line() {
+    for kind in ["docker", "bwrap"] {
+        let out = root(&["audit", kind]);
+        assert_eq!(code(&out), Some(2), "{kind}:\n{}", show(&out));
+        assert!(
+            stderr(&out).contains("no command line given"),
+            "{kind}:\n{}",
+            show(&out)
+        );
+        // Both --file and words after --: ambiguous.
+        let out = root(&["audit", kind, "--file", "-", "--", kind, "x"]);
+        assert_eq!(code(&out), Some(2), "{kind}:\n{}", show(&out));
+        assert!(!stderr(&out).is_empty());
+        // A file that cannot be read.
+        let out = root(&["audit", kind, "--file", "/nonexistent/airlock-frontends"]);
+        assert_eq!(code(&out), Some(2), "{kind}:\n{}", show(&out));
+        assert!(
+            stderr(&out).contains("/nonexistent/airlock-frontends"),
+            "{kind}:\n{}",
+            show(&out)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. audit bwrap
+// ---------------------------------------------------------------------------------------------
+
+const CLEAN_BWRAP: &[&str] = &[
+    "bwrap",
+    "--unshare-all",
+    "--die-with-parent",
+    "--new-session",
+    "--clearenv",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "--",
+    "/bin/true",
+];
+
+const LEAKY_BWRAP: &[&str] = &[
+    "bwrap",
+    "--bind",
+    "/",
+    "/",
+    "--dev-bind",
+    "/dev",
+    "/dev",
+    "--",
+    "sh",
+];
+
+#[test]
+fn audit_bwrap_clean_line() {
+    let mut args = vec!["audit", "bwrap", "--"];
+    args.extend_from_slice(CLEAN_BWRAP);
+    let out = root(&args);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert_eq!(stdout(&out), format!("{CLEAN_LINE}\n"));
+
+    // Same line on stdin, shell-quoted.
+    let out = root_stdin(&["audit", "bwrap", "--file", "-"], &CLEAN_BWRAP.join(" "));
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert_eq!(stdout(&out), format!("{CLEAN_LINE}\n"));
+}
+
+#[test]
+fn audit_bwrap_leaky_line() {
+    let mut args = vec!["audit", "bwrap", "--json", "--"];
+    args.extend_from_slice(LEAKY_BWRAP);
+    let out = root(&args);
+    assert_eq!(code(&out), Some(1), "{}", show(&out));
+    let v = json_of(&out);
+    assert_eq!(v["clean"], Value::Bool(false), "{v}");
+    let findings = v["findings"].as_array().expect("findings");
+    let rules: Vec<&str> = findings
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "network-shared",
+            "writable-home-or-root",
+            "env-not-cleared",
+            "tiocsti",
+            "no-die-with-parent",
+            "dev-bind-dev",
+            "no-user-namespace",
+            "no-pid-namespace",
+        ],
+        "{v}"
+    );
+    let arg_of = |rule: &str| {
+        findings
+            .iter()
+            .find(|f| f["rule"] == rule)
+            .map(|f| f["arg"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(arg_of("writable-home-or-root"), "--bind / /");
+    assert_eq!(arg_of("dev-bind-dev"), "--dev-bind /dev /dev");
+
+    // Text form: one finding line per rule, exit 1.
+    let mut args = vec!["audit", "bwrap", "--"];
+    args.extend_from_slice(LEAKY_BWRAP);
+    let out = root(&args);
+    assert_eq!(code(&out), Some(1), "{}", show(&out));
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 8);
+    assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
+}
+
+#[test]
+fn audit_bwrap_refuses_unknown_option() {
+    let out = root(&["audit", "bwrap", "--", "bwrap", "--frobnicate", "--", "sh"]);
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    assert!(stderr(&out).contains("--frobnicate"), "{}", show(&out));
+    assert!(stdout(&out).is_empty(), "{}", show(&out));
+
+    let out = root_stdin(
+        &["audit", "bwrap", "--file", "-"],
+        "bwrap --unshare-all --frobnicate -- sh",
+    );
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    assert!(stderr(&out).contains("--frobnicate"), "{}", show(&out));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. docker-args
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn docker_args_default_line() {
+    let out = root(&["docker-args"]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert_eq!(stdout(&out), format!("{DEFAULT_DOCKER_LINE}\n"));
+    assert!(stderr(&out).is_empty(), "{}", show(&out));
+
+    let out = root(&["docker-args", "--json"]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    let argv = json_argv(&out);
+    assert_eq!(argv.join(" "), DEFAULT_DOCKER_LINE);
+    assert!(
+        !argv.iter().any(|a| a == "-e" || a.starts_with("--env")),
+        "{argv:?}"
+    );
+}
+
+#[test]
+fn docker_args_options_change_their_own_arguments() {
+    let default = json_argv(&root(&["docker-args", "--json"]));
+    let pos = |word: &str| default.iter().position(|a| a == word).unwrap();
+    // (flag, value, index in the default vector that must change, what it must become)
+    let cases: Vec<(&str, &str, usize, String)> = vec![
+        ("--image", "alpine:3", default.len() - 1, "alpine:3".into()),
+        ("--memory", "1g", pos("--memory") + 1, "1g".into()),
+        ("--pids", "32", pos("--pids-limit") + 1, "32".into()),
+        (
+            "--scratch",
+            "/var/tmp/airlock-scratch-7",
+            pos("-v") + 1,
+            "/var/tmp/airlock-scratch-7:/work:rw".into(),
+        ),
+        ("--user", "1000:1000", pos("--user") + 1, "1000:1000".into()),
+    ];
+    let mut all_args = vec!["docker-args", "--json"];
+    let mut all_expected = default.clone();
+    for (flag, value, index, becomes) in &cases {
+        let out = root(&["docker-args", "--json", flag, value]);
+        assert_eq!(code(&out), Some(0), "{flag}:\n{}", show(&out));
+        let mut expected = default.clone();
+        expected[*index] = becomes.clone();
+        assert_eq!(json_argv(&out), expected, "{flag} {value}");
+        // The text form is the same vector.
+        let text = root(&["docker-args", flag, value]);
+        assert_eq!(stdout(&text).trim_end(), expected.join(" "), "{flag}");
+        // And it still audits clean.
+        let audited = root_stdin(&["audit", "docker", "--file", "-"], &stdout(&text));
+        assert_eq!(code(&audited), Some(0), "{flag}:\n{}", show(&audited));
+        all_args.extend([*flag, *value]);
+        all_expected[*index] = becomes.clone();
+    }
+    let out = root(&all_args);
+    assert_eq!(json_argv(&out), all_expected, "all options at once");
+    // A bad number is refused.
+    let out = root(&["docker-args", "--pids", "many"]);
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+}
+
+/// Arguments that a careless join would split, expand, glob or lose.
+const AWKWARD: &[&str] = &[
+    "python3",
+    "-c",
+    "print(\"a b\")",
+    "it's",
+    "$HOME",
+    "${PATH}",
+    "back\\slash",
+    "",
+    "two\nlines",
+    "tab\there",
+    "*",
+    "#not-a-comment",
+    "~",
+    "a;b",
+    "`x`",
+    "'",
+    "\"",
+    "--privileged",
+    "-e",
+    "X",
+];
+
+#[test]
+fn docker_args_command_round_trips_through_sh() {
+    let mut args = vec!["docker-args", "--"];
+    args.extend_from_slice(AWKWARD);
+    let text = root(&args);
+    assert_eq!(code(&text), Some(0), "{}", show(&text));
+    let line = stdout(&text);
+    let line = line
+        .strip_suffix('\n')
+        .expect("one line ending in a newline");
+
+    let mut json_args = vec!["docker-args", "--json", "--"];
+    json_args.extend_from_slice(AWKWARD);
+    let argv = json_argv(&root(&json_args));
+    assert_eq!(&argv[argv.len() - AWKWARD.len()..], strings(AWKWARD));
+
+    // sh reads the line back to the same words (NUL-separated: words may hold newlines).
+    let sh = Command::new("sh")
+        .args(["-c", &format!("printf '%s\\0' {line}")])
+        .env("HOME", "/should-not-appear")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(sh.status.success(), "{}", show(&sh));
+    let mut words: Vec<String> = sh
+        .stdout
+        .split(|b| *b == 0)
+        .map(|w| String::from_utf8(w.to_vec()).unwrap())
+        .collect();
+    assert_eq!(words.pop().as_deref(), Some(""), "trailing NUL");
+    assert_eq!(words, argv, "sh did not read back the JSON form's argv");
+
+    // airlock's own reader agrees, and the command after the image is not audited.
+    let audited = root_stdin(&["audit", "docker", "--file", "-"], &stdout(&text));
+    assert_eq!(code(&audited), Some(0), "{}", show(&audited));
+    assert_eq!(stdout(&audited), format!("{CLEAN_LINE}\n"));
+}
+
+/// docker-args puts `--image` where docker reads the image, so a value starting with `-` is
+/// read by docker as an option: the printed "policy" line runs a privileged container (or
+/// mounts the host root), and the command still exits 0. A `--scratch` with a `:` produces a
+/// volume spec docker cannot parse as intended. Each must be refused (exit 2) or, if printed,
+/// still audit clean.
+#[test]
+fn docker_args_refuses_values_that_change_the_command_line() {
+    let mut wrong = Vec::new();
+    for (flag, value) in [
+        ("--image", "--privileged"),
+        ("--image", "-v/:/host"),
+        ("--scratch", "/tmp/airlock-scratch:/host"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let out = root(&["docker-args", &arg, "--", "sh"]);
+        match code(&out) {
+            Some(2) => assert!(!stderr(&out).is_empty(), "{arg}:\n{}", show(&out)),
+            Some(0) => {
+                let audited = root_stdin(&["audit", "docker", "--file", "-"], &stdout(&out));
+                if code(&audited) != Some(0) {
+                    wrong.push(format!(
+                        "docker-args {arg} exited 0 and printed a line that is not airlock's \
+                         policy:\n  {}  audit (exit {:?}): {}{}",
+                        stdout(&out),
+                        code(&audited),
+                        stdout(&audited),
+                        stderr(&audited)
+                    ));
+                }
+            }
+            _ => panic!("{arg}:\n{}", show(&out)),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. explain
+// ---------------------------------------------------------------------------------------------
+
+const POLICY_JSON: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/seccomp/x86_64.json"));
+
+/// The deny filter's groups (each rule's comment up to the first `:`), with their syscalls.
+fn deny_groups() -> Vec<(String, Vec<String>)> {
+    let v: Value = serde_json::from_str(POLICY_JSON).unwrap();
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for rule in v["deny"]["filter"].as_array().unwrap() {
+        let name = rule["syscall"].as_str().unwrap().to_string();
+        let group = rule["comment"]
+            .as_str()
+            .and_then(|c| c.split_once(':'))
+            .map(|(g, _)| g.to_string())
+            .unwrap_or_else(|| "other".into());
+        match groups.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, names)) => names.push(name),
+            None => groups.push((group, vec![name])),
+        }
+    }
+    groups
+}
+
+fn explain_as(who: Launcher, args: &[&str]) -> (Output, String) {
+    let mut full = vec!["explain"];
+    full.extend_from_slice(args);
+    let what = format!("{who:?} airlock {}", full.join(" "));
+    let (out, _) = output_within(&mut airlock(who, &full), Duration::from_secs(10), &what);
+    let text = stdout(&out);
+    (out, text)
+}
+
+fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?}:\n{text}"))
+}
+
+#[test]
+fn explain_describes_the_boundary_for_both_launchers() {
+    for who in BOTH {
+        let (out, text) = explain_as(
+            who,
+            &[
+                "--ro-bind",
+                "/srv:/data",
+                "--env",
+                "FOO=bar",
+                "--timeout",
+                "5s",
+                "--",
+                "python3",
+                "x.py",
+            ],
+        );
+        assert_eq!(code(&out), Some(0), "{who:?}:\n{}", show(&out));
+        assert!(
+            text.starts_with("command: [\"python3\", \"x.py\"]\n"),
+            "{who:?}:\n{text}"
+        );
+
+        let ns = line_with(&text, "uts");
+        for n in [
+            "user",
+            "mount",
+            "pid",
+            "ipc",
+            "uts",
+            "cgroup",
+            "network: new",
+        ] {
+            assert!(ns.contains(n), "{who:?}: namespace {n} missing: {ns}");
+        }
+        let usr = line_with(&text, "  /usr ");
+        assert!(usr.contains("read-only"), "{who:?}: {usr}");
+        let work = line_with(&text, "  /work ");
+        assert!(work.contains("WRITABLE"), "{who:?}: {work}");
+        let data = line_with(&text, "  /data ");
+        assert!(
+            data.contains("host bind of /srv") && data.contains("read-only"),
+            "{who:?}: {data}"
+        );
+        assert!(!data.contains("WRITABLE"), "{who:?}: {data}");
+        assert!(
+            text.lines().any(|l| l.trim() == "FOO=bar"),
+            "{who:?}:\n{text}"
+        );
+        assert!(
+            line_with(&text, "timeout:").contains("timeout: 5000 ms"),
+            "{who:?}:\n{text}"
+        );
+        assert!(
+            line_with(&text, "inside:").contains("uid 1000"),
+            "{who:?}:\n{text}"
+        );
+        let host = line_with(&text, "on the host:").trim();
+        match who {
+            Launcher::Root => assert_eq!(
+                host,
+                "on the host: uid 65534 gid 65534 (the caller is root; the task never is)"
+            ),
+            Launcher::Unprivileged => assert_eq!(host, "on the host: uid 65534 (the caller's own)"),
+        }
+
+        // The seccomp section: from the policy file, one EPERM line per deny group naming
+        // every syscall of the group, and no EPERM line for a group the file does not have.
+        assert!(
+            text.contains("seccomp (from seccomp/x86_64.json"),
+            "{who:?}:\n{text}"
+        );
+        let eperm: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("EPERM "))
+            .collect();
+        let groups = deny_groups();
+        assert_eq!(eperm.len(), groups.len(), "{who:?}: {eperm:#?}");
+        for (group, names) in &groups {
+            let prefix = format!("EPERM {group}: ");
+            let line = eperm
+                .iter()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("{who:?}: no line {prefix:?}: {eperm:#?}"));
+            let listed: Vec<&str> = line[prefix.len()..]
+                .split(", ")
+                .map(|n| n.trim_end_matches("(some args)"))
+                .collect();
+            for n in names {
+                assert!(listed.contains(&n.as_str()), "{who:?}: {n} not in {line}");
+            }
+        }
+        assert!(
+            text.lines().any(|l| l.trim() == "everything else: allowed"),
+            "{who:?}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn explain_as_root_names_the_chosen_host_identity() {
+    let (out, text) = explain_as(
+        Launcher::Root,
+        &["--host-uid", "4321", "--host-gid", "4322", "--", "true"],
+    );
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert_eq!(
+        line_with(&text, "on the host:").trim(),
+        "on the host: uid 4321 gid 4322 (the caller is root; the task never is)"
+    );
+}
+
+#[test]
+fn explain_runs_nothing() {
+    // A command that does not exist: run would exit 127; explain just describes it.
+    for who in BOTH {
+        let (out, text) = explain_as(who, &["--", "no-such-cmd"]);
+        assert_eq!(code(&out), Some(0), "{who:?}:\n{}", show(&out));
+        assert!(
+            text.starts_with("command: [\"no-such-cmd\"]\n"),
+            "{who:?}:\n{text}"
+        );
+        assert!(stderr(&out).is_empty(), "{who:?}:\n{}", show(&out));
+    }
+
+    // A writable bind would carry a marker out if the task ran: explain leaves none, while
+    // run with the same options does (the positive control).
+    let dir = tempfile::Builder::new()
+        .prefix("airlock-frontends-out")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let bind = format!("{}:/out", dir.path().display());
+    let marker = dir.path().join("marker");
+    let task = ["--", "sh", "-c", "touch /out/marker"];
+    let mut args = vec!["--bind", bind.as_str()];
+    args.extend_from_slice(&task);
+    let (out, text) = explain_as(Launcher::Root, &args);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert!(
+        line_with(&text, "  /out ").contains("WRITABLE"),
+        "explain should flag the writable bind:\n{text}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!marker.exists(), "explain ran the task");
+
+    let mut run = vec!["run"];
+    run.extend_from_slice(&args);
+    let ran = root(&run);
+    assert_eq!(code(&ran), Some(0), "positive control:\n{}", show(&ran));
+    assert!(marker.exists(), "positive control: run left no marker");
+}
+
+#[test]
+fn explain_refuses_a_bad_input_name() {
+    for who in BOTH {
+        let (out, text) = explain_as(who, &["--input", "../x=/etc/passwd", "--", "true"]);
+        assert_eq!(code(&out), Some(2), "{who:?}:\n{}", show(&out));
+        assert!(
+            text.is_empty(),
+            "{who:?}: printed a boundary anyway:\n{text}"
+        );
+        assert!(stderr(&out).contains("../x"), "{who:?}:\n{}", show(&out));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. The command-line surface
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn help_lists_subcommands_and_exit_codes() {
+    let out = root(&["--help"]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    for sub in ["run", "explain", "demo", "audit", "docker-args"] {
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{sub} "))),
+            "--help does not list {sub}:\n{text}"
+        );
+    }
+    assert!(
+        !text.lines().any(|l| l.trim_start().starts_with("probe")),
+        "the hidden probe subcommand is listed:\n{text}"
+    );
+    let exit_codes = |text: &str, what: &str| {
+        assert!(text.contains("Exit status:"), "{what}:\n{text}");
+        for c in ["2 ", "124 ", "125 ", "126 ", "127 ", "128+N "] {
+            assert!(
+                text.lines().any(|l| l.trim_start().starts_with(c)),
+                "{what}: exit code {c:?} missing:\n{text}"
+            );
+        }
+    };
+    exit_codes(&text, "--help");
+
+    let out = root(&["run", "--help"]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    exit_codes(&text, "run --help");
+    for key in ["exit_code", "timed_out", "files_skipped", "--request"] {
+        assert!(text.contains(key), "run --help lacks {key}:\n{text}");
+    }
+
+    for sub in [
+        &["audit", "--help"][..],
+        &["audit", "docker", "--help"],
+        &["docker-args", "--help"],
+        &["explain", "--help"],
+        &["demo", "--help"],
+    ] {
+        let out = root(sub);
+        assert_eq!(code(&out), Some(0), "{sub:?}:\n{}", show(&out));
+        assert!(!stdout(&out).is_empty(), "{sub:?}");
+    }
+}
+
+#[test]
+fn unknown_subcommands_and_flags_exit_2() {
+    for args in [
+        &["frobnicate"][..],
+        &["--frobnicate"],
+        &[],
+        &["run", "--frobnicate", "--", "true"],
+        &["explain", "--frobnicate"],
+        &["demo", "--frobnicate"],
+        &["audit"],
+        &["audit", "podman", "--", "podman", "run", "x"],
+        &["audit", "docker", "--frobnicate"],
+        &["docker-args", "--frobnicate"],
+    ] {
+        for who in BOTH {
+            let out = airlock(who, args).stdin(Stdio::null()).output().unwrap();
+            assert_eq!(code(&out), Some(2), "{who:?} {args:?}:\n{}", show(&out));
+            assert!(!stderr(&out).is_empty(), "{who:?} {args:?}: no message");
+        }
+    }
+}
