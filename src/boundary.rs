@@ -15,13 +15,16 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
+use nix::mount::MsFlags;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::sys::stat::Mode;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Gid, Pid, Uid};
 
 use crate::channel::{self, Handed, Msg};
-use crate::spec::{self, InputSource, Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
+use crate::spec::{
+    self, Access, FsOp, InputSource, Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Seccomp, Spec,
+};
 use crate::sys::{self, SysError, named};
 
 /// Everything the sandbox's init inherits from the launcher across clone3.
@@ -67,12 +70,6 @@ impl<T> Step<T> for Result<T, SysError> {
     }
 }
 
-/// System paths bound read-only (as the host has them: a real directory is bound, a usr-merge
-/// symlink is recreated as the same symlink). `/usr` must exist; the others are optional.
-pub const SYSTEM_PATHS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-];
-
 /// The only host files of `/etc` that appear inside (read-only, each only if the host has it):
 /// what the dynamic loader, Debian's program alternatives, TLS, time zones, locales, and name
 /// lookups of services and protocols need. Everything else of /etc (shadow, ssh keys, pip and
@@ -115,10 +112,6 @@ pub const DEV_LINKS: &[(&str, &str)] = &[
     ("ptmx", "pts/ptmx"),
 ];
 
-/// Where the new root is built before pivot_root: a tmpfs mounted over /tmp in this (private)
-/// mount namespace only.
-const NEW_ROOT: &str = "/tmp";
-
 /// The entry point of the sandbox's init after clone3. Never returns.
 pub fn init(inh: Inherited) -> ! {
     let sock = inh.sock.as_fd();
@@ -131,20 +124,16 @@ pub fn init(inh: Inherited) -> ! {
     }
 }
 
-/// Steps 3 to 12, in order. Returns the pid of the running task.
+/// Steps 3 to 13, in order. Returns the pid of the running task.
 fn build(inh: &Inherited) -> Result<Pid, StepError> {
     let spec = inh.spec;
     let sock = inh.sock.as_fd();
 
-    // 3. Sanitize descriptors; die with the launcher. Only the channel, the input files and
-    //    the capture pipes stay open. PR_SET_PDEATHSIG is set, then the launcher is checked
-    //    still alive (it may have died before the call: its end of the channel is then closed).
-    let mut keep = vec![sock.as_raw_fd()];
-    keep.extend(inh.inputs.iter().flatten().map(|f| f.as_raw_fd()));
-    if let Some((o, e)) = &inh.capture {
-        keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
-    }
-    sys::close_fds_except(&keep).step("3 sanitize descriptors")?;
+    // 3. Sanitize descriptors; die with the launcher. Only the channel, the input files, the
+    //    capture pipes and the descriptors the command line names stay open.
+    //    PR_SET_PDEATHSIG is set, then the launcher is checked still alive (it may have died
+    //    before the call: its end of the channel is then closed).
+    sys::close_fds_except(&kept_fds(inh)).step("3 sanitize descriptors")?;
     die_with_launcher(sock).step("3 die with the launcher")?;
 
     // 2 (this side). Wait until the launcher has written our uid/gid maps.
@@ -160,7 +149,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
             None::<&str>,
             "/",
             None::<&str>,
-            nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
             None::<&str>,
         ),
         || "mount(\"/\", MS_REC|MS_PRIVATE)".into(),
@@ -169,107 +158,105 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
 
     // 5. Take detached copies of every host tree the sandbox will see, while we still hold the
     //    caller's identity (a root caller can name paths the sandbox user could not reach).
-    //    Each copy is made read-only, nosuid, nodev, submounts included, before it is
-    //    attached anywhere.
-    let trees = clone_host_trees(spec).step("5 copy host paths")?;
+    //    Each copy gets its mount flags (read-only, nosuid, nodev unless asked otherwise),
+    //    submounts included, before it is attached anywhere.
+    let prepared = spec
+        .fs
+        .iter()
+        .map(prepare)
+        .collect::<Result<Vec<_>, _>>()
+        .step("5 copy host paths")?;
 
-    // 6. Become the sandbox user (uid/gid 1000 inside; on the host, the caller's uid, or an
-    //    unprivileged uid when the caller is root). This clears PR_SET_PDEATHSIG and the
-    //    dumpable flag, so both are set again: non-dumpable keeps the task out of
-    //    /proc/1/{environ,mem,fd} of this init.
-    become_sandbox_user(inh.caller_is_root).step("6 become the sandbox user")?;
+    // 6. Become the sandbox user (on the host: the caller's uid, or an unprivileged uid when
+    //    the caller is root). This clears PR_SET_PDEATHSIG and the dumpable flag, so both are
+    //    set again: non-dumpable keeps the task out of /proc/1/{environ,mem,fd} of this init.
+    become_sandbox_user(spec, inh.caller_is_root).step("6 become the sandbox user")?;
     die_with_launcher(sock).step("6 die with the launcher")?;
     named(nix::sys::prctl::set_dumpable(false), || {
         "prctl(PR_SET_DUMPABLE, 0)".into()
     })
     .step("6 become the sandbox user")?;
 
-    // 7. Build the new root on a fresh tmpfs: system paths, a minimal /etc, /dev, /proc,
-    //    the scratch directory with the inputs copied in.
-    let root = make_tmpfs_root().step("7 new root")?;
-    let root = root.as_fd();
-    attach_host_trees(root, &trees).step("7 attach host paths")?;
-    write_generated_etc().step("7 write /etc")?;
-    make_dev(root, &trees).step("7 make /dev")?;
-    mount_fs(
-        "proc",
-        "proc",
-        "proc",
-        nix::mount::MsFlags::MS_NOSUID
-            | nix::mount::MsFlags::MS_NODEV
-            | nix::mount::MsFlags::MS_NOEXEC
-            | nix::mount::MsFlags::MS_RDONLY,
-        None,
-    )
-    .step("7 mount /proc")?;
-    attach_user_binds(root, &trees).step("7 attach binds")?;
-    let (scratch, handed) = make_scratch(inh).step("7 scratch directory")?;
+    // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root, the host kept
+    //    under /oldroot, so that no path written below (an absolute symlink, say) can resolve
+    //    to a host directory; the sandbox's root is a second tmpfs at /newroot, filled by the
+    //    filesystem plan in order.
+    enter_scaffold().step("7 new root")?;
+    let mut scratch = None;
+    for (op, prep) in spec.fs.iter().zip(prepared) {
+        apply(op, prep, inh, &mut scratch).map_err(|err| StepError {
+            step: "7 build the filesystem",
+            err,
+        })?;
+    }
 
-    // 8. pivot_root into the new root and detach the old one: no host path stays reachable.
+    // 8. Detach the host and pivot_root into the new root: no host path stays reachable.
     enter_new_root().step("8 pivot_root")?;
 
-    // 9. The root itself becomes read-only (scratch, /dev/shm and /dev/pts are separate,
-    //    writable mounts).
-    let new_root = named(
-        nix::fcntl::open(
-            "/",
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ),
-        || "open(\"/\", O_PATH)".into(),
-    )
-    .step("9 read-only root")?;
-    sys::set_mount_attrs(
-        new_root.as_fd(),
-        "",
-        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-        false,
-        Path::new("/"),
-    )
-    .step("9 read-only root")?;
-    named(nix::unistd::chdir(SCRATCH), || {
-        format!("chdir({SCRATCH:?})")
-    })
-    .step("9 enter scratch")?;
+    // 9. The root itself becomes read-only in airlock run (scratch, /dev/shm and /dev/pts are
+    //    separate, writable mounts), and the task's directory is entered.
+    if spec.root_readonly {
+        sys::set_mount_attrs(
+            open_path("/").step("9 read-only root")?.as_fd(),
+            "",
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            false,
+            Path::new("/"),
+        )
+        .step("9 read-only root")?;
+    }
+    let cwd = enter_cwd(spec).step("9 enter the working directory")?;
 
-    // 10. Hostname and network: loopback up, nothing else exists in the new net namespace.
-    named(nix::unistd::sethostname("airlock"), || {
-        "sethostname(\"airlock\")".into()
-    })
-    .step("10 hostname")?;
-    if !spec.share_net {
+    // 10. Hostname and network: loopback up, nothing else exists in a new net namespace.
+    if let (true, Some(name)) = (spec.ns.uts, &spec.hostname) {
+        named(nix::unistd::sethostname(name), || {
+            format!("sethostname({name:?})")
+        })
+        .step("10 hostname")?;
+    }
+    if spec.ns.net {
         sys::loopback_up().step("10 loopback")?;
     }
 
     // 11. Hand the launcher a descriptor of scratch so it can collect result files after the
     //     whole sandbox is gone (the descriptor keeps the tmpfs alive; nothing is on disk).
-    if let Output::Json { .. } = spec.output {
-        channel::send(sock, &Msg::Scratch(scratch, handed)).step("11 hand over scratch")?;
-    } else {
-        drop(scratch);
+    if let (Output::Json { .. }, Some((fd, handed))) = (spec.output, scratch) {
+        channel::send(sock, &Msg::Scratch(fd, handed)).step("11 hand over scratch")?;
     }
+    let _locks = take_locks(spec).step("11 lock files")?;
 
-    // 12. Lock down, in this order: capabilities dropped in every set (bounding, ambient,
-    //     inheritable, permitted, effective); no_new_privs (so exec can never add privilege,
-    //     setuid bits included, and so an unprivileged process may install seccomp); a new
-    //     session with no controlling terminal (TIOCSTI injection, CVE-2017-5226); the
-    //     seccomp filters last, because they deny calls the steps above need.
+    // 12. Lock down, in this order: resource limits; capabilities dropped in every set
+    //     (bounding, ambient, inheritable, permitted, effective) but those kept on purpose;
+    //     no_new_privs (so exec can never add privilege, setuid bits included, and so an
+    //     unprivileged process may install seccomp); a new session with no controlling
+    //     terminal (TIOCSTI injection, CVE-2017-5226); the seccomp filters last, because they
+    //     deny calls the steps above need.
     for (res, soft, hard) in &inh.rlimits {
         named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
             format!("setrlimit({res:?}, {soft}, {hard})")
         })
         .step("12 resource limits")?;
     }
-    drop_all_caps().step("12 drop capabilities")?;
+    drop_caps_except(&spec.lockdown.keep_caps).step("12 drop capabilities")?;
     named(nix::sys::prctl::set_no_new_privs(), || {
         "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()
     })
     .step("12 no_new_privs")?;
-    named(nix::unistd::setsid(), || "setsid()".into()).step("12 new session")?;
-    crate::seccomp::install().step("12 seccomp")?;
+    if spec.lockdown.new_session {
+        named(nix::unistd::setsid(), || "setsid()".into()).step("12 new session")?;
+    }
+    install_seccomp(&spec.lockdown.seccomp).step("12 seccomp")?;
+    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.block_fd) {
+        wait_on_fd(fd).step("12 block fd")?;
+    }
 
     // 13. Start the task as pid 2; this init stays as its reaper and waits for signals with
-    //     SIGCHLD blocked (SIGINT, SIGTERM and SIGHUP arrive blocked from the launcher).
+    //     SIGCHLD blocked (SIGINT, SIGTERM and SIGHUP arrive blocked from the launcher). With
+    //     as_pid_1 (bwrap mode only) the task replaces this init instead.
+    let exec = ExecPlan::new(spec, cwd);
+    if spec.lockdown.as_pid_1 {
+        exec_task(inh, &exec);
+    }
     let mut blocked = SigSet::empty();
     blocked.add(Signal::SIGCHLD);
     named(
@@ -277,20 +264,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         || "sigprocmask(SIG_BLOCK, SIGCHLD)".into(),
     )
     .step("13 start task")?;
-    let argv: Vec<CString> = spec.argv.iter().map(|a| sys::cstring(a)).collect();
-    let envp: Vec<CString> = spec
-        .env
-        .iter()
-        .map(|(n, v)| sys::cstring(&format!("{n}={v}")))
-        .collect();
-    let path_var = spec
-        .env
-        .iter()
-        .find(|(n, _)| n == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
     match sys::fork_process().step("13 start task")? {
-        None => exec_task(inh, &argv, &envp, &path_var),
+        None => exec_task(inh, &exec),
         Some(pid) => Ok(pid),
     }
 }
@@ -303,6 +278,27 @@ fn lost(step: &'static str) -> StepError {
             errno: Errno::EPIPE,
         },
     }
+}
+
+/// The descriptors init keeps across step 3.
+fn kept_fds(inh: &Inherited) -> Vec<i32> {
+    let mut keep = vec![inh.sock.as_raw_fd()];
+    keep.extend(inh.inputs.iter().flatten().map(|f| f.as_raw_fd()));
+    if let Some((o, e)) = &inh.capture {
+        keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
+    }
+    for op in &inh.spec.fs {
+        if let FsOp::BindFd { fd, .. } | FsOp::File { fd, .. } = op {
+            keep.push(*fd);
+        }
+    }
+    if let Seccomp::Fds(fds) = &inh.spec.lockdown.seccomp {
+        keep.extend(fds);
+    }
+    if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.block_fd) {
+        keep.push(fd);
+    }
+    keep
 }
 
 fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
@@ -325,104 +321,126 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
     Ok(())
 }
 
-/// The detached host trees, taken in step 5.
-struct Trees {
-    /// (path inside, tree) for system paths that are real directories.
-    system: Vec<(PathBuf, OwnedFd)>,
-    /// (path inside, symlink target) for usr-merge symlinks.
-    links: Vec<(PathBuf, PathBuf)>,
-    /// (name under /etc, tree, is_dir)
-    etc: Vec<(PathBuf, OwnedFd, bool)>,
-    /// (name under /dev, tree)
-    devices: Vec<(&'static str, OwnedFd)>,
-    /// (dest inside, tree, is_dir) in the order given.
-    binds: Vec<(PathBuf, OwnedFd, bool)>,
+/// What step 5 took for one filesystem operation.
+enum Prepared {
+    Nothing,
+    Tree { fd: OwnedFd, is_dir: bool },
+    Link(PathBuf),
+    Etc(Vec<(PathBuf, OwnedFd, bool)>),
+    Dev(Vec<(&'static str, OwnedFd)>),
 }
 
-fn clone_host_trees(spec: &Spec) -> Result<Trees, SysError> {
-    let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-    let mut t = Trees {
-        system: vec![],
-        links: vec![],
-        etc: vec![],
-        devices: vec![],
-        binds: vec![],
-    };
-    for p in SYSTEM_PATHS {
-        let path = Path::new(p);
-        match std::fs::symlink_metadata(path) {
+const RO: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+
+fn access_attrs(a: Access) -> u64 {
+    match a {
+        Access::ReadOnly => RO,
+        Access::ReadWrite => sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        Access::Devices => sys::MOUNT_ATTR_NOSUID,
+    }
+}
+
+fn prepare(op: &FsOp) -> Result<Prepared, SysError> {
+    Ok(match op {
+        FsOp::SystemPath(path) => match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => {
-                let target = named(nix::fcntl::readlink(path), || format!("readlink({p:?})"))?;
-                t.links.push((path.into(), target.into()));
+                let target = named(nix::fcntl::readlink(path.as_path()), || {
+                    format!("readlink({path:?})")
+                })?;
+                Prepared::Link(target.into())
             }
-            Ok(m) if m.is_dir() => t.system.push((path.into(), clone_with(path, ro)?)),
-            Ok(_) => {}
-            Err(_) if *p != "/usr" => {}
-            Err(e) => {
-                return Err(SysError {
-                    call: format!("lstat({p:?})"),
-                    errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-                });
+            Ok(m) if m.is_dir() => tree(path, RO)?,
+            Ok(_) => Prepared::Nothing,
+            Err(_) if path != Path::new("/usr") => Prepared::Nothing,
+            Err(e) => return Err(io_err(e, || format!("lstat({path:?})"))),
+        },
+        FsOp::MinimalEtc => {
+            let mut v = Vec::new();
+            for name in ETC_FROM_HOST {
+                let host = Path::new("/etc").join(name);
+                match tree(&host, RO) {
+                    Ok(Prepared::Tree { fd, is_dir }) => v.push((PathBuf::from(name), fd, is_dir)),
+                    Ok(_) => {}
+                    Err(e) if e.errno == Errno::ENOENT => {}
+                    Err(e) => return Err(e),
+                }
             }
+            Prepared::Etc(v)
         }
-    }
-    for name in ETC_FROM_HOST {
-        let host = Path::new("/etc").join(name);
-        match clone_with(&host, ro) {
-            Ok(fd) => {
-                let is_dir = host.is_dir();
-                t.etc.push((PathBuf::from(name), fd, is_dir));
+        FsOp::Dev(_) => {
+            let mut v = Vec::new();
+            for dev in DEVICES {
+                // Device nodes must not be nodev; they are read-only (which does not stop
+                // writing to a device) and nosuid, noexec.
+                let attrs =
+                    sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+                let fd = sys::clone_tree(&Path::new("/dev").join(dev))?;
+                sys::set_mount_attrs(fd.as_fd(), "", attrs, true, Path::new(dev))?;
+                v.push((*dev, fd));
             }
-            Err(e) if e.errno == Errno::ENOENT => {}
-            Err(e) => return Err(e),
+            Prepared::Dev(v)
         }
-    }
-    for dev in DEVICES {
-        // Device nodes must not be nodev; they are read-only (which does not stop writing to a
-        // device) and nosuid, noexec.
-        let fd = clone_with(
-            &Path::new("/dev").join(dev),
-            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
-        )?;
-        t.devices.push((dev, fd));
-    }
-    for b in &spec.binds {
-        let attrs = if b.writable {
-            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV
-        } else {
-            ro
-        };
-        let fd = clone_with(&b.src, attrs)?;
-        t.binds.push((b.dest.clone(), fd, b.src.is_dir()));
-    }
-    Ok(t)
+        FsOp::Bind {
+            src,
+            access,
+            optional,
+            ..
+        } => match tree(src, access_attrs(*access)) {
+            Err(e) if *optional && (e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR) => {
+                Prepared::Nothing
+            }
+            other => other?,
+        },
+        FsOp::BindFd { fd, access, .. } => {
+            let t = sys::clone_tree_fd(*fd)?;
+            sys::set_mount_attrs(
+                t.as_fd(),
+                "",
+                access_attrs(*access),
+                true,
+                Path::new("<fd>"),
+            )?;
+            let is_dir = nix::sys::stat::fstat(&t)
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                .unwrap_or(true);
+            Prepared::Tree { fd: t, is_dir }
+        }
+        _ => Prepared::Nothing,
+    })
 }
 
-fn clone_with(path: &Path, attrs: u64) -> Result<OwnedFd, SysError> {
+/// A detached copy of a host tree with the given mount attributes.
+fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
     let fd = sys::clone_tree(path)?;
     sys::set_mount_attrs(fd.as_fd(), "", attrs, true, path)?;
-    Ok(fd)
+    let is_dir = nix::sys::stat::fstat(&fd)
+        .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        .map_err(|errno| SysError {
+            call: format!("fstat(<tree of {path:?}>)"),
+            errno,
+        })?;
+    Ok(Prepared::Tree { fd, is_dir })
 }
 
-fn become_sandbox_user(caller_is_root: bool) -> Result<(), SysError> {
+fn become_sandbox_user(spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
     if caller_is_root {
         // A root caller's supplementary groups (root, disk, ...) must not follow the task.
         named(nix::unistd::setgroups(&[]), || "setgroups([])".into())?;
     }
-    let (uid, gid) = (Uid::from_raw(SANDBOX_UID), Gid::from_raw(SANDBOX_GID));
+    let (uid, gid) = (Uid::from_raw(spec.uid), Gid::from_raw(spec.gid));
     named(nix::unistd::setresgid(gid, gid, gid), || {
-        format!("setresgid({SANDBOX_GID})")
+        format!("setresgid({gid})")
     })?;
     named(nix::unistd::setresuid(uid, uid, uid), || {
-        format!("setresuid({SANDBOX_UID})")
+        format!("setresuid({uid})")
     })
 }
 
 fn mount_fs(
     src: &str,
-    target: &str,
+    target: &Path,
     fstype: &str,
-    flags: nix::mount::MsFlags,
+    flags: MsFlags,
     data: Option<&str>,
 ) -> Result<(), SysError> {
     named(
@@ -431,29 +449,73 @@ fn mount_fs(
     )
 }
 
-fn make_tmpfs_root() -> Result<OwnedFd, SysError> {
-    use nix::mount::MsFlags;
+fn open_path(p: &str) -> Result<OwnedFd, SysError> {
+    named(
+        nix::fcntl::open(
+            p,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ),
+        || format!("open({p:?}, O_PATH)"),
+    )
+}
+
+/// The scaffold: a tmpfs over /tmp (in this mount namespace only) entered with pivot_root,
+/// the host under /oldroot, and the sandbox's root tmpfs at /newroot.
+fn enter_scaffold() -> Result<(), SysError> {
+    let base = Path::new(SCAFFOLD);
     mount_fs(
         "tmpfs",
-        NEW_ROOT,
+        base,
         "tmpfs",
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("mode=0755"),
     )?;
-    named(nix::unistd::chdir(NEW_ROOT), || {
-        format!("chdir({NEW_ROOT:?})")
+    named(nix::unistd::chdir(base), || format!("chdir({SCAFFOLD:?})"))?;
+    make_dirs(Path::new("newroot"))?;
+    make_dirs(Path::new("oldroot"))?;
+    named(nix::unistd::pivot_root(".", "oldroot"), || {
+        format!("pivot_root({SCAFFOLD:?}, \"oldroot\")")
     })?;
-    named(
-        nix::fcntl::open(
-            ".",
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ),
-        || format!("open({NEW_ROOT:?}, O_PATH)"),
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
+    mount_fs(
+        "tmpfs",
+        Path::new(NEWROOT),
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
     )
 }
 
-/// mkdir -p relative to the new root (the cwd).
+fn enter_new_root() -> Result<(), SysError> {
+    named(
+        nix::mount::umount2("/oldroot", nix::mount::MntFlags::MNT_DETACH),
+        || "umount2(\"/oldroot\", MNT_DETACH)".into(),
+    )?;
+    named(nix::unistd::chdir(NEWROOT), || {
+        format!("chdir({NEWROOT:?})")
+    })?;
+    // pivot_root(".", "."): the scaffold ends up stacked on the new root and is detached at
+    // once, so nothing but the new root remains.
+    named(nix::unistd::pivot_root(".", "."), || {
+        format!("pivot_root({NEWROOT:?}, {NEWROOT:?})")
+    })?;
+    named(
+        nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH),
+        || "umount2(<scaffold>, MNT_DETACH)".into(),
+    )?;
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())
+}
+
+const SCAFFOLD: &str = "/tmp";
+const NEWROOT: &str = "/newroot";
+
+/// An absolute path inside the sandbox, as seen from the scaffold.
+fn at(p: &Path) -> PathBuf {
+    Path::new(NEWROOT).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// mkdir -p (under the scaffold, where every path resolves inside it).
 fn make_dirs(path: &Path) -> Result<(), SysError> {
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -462,17 +524,17 @@ fn make_dirs(path: &Path) -> Result<(), SysError> {
         .map_err(|e| io_err(e, || format!("mkdir -p {path:?}")))
 }
 
-fn make_file(path: &Path) -> Result<(), SysError> {
+fn make_file(path: &Path, mode: u32) -> Result<File, SysError> {
     if let Some(parent) = path.parent() {
         make_dirs(parent)?;
     }
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(false)
-        .mode(0o644)
+        .truncate(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .map(drop)
         .map_err(|e| io_err(e, || format!("open({path:?}, O_CREAT)")))
 }
 
@@ -483,42 +545,117 @@ fn io_err(e: std::io::Error, call: impl FnOnce() -> String) -> SysError {
     }
 }
 
-/// Relative form of an absolute path inside (for use under the new root, our cwd).
-fn inside(p: &Path) -> PathBuf {
-    p.strip_prefix("/").unwrap_or(p).to_path_buf()
-}
-
-fn attach(root: BorrowedFd, tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
-    let rel = inside(dest);
+/// Attach a prepared tree at `dest` (inside), creating the mount point.
+fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
+    let path = at(dest);
     if is_dir {
-        make_dirs(&rel)?;
-    } else {
-        make_file(&rel)?;
+        make_dirs(&path)?;
+    } else if !path.exists() {
+        make_file(&path, 0o644)?;
     }
-    sys::attach_tree(tree.as_fd(), root, &rel)
+    sys::attach_tree(tree.as_fd(), &path)
 }
 
-fn attach_host_trees(root: BorrowedFd, t: &Trees) -> Result<(), SysError> {
-    for (path, tree) in &t.system {
-        attach(root, tree, path, true)?;
+fn symlink(target: &Path, dest: &Path) -> Result<(), SysError> {
+    let path = at(dest);
+    if let Some(parent) = path.parent() {
+        make_dirs(parent)?;
     }
-    for (path, target) in &t.links {
-        let rel = inside(path);
-        std::os::unix::fs::symlink(target, &rel)
-            .map_err(|e| io_err(e, || format!("symlink({target:?}, {path:?})")))?;
+    match std::fs::read_link(&path) {
+        Ok(existing) if existing == target => Ok(()),
+        _ => std::os::unix::fs::symlink(target, &path)
+            .map_err(|e| io_err(e, || format!("symlink({target:?}, {dest:?})"))),
     }
-    make_dirs(Path::new("etc"))?;
-    for (name, tree, is_dir) in &t.etc {
-        attach(root, tree, &Path::new("/etc").join(name), *is_dir)?;
-    }
-    Ok(())
 }
 
-fn attach_user_binds(root: BorrowedFd, t: &Trees) -> Result<(), SysError> {
-    for (dest, tree, is_dir) in &t.binds {
-        attach(root, tree, dest, *is_dir)?;
+fn chmod(path: &Path, perms: u32) -> Result<(), SysError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(perms))
+        .map_err(|e| io_err(e, || format!("chmod({path:?}, {perms:o})")))
+}
+
+/// Apply one filesystem operation; Scratch leaves its descriptor in `scratch`.
+fn apply(
+    op: &FsOp,
+    prep: Prepared,
+    inh: &Inherited,
+    scratch: &mut Option<(OwnedFd, Handed)>,
+) -> Result<(), SysError> {
+    let ro_tmpfs = inh.spec.root_readonly;
+    match (op, prep) {
+        (FsOp::SystemPath(p), Prepared::Tree { fd, .. }) => attach(&fd, p, true),
+        (FsOp::SystemPath(p), Prepared::Link(target)) => symlink(&target, p),
+        (FsOp::MinimalEtc, Prepared::Etc(entries)) => {
+            make_dirs(&at(Path::new("/etc")))?;
+            for (name, fd, is_dir) in entries {
+                attach(&fd, &Path::new("/etc").join(name), is_dir)?;
+            }
+            write_generated_etc()
+        }
+        (FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. }, Prepared::Tree { fd, is_dir }) => {
+            attach(&fd, dest, is_dir)
+        }
+        (FsOp::Tmpfs { dest, perms, size }, _) => {
+            let path = at(dest);
+            make_dirs(&path)?;
+            let mut opts = format!("mode={:o}", perms.unwrap_or(0o755));
+            if let Some(size) = size {
+                opts.push_str(&format!(",size={size}"));
+            }
+            mount_fs(
+                "tmpfs",
+                &path,
+                "tmpfs",
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some(&opts),
+            )
+        }
+        (FsOp::Proc(dest), _) => {
+            let path = at(dest);
+            make_dirs(&path)?;
+            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None)
+        }
+        (FsOp::Dev(dest), Prepared::Dev(nodes)) => make_dev(dest, nodes, ro_tmpfs),
+        (FsOp::Mqueue(dest), _) => {
+            let path = at(dest);
+            make_dirs(&path)?;
+            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            mount_fs("mqueue", &path, "mqueue", flags, None)
+        }
+        (FsOp::Dir { dest, perms }, _) => {
+            let path = at(dest);
+            make_dirs(&path)?;
+            match perms {
+                Some(p) => chmod(&path, *p),
+                None => Ok(()),
+            }
+        }
+        (FsOp::Symlink { target, dest }, _) => symlink(target, dest),
+        (
+            FsOp::File {
+                fd,
+                dest,
+                perms,
+                bind,
+            },
+            _,
+        ) => write_file_from_fd(*fd, dest, perms.unwrap_or(0o666), *bind),
+        (FsOp::Chmod { path, perms }, _) => chmod(&at(path), *perms),
+        (FsOp::RemountRo(dest), _) => {
+            let fd = open_path(&at(dest).to_string_lossy())?;
+            sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
+        }
+        (FsOp::Scratch(dest), _) => {
+            *scratch = Some(make_scratch(inh, dest)?);
+            Ok(())
+        }
+        // A system path or optional bind the host does not have.
+        (_, Prepared::Nothing) => Ok(()),
+        (op, _) => Err(SysError {
+            call: format!("internal: {op:?} was not prepared"),
+            errno: Errno::EINVAL,
+        }),
     }
-    Ok(())
 }
 
 /// passwd and group name only the sandbox user and nobody; hosts knows only localhost.
@@ -549,61 +686,107 @@ fn write_generated_etc() -> Result<(), SysError> {
         ("etc/hostname", "airlock\n".into()),
     ];
     for (path, text) in files {
-        std::fs::write(path, text).map_err(|e| io_err(e, || format!("write({path:?})")))?;
+        let path = at(Path::new("/").join(path).as_path());
+        std::fs::write(&path, text).map_err(|e| io_err(e, || format!("write({path:?})")))?;
     }
     Ok(())
 }
 
-fn make_dev(root: BorrowedFd, t: &Trees) -> Result<(), SysError> {
-    use nix::mount::MsFlags;
-    make_dirs(Path::new("dev"))?;
-    for (name, tree) in &t.devices {
-        attach(root, tree, &Path::new("/dev").join(name), false)?;
+/// A minimal /dev: a tmpfs with the host's harmless device nodes bound in, the usual links,
+/// a new devpts instance and a tmpfs /dev/shm.
+fn make_dev(
+    dest: &Path,
+    nodes: Vec<(&'static str, OwnedFd)>,
+    read_only: bool,
+) -> Result<(), SysError> {
+    let dev = at(dest);
+    make_dirs(&dev)?;
+    mount_fs(
+        "tmpfs",
+        &dev,
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
+    )?;
+    for (name, fd) in nodes {
+        attach(&fd, &dest.join(name), false)?;
     }
     for (name, target) in DEV_LINKS {
-        let link = Path::new("dev").join(name);
-        std::os::unix::fs::symlink(target, &link)
-            .map_err(|e| io_err(e, || format!("symlink({target:?}, {link:?})")))?;
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .map_err(|e| io_err(e, || format!("symlink({target:?}, {name:?})")))?;
     }
-    make_dirs(Path::new("dev/pts"))?;
+    let pts = dev.join("pts");
+    make_dirs(&pts)?;
     mount_fs(
         "devpts",
-        "dev/pts",
+        &pts,
         "devpts",
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=620"),
     )?;
-    make_dirs(Path::new("dev/shm"))?;
+    let shm = dev.join("shm");
+    make_dirs(&shm)?;
     mount_fs(
         "tmpfs",
-        "dev/shm",
+        &shm,
         "tmpfs",
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("mode=1777"),
     )?;
-    make_dirs(Path::new("proc"))
+    if read_only {
+        let fd = open_path(&dev.to_string_lossy())?;
+        sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest)?;
+    }
+    Ok(())
 }
 
-/// A tmpfs at /work owned by the sandbox user, with the inputs copied in (never bound).
-fn make_scratch(inh: &Inherited) -> Result<(OwnedFd, Handed), SysError> {
+/// bwrap's --file, --bind-data, --ro-bind-data: the descriptor's content in a file at `dest`,
+/// or in a file of the scaffold bound over `dest`.
+fn write_file_from_fd(
+    fd: i32,
+    dest: &Path,
+    perms: u32,
+    bind: Option<Access>,
+) -> Result<(), SysError> {
+    let staging = match bind {
+        None => at(dest),
+        Some(_) => {
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            PathBuf::from(format!("/bind-data-{n}"))
+        }
+    };
+    let mut out = make_file(&staging, perms)?;
+    let mut src = File::from(sys::dup_fd(fd)?);
+    std::io::copy(&mut src, &mut out)
+        .map_err(|e| io_err(e, || format!("copy fd {fd} to {dest:?}")))?;
+    chmod(&staging, perms)?;
+    if let Some(access) = bind {
+        let t = sys::clone_tree(&staging)?;
+        sys::set_mount_attrs(t.as_fd(), "", access_attrs(access), true, dest)?;
+        attach(&t, dest, false)?;
+    }
+    Ok(())
+}
+
+/// A tmpfs owned by the sandbox user, with the inputs copied in (never bound).
+fn make_scratch(inh: &Inherited, dest: &Path) -> Result<(OwnedFd, Handed), SysError> {
     let mut handed = Vec::new();
-    use nix::mount::MsFlags;
-    let rel = inside(Path::new(SCRATCH));
-    make_dirs(&rel)?;
-    let target = rel.to_string_lossy().into_owned();
-    let opts = format!("mode=0755,size={}", inh.spec.limits.scratch_size);
+    let path = at(dest);
+    make_dirs(&path)?;
+    let mut opts = "mode=0755".to_string();
+    if let Some(l) = &inh.spec.limits {
+        opts.push_str(&format!(",size={}", l.scratch_size));
+    }
     mount_fs(
         "tmpfs",
-        &target,
+        &path,
         "tmpfs",
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(&opts),
     )?;
-    // /tmp inside is the scratch directory, like TMPDIR.
-    std::os::unix::fs::symlink(SCRATCH, "tmp")
-        .map_err(|e| io_err(e, || "symlink(\"/work\", \"tmp\")".into()))?;
     for (input, file) in inh.spec.inputs.iter().zip(&inh.inputs) {
-        let dest = rel.join(&input.name);
+        let dest = path.join(&input.name);
         let mut out = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -637,11 +820,11 @@ fn make_scratch(inh: &Inherited) -> Result<(OwnedFd, Handed), SysError> {
     }
     let fd = named(
         nix::fcntl::open(
-            rel.as_path(),
+            path.as_path(),
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
         ),
-        || format!("open({SCRATCH:?}, O_DIRECTORY)"),
+        || format!("open({dest:?}, O_DIRECTORY)"),
     )?;
     Ok((fd, handed))
 }
@@ -664,39 +847,142 @@ fn copy_hashing(mut from: &File, to: &mut File) -> std::io::Result<(u64, u64)> {
     }
 }
 
-fn enter_new_root() -> Result<(), SysError> {
-    // pivot_root(".", "."): the old root ends up stacked on the new one and is detached at once,
-    // so no directory of the host remains reachable from inside.
-    named(nix::unistd::pivot_root(".", "."), || {
-        format!("pivot_root({NEW_ROOT:?}, {NEW_ROOT:?})")
-    })?;
-    named(
-        nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH),
-        || "umount2(<old root>, MNT_DETACH)".into(),
-    )?;
-    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())
+/// chdir to the task's directory: the spec's, or (bwrap without --chdir) the first of the
+/// fallbacks that exists inside. Returns the directory entered.
+fn enter_cwd(spec: &Spec) -> Result<PathBuf, SysError> {
+    let fallbacks = spec
+        .bwrap
+        .as_ref()
+        .map(|b| b.cwd_fallback.clone())
+        .unwrap_or_default();
+    if fallbacks.is_empty() {
+        named(nix::unistd::chdir(spec.cwd.as_path()), || {
+            format!("chdir({:?})", spec.cwd)
+        })?;
+        return Ok(spec.cwd.clone());
+    }
+    for dir in &fallbacks {
+        if nix::unistd::chdir(dir.as_path()).is_ok() {
+            return Ok(dir.clone());
+        }
+    }
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
+    Ok("/".into())
 }
 
-fn drop_all_caps() -> Result<(), SysError> {
-    use caps::CapSet;
-    for set in [
-        CapSet::Bounding,
-        CapSet::Ambient,
-        CapSet::Inheritable,
-        CapSet::Effective,
-        CapSet::Permitted,
-    ] {
-        caps::clear(None, set).map_err(|e| SysError {
-            call: format!("capset/prctl clearing {set:?} ({e})"),
-            errno: Errno::EPERM,
-        })?;
+/// bwrap's --lock-file: a read lock held by init for the sandbox's lifetime.
+fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
+    let mut held = Vec::new();
+    for path in spec.bwrap.iter().flat_map(|b| &b.lock_files) {
+        let f = File::open(path).map_err(|e| io_err(e, || format!("open({path:?})")))?;
+        named(
+            nix::fcntl::fcntl(
+                &f,
+                nix::fcntl::FcntlArg::F_SETLK(&libc::flock {
+                    l_type: libc::F_RDLCK as i16,
+                    l_whence: libc::SEEK_SET as i16,
+                    l_start: 0,
+                    l_len: 0,
+                    l_pid: 0,
+                }),
+            ),
+            || format!("fcntl({path:?}, F_SETLK)"),
+        )?;
+        held.push(f);
+    }
+    Ok(held)
+}
+
+/// bwrap's --block-fd: wait until the descriptor has data (or is closed).
+fn wait_on_fd(fd: i32) -> Result<(), SysError> {
+    let mut byte = [0u8; 1];
+    let f = sys::dup_fd(fd)?;
+    let _ = nix::unistd::read(&f, &mut byte);
+    Ok(())
+}
+
+fn install_seccomp(s: &Seccomp) -> Result<(), SysError> {
+    match s {
+        Seccomp::Policy => crate::seccomp::install(),
+        Seccomp::None => Ok(()),
+        Seccomp::Fds(fds) => {
+            for fd in fds {
+                let mut data = Vec::new();
+                let mut f = File::from(sys::dup_fd(*fd)?);
+                std::io::Read::read_to_end(&mut f, &mut data)
+                    .map_err(|e| io_err(e, || format!("read(seccomp fd {fd})")))?;
+                crate::seccomp::install_program(&data).map_err(|mut e| {
+                    e.call = format!("{} from fd {fd}", e.call);
+                    e
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn drop_caps_except(keep: &[caps::Capability]) -> Result<(), SysError> {
+    use caps::{CapSet, CapsHashSet};
+    let kept: CapsHashSet = keep.iter().copied().collect();
+    let fail = |set: CapSet, e: caps::errors::CapsError| SysError {
+        call: format!("capset/prctl setting {set:?} to {kept:?} ({e})"),
+        errno: Errno::EPERM,
+    };
+    for cap in caps::all() {
+        if !kept.contains(&cap) {
+            caps::drop(None, CapSet::Bounding, cap).map_err(|e| fail(CapSet::Bounding, e))?;
+        }
+    }
+    caps::clear(None, CapSet::Ambient).map_err(|e| fail(CapSet::Ambient, e))?;
+    for set in [CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
+        caps::set(None, set, &kept).map_err(|e| fail(set, e))?;
+    }
+    // Kept capabilities survive execve as a non-root user only through the ambient set.
+    for cap in &kept {
+        caps::raise(None, CapSet::Ambient, *cap).map_err(|e| fail(CapSet::Ambient, e))?;
     }
     Ok(())
 }
 
+/// The task's argv, environment and PATH, made before fork.
+struct ExecPlan {
+    argv: Vec<CString>,
+    argv0: Option<CString>,
+    envp: Vec<CString>,
+    path: String,
+}
+
+impl ExecPlan {
+    fn new(spec: &Spec, cwd: PathBuf) -> ExecPlan {
+        let mut env = spec.env.clone();
+        if spec.bwrap.is_some() {
+            // bwrap sets PWD to the directory it entered.
+            env.retain(|(n, _)| n != "PWD");
+            env.push(("PWD".into(), cwd.display().to_string()));
+        }
+        ExecPlan {
+            argv: spec.argv.iter().map(|a| sys::cstring(a)).collect(),
+            argv0: spec
+                .bwrap
+                .as_ref()
+                .and_then(|b| b.argv0.as_deref())
+                .map(sys::cstring),
+            envp: env
+                .iter()
+                .map(|(n, v)| sys::cstring(&format!("{n}={v}")))
+                .collect(),
+            path: env
+                .iter()
+                .find(|(n, _)| n == "PATH")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| spec::SAFE_PATH.into()),
+        }
+    }
+}
+
 /// The task, pid 2: default signals, its stdio, every other descriptor closed at exec, then
 /// execve with the environment built from nothing. Never returns.
-fn exec_task(inh: &Inherited, argv: &[CString], envp: &[CString], path: &str) -> ! {
+fn exec_task(inh: &Inherited, plan: &ExecPlan) -> ! {
     let sock = inh.sock.as_fd();
     sys::reset_signal_dispositions();
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
@@ -718,17 +1004,23 @@ fn exec_task(inh: &Inherited, argv: &[CString], envp: &[CString], path: &str) ->
         let _ = channel::send(sock, &Msg::SetupFailed(format!("step 13: {e}")));
         sys::exit_now(spec::exit::SETUP_FAILED);
     }
-    let (code, msg) = exec_search(argv, envp, path);
+    let (code, msg) = exec_search(plan);
     let _ = channel::send(sock, &Msg::ExecFailed(code, msg));
     sys::exit_now(code)
 }
 
 /// execve argv[0], searching `path` when it has no '/'. Returns only on failure: 127 when no
 /// such command exists, 126 when one exists but cannot be executed.
-fn exec_search(argv: &[CString], envp: &[CString], path: &str) -> (i32, String) {
-    let name = argv[0].to_string_lossy().into_owned();
+fn exec_search(plan: &ExecPlan) -> (i32, String) {
+    let (envp, path) = (&plan.envp, plan.path.as_str());
+    // bwrap's --argv0: the program is looked up by its real name, started under another.
+    let mut argv = plan.argv.clone();
+    if let Some(a0) = &plan.argv0 {
+        argv[0] = a0.clone();
+    }
+    let name = plan.argv[0].to_string_lossy().into_owned();
     let candidates: Vec<CString> = if name.contains('/') {
-        vec![argv[0].clone()]
+        vec![plan.argv[0].clone()]
     } else {
         path.split(':')
             .filter(|d| !d.is_empty())
@@ -737,7 +1029,7 @@ fn exec_search(argv: &[CString], envp: &[CString], path: &str) -> (i32, String) 
     };
     let mut denied: Option<Errno> = None;
     for c in &candidates {
-        let e = nix::unistd::execve(c, argv, envp).unwrap_err();
+        let e = nix::unistd::execve(c, &argv, envp).unwrap_err();
         match e {
             Errno::ENOENT | Errno::ENOTDIR => {}
             other => denied = Some(denied.unwrap_or(other)),

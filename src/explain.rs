@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::boundary::{DEV_LINKS, DEVICES, ETC_FROM_HOST, SYSTEM_PATHS};
+use crate::boundary::{DEV_LINKS, DEVICES, ETC_FROM_HOST};
+use crate::spec::SYSTEM_PATHS;
 use crate::spec::{Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
 
 const POLICY_JSON: &str = include_str!(concat!(
@@ -29,7 +30,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     };
     let _ = writeln!(w, "command: {:?}", spec.argv);
     let _ = writeln!(w, "\nnamespaces (created by one clone3):");
-    let net = if spec.share_net {
+    let net = if !spec.ns.net {
         "network: SHARED with the host (--share-net)"
     } else {
         "network: new, loopback only"
@@ -112,13 +113,13 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             i.name
         );
     }
-    for b in &spec.binds {
+    for (src, dest, access) in spec.binds() {
         let _ = writeln!(
             w,
             "  {:<17} host bind of {}, {}",
-            b.dest.display(),
-            b.src.display(),
-            if b.writable {
+            dest.display(),
+            src.display(),
+            if access != crate::spec::Access::ReadOnly {
                 "WRITABLE (a channel out), nosuid, nodev"
             } else {
                 "read-only, nosuid, nodev"
@@ -131,7 +132,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     }
     let _ = writeln!(w, "\nlimits:");
     let mech = crate::limits::detect(caller_is_root).mechanism();
-    if let Some(obj) = crate::limits::to_json(&spec.limits, mech).as_object() {
+    let limits = spec.limits.unwrap_or_default();
+    if let Some(obj) = crate::limits::to_json(&limits, mech).as_object() {
         for (name, v) in obj {
             let _ = writeln!(
                 w,

@@ -18,7 +18,7 @@ use crate::boundary::{self, Inherited};
 use crate::channel::{self, Msg};
 use crate::limits::{self, Cgroup, Mechanism};
 use crate::report::{self, Capture, Files, Pipe};
-use crate::spec::{InputSource, Output, SANDBOX_GID, SANDBOX_UID, Spec};
+use crate::spec::{InputSource, Output, Spec};
 use crate::sys::{self, Forked, SysError, named};
 
 /// How the run ended.
@@ -40,7 +40,7 @@ pub struct Outcome {
     pub limit_hit: Option<&'static str>,
     /// How memory and pids were limited.
     pub mechanism: Mechanism,
-    pub limits: limits::Limits,
+    pub limits: Option<limits::Limits>,
     pub duration: Duration,
     pub stdout: Capture,
     pub stderr: Capture,
@@ -58,12 +58,23 @@ pub enum Failure {
     Exec(i32, String),
 }
 
-const NAMESPACES: u64 = (libc::CLONE_NEWUSER
-    | libc::CLONE_NEWNS
-    | libc::CLONE_NEWPID
-    | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWCGROUP) as u64;
+/// The clone3 flags for a spec: user and mount namespaces always, the others as asked.
+fn namespace_flags(spec: &Spec) -> u64 {
+    let ns = &spec.ns;
+    let mut f = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+    for (on, flag) in [
+        (ns.pid, libc::CLONE_NEWPID),
+        (ns.ipc, libc::CLONE_NEWIPC),
+        (ns.uts, libc::CLONE_NEWUTS),
+        (ns.cgroup, libc::CLONE_NEWCGROUP),
+        (ns.net, libc::CLONE_NEWNET),
+    ] {
+        if on {
+            f |= flag;
+        }
+    }
+    f as u64
+}
 
 /// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.
 const TERM_GRACE: Duration = Duration::from_secs(2);
@@ -73,8 +84,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let caller_is_root = nix::unistd::geteuid().is_root();
     let inputs = open_inputs(spec)?;
     let setup = |e: SysError| Failure::Setup(format!("step 1: {e}"));
-    let cgroup = Cgroup::create(&spec.limits, caller_is_root)
-        .map_err(|e| Failure::Setup(format!("step 1 create cgroup: {e}")))?;
+    let cgroup = match &spec.limits {
+        Some(l) => Cgroup::create(l, caller_is_root)
+            .map_err(|e| Failure::Setup(format!("step 1 create cgroup: {e}")))?,
+        None => None,
+    };
     let mechanism = cgroup.as_ref().map_or(Mechanism::Rlimit, |c| c.mech);
     let (parent_sock, child_sock) = channel::pair().map_err(setup)?;
     let capture = match spec.output {
@@ -100,11 +114,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     .map_err(setup)?;
 
     // 1. Every namespace at once: user, mount, pid, ipc, uts, cgroup, and network unless the
-    //    caller shares it on purpose.
-    let mut flags = NAMESPACES;
-    if !spec.share_net {
-        flags |= libc::CLONE_NEWNET as u64;
-    }
+    //    caller shares it on purpose (bwrap mode: only those the command line unshares).
+    let flags = namespace_flags(spec);
     let into = cgroup
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
@@ -124,7 +135,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
                 caller_is_root,
-                rlimits: limits::rlimits(&spec.limits, mechanism),
+                rlimits: spec
+                    .limits
+                    .as_ref()
+                    .map(|l| limits::rlimits(l, mechanism))
+                    .unwrap_or_default(),
             })
         }
         Forked::Parent { pid, pidfd } => (pid, pidfd),
@@ -292,28 +307,45 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
         .collect()
 }
 
-fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
+/// The uid/gid map lines for a spec: the task's id inside maps to the caller's own id (an
+/// unprivileged caller), to an unprivileged host id (a root caller in airlock run), or, in
+/// bwrap mode for a root caller that did not ask for a user namespace, every id to itself.
+pub fn id_maps(spec: &Spec, caller_is_root: bool, euid: u32, egid: u32) -> (String, String) {
+    if caller_is_root && spec.identity_map {
+        let all = "0 0 4294967295\n".to_string();
+        return (all.clone(), all);
+    }
     let (uid, gid) = if caller_is_root {
         (spec.host_uid, spec.host_gid)
     } else {
-        (
-            nix::unistd::geteuid().as_raw(),
-            nix::unistd::getegid().as_raw(),
-        )
+        (euid, egid)
     };
-    let write = |file: &str, text: String| -> Result<(), SysError> {
+    (
+        format!("{} {uid} 1\n", spec.uid),
+        format!("{} {gid} 1\n", spec.gid),
+    )
+}
+
+fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
+    let (uid_map, gid_map) = id_maps(
+        spec,
+        caller_is_root,
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let write = |file: &str, text: &str| -> Result<(), SysError> {
         let path = format!("/proc/{pid}/{file}");
-        std::fs::write(&path, &text).map_err(|e| SysError {
+        std::fs::write(&path, text).map_err(|e| SysError {
             call: format!("write({path:?}, {:?})", text.trim_end()),
             errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
         })
     };
     if !caller_is_root {
         // An unprivileged caller may map only its own ids, and only with setgroups denied.
-        write("setgroups", "deny".into())?;
+        write("setgroups", "deny")?;
     }
-    write("uid_map", format!("{SANDBOX_UID} {uid} 1\n"))?;
-    write("gid_map", format!("{SANDBOX_GID} {gid} 1\n"))
+    write("uid_map", &uid_map)?;
+    write("gid_map", &gid_map)
 }
 
 struct Supervisor {

@@ -419,14 +419,17 @@ fn run(args: RunArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(json_mode, &launch::Failure::Usage(e.0)),
     };
-    for b in spec.binds.iter().filter(|b| b.writable) {
+    for (src, dest, _) in spec
+        .binds()
+        .filter(|(_, _, a)| *a != spec::Access::ReadOnly)
+    {
         eprintln!(
             "airlock: warning: {} is writable inside at {}: a channel out of the sandbox",
-            b.src.display(),
-            b.dest.display()
+            src.display(),
+            dest.display()
         );
     }
-    if spec.share_net {
+    if !spec.ns.net {
         eprintln!("airlock: warning: --share-net: the task shares the host's network");
     }
     match launch::run(&spec) {

@@ -256,7 +256,10 @@ pub fn to_json(o: &Outcome) -> Value {
         .iter()
         .map(|(n, r)| json!({"name": n, "reason": r}))
         .collect();
-    let limits = crate::limits::to_json(&o.limits, o.mechanism);
+    let limits = o
+        .limits
+        .as_ref()
+        .map_or(Value::Null, |l| crate::limits::to_json(l, o.mechanism));
     json!({
         "exit_code": exit_code,
         "signal": signal,

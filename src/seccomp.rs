@@ -73,3 +73,35 @@ pub fn install() -> Result<(), SysError> {
     }
     Ok(())
 }
+
+/// Install a compiled BPF program given as bytes (bwrap's --seccomp FD): a whole number of
+/// 8-byte `struct sock_filter` instructions.
+pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
+    if bytes.is_empty() || bytes.len() % 8 != 0 || bytes.len() / 8 > u16::MAX as usize {
+        return Err(SysError {
+            call: format!(
+                "seccomp program of {} bytes is not whole sock_filter instructions",
+                bytes.len()
+            ),
+            errno: Errno::EINVAL,
+        });
+    }
+    let prog: Vec<seccompiler::sock_filter> = bytes
+        .chunks_exact(8)
+        .map(|c| seccompiler::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect();
+    seccompiler::apply_filter(&prog).map_err(|e| SysError {
+        call: format!("seccomp(SECCOMP_SET_MODE_FILTER, <{} insns>)", prog.len()),
+        errno: match e {
+            seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
+                Errno::from_raw(io.raw_os_error().unwrap_or(0))
+            }
+            _ => Errno::EINVAL,
+        },
+    })
+}

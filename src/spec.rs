@@ -67,23 +67,179 @@ pub enum Output {
     Json { max: usize },
 }
 
+/// How a host path is made visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// read-only, nosuid, nodev (the default everywhere)
+    ReadOnly,
+    /// writable, nosuid, nodev: a channel out of the sandbox
+    ReadWrite,
+    /// writable and device nodes usable (bwrap's --dev-bind only)
+    Devices,
+}
+
+/// One step of building the sandbox's filesystem, applied in order on a fresh tmpfs root. A
+/// later step at the same or a parent path covers an earlier one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsOp {
+    /// A system path as the host has it: a directory is bound read-only, a symlink (usr-merge)
+    /// is recreated; absent is skipped (except /usr).
+    SystemPath(PathBuf),
+    /// /etc with only the host files programs need, plus generated passwd, group, hosts.
+    MinimalEtc,
+    /// A host path; `optional` skips a missing source.
+    Bind {
+        src: PathBuf,
+        dest: PathBuf,
+        access: Access,
+        optional: bool,
+    },
+    /// The tree an open descriptor refers to (bwrap's --bind-fd / --ro-bind-fd).
+    BindFd {
+        fd: i32,
+        dest: PathBuf,
+        access: Access,
+    },
+    Tmpfs {
+        dest: PathBuf,
+        perms: Option<u32>,
+        size: Option<u64>,
+    },
+    /// A new proc of the sandbox's pid namespace, read-only.
+    Proc(PathBuf),
+    /// A minimal /dev: null zero full random urandom tty, pts, shm, fd and std links.
+    Dev(PathBuf),
+    Mqueue(PathBuf),
+    Dir {
+        dest: PathBuf,
+        perms: Option<u32>,
+    },
+    Symlink {
+        target: PathBuf,
+        dest: PathBuf,
+    },
+    /// A file filled from a descriptor; with `bind`, bound over `dest` with that access
+    /// (bwrap's --file, --bind-data, --ro-bind-data).
+    File {
+        fd: i32,
+        dest: PathBuf,
+        perms: Option<u32>,
+        bind: Option<Access>,
+    },
+    Chmod {
+        path: PathBuf,
+        perms: u32,
+    },
+    RemountRo(PathBuf),
+    /// The writable scratch tmpfs with the inputs copied in (airlock run).
+    Scratch(PathBuf),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Namespaces {
+    pub net: bool,
+    pub pid: bool,
+    pub ipc: bool,
+    pub uts: bool,
+    pub cgroup: bool,
+}
+
+impl Namespaces {
+    pub const ALL: Namespaces = Namespaces {
+        net: true,
+        pid: true,
+        ipc: true,
+        uts: true,
+        cgroup: true,
+    };
+}
+
+/// Which seccomp filters the task gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seccomp {
+    /// airlock's policy (seccomp/*.json).
+    Policy,
+    /// Compiled BPF programs read from these descriptors (bwrap's --seccomp, --add-seccomp-fd).
+    Fds(Vec<i32>),
+    /// None (bwrap's default when no filter is given).
+    None,
+}
+
+/// The last steps before exec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lockdown {
+    pub seccomp: Seccomp,
+    /// setsid: no controlling terminal (TIOCSTI, CVE-2017-5226).
+    pub new_session: bool,
+    /// Capabilities kept (bwrap's --cap-add); none in airlock run.
+    pub keep_caps: Vec<caps::Capability>,
+    /// The task is the sandbox's pid 1 (no reaper).
+    pub as_pid_1: bool,
+}
+
+/// bwrap's monitoring descriptors and options (None outside bwrap mode).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BwrapIo {
+    pub info_fd: Option<i32>,
+    pub json_status_fd: Option<i32>,
+    pub block_fd: Option<i32>,
+    pub userns_block_fd: Option<i32>,
+    pub lock_files: Vec<PathBuf>,
+    pub level_prefix: bool,
+    pub argv0: Option<String>,
+    /// Without --chdir: the caller's cwd, then $HOME, then / (the first that exists inside).
+    pub cwd_fallback: Vec<PathBuf>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
-    /// argv of the task; argv[0] is looked up in SAFE_PATH inside when it has no '/'.
+    /// argv of the task; argv[0] is looked up in the task's PATH inside when it has no '/'.
     pub argv: Vec<String>,
-    /// The task's whole environment, built from nothing.
+    /// The task's whole environment.
     pub env: Vec<(String, String)>,
-    pub binds: Vec<Bind>,
-    pub inputs: Vec<Input>,
-    /// The dangerous switch: keep the host's network namespace.
-    pub share_net: bool,
+    /// The filesystem, built in this order on a fresh tmpfs root.
+    pub fs: Vec<FsOp>,
+    /// The root tmpfs is made read-only once built (airlock run).
+    pub root_readonly: bool,
+    /// Where the task starts (bwrap mode may fall back through `BwrapIo::cwd_fallback`).
+    pub cwd: PathBuf,
+    /// user and mount namespaces are always new; these are the others.
+    pub ns: Namespaces,
+    /// The task's uid/gid inside.
+    pub uid: u32,
+    pub gid: u32,
     /// The host identity of the task when airlock runs as root.
     pub host_uid: u32,
     pub host_gid: u32,
+    /// bwrap mode, root caller, no --unshare-user: every id maps to itself, so the task keeps
+    /// the identity bwrap would give it (uid 0, no capabilities).
+    pub identity_map: bool,
+    pub hostname: Option<String>,
+    pub lockdown: Lockdown,
+    pub inputs: Vec<Input>,
     pub timeout: Option<Duration>,
     pub output: Output,
-    pub limits: Limits,
+    /// None: no limits (bwrap mode).
+    pub limits: Option<Limits>,
+    pub bwrap: Option<BwrapIo>,
 }
+
+impl Spec {
+    /// The user binds, for warnings and explain.
+    pub fn binds(&self) -> impl Iterator<Item = (&Path, &Path, Access)> {
+        self.fs.iter().filter_map(|op| match op {
+            FsOp::Bind {
+                src, dest, access, ..
+            } => Some((src.as_path(), dest.as_path(), *access)),
+            _ => None,
+        })
+    }
+}
+
+/// The system paths programs need, bound as the host has them.
+pub const SYSTEM_PATHS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
 
 /// Why a request was refused before anything ran (exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,17 +312,56 @@ impl Draft {
             }
             (self.timeout, Output::Stream)
         };
+        let mut fs: Vec<FsOp> = SYSTEM_PATHS
+            .iter()
+            .map(|p| FsOp::SystemPath(PathBuf::from(p)))
+            .collect();
+        fs.extend([
+            FsOp::MinimalEtc,
+            FsOp::Dev("/dev".into()),
+            FsOp::Proc("/proc".into()),
+            FsOp::Scratch(SCRATCH.into()),
+            FsOp::Symlink {
+                target: SCRATCH.into(),
+                dest: "/tmp".into(),
+            },
+        ]);
+        fs.extend(self.binds.into_iter().map(|b| FsOp::Bind {
+            src: b.src,
+            dest: b.dest,
+            access: if b.writable {
+                Access::ReadWrite
+            } else {
+                Access::ReadOnly
+            },
+            optional: false,
+        }));
+        let mut ns = Namespaces::ALL;
+        ns.net = !self.share_net;
         Ok(Spec {
             argv: self.argv,
             env,
-            binds: self.binds,
-            inputs: self.inputs,
-            share_net: self.share_net,
+            fs,
+            root_readonly: true,
+            cwd: SCRATCH.into(),
+            ns,
+            uid: SANDBOX_UID,
+            gid: SANDBOX_GID,
             host_uid,
             host_gid,
+            identity_map: false,
+            hostname: Some("airlock".into()),
+            lockdown: Lockdown {
+                seccomp: Seccomp::Policy,
+                new_session: true,
+                keep_caps: vec![],
+                as_pid_1: false,
+            },
+            inputs: self.inputs,
             timeout,
             output,
-            limits: check_limits(self.limits)?,
+            limits: Some(check_limits(self.limits)?),
+            bwrap: None,
         })
     }
 }
@@ -261,7 +456,7 @@ fn check_bind(b: &Bind) -> Result<(), UsageError> {
             return usage(format!("bind {what} {p:?} must not contain '..'"));
         }
     }
-    let reserved = ["/", "/proc", "/dev", SCRATCH];
+    let reserved = ["/", "/proc", "/dev", SCRATCH, "/tmp"];
     if reserved.iter().any(|r| b.dest == Path::new(r)) {
         return usage(format!(
             "bind destination {:?} is managed by airlock and cannot be replaced",

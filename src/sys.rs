@@ -282,8 +282,23 @@ pub fn set_mount_attrs(
     Ok(())
 }
 
-/// move_mount a detached tree onto `target` (relative to `dir`, which must exist).
-pub fn attach_tree(tree: BorrowedFd, dir: BorrowedFd, target: &Path) -> SysResult<()> {
+/// open_tree(fd, "", OPEN_TREE_CLONE|AT_RECURSIVE|AT_EMPTY_PATH): a detached copy of the tree a
+/// descriptor the caller passed refers to (bwrap's --bind-fd).
+pub fn clone_tree_fd(fd: RawFd) -> SysResult<OwnedFd> {
+    let flags = OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | libc::O_CLOEXEC as u32;
+    // SAFETY: an integer descriptor and a static empty path; returns a new descriptor or -1.
+    let r = unsafe { libc::syscall(libc::SYS_open_tree, fd, c"".as_ptr(), flags) };
+    if r == -1 {
+        return Err(last(|| {
+            format!("open_tree(fd {fd}, OPEN_TREE_CLONE|AT_RECURSIVE)")
+        }));
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// move_mount a detached tree onto `target` (which must exist).
+pub fn attach_tree(tree: BorrowedFd, target: &Path) -> SysResult<()> {
     let empty = c"";
     let t = cstr(target)?;
     // SAFETY: valid descriptors and NUL-terminated paths.
@@ -292,7 +307,7 @@ pub fn attach_tree(tree: BorrowedFd, dir: BorrowedFd, target: &Path) -> SysResul
             libc::SYS_move_mount,
             tree.as_raw_fd(),
             empty.as_ptr(),
-            dir.as_raw_fd(),
+            libc::AT_FDCWD,
             t.as_ptr(),
             MOVE_MOUNT_F_EMPTY_PATH,
         )
@@ -301,6 +316,18 @@ pub fn attach_tree(tree: BorrowedFd, dir: BorrowedFd, target: &Path) -> SysResul
         return Err(last(|| format!("move_mount(<tree>, {target:?})")));
     }
     Ok(())
+}
+
+/// A new descriptor for a descriptor number the caller named on the command line (so the
+/// original stays where it is). EBADF when it is not open.
+pub fn dup_fd(fd: RawFd) -> SysResult<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on an integer; the result is a fresh descriptor or -1.
+    let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if r == -1 {
+        return Err(last(|| format!("fcntl({fd}, F_DUPFD_CLOEXEC)")));
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
 }
 
 // ---------------------------------------------------------------------------------------------
