@@ -110,6 +110,7 @@ pub const DEV_LINKS: &[(&str, &str)] = &[
     ("stdout", "/proc/self/fd/1"),
     ("stderr", "/proc/self/fd/2"),
     ("ptmx", "pts/ptmx"),
+    ("core", "/proc/kcore"),
 ];
 
 /// The entry point of the sandbox's init after clone3. Never returns.
@@ -118,7 +119,11 @@ pub fn init(inh: Inherited) -> ! {
     match build(&inh) {
         Ok(task) => supervise(task, sock),
         Err(e) => {
-            let _ = channel::send(sock, &Msg::SetupFailed(e.to_string()));
+            let text = match inh.spec.bwrap {
+                Some(_) => crate::bwrap::message(&e),
+                None => e.to_string(),
+            };
+            let _ = channel::send(sock, &Msg::SetupFailed(text));
             sys::exit_now(spec::exit::SETUP_FAILED)
         }
     }
@@ -163,7 +168,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     let prepared = spec
         .fs
         .iter()
-        .map(prepare)
+        .map(|op| prepare(op, spec))
         .collect::<Result<Vec<_>, _>>()
         .step("5 copy host paths")?;
 
@@ -188,6 +193,17 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
             step: "7 build the filesystem",
             err,
         })?;
+    }
+
+    if spec.bwrap.as_ref().is_some_and(|b| b.disable_userns) {
+        // user.* limits are per user namespace: 0 here refuses every nested one.
+        std::fs::write("/oldroot/proc/sys/user/max_user_namespaces", "0")
+            .map_err(|e| {
+                io_err(e, || {
+                    "write(\"/proc/sys/user/max_user_namespaces\", \"0\")".into()
+                })
+            })
+            .step("7 disable user namespaces")?;
     }
 
     // 8. Detach the host and pivot_root into the new root: no host path stays reachable.
@@ -324,13 +340,42 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
 /// What step 5 took for one filesystem operation.
 enum Prepared {
     Nothing,
-    Tree { fd: OwnedFd, is_dir: bool },
+    Tree {
+        fd: OwnedFd,
+        is_dir: bool,
+    },
+    /// A writable copy, with the proc and sysfs mounts inside it (made read-only once attached).
+    WritableTree {
+        fd: OwnedFd,
+        is_dir: bool,
+        kernel_fs: Vec<PathBuf>,
+    },
     Link(PathBuf),
     Etc(Vec<(PathBuf, OwnedFd, bool)>),
     Dev(Vec<(&'static str, OwnedFd)>),
 }
 
 const RO: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+
+/// Parts of proc that reach the whole kernel rather than the sandbox's own processes.
+const PROC_KNOBS: &[&str] = &["sys", "sysrq-trigger", "irq", "bus"];
+
+/// proc and sysfs mounts at or under `src` on the host, relative to `src`: a writable copy of
+/// a host tree keeps these read-only.
+fn kernel_fs_under(src: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let fstype = post.split(' ').next()?;
+            if fstype != "proc" && fstype != "sysfs" {
+                return None;
+            }
+            let mnt = PathBuf::from(pre.split(' ').nth(4)?);
+            mnt.strip_prefix(src).ok().map(Path::to_path_buf)
+        })
+        .collect()
+}
 
 fn access_attrs(a: Access) -> u64 {
     match a {
@@ -340,7 +385,7 @@ fn access_attrs(a: Access) -> u64 {
     }
 }
 
-fn prepare(op: &FsOp) -> Result<Prepared, SysError> {
+fn prepare(op: &FsOp, spec: &Spec) -> Result<Prepared, SysError> {
     Ok(match op {
         FsOp::SystemPath(path) => match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => {
@@ -389,8 +434,19 @@ fn prepare(op: &FsOp) -> Result<Prepared, SysError> {
             Err(e) if *optional && (e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR) => {
                 Prepared::Nothing
             }
+            Ok(Prepared::Tree { fd, is_dir }) if *access != Access::ReadOnly => {
+                Prepared::WritableTree {
+                    fd,
+                    is_dir,
+                    kernel_fs: kernel_fs_under(src),
+                }
+            }
             other => other?,
         },
+        FsOp::Proc(_) if spec.identity_map && !spec.ns.pid => tree(
+            Path::new("/proc"),
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+        )?,
         FsOp::BindFd { fd, access, .. } => {
             let t = sys::clone_tree_fd(*fd)?;
             sys::set_mount_attrs(
@@ -594,6 +650,23 @@ fn apply(
         (FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. }, Prepared::Tree { fd, is_dir }) => {
             attach(&fd, dest, is_dir)
         }
+        (
+            FsOp::Bind { dest, .. },
+            Prepared::WritableTree {
+                fd,
+                is_dir,
+                kernel_fs,
+            },
+        ) => {
+            attach(&fd, dest, is_dir)?;
+            // A writable host tree keeps the kernel's knobs (proc, sysfs) read-only.
+            for rel in kernel_fs {
+                let p = at(dest).join(rel);
+                let fd = open_path(&p.to_string_lossy())?;
+                sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
+            }
+            Ok(())
+        }
         (FsOp::Tmpfs { dest, perms, size }, _) => {
             let path = at(dest);
             make_dirs(&path)?;
@@ -609,11 +682,23 @@ fn apply(
                 Some(&opts),
             )
         }
+        (FsOp::Proc(dest), Prepared::Tree { fd, .. }) => {
+            // No new pid namespace (bwrap mode, root caller): the host's /proc, as a new proc
+            // of the host's pid namespace would show it, with its kernel knobs read-only.
+            attach(&fd, dest, true)?;
+            protect_proc_knobs(Path::new("/oldroot/proc"), &at(dest))
+        }
         (FsOp::Proc(dest), _) => {
             let path = at(dest);
             make_dirs(&path)?;
             let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-            mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None)
+            if ro_tmpfs {
+                return mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None);
+            }
+            mount_fs("proc", &path, "proc", flags, None)?;
+            // A writable proc (bwrap mode) keeps the kernel's global knobs read-only: a task
+            // that is uid 0 must not write the host's sysctls or trigger sysrq.
+            protect_proc_knobs(&path, &path)
         }
         (FsOp::Dev(dest), Prepared::Dev(nodes)) => make_dev(dest, nodes, ro_tmpfs),
         (FsOp::Mqueue(dest), _) => {
@@ -656,6 +741,19 @@ fn apply(
             errno: Errno::EINVAL,
         }),
     }
+}
+
+/// Bind each of proc's kernel-wide knobs under `from` read-only over the same name under `to`.
+fn protect_proc_knobs(from: &Path, to: &Path) -> Result<(), SysError> {
+    for knob in PROC_KNOBS {
+        let (src, dest) = (from.join(knob), to.join(knob));
+        if src.exists() && dest.exists() {
+            let t = sys::clone_tree(&src)?;
+            sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &src)?;
+            sys::attach_tree(t.as_fd(), &dest)?;
+        }
+    }
+    Ok(())
 }
 
 /// passwd and group name only the sandbox user and nobody; hosts knows only localhost.

@@ -124,6 +124,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
+        if spec.bwrap.is_some() {
+            return Failure::Setup(if e.errno == nix::errno::Errno::EPERM {
+                format!("No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces{hint}")
+            } else {
+                format!("Creating new namespace failed: {}{hint}", e.errno.desc())
+            });
+        }
         Failure::Setup(format!("step 1 create namespaces: {e}{hint}"))
     })?;
     let (pid, pidfd) = match forked {
@@ -157,6 +164,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
     //    unprivileged id when the caller is root.
+    // bwrap's --userns-block-fd: wait for the caller before the maps are written.
+    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns_block_fd)
+        && let Ok(f) = sys::dup_fd(fd)
+    {
+        let _ = nix::unistd::read(&f, &mut [0u8; 1]);
+    }
     let prepared = match &cgroup {
         Some(cg) => cg.add(pid).map_err(|e| ("create cgroup", e)),
         None => Ok(()),
@@ -168,8 +181,19 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
+        if spec.bwrap.is_some() {
+            return Err(Failure::Setup(format!(
+                "setting up uid map: {}",
+                e.errno.desc()
+            )));
+        }
         return Err(Failure::Setup(format!("step 2 {step}: {e}{hint}")));
     }
+    let status_fds = spec
+        .bwrap
+        .as_ref()
+        .map(|b| bwrap_status::announce(pid, b, spec))
+        .unwrap_or_default();
     // If the init already died, the send fails and the wait below reports why.
     let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
 
@@ -214,6 +238,17 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         End::TimedOut
     } else if let Some(end) = sup.task_end {
         end
+    } else if spec.lockdown.as_pid_1 {
+        // The task was the sandbox's pid 1 itself.
+        match init_status {
+            Ok(WaitStatus::Exited(_, code)) => End::Exited(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => End::Signaled(sig as i32),
+            other => {
+                return Err(Failure::Setup(format!(
+                    "the sandbox's init ended unexpectedly: {other:?}"
+                )));
+            }
+        }
     } else {
         match init_status {
             Ok(WaitStatus::Signaled(_, sig, _)) => End::InitKilled(sig as i32),
@@ -229,6 +264,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             }
         }
     };
+    bwrap_status::finish(status_fds, &end);
     let scratch_full = sup
         .scratch
         .as_ref()
@@ -503,6 +539,72 @@ impl Outcome {
             End::Exited(c) => c,
             End::Signaled(s) | End::InitKilled(s) => 128 + s,
             End::TimedOut => crate::spec::exit::TIMEOUT,
+        }
+    }
+}
+
+/// bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces once it exists,
+/// and (json-status) its exit code at the end.
+mod bwrap_status {
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+
+    use nix::unistd::Pid;
+    use serde_json::{Map, Value, json};
+
+    use super::End;
+    use crate::spec::{BwrapIo, Spec};
+
+    fn namespaces(pid: Pid, spec: &Spec) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("child-pid".into(), json!(pid.as_raw()));
+        let ns = &spec.ns;
+        for (on, name, file) in [
+            (ns.cgroup, "cgroup-namespace", "cgroup"),
+            (ns.ipc, "ipc-namespace", "ipc"),
+            (true, "mnt-namespace", "mnt"),
+            (ns.net, "net-namespace", "net"),
+            (ns.pid, "pid-namespace", "pid"),
+            (ns.uts, "uts-namespace", "uts"),
+        ] {
+            if !on {
+                continue;
+            }
+            if let Ok(st) = nix::sys::stat::stat(format!("/proc/{pid}/ns/{file}").as_str()) {
+                m.insert(name.into(), json!(st.st_ino));
+            }
+        }
+        m
+    }
+
+    /// Write the info document (and close the info fd); returns the json-status fd to finish.
+    pub fn announce(pid: Pid, io: &BwrapIo, spec: &Spec) -> Option<OwnedFd> {
+        let doc = Value::Object(namespaces(pid, spec));
+        if let Some(fd) = io.info_fd
+            && let Ok(dup) = crate::sys::dup_fd(fd)
+        {
+            let mut f = std::fs::File::from(dup);
+            let _ = writeln!(f, "{doc:#}");
+            // bwrap closes the info fd once written; the caller's reader sees EOF.
+            crate::sys::close_fd(fd);
+        }
+        let fd = io.json_status_fd?;
+        let dup = crate::sys::dup_fd(fd).ok()?;
+        crate::sys::close_fd(fd);
+        let mut f = std::fs::File::from(dup);
+        let _ = writeln!(f, "{doc}");
+        Some(std::os::fd::OwnedFd::from(f))
+    }
+
+    pub fn finish(fd: Option<OwnedFd>, end: &End) {
+        if let Some(fd) = fd {
+            let code = match end {
+                End::Exited(c) => *c,
+                End::Signaled(s) | End::InitKilled(s) => 128 + s,
+                End::TimedOut => crate::spec::exit::TIMEOUT,
+            };
+            let mut f = std::fs::File::from(fd);
+            let _ = writeln!(f, "{}", json!({"exit-code": code}));
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod audit;
 mod boundary;
+mod bwrap;
 mod channel;
 mod demo;
 mod explain;
@@ -210,6 +211,19 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // Started as `bwrap` (a link or copy of that name), or as `airlock bwrap ARGS...`: the
+    // bubblewrap front end reads the whole command line itself.
+    let args: Vec<String> = std::env::args().collect();
+    let name = args
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .unwrap_or_default();
+    if name == "bwrap" {
+        return ExitCode::from(bwrap::main(&args[1..]).clamp(0, 255) as u8);
+    }
+    if args.get(1).map(String::as_str) == Some("bwrap") {
+        return ExitCode::from(bwrap::main(&args[2..]).clamp(0, 255) as u8);
+    }
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run(args),

@@ -77,7 +77,7 @@ pub fn install() -> Result<(), SysError> {
 /// Install a compiled BPF program given as bytes (bwrap's --seccomp FD): a whole number of
 /// 8-byte `struct sock_filter` instructions.
 pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
-    if bytes.is_empty() || bytes.len() % 8 != 0 || bytes.len() / 8 > u16::MAX as usize {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(8) || bytes.len() / 8 > u16::MAX as usize {
         return Err(SysError {
             call: format!(
                 "seccomp program of {} bytes is not whole sock_filter instructions",

@@ -189,6 +189,8 @@ pub struct BwrapIo {
     pub argv0: Option<String>,
     /// Without --chdir: the caller's cwd, then $HOME, then / (the first that exists inside).
     pub cwd_fallback: Vec<PathBuf>,
+    /// --disable-userns: the sandbox may create no further user namespace.
+    pub disable_userns: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

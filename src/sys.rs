@@ -248,7 +248,10 @@ pub fn set_mount_attrs(
     recursive: bool,
     what: &Path,
 ) -> SysResult<()> {
-    let c = CString::new(path).expect("static path");
+    let c = CString::new(path).map_err(|_| SysError {
+        call: format!("path {path:?} contains a NUL byte"),
+        errno: Errno::EINVAL,
+    })?;
     let attr = MountAttr {
         attr_set: set,
         attr_clr: 0,
@@ -316,6 +319,16 @@ pub fn attach_tree(tree: BorrowedFd, target: &Path) -> SysResult<()> {
         return Err(last(|| format!("move_mount(<tree>, {target:?})")));
     }
     Ok(())
+}
+
+/// Close a descriptor number the caller handed us on the command line (bwrap's --info-fd is
+/// closed once written, so its reader sees EOF).
+pub fn close_fd(fd: RawFd) {
+    // SAFETY: the descriptor is not owned by any Rust object in this process (it came from
+    // the caller, named on the command line); closing it only ends the caller's pipe.
+    unsafe {
+        libc::close(fd);
+    }
 }
 
 /// A new descriptor for a descriptor number the caller named on the command line (so the

@@ -1,0 +1,576 @@
+//! The bubblewrap front end: `airlock bwrap ARGS...`, or airlock started under the name `bwrap`.
+//! It reads bubblewrap's command line (the 0.11 to 0.13 vocabulary) into the same `Spec` the
+//! other front ends produce, with bubblewrap's defaults: only what the command line unshares
+//! is unshared (a user namespace is added when the caller is not root), the root is an empty
+//! tmpfs holding only what is bound, no seccomp filter unless one is given. Operations apply
+//! in argument order. Setup failures print `bwrap: MESSAGE` and exit 1, as bubblewrap does.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use crate::boundary::StepError;
+use crate::spec::{Access, BwrapIo, FsOp, Lockdown, Namespaces, Output, Seccomp, Spec, UsageError};
+
+/// What we answer to `--version` (clients probe it).
+pub const VERSION: &str = concat!(
+    "bubblewrap 0.11.0 (airlock ",
+    env!("CARGO_PKG_VERSION"),
+    ")"
+);
+
+/// Longest command line accepted, in arguments (bubblewrap allows 9000).
+pub const MAX_ARGS: usize = 100_000;
+
+pub const HELP: &str = "usage: bwrap [OPTIONS...] [--] COMMAND [ARGS...]
+
+    --help                       Print this help
+    --version                    Print version
+    --args FD                    Parse NUL-separated args from FD
+    --argv0 VALUE                Set argv[0] to the value VALUE before running the program
+    --level-prefix               Prepend e.g. <3> to diagnostic messages
+    --unshare-all                Unshare every namespace we support by default
+    --share-net                  Retain the network namespace (can only combine with --unshare-all)
+    --unshare-user               Create new user namespace (may be automatically implied if not setuid)
+    --unshare-user-try           Create new user namespace if possible else continue by skipping it
+    --unshare-ipc                Create new ipc namespace
+    --unshare-pid                Create new pid namespace
+    --unshare-net                Create new network namespace
+    --unshare-uts                Create new uts namespace
+    --unshare-cgroup             Create new cgroup namespace
+    --unshare-cgroup-try         Create new cgroup namespace if possible else continue by skipping it
+    --userns FD                  Use this user namespace (cannot combine with --unshare-user)
+    --userns2 FD                 After setup switch to this user namespace, only useful with --userns
+    --disable-userns             Disable further use of user namespaces inside sandbox
+    --assert-userns-disabled     Fail unless further use of user namespace inside sandbox is disabled
+    --pidns FD                   Use this pid namespace (as parent namespace if using --unshare-pid)
+    --uid UID                    Custom uid in the sandbox (requires --unshare-user or --userns)
+    --gid GID                    Custom gid in the sandbox (requires --unshare-user or --userns)
+    --hostname NAME              Custom hostname in the sandbox (requires --unshare-uts)
+    --chdir DIR                  Change directory to DIR
+    --clearenv                   Unset all environment variables
+    --setenv VAR VALUE           Set an environment variable
+    --unsetenv VAR               Unset an environment variable
+    --lock-file DEST             Take a lock on DEST while sandbox is running
+    --sync-fd FD                 Keep this fd open while sandbox is running
+    --bind SRC DEST              Bind mount the host path SRC on DEST
+    --bind-try SRC DEST          Equal to --bind but ignores non-existent SRC
+    --dev-bind SRC DEST          Bind mount the host path SRC on DEST, allowing device access
+    --dev-bind-try SRC DEST      Equal to --dev-bind but ignores non-existent SRC
+    --ro-bind SRC DEST           Bind mount the host path SRC readonly on DEST
+    --ro-bind-try SRC DEST       Equal to --ro-bind but ignores non-existent SRC
+    --bind-fd FD DEST            Bind open directory or path fd on DEST
+    --ro-bind-fd FD DEST         Bind open directory or path fd read-only on DEST
+    --remount-ro DEST            Remount DEST as readonly; does not recursively remount
+    --overlay-src SRC            Read files from SRC in the following overlay
+    --overlay RWSRC WORKDIR DEST Mount overlayfs on DEST, with RWSRC as the host path for writes and
+                                 WORKDIR an empty directory on the same filesystem as RWSRC
+    --tmp-overlay DEST           Mount overlayfs on DEST, with writes going to an invisible tmpfs
+    --ro-overlay DEST            Mount overlayfs read-only on DEST
+    --exec-label LABEL           Exec label for the sandbox
+    --file-label LABEL           File label for temporary sandbox content
+    --proc DEST                  Mount new procfs on DEST
+    --dev DEST                   Mount new dev on DEST
+    --tmpfs DEST                 Mount new tmpfs on DEST
+    --mqueue DEST                Mount new mqueue on DEST
+    --dir DEST                   Create dir at DEST
+    --file FD DEST               Copy from FD to destination DEST
+    --bind-data FD DEST          Copy from FD to file which is bind-mounted on DEST
+    --ro-bind-data FD DEST       Copy from FD to file which is readonly bind-mounted on DEST
+    --symlink SRC DEST           Create symlink at DEST with target SRC
+    --seccomp FD                 Load and use seccomp rules from FD (not repeatable)
+    --add-seccomp-fd FD          Load and use seccomp rules from FD (repeatable)
+    --block-fd FD                Block on FD until some data to read is available
+    --userns-block-fd FD         Block on FD until the user namespace is ready
+    --info-fd FD                 Write information about the running container to FD
+    --json-status-fd FD          Write container status to FD as multiple JSON documents
+    --new-session                Create a new terminal session
+    --die-with-parent            Kills with SIGKILL child process (COMMAND) when bwrap or bwrap's parent dies.
+    --as-pid-1                   Do not install a reaper process with PID=1
+    --cap-add CAP                Add cap CAP when running as privileged user
+    --cap-drop CAP               Drop cap CAP when running as privileged user
+    --perms OCTAL                Set permissions of next argument (--bind-data, --file, etc.)
+    --size BYTES                 Set size of next argument (only for --tmpfs)
+    --chmod OCTAL PATH           Change permissions of PATH (must already exist)
+";
+
+/// What the command line asks for besides the Spec.
+pub enum Parsed {
+    Help,
+    Version,
+    Run(Box<Spec>),
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, UsageError> {
+    Err(UsageError(msg.into()))
+}
+
+/// The caller's situation the defaults depend on.
+pub struct Caller {
+    pub is_root: bool,
+    pub uid: u32,
+    pub gid: u32,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Caller {
+    pub fn current() -> Caller {
+        Caller {
+            is_root: nix::unistd::geteuid().is_root(),
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+            cwd: std::env::current_dir().ok(),
+            env: std::env::vars_os()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Read the NUL-separated arguments of `--args FD`.
+fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
+    let dup = crate::sys::dup_fd(fd).map_err(|e| UsageError(format!("--args {fd}: {e}")))?;
+    let mut f = std::fs::File::from(dup);
+    let mut data = Vec::new();
+    f.read_to_end(&mut data)
+        .map_err(|e| UsageError(format!("Failed to read --args {fd}: {e}")))?;
+    Ok(data
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect())
+}
+
+fn fd_arg(_opt: &str, v: &str) -> Result<i32, UsageError> {
+    match v.parse::<i32>() {
+        Ok(fd) if fd >= 0 => Ok(fd),
+        _ => err(format!("Invalid fd: {v}")),
+    }
+}
+
+fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
+    match u32::from_str_radix(v, 8) {
+        Ok(p) if p <= 0o7777 => Ok(p),
+        _ => err(format!(
+            "--{opt} takes a permissions argument in octal, not {v:?}"
+        )),
+    }
+}
+
+fn cap_name(v: &str) -> Result<Vec<caps::Capability>, UsageError> {
+    if v.eq_ignore_ascii_case("ALL") {
+        return Ok(caps::all().into_iter().collect());
+    }
+    let name = v.to_ascii_uppercase();
+    let name = if name.starts_with("CAP_") {
+        name
+    } else {
+        format!("CAP_{name}")
+    };
+    name.parse::<caps::Capability>()
+        .map(|c| vec![c])
+        .map_err(|_| UsageError(format!("Unknown cap: {v}")))
+}
+
+/// Parse bubblewrap's command line (without the program name).
+pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
+    let mut queue: std::collections::VecDeque<String> = args.iter().cloned().collect();
+    let mut total = args.len();
+    let mut fs: Vec<FsOp> = Vec::new();
+    let mut env = caller.env.clone();
+    let (mut unshare_user, mut user_try) = (false, false);
+    let mut ns = Namespaces {
+        net: false,
+        pid: false,
+        ipc: false,
+        uts: false,
+        cgroup: false,
+    };
+    let (mut uid, mut gid): (Option<u32>, Option<u32>) = (None, None);
+    let mut hostname = None;
+    let mut chdir = None;
+    let mut io = BwrapIo::default();
+    let mut seccomp_fds: Vec<i32> = Vec::new();
+    let mut have_seccomp = false;
+    let mut new_session = false;
+    let mut as_pid_1 = false;
+    let mut keep_caps: Vec<caps::Capability> = Vec::new();
+    let mut perms: Option<u32> = None;
+    let mut size: Option<u64> = None;
+    let mut disable_userns = false;
+    let mut command: Vec<String> = Vec::new();
+
+    macro_rules! take {
+        ($opt:expr) => {
+            match queue.pop_front() {
+                Some(v) => v,
+                None => return err(format!("{} takes an argument", $opt)),
+            }
+        };
+    }
+
+    while let Some(arg) = queue.pop_front() {
+        let a = arg.as_str();
+        // --perms and --size modify the next operation only.
+        if a == "--perms" {
+            perms = Some(octal("perms", &take!(a))?);
+            continue;
+        }
+        if a == "--size" {
+            let v = take!(a);
+            size = Some(
+                crate::spec::parse_size(&v)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| UsageError(format!("Invalid size {v}")))?,
+            );
+            continue;
+        }
+        let (p, sz) = (perms.take(), size.take());
+        let creates = matches!(
+            a,
+            "--bind-data" | "--ro-bind-data" | "--file" | "--dir" | "--tmpfs"
+        );
+        if p.is_some() && !creates {
+            return err("--perms must be followed by an option that creates a file");
+        }
+        if sz.is_some() && a != "--tmpfs" {
+            return err("--size must be followed by --tmpfs");
+        }
+        match a {
+            "--help" => return Ok(Parsed::Help),
+            "--version" => return Ok(Parsed::Version),
+            "--args" => {
+                let fd = fd_arg("args", &take!(a))?;
+                let extra = read_args_fd(fd)?;
+                total += extra.len();
+                if total > MAX_ARGS {
+                    return err("Exceeded maximum number of arguments");
+                }
+                for (i, x) in extra.into_iter().enumerate() {
+                    queue.insert(i, x);
+                }
+            }
+            "--argv0" => io.argv0 = Some(take!(a)),
+            "--level-prefix" => io.level_prefix = true,
+            "--unshare-all" => {
+                user_try = true;
+                ns = Namespaces::ALL;
+            }
+            "--share-net" => ns.net = false,
+            "--unshare-user" => unshare_user = true,
+            "--unshare-user-try" => user_try = true,
+            "--unshare-ipc" => ns.ipc = true,
+            "--unshare-pid" => ns.pid = true,
+            "--unshare-net" => ns.net = true,
+            "--unshare-uts" => ns.uts = true,
+            "--unshare-cgroup" | "--unshare-cgroup-try" => ns.cgroup = true,
+            "--userns" | "--userns2" | "--pidns" => {
+                let _ = take!(a);
+                return err(format!(
+                    "{a} is not supported by airlock: it always creates its own namespaces"
+                ));
+            }
+            "--disable-userns" => disable_userns = true,
+            "--assert-userns-disabled" => disable_userns = true,
+            "--uid" => {
+                uid = Some(
+                    take!(a)
+                        .parse()
+                        .map_err(|_| UsageError("Invalid uid".into()))?,
+                )
+            }
+            "--gid" => {
+                gid = Some(
+                    take!(a)
+                        .parse()
+                        .map_err(|_| UsageError("Invalid gid".into()))?,
+                )
+            }
+            "--hostname" => hostname = Some(take!(a)),
+            "--chdir" => chdir = Some(PathBuf::from(take!(a))),
+            "--clearenv" => env.clear(),
+            "--setenv" => {
+                let (k, v) = (take!(a), take!(a));
+                env.retain(|(n, _)| *n != k);
+                env.push((k, v));
+            }
+            "--unsetenv" => {
+                let k = take!(a);
+                env.retain(|(n, _)| *n != k);
+            }
+            "--lock-file" => io.lock_files.push(PathBuf::from(take!(a))),
+            "--sync-fd" => {
+                // The launcher keeps it open (it inherited it) until the sandbox is gone.
+                fd_arg("sync-fd", &take!(a))?;
+            }
+            "--block-fd" => io.block_fd = Some(fd_arg("block-fd", &take!(a))?),
+            "--userns-block-fd" => io.userns_block_fd = Some(fd_arg("userns-block-fd", &take!(a))?),
+            "--info-fd" => io.info_fd = Some(fd_arg("info-fd", &take!(a))?),
+            "--json-status-fd" => io.json_status_fd = Some(fd_arg("json-status-fd", &take!(a))?),
+            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+            | "--ro-bind-try" => {
+                let (src, dest) = (take!(a), take!(a));
+                let access = match a.trim_end_matches("-try") {
+                    "--bind" => Access::ReadWrite,
+                    "--dev-bind" => Access::Devices,
+                    _ => Access::ReadOnly,
+                };
+                fs.push(FsOp::Bind {
+                    src: PathBuf::from(src),
+                    dest: PathBuf::from(dest),
+                    access,
+                    optional: a.ends_with("-try"),
+                });
+            }
+            "--bind-fd" | "--ro-bind-fd" => {
+                let fd = fd_arg(a, &take!(a))?;
+                fs.push(FsOp::BindFd {
+                    fd,
+                    dest: PathBuf::from(take!(a)),
+                    access: if a == "--bind-fd" {
+                        Access::ReadWrite
+                    } else {
+                        Access::ReadOnly
+                    },
+                });
+            }
+            "--remount-ro" => fs.push(FsOp::RemountRo(PathBuf::from(take!(a)))),
+            "--overlay-src" | "--tmp-overlay" | "--ro-overlay" | "--overlay" => {
+                return err(format!("{a}: overlay mounts are not supported by airlock"));
+            }
+            "--exec-label" | "--file-label" => {
+                let _ = take!(a);
+                return err(format!(
+                    "{a}: SELinux labels are not supported (SELinux is not enabled here)"
+                ));
+            }
+            "--proc" => fs.push(FsOp::Proc(PathBuf::from(take!(a)))),
+            "--dev" => fs.push(FsOp::Dev(PathBuf::from(take!(a)))),
+            "--tmpfs" => fs.push(FsOp::Tmpfs {
+                dest: PathBuf::from(take!(a)),
+                perms: p,
+                size: sz,
+            }),
+            "--mqueue" => fs.push(FsOp::Mqueue(PathBuf::from(take!(a)))),
+            "--dir" => fs.push(FsOp::Dir {
+                dest: PathBuf::from(take!(a)),
+                perms: p,
+            }),
+            "--file" | "--bind-data" | "--ro-bind-data" => {
+                let fd = fd_arg(a, &take!(a))?;
+                fs.push(FsOp::File {
+                    fd,
+                    dest: PathBuf::from(take!(a)),
+                    perms: p,
+                    bind: match a {
+                        "--file" => None,
+                        "--bind-data" => Some(Access::ReadWrite),
+                        _ => Some(Access::ReadOnly),
+                    },
+                });
+            }
+            "--symlink" => {
+                let (target, dest) = (take!(a), take!(a));
+                fs.push(FsOp::Symlink {
+                    target: PathBuf::from(target),
+                    dest: PathBuf::from(dest),
+                });
+            }
+            "--chmod" => {
+                let perms = octal("chmod", &take!(a))?;
+                fs.push(FsOp::Chmod {
+                    path: PathBuf::from(take!(a)),
+                    perms,
+                });
+            }
+            "--seccomp" => {
+                if have_seccomp {
+                    return err("--seccomp cannot be combined with --add-seccomp-fd");
+                }
+                have_seccomp = true;
+                seccomp_fds.push(fd_arg("seccomp", &take!(a))?);
+            }
+            "--add-seccomp-fd" => seccomp_fds.push(fd_arg("add-seccomp-fd", &take!(a))?),
+            "--new-session" => new_session = true,
+            // airlock's sandbox always dies with its launcher.
+            "--die-with-parent" => {}
+            "--as-pid-1" => as_pid_1 = true,
+            "--cap-add" => {
+                for c in cap_name(&take!(a))? {
+                    if !keep_caps.contains(&c) {
+                        keep_caps.push(c);
+                    }
+                }
+            }
+            "--cap-drop" => {
+                let drop = cap_name(&take!(a))?;
+                keep_caps.retain(|c| !drop.contains(c));
+            }
+            "--" => {
+                command.extend(queue.drain(..));
+                break;
+            }
+            other if other.starts_with('-') => {
+                return err(format!("Unknown option {other}"));
+            }
+            _ => {
+                // The command starts at the first non-option (no "--" needed).
+                command.push(arg);
+                command.extend(queue.drain(..));
+                break;
+            }
+        }
+    }
+    if perms.is_some() {
+        return err("--perms must be followed by an option that creates a file");
+    }
+    if command.is_empty() {
+        return err("No command specified");
+    }
+    if total > MAX_ARGS {
+        return err("Exceeded maximum number of arguments");
+    }
+    let want_userns = unshare_user || user_try || !caller.is_root;
+    if (uid.is_some() || gid.is_some()) && !want_userns {
+        return err("Specifying --uid or --gid requires --unshare-user or --userns");
+    }
+    if hostname.is_some() && !ns.uts {
+        return err("Specifying --hostname requires --unshare-uts");
+    }
+    if as_pid_1 && !ns.pid {
+        return err("Specifying --as-pid-1 requires --unshare-pid");
+    }
+    if disable_userns && !want_userns {
+        return err("--disable-userns requires --unshare-user or --userns");
+    }
+    let identity_map = caller.is_root && !want_userns;
+    let (uid, gid) = match (caller.is_root, identity_map) {
+        (_, true) => (0, 0),
+        (true, false) => (uid.unwrap_or(0), gid.unwrap_or(0)),
+        (false, _) => (uid.unwrap_or(caller.uid), gid.unwrap_or(caller.gid)),
+    };
+    let home = env
+        .iter()
+        .find(|(n, _)| n == "HOME")
+        .map(|(_, v)| PathBuf::from(v));
+    io.cwd_fallback = match &chdir {
+        Some(_) => vec![],
+        None => caller.cwd.iter().cloned().chain(home).collect(),
+    };
+    Ok(Parsed::Run(Box::new(Spec {
+        argv: command,
+        env,
+        fs,
+        root_readonly: false,
+        cwd: chdir.clone().unwrap_or_else(|| "/".into()),
+        ns,
+        uid,
+        gid,
+        // A root caller who asked for a user namespace keeps root's ids, as bubblewrap does.
+        host_uid: 0,
+        host_gid: 0,
+        identity_map,
+        hostname,
+        lockdown: Lockdown {
+            seccomp: if seccomp_fds.is_empty() {
+                Seccomp::None
+            } else {
+                Seccomp::Fds(seccomp_fds)
+            },
+            new_session,
+            keep_caps,
+            as_pid_1,
+        },
+        inputs: vec![],
+        timeout: None,
+        output: Output::Stream,
+        limits: None,
+        bwrap: Some(BwrapIo {
+            disable_userns,
+            ..io
+        }),
+    })))
+}
+
+/// bubblewrap's wording for a failed setup step, where clients match on it.
+pub fn message(e: &StepError) -> String {
+    let call = e.err.call.as_str();
+    let errno = e.err.errno.desc();
+    let path_of = |call: &str| -> String { call.split('"').nth(3).unwrap_or("").to_string() };
+    if call.starts_with("mount(\"proc\"") {
+        let target = path_of(call);
+        return format!("Can't mount proc on {target}: {errno}");
+    }
+    if call.starts_with("mount(\"tmpfs\"") {
+        return format!("Can't mount tmpfs on {}: {errno}", path_of(call));
+    }
+    if call.starts_with("mount(\"devpts\"") {
+        return format!("Can't mount devpts on {}: {errno}", path_of(call));
+    }
+    if call.starts_with("mount(\"mqueue\"") {
+        return format!("Can't mount mqueue on {}: {errno}", path_of(call));
+    }
+    if call.starts_with("open_tree(") && e.err.errno == nix::errno::Errno::ENOENT {
+        let src = call.split('"').nth(1).unwrap_or("");
+        return format!("Can't find source path {src}: {errno}");
+    }
+    if call.starts_with("mkdir -p") {
+        let p = call.trim_start_matches("mkdir -p ").trim_matches('"');
+        return format!("Can't mkdir {}: {errno}", p.trim_start_matches("/newroot"));
+    }
+    if call.starts_with("chdir(") {
+        return format!(
+            "Can't chdir to {}: {errno}",
+            call.split('"').nth(1).unwrap_or("")
+        );
+    }
+    if e.step.starts_with("10 loopback") {
+        return format!("loopback: Failed RTM_NEWADDR: {errno}");
+    }
+    if e.step.starts_with("10 hostname") {
+        return format!("sethostname: {errno}");
+    }
+    format!("{}: {errno}", call.replace("\"/newroot", "\""))
+}
+
+/// Run `bwrap ARGS...`; returns the exit status.
+pub fn main(args: &[String]) -> i32 {
+    let caller = Caller::current();
+    let level_prefix = args.iter().any(|a| a == "--level-prefix");
+    let die = |msg: &str| -> i32 {
+        let prefix = if level_prefix { "<3>" } else { "" };
+        eprintln!("{prefix}bwrap: {msg}");
+        1
+    };
+    match parse(args, &caller) {
+        Ok(Parsed::Help) => {
+            crate::out(HELP);
+            0
+        }
+        Ok(Parsed::Version) => {
+            crate::out(&format!("{VERSION}\n"));
+            0
+        }
+        Ok(Parsed::Run(spec)) => match crate::launch::run(&spec) {
+            Ok(outcome) => outcome.exit_code(),
+            Err(crate::launch::Failure::Exec(code, _)) => {
+                let why = if code == crate::spec::exit::NOT_FOUND {
+                    "No such file or directory"
+                } else {
+                    "Permission denied"
+                };
+                die(&format!("execvp {}: {why}", spec.argv[0]))
+            }
+            Err(crate::launch::Failure::Setup(msg)) | Err(crate::launch::Failure::Usage(msg)) => {
+                die(&msg)
+            }
+        },
+        Err(e) => die(&e.0),
+    }
+}
