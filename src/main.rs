@@ -105,6 +105,21 @@ enum Command {
     },
     /// Print the docker run command that expresses airlock's policy.
     DockerArgs(DockerArgs),
+    /// Put a file named `bwrap` in DIR (a hard link to this binary, or a copy across
+    /// filesystems): pipelines that run `bwrap` from PATH then run airlock.
+    InstallBwrap {
+        /// The directory to put `bwrap` in (e.g. /usr/local/bin or ~/.local/bin).
+        dir: PathBuf,
+        /// Replace an existing DIR/bwrap.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run bubblewrap's command line (the same as starting airlock as `bwrap`).
+    #[command(disable_help_flag = true)]
+    Bwrap {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -232,6 +247,8 @@ fn main() -> ExitCode {
         Command::Probe { url } => demo::probe(&url),
         Command::Audit { kind } => run_audit(kind),
         Command::DockerArgs(a) => docker_args(a),
+        Command::InstallBwrap { dir, force } => install_bwrap(&dir, force),
+        Command::Bwrap { args } => bwrap::main(&args),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
@@ -425,6 +442,44 @@ fn docker_args(a: DockerArgs) -> i32 {
         out(&format!("{}\n", audit::shell_quote(&argv)));
     }
     0
+}
+
+fn install_bwrap(dir: &std::path::Path, force: bool) -> i32 {
+    let result = (|| -> Result<std::path::PathBuf, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let exe = exe
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", exe.display()))?;
+        if !dir.is_dir() {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+        let dest = dir.join("bwrap");
+        if dest.symlink_metadata().is_ok() {
+            if !force {
+                return Err(format!(
+                    "{} exists (use --force to replace it)",
+                    dest.display()
+                ));
+            }
+            std::fs::remove_file(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+        }
+        if std::fs::hard_link(&exe, &dest).is_err() {
+            std::fs::copy(&exe, &dest).map_err(|e| format!("copy to {}: {e}", dest.display()))?;
+            std::fs::set_permissions(&dest, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .map_err(|e| format!("chmod {}: {e}", dest.display()))?;
+        }
+        Ok(dest)
+    })();
+    match result {
+        Ok(dest) => {
+            out(&format!("{}\n", dest.display()));
+            0
+        }
+        Err(e) => {
+            eprintln!("airlock install-bwrap: {e}");
+            exit::USAGE
+        }
+    }
 }
 
 fn run(args: RunArgs) -> i32 {
