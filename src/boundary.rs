@@ -1177,7 +1177,21 @@ fn supervise(task: Pid, sock: BorrowedFd) -> ! {
 }
 
 fn report_end(sock: BorrowedFd, signaled: bool, value: i32) -> ! {
-    let _ = channel::send(sock, &Msg::TaskEnded { signaled, value });
+    let cpu_ms = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let ms =
+                |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1000 + t.tv_usec() as u64 / 1000;
+            ms(u.user_time()) + ms(u.system_time())
+        })
+        .unwrap_or(0);
+    let _ = channel::send(
+        sock,
+        &Msg::TaskEnded {
+            signaled,
+            value,
+            cpu_ms,
+        },
+    );
     sys::exit_now(0)
 }
 

@@ -26,8 +26,13 @@ pub enum Msg {
     SetupFailed(String),
     /// task → launcher: execve failed (exit code 126 or 127, message).
     ExecFailed(i32, String),
-    /// init → launcher: the task ended (`false`, code) exited or (`true`, signal) was killed.
-    TaskEnded { signaled: bool, value: i32 },
+    /// init → launcher: the task ended (`false`, code) exited or (`true`, signal) was killed,
+    /// having used `cpu_ms` of CPU time (with its reaped descendants).
+    TaskEnded {
+        signaled: bool,
+        value: i32,
+        cpu_ms: u64,
+    },
 }
 
 pub fn pair() -> SysResult<(OwnedFd, OwnedFd)> {
@@ -66,10 +71,15 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
             buf.extend_from_slice(&code.to_le_bytes());
             buf.extend_from_slice(text.as_bytes());
         }
-        Msg::TaskEnded { signaled, value } => {
+        Msg::TaskEnded {
+            signaled,
+            value,
+            cpu_ms,
+        } => {
             buf.push(b'S');
             buf.push(*signaled as u8);
             buf.extend_from_slice(&value.to_le_bytes());
+            buf.extend_from_slice(&cpu_ms.to_le_bytes());
         }
     }
     let cmsg = [ControlMessage::ScmRights(&fds)];
@@ -133,6 +143,10 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool) -> SysResult<Option<Msg>> {
         b'S' => Msg::TaskEnded {
             signaled: body.first() == Some(&1),
             value: int(body.get(1..).unwrap_or(&[])),
+            cpu_ms: body
+                .get(5..13)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+                .unwrap_or(0),
         },
         other => Msg::SetupFailed(format!("unexpected message {other:#x} on channel")),
     }))

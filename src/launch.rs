@@ -209,6 +209,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         setup_failed: None,
         exec_failed: None,
         task_end: None,
+        task_cpu_ms: 0,
     };
     let deadline = spec.timeout.map(|t| start + t);
     let timed_out = sup.wait(
@@ -270,18 +271,28 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .as_ref()
         .and_then(|(fd, _)| nix::sys::statvfs::fstatvfs(fd).ok())
         .is_some_and(|st| st.blocks_available() == 0);
-    let limit_hit = match &end {
-        End::TimedOut => Some("timeout"),
-        End::Signaled(s) if limits::limit_of_signal(Some(*s), None).is_some() => {
-            limits::limit_of_signal(Some(*s), None)
-        }
-        End::Exited(c) if limits::limit_of_signal(None, Some(*c)).is_some() => {
-            limits::limit_of_signal(None, Some(*c))
-        }
-        _ => cgroup
-            .as_ref()
-            .and_then(|c| c.limit_hit())
-            .or(scratch_full.then_some("scratch_full")),
+    // Which limit ended the task: the timeout; the cgroup's own counters (OOM kill, refused
+    // fork); RLIMIT_CPU (SIGXCPU, or SIGKILL at the hard limit, with the CPU time to show for
+    // it); RLIMIT_FSIZE (SIGXFSZ, or a shell's 128+SIGXFSZ report of it); a full scratch.
+    let cpu_over = sup.task_cpu_ms >= spec.limits.cpu_time.as_millis() as u64;
+    let (signal, code) = match end {
+        End::Signaled(s) => (Some(s), None),
+        End::Exited(c) => (None, Some(c)),
+        _ => (None, None),
+    };
+    let by_signal = |sig: i32| signal == Some(sig) || code == Some(128 + sig);
+    let limit_hit = if end == End::TimedOut {
+        Some("timeout")
+    } else if let Some(hit) = cgroup.as_ref().and_then(|c| c.limit_hit()) {
+        Some(hit)
+    } else if signal == Some(libc::SIGXCPU)
+        || (cpu_over && (by_signal(libc::SIGKILL) || by_signal(libc::SIGXCPU)))
+    {
+        Some("cpu")
+    } else if by_signal(libc::SIGXFSZ) {
+        Some("file_size")
+    } else {
+        scratch_full.then_some("scratch_full")
     };
     drop(cgroup);
     let files = match (&spec.output, sup.scratch.take()) {
@@ -392,6 +403,7 @@ struct Supervisor {
     setup_failed: Option<String>,
     exec_failed: Option<(i32, String)>,
     task_end: Option<End>,
+    task_cpu_ms: u64,
 }
 
 impl Supervisor {
@@ -519,7 +531,12 @@ impl Supervisor {
             Msg::ExecFailed(code, m) => {
                 self.exec_failed.get_or_insert((code, m));
             }
-            Msg::TaskEnded { signaled, value } => {
+            Msg::TaskEnded {
+                signaled,
+                value,
+                cpu_ms,
+            } => {
+                self.task_cpu_ms = cpu_ms;
                 self.task_end = Some(if signaled {
                     End::Signaled(value)
                 } else {

@@ -86,17 +86,6 @@ pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource
     v
 }
 
-/// The limit a task's end names: killed by SIGXCPU or SIGXFSZ, or a shell that reported its
-/// child killed so (128+N).
-pub fn limit_of_signal(signaled: Option<i32>, exit_code: Option<i32>) -> Option<&'static str> {
-    let sig = signaled.or(exit_code.filter(|c| *c > 128).map(|c| c - 128))?;
-    match sig {
-        libc::SIGXCPU => Some("cpu"),
-        libc::SIGXFSZ => Some("file_size"),
-        _ => None,
-    }
-}
-
 /// A cgroup made for one run (one directory for v2; memory and pids directories for v1).
 #[derive(Debug)]
 pub struct Cgroup {
@@ -155,22 +144,30 @@ fn writable(p: &Path) -> bool {
     nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
-/// Remove cgroups left by airlock processes that no longer exist (SIGKILLed mid-run).
+/// A process's start time (clock ticks since boot), which tells a live launcher from a later
+/// process that reuses its pid.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// Remove cgroups left by airlock processes that no longer exist (SIGKILLed mid-run). A
+/// cgroup is named airlock-PID-START-N after the launcher that made it.
 fn remove_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("airlock-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
+        let mut parts = name.strip_prefix("airlock-").unwrap_or("").split('-');
+        let (Some(Ok(pid)), Some(Ok(start))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u64>),
+        ) else {
             continue;
         };
-        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
-        if !alive {
+        if start_time(pid) != Some(start) {
             let _ = fs::remove_dir(e.path());
         }
     }
@@ -179,9 +176,10 @@ fn remove_stale(parent: &Path) {
 fn unique_name() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
+    let pid = std::process::id();
     format!(
-        "airlock-{}-{}",
-        std::process::id(),
+        "airlock-{pid}-{}-{}",
+        start_time(pid).unwrap_or(0),
         N.fetch_add(1, Ordering::Relaxed)
     )
 }

@@ -1,0 +1,1435 @@
+//! Containment under hostile tasks, for both launchers: as root the memory and process limits
+//! are cgroup v1 (and their hits are detected); as uid 65534 they are rlimits (RLIMIT_DATA,
+//! RLIMIT_NPROC; a hit is not detected, `limit_hit` stays null). Fork, memory, disk and output
+//! bombs, timeouts, CPU and file-size limits, daemons, a task attacking its own init, 200
+//! concurrent sandboxes and 200 launchers SIGKILLed at random moments.
+//!
+//! After every run: nothing of the task survives on the host, no `airlock-*` cgroup of the run
+//! is left, and the host can still fork, allocate and write. Every child is bounded: spawned,
+//! polled with try_wait against a deadline, killed and the test failed if the deadline passes.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// In every task's command line, so that whatever of it survives can be found on the host.
+/// One per test (`MARK/test name/`), so tests running in parallel do not see each other's.
+const MARK: &str = "airlock-containment-mark";
+
+const POLL: Duration = Duration::from_millis(5);
+const SECS_30: Duration = Duration::from_secs(30);
+
+fn mark(test: &str) -> String {
+    format!("{MARK}/{test}/")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounded runs
+// ---------------------------------------------------------------------------------------------
+
+/// A finished run.
+struct Run {
+    what: String,
+    /// The launcher's pid (setpriv execs airlock: the same process).
+    pid: u32,
+    out: Output,
+    took: Duration,
+}
+
+impl Run {
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+
+    fn report(&self) -> Value {
+        report(&self.out)
+    }
+
+    fn show(&self) -> String {
+        format!(
+            "{}: status={:?} took={:?}\nstdout={}\nstderr={}",
+            self.what,
+            self.out.status,
+            self.took,
+            cut(&stdout(&self.out)),
+            cut(&stderr(&self.out))
+        )
+    }
+}
+
+fn cut(s: &str) -> String {
+    if s.len() <= 3000 {
+        return s.to_string();
+    }
+    let mut end = 3000;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &s[..end], s.len())
+}
+
+/// A started run whose stdout and stderr go to unnamed temporary files (no pipe to drain, so
+/// a hundred of them can run at once).
+struct Pending {
+    what: String,
+    child: Child,
+    out: File,
+    err: File,
+    start: Instant,
+}
+
+fn spawn(mut cmd: Command, what: String) -> Pending {
+    let out = tempfile::tempfile().unwrap();
+    let err = tempfile::tempfile().unwrap();
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(err.try_clone().unwrap());
+    let start = Instant::now();
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    Pending {
+        what,
+        child,
+        out,
+        err,
+        start,
+    }
+}
+
+fn read_all(f: &mut File) -> Vec<u8> {
+    let mut v = Vec::new();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.read_to_end(&mut v).unwrap();
+    v
+}
+
+/// A run abandoned by a failing test is killed, not left behind.
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Pending {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn collect(&mut self, status: ExitStatus) -> Run {
+        Run {
+            what: self.what.clone(),
+            pid: self.child.id(),
+            took: self.start.elapsed(),
+            out: Output {
+                status,
+                stdout: read_all(&mut self.out),
+                stderr: read_all(&mut self.err),
+            },
+        }
+    }
+
+    fn try_finish(&mut self) -> Option<Run> {
+        let status = self.child.try_wait().unwrap()?;
+        Some(self.collect(status))
+    }
+
+    /// Kill (SIGKILL) and reap; what it printed so far.
+    fn kill(&mut self) -> Run {
+        let _ = self.child.kill();
+        let status = self.child.wait().unwrap();
+        self.collect(status)
+    }
+
+    /// Wait for the exit; past `limit` (from the spawn) kill it and fail the test.
+    fn finish(mut self, limit: Duration) -> Run {
+        loop {
+            if let Some(run) = self.try_finish() {
+                return run;
+            }
+            if self.start.elapsed() > limit {
+                let run = self.kill();
+                panic!("still running after {limit:?}, killed: {}", run.show());
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// `airlock run FLAGS -- ARGV` as `who`, not yet waited for.
+fn start(who: Launcher, flags: &[&str], argv: &[&str]) -> Pending {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.push("--");
+    args.extend_from_slice(argv);
+    spawn(airlock(who, &args), format!("{who:?} airlock {args:?}"))
+}
+
+/// `airlock run FLAGS -- ARGV` as `who`, bounded by `limit`; afterwards no cgroup of it is
+/// left.
+fn run(who: Launcher, flags: &[&str], argv: &[&str], limit: Duration) -> Run {
+    let r = start(who, flags, argv).finish(limit);
+    assert_no_cgroup_of(&[r.pid], &r.what);
+    r
+}
+
+/// `airlock run --json FLAGS -- sh -c SCRIPT`, bounded, with its report.
+fn json_sh(who: Launcher, flags: &[&str], script: &str, limit: Duration) -> (Run, Value) {
+    let mut f = vec!["--json"];
+    f.extend_from_slice(flags);
+    let r = run(who, &f, &["sh", "-c", script], limit);
+    let rep = r.report();
+    (r, rep)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report assertions
+// ---------------------------------------------------------------------------------------------
+
+/// How the run ended, as both the exit status and the report tell it.
+struct End {
+    code: i32,
+    exit_code: Value,
+    signal: Value,
+    timed_out: bool,
+    limit_hit: Value,
+}
+
+fn exited(code: i32, limit_hit: Value) -> End {
+    End {
+        code,
+        exit_code: json!(code),
+        signal: Value::Null,
+        timed_out: false,
+        limit_hit,
+    }
+}
+
+fn signaled(sig: i32, limit_hit: Value) -> End {
+    End {
+        code: 128 + sig,
+        exit_code: Value::Null,
+        signal: json!(sig),
+        timed_out: false,
+        limit_hit,
+    }
+}
+
+fn assert_end(r: &Run, rep: &Value, e: End) {
+    let show = r.show();
+    assert_eq!(r.code(), Some(e.code), "exit status\n{show}");
+    assert_eq!(rep["exit_code"], e.exit_code, "exit_code\n{show}");
+    assert_eq!(rep["signal"], e.signal, "signal\n{show}");
+    assert_eq!(rep["timed_out"], json!(e.timed_out), "timed_out\n{show}");
+    assert_eq!(rep["limit_hit"], e.limit_hit, "limit_hit\n{show}");
+}
+
+/// The `limits` object: each mechanism as src/limits.rs documents it for this launcher, and
+/// `requested` = `applied` = the given value for the named limits.
+fn assert_limits(r: &Run, rep: &Value, who: Launcher, values: &[(&str, u64)]) {
+    let (memory, pids) = match who {
+        Launcher::Root => ("cgroup v1", "cgroup v1"),
+        Launcher::Unprivileged => (
+            "rlimit (RLIMIT_DATA, per process)",
+            "rlimit (RLIMIT_NPROC, per sandbox user)",
+        ),
+    };
+    let expected = [
+        ("memory", memory),
+        ("pids", pids),
+        ("cpu_time_ms", "rlimit (RLIMIT_CPU, per process)"),
+        ("file_size", "rlimit (RLIMIT_FSIZE)"),
+        ("nofile", "rlimit (RLIMIT_NOFILE)"),
+        ("scratch_size", "tmpfs size"),
+    ];
+    let limits = &rep["limits"];
+    for (key, mech) in expected {
+        assert_eq!(
+            limits[key]["mechanism"],
+            json!(mech),
+            "limits.{key}.mechanism\n{}",
+            r.show()
+        );
+    }
+    for (key, v) in values {
+        assert_eq!(
+            limits[*key]["requested"],
+            json!(v),
+            "limits.{key}\n{}",
+            r.show()
+        );
+        assert_eq!(
+            limits[*key]["applied"],
+            json!(v),
+            "limits.{key}\n{}",
+            r.show()
+        );
+    }
+}
+
+fn duration_ms(rep: &Value) -> u64 {
+    rep["duration_ms"].as_u64().expect("duration_ms")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host state: processes, cgroups, mounts, health
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct Proc {
+    pid: u32,
+    ppid: u32,
+    uid: u32,
+    /// Shown in failure messages (a zombie or a live process).
+    #[allow(dead_code)]
+    state: String,
+    cmdline: String,
+}
+
+fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim_start_matches(':').trim())
+}
+
+/// Every host process but this one.
+fn processes() -> Vec<Proc> {
+    let me = std::process::id();
+    let mut v = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let (Ok(status), Ok(raw)) = (
+            std::fs::read_to_string(format!("/proc/{pid}/status")),
+            std::fs::read(format!("/proc/{pid}/cmdline")),
+        ) else {
+            continue;
+        };
+        let num = |key: &str| {
+            status_field(&status, key)
+                .and_then(|s| s.split_whitespace().next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(u32::MAX)
+        };
+        v.push(Proc {
+            pid,
+            ppid: num("PPid"),
+            uid: num("Uid"),
+            state: status_field(&status, "State").unwrap_or("").to_string(),
+            cmdline: String::from_utf8_lossy(&raw)
+                .replace('\0', " ")
+                .trim_end()
+                .to_string(),
+        });
+    }
+    v
+}
+
+/// Host processes whose command line contains `needle`.
+fn procs_with(needle: &str) -> Vec<Proc> {
+    processes()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(needle))
+        .collect()
+}
+
+/// Fail unless no host process mentions `needle` within `settle` (zero: right now).
+fn assert_none_left(needle: &str, settle: Duration, context: &str) {
+    let deadline = Instant::now() + settle;
+    loop {
+        let left = procs_with(needle);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("{context}: still on the host after {settle:?}: {left:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait for a host process whose command line is exactly `cmdline`.
+fn wait_for_process(cmdline: &str, within: Duration) -> Proc {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(p) = procs_with(cmdline)
+            .into_iter()
+            .find(|p| p.cmdline == cmdline)
+        {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no process {cmdline:?} appeared within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Where airlock's cgroups go: the v1 memory and pids roots, searched to depth 3, plus this
+/// process's own cgroup in each (the parent airlock uses) in case it is deeper.
+fn cgroup_search_roots() -> Vec<(PathBuf, usize)> {
+    let mut roots = vec![
+        (PathBuf::from("/sys/fs/cgroup/memory"), 3),
+        (PathBuf::from("/sys/fs/cgroup/pids"), 3),
+    ];
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for l in own.lines() {
+        let mut parts = l.splitn(3, ':');
+        let (Some(_), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        for c in ["memory", "pids"] {
+            if ctrls.split(',').any(|x| x == c) {
+                let p = Path::new("/sys/fs/cgroup")
+                    .join(c)
+                    .join(path.trim_start_matches('/'));
+                roots.push((p, 1));
+            }
+        }
+    }
+    roots
+}
+
+fn walk_cgroups(dir: &Path, depth: usize, found: &mut BTreeSet<PathBuf>) {
+    if depth == 0 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = e.path();
+        if e.file_name().to_string_lossy().starts_with("airlock-") {
+            found.insert(path);
+        } else {
+            walk_cgroups(&path, depth - 1, found);
+        }
+    }
+}
+
+/// Every `airlock-*` cgroup directory on the host (any session's).
+fn airlock_cgroups() -> BTreeSet<PathBuf> {
+    let mut found = BTreeSet::new();
+    for (root, depth) in cgroup_search_roots() {
+        walk_cgroups(&root, depth, &mut found);
+    }
+    found
+}
+
+/// The launcher pid in an `airlock-PID-N` name.
+fn cgroup_pid(p: &Path) -> Option<u32> {
+    p.file_name()?
+        .to_str()?
+        .strip_prefix("airlock-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// No cgroup made by any of these launchers remains. (Other sessions may run airlock on this
+/// machine at the same time: only the directories named after our launchers are ours.)
+fn assert_no_cgroup_of(pids: &[u32], context: &str) {
+    let left: Vec<PathBuf> = airlock_cgroups()
+        .into_iter()
+        .filter(|p| cgroup_pid(p).is_some_and(|pid| pids.contains(&pid)))
+        .collect();
+    assert!(left.is_empty(), "{context}: cgroups left behind: {left:?}");
+}
+
+fn mount_lines() -> BTreeSet<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn assert_no_new_mounts(before: &BTreeSet<String>, context: &str) {
+    let after = mount_lines();
+    let extra: Vec<&String> = after.difference(before).collect();
+    assert!(extra.is_empty(), "{context}: new host mounts: {extra:#?}");
+}
+
+/// The control: the host can still fork (`true`), allocate (64 MiB, every page touched) and
+/// write (1 MiB to a temporary file).
+fn assert_host_healthy(context: &str) {
+    let start = Instant::now();
+    let mut child = Command::new("true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{context}: the host can no longer fork: {e}"));
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{context}: `true` did not exit within 10 s");
+        }
+        std::thread::sleep(POLL);
+    };
+    assert!(status.success(), "{context}: `true` failed: {status:?}");
+
+    let mut v: Vec<u8> = Vec::new();
+    v.resize(64 << 20, 0xa5);
+    assert!(
+        std::hint::black_box(&v)
+            .iter()
+            .step_by(4096)
+            .all(|b| *b == 0xa5),
+        "{context}: 64 MiB allocation"
+    );
+    drop(v);
+
+    let mut f = tempfile::NamedTempFile::new()
+        .unwrap_or_else(|e| panic!("{context}: cannot create a temp file: {e}"));
+    f.write_all(&vec![0x5a; 1 << 20])
+        .and_then(|_| f.as_file().sync_all())
+        .unwrap_or_else(|e| panic!("{context}: cannot write 1 MiB: {e}"));
+    assert_eq!(f.as_file().metadata().unwrap().len(), 1 << 20, "{context}");
+}
+
+/// After each scenario: no process of it, no cgroup of it, a healthy host.
+fn assert_clean(needle: &str, pids: &[u32], context: &str) {
+    assert_none_left(needle, Duration::ZERO, context);
+    assert_no_cgroup_of(pids, context);
+    assert_host_healthy(context);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fork bombs
+// ---------------------------------------------------------------------------------------------
+
+/// Forks until fork fails (each child sleeps 60 s, holding its slot), prints how many children
+/// it made and the errno, then exits 0: the task ends by itself, at the limit.
+fn python_bomb(m: &str) -> String {
+    format!(
+        "# {m}
+import os, time
+kids = 0
+err = None
+for _ in range(4096):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        err = e.errno
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    kids += 1
+print(kids, err)
+"
+    )
+}
+
+#[test]
+fn fork_bomb_python_stops_at_the_pids_limit() {
+    let m = mark("fork_bomb_python_stops_at_the_pids_limit");
+    for who in BOTH {
+        let r = run(
+            who,
+            &["--json", "--pids", "64", "--timeout", "20s"],
+            &["python3", "-c", &python_bomb(&m)],
+            SECS_30,
+        );
+        let rep = r.report();
+        // Root: cgroup v1 pids.max = 64 (init + python + 62 children), pids.events counts the
+        // refused fork. Unprivileged: RLIMIT_NPROC = 64, counted per user namespace (one per
+        // sandbox): fork fails the same way, but nothing records it, so limit_hit is null.
+        let hit = match who {
+            Launcher::Root => json!("pids"),
+            Launcher::Unprivileged => Value::Null,
+        };
+        assert_end(&r, &rep, exited(0, hit));
+        assert_limits(&r, &rep, who, &[("pids", 64)]);
+        let (kids, errno) = rep["stdout"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .split_once(' ')
+            .unwrap_or_else(|| panic!("bomb output\n{}", r.show()));
+        let kids: u32 = kids.parse().unwrap();
+        // 64 = the init + python + 62 children.
+        assert_eq!(kids, 62, "children made\n{}", r.show());
+        assert_eq!(errno, libc::EAGAIN.to_string(), "fork errno\n{}", r.show());
+        assert!(r.took < Duration::from_secs(10), "{}", r.show());
+        eprintln!(
+            "python fork bomb as {who:?}: {kids} children, then EAGAIN; {:?}",
+            r.took
+        );
+        assert_clean(&m, &[r.pid], &format!("python fork bomb as {who:?}"));
+    }
+}
+
+#[test]
+fn pids_limit_is_per_sandbox() {
+    let m = mark("pids_limit_is_per_sandbox");
+    // Three bombs at once per launcher: each sandbox has its own count (root: its own cgroup;
+    // uid 65534: RLIMIT_NPROC counted in the sandbox's own user namespace), so each makes
+    // its 62 children whatever the others do.
+    for who in BOTH {
+        let runs: Vec<Pending> = (0..3)
+            .map(|_| {
+                start(
+                    who,
+                    &["--json", "--pids", "64", "--timeout", "20s"],
+                    &["python3", "-c", &python_bomb(&m)],
+                )
+            })
+            .collect();
+        let pids: Vec<u32> = runs.iter().map(Pending::pid).collect();
+        for p in runs {
+            let r = p.finish(SECS_30);
+            let rep = r.report();
+            assert_eq!(rep["exit_code"], json!(0), "{}", r.show());
+            assert_eq!(
+                rep["stdout"],
+                json!(format!("62 {}\n", libc::EAGAIN)),
+                "{}",
+                r.show()
+            );
+        }
+        assert_clean(&m, &pids, &format!("3 concurrent bombs as {who:?}"));
+    }
+}
+
+#[test]
+fn fork_bomb_shell_stops_at_the_pids_limit() {
+    let m = mark("fork_bomb_shell_stops_at_the_pids_limit");
+    // The classic bomb, then `exec sleep 2`: no fork, so the task surely outlives the bomb's
+    // first refused fork and then ends by itself (exit 0); its end tears the pid namespace
+    // down with every bomb process in it.
+    let script = format!(": {m}; b(){{ b | b & }}; b; exec sleep 2");
+    for who in BOTH {
+        let (r, rep) = json_sh(who, &["--pids", "64", "--timeout", "20s"], &script, SECS_30);
+        let hit = match who {
+            Launcher::Root => json!("pids"),
+            Launcher::Unprivileged => Value::Null,
+        };
+        assert_end(&r, &rep, exited(0, hit));
+        assert_limits(&r, &rep, who, &[("pids", 64)]);
+        assert!(r.took < Duration::from_secs(10), "{}", r.show());
+        eprintln!("shell fork bomb (2 s) as {who:?}: {:?}", r.took);
+        assert_clean(&m, &[r.pid], &format!("shell fork bomb as {who:?}"));
+    }
+}
+
+#[test]
+fn fork_bomb_shell_verbatim_ends_at_once() {
+    let m = mark("fork_bomb_shell_verbatim_ends_at_once");
+    // `b(){ b | b & }; b` exactly: the task (the top sh) returns as soon as the first
+    // background pipeline is started, so the whole namespace is killed within milliseconds.
+    // Whether the bomb reached the cgroup limit before that is a race (both seen as root:
+    // "pids" and null), so only the end, the time and the cleanup are exact here.
+    let script = format!(": {m}; b(){{ b | b & }}; b");
+    for who in BOTH {
+        let (r, rep) = json_sh(who, &["--pids", "64", "--timeout", "20s"], &script, SECS_30);
+        let hit = rep["limit_hit"].clone();
+        match who {
+            Launcher::Root => assert!(
+                hit.is_null() || hit == json!("pids"),
+                "limit_hit {hit}\n{}",
+                r.show()
+            ),
+            Launcher::Unprivileged => assert!(hit.is_null(), "limit_hit {hit}\n{}", r.show()),
+        }
+        // The top shell returns 0, or 2 when its own fork already found the limit reached
+        // ("Cannot fork"): both end the bomb at once; seen both under load.
+        let code = rep["exit_code"].as_i64();
+        assert!(
+            code == Some(0) || code == Some(2),
+            "exit_code\n{}",
+            r.show()
+        );
+        assert_end(&r, &rep, exited(code.unwrap() as i32, hit.clone()));
+        assert_limits(&r, &rep, who, &[("pids", 64)]);
+        assert!(r.took < Duration::from_secs(5), "{}", r.show());
+        eprintln!(
+            "verbatim shell fork bomb as {who:?}: {:?}, limit_hit {hit}",
+            r.took
+        );
+        assert_clean(
+            &m,
+            &[r.pid],
+            &format!("verbatim shell fork bomb as {who:?}"),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory, disk, output
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn memory_bomb_is_stopped() {
+    let m = mark("memory_bomb_is_stopped");
+    // One 1 GiB bytes object, every page written.
+    let script = format!("# {m}\nb = b'\\x01' * (1 << 30)\nprint(len(b))\n");
+    for who in BOTH {
+        let r = run(
+            who,
+            &["--json", "--memory", "128M", "--timeout", "20s"],
+            &["python3", "-c", &script],
+            SECS_30,
+        );
+        let rep = r.report();
+        match who {
+            // cgroup v1 memory.limit_in_bytes: the OOM killer ends the task with SIGKILL and
+            // memory.oom_control counts it.
+            Launcher::Root => assert_end(&r, &rep, signaled(libc::SIGKILL, json!("memory"))),
+            // RLIMIT_DATA: the allocation itself fails; Python raises MemoryError and exits 1.
+            // Not detected as a limit (documented: rlimit hits other than CPU/file size are not).
+            Launcher::Unprivileged => {
+                assert_end(&r, &rep, exited(1, Value::Null));
+                assert!(
+                    rep["stderr"].as_str().unwrap().contains("MemoryError"),
+                    "{}",
+                    r.show()
+                );
+            }
+        }
+        assert_eq!(rep["stdout"], json!(""), "{}", r.show());
+        assert_limits(&r, &rep, who, &[("memory", 128 << 20)]);
+        eprintln!("memory bomb as {who:?}: {:?}", r.took);
+        assert_clean(&m, &[r.pid], &format!("memory bomb as {who:?}"));
+    }
+}
+
+#[test]
+fn scratch_fill_is_reported() {
+    let m = mark("scratch_fill_is_reported");
+    let script = format!(": {m}; dd if=/dev/zero of=big bs=1M count=64");
+    for who in BOTH {
+        let (r, rep) = json_sh(who, &["--scratch-size", "8M"], &script, SECS_30);
+        // dd fails with ENOSPC (exit 1); the scratch tmpfs is full.
+        assert_end(&r, &rep, exited(1, json!("scratch_full")));
+        assert_limits(&r, &rep, who, &[("scratch_size", 8 << 20)]);
+        assert!(
+            rep["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("No space left on device"),
+            "{}",
+            r.show()
+        );
+        // The report is whole: every key, the file cut at the cap and listed as cut.
+        for key in [
+            "exit_code",
+            "signal",
+            "timed_out",
+            "duration_ms",
+            "stdout",
+            "stderr",
+            "stdout_truncated",
+            "stderr_truncated",
+            "files",
+            "files_truncated",
+            "files_skipped",
+            "utf8_replaced",
+            "limit_hit",
+            "limits",
+        ] {
+            assert!(rep.get(key).is_some(), "missing {key}\n{}", r.show());
+        }
+        assert_eq!(rep["files_truncated"], json!(["big"]), "{}", r.show());
+        assert_eq!(rep["files_skipped"], json!([]), "{}", r.show());
+        assert_eq!(
+            rep["files"]["big"].as_str().map(str::len),
+            Some(8000),
+            "{}",
+            r.show()
+        );
+        assert_clean(&m, &[r.pid], &format!("scratch fill as {who:?}"));
+    }
+}
+
+#[test]
+fn stdout_flood_of_1_gib_is_capped_in_bounded_memory() {
+    let m = mark("stdout_flood_of_1_gib_is_capped_in_bounded_memory");
+    let time = Path::new("/usr/bin/time");
+    assert!(
+        time.exists(),
+        "/usr/bin/time is needed to measure peak RSS: scripts/test.sh installs Debian's `time`"
+    );
+    let script = format!(": {m}; head -c 1073741824 /dev/zero");
+    for who in BOTH {
+        let rss_file = tempfile::NamedTempFile::new().unwrap();
+        let inner = airlock(
+            who,
+            &[
+                "run",
+                "--json",
+                "--timeout",
+                "60s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        let mut cmd = Command::new(time);
+        cmd.arg("-f")
+            .arg("%M")
+            .arg("-o")
+            .arg(rss_file.path())
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        let mut p = spawn(cmd, format!("{who:?} 1 GiB stdout flood"));
+        // /usr/bin/time forks the launcher: find it (its only child) while it runs, to check
+        // its cgroups afterwards.
+        let mut launcher = None;
+        while launcher.is_none() && p.start.elapsed() < Duration::from_secs(10) {
+            launcher = processes()
+                .into_iter()
+                .find(|q| q.ppid == p.pid())
+                .map(|q| q.pid);
+            if p.child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let launcher = launcher.expect("airlock under /usr/bin/time not seen running");
+        let r = p.finish(Duration::from_secs(90));
+        let rep = r.report();
+        assert_end(&r, &rep, exited(0, Value::Null));
+        assert_eq!(rep["stdout_truncated"], json!(true), "{}", r.show());
+        assert_eq!(
+            rep["stdout"].as_str().map(str::len),
+            Some(8000),
+            "{}",
+            r.show()
+        );
+        assert_limits(&r, &rep, who, &[]);
+        // ru_maxrss (KiB) of airlock, which includes its reaped descendants (the init and the
+        // task): the largest of them.
+        let rss_kib: u64 = std::fs::read_to_string(rss_file.path())
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("/usr/bin/time output: {e}\n{}", r.show()));
+        eprintln!(
+            "1 GiB stdout flood as {who:?}: {:?} (report {} ms), peak RSS {rss_kib} KiB",
+            r.took,
+            duration_ms(&rep)
+        );
+        assert!(
+            rss_kib < 16 * 1024,
+            "airlock's peak RSS {rss_kib} KiB >= 16 MiB\n{}",
+            r.show()
+        );
+        assert_clean(&m, &[launcher], &format!("stdout flood as {who:?}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn timeout_kills_a_task_ignoring_sigterm() {
+    let m = mark("timeout_kills_a_task_ignoring_sigterm");
+    let script = format!(": {m}; trap '' TERM; sleep 30");
+    for who in BOTH {
+        let (r, rep) = json_sh(who, &["--timeout", "1s"], &script, SECS_30);
+        assert_end(
+            &r,
+            &rep,
+            End {
+                code: 124,
+                exit_code: Value::Null,
+                signal: json!(libc::SIGKILL),
+                timed_out: true,
+                limit_hit: json!("timeout"),
+            },
+        );
+        assert_limits(&r, &rep, who, &[]);
+        let ms = duration_ms(&rep);
+        assert!((1000..3000).contains(&ms), "duration_ms {ms}\n{}", r.show());
+        assert!(r.took < Duration::from_secs(5), "{}", r.show());
+        eprintln!("timeout 1s as {who:?}: {:?} (report {ms} ms)", r.took);
+        assert_clean(&m, &[r.pid], &format!("timeout as {who:?}"));
+    }
+}
+
+#[test]
+fn sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace() {
+    let m = mark("sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace");
+    // SIGTERM to airlock is forwarded; the task ignores it; 2 s later (TERM_GRACE) airlock
+    // kills the sandbox's init, which src/launch.rs reports as End::InitKilled(SIGKILL).
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let sleeper = format!("sleep 9.9{i}");
+        let script = format!(": {m}; trap '' TERM; {sleeper}; :");
+        let p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
+        wait_for_process(&sleeper, Duration::from_secs(10));
+        let sent = Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let pid = p.pid();
+        let r = p.finish(SECS_30);
+        let after_term = sent.elapsed();
+        let rep = r.report();
+        assert_end(&r, &rep, signaled(libc::SIGKILL, Value::Null));
+        assert!(
+            after_term >= Duration::from_millis(1900) && after_term < Duration::from_secs(5),
+            "ended {after_term:?} after SIGTERM\n{}",
+            r.show()
+        );
+        eprintln!("SIGTERM to airlock as {who:?}: ended {after_term:?} after it");
+        assert_clean(&m, &[pid], &format!("SIGTERM grace as {who:?}"));
+        assert_clean(&sleeper, &[], &format!("SIGTERM grace as {who:?}"));
+    }
+}
+
+#[test]
+fn cpu_time_limit_ends_a_busy_loop() {
+    let m = mark("cpu_time_limit_ends_a_busy_loop");
+    let script = format!(": {m}; while :; do :; done");
+    for who in BOTH {
+        let (r, rep) = json_sh(
+            who,
+            &["--cpu-time", "1s", "--timeout", "20s"],
+            &script,
+            SECS_30,
+        );
+        // RLIMIT_CPU soft 1 s: SIGXCPU (24) ends the shell.
+        assert_end(&r, &rep, signaled(libc::SIGXCPU, json!("cpu")));
+        assert_limits(&r, &rep, who, &[("cpu_time_ms", 1000)]);
+        let ms = duration_ms(&rep);
+        assert!(
+            (900..10_000).contains(&ms),
+            "duration_ms {ms}\n{}",
+            r.show()
+        );
+        eprintln!("--cpu-time 1s as {who:?}: {:?} (report {ms} ms)", r.took);
+        assert_clean(&m, &[r.pid], &format!("cpu time as {who:?}"));
+    }
+}
+
+#[test]
+fn cpu_time_hard_limit_kill_is_attributed() {
+    let m = mark("cpu_time_hard_limit_kill_is_attributed");
+    // A task that ignores SIGXCPU runs on to the hard limit (soft + 2 s), where the kernel
+    // SIGKILLs it. The CPU limit ended the task, so `limit_hit` must say "cpu" (README:
+    // "`limit_hit` names the limit that ended the task ... or is null").
+    let script = format!(": {m}; trap '' XCPU; while :; do :; done");
+    let mut seen = Vec::new();
+    for who in BOTH {
+        let (r, rep) = json_sh(
+            who,
+            &["--cpu-time", "1s", "--timeout", "20s"],
+            &script,
+            SECS_30,
+        );
+        assert_limits(&r, &rep, who, &[("cpu_time_ms", 1000)]);
+        let ms = duration_ms(&rep);
+        assert!(
+            (2500..10_000).contains(&ms),
+            "duration_ms {ms}\n{}",
+            r.show()
+        );
+        eprintln!(
+            "--cpu-time 1s, SIGXCPU ignored, as {who:?}: status {:?}, signal {}, limit_hit {} \
+             after {ms} ms",
+            r.code(),
+            rep["signal"],
+            rep["limit_hit"]
+        );
+        assert_clean(&m, &[r.pid], &format!("cpu hard limit as {who:?}"));
+        seen.push((r, rep));
+    }
+    for (r, rep) in &seen {
+        assert_end(r, rep, signaled(libc::SIGKILL, json!("cpu")));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn file_size_limit_stops_a_writer() {
+    let m = mark("file_size_limit_stops_a_writer");
+    let script = format!(": {m}; head -c 4096 /dev/zero > f");
+    for who in BOTH {
+        let (r, rep) = json_sh(who, &["--file-size", "1K"], &script, SECS_30);
+        // head is killed by SIGXFSZ (25); sh (dash forks the last command) exits 128+25, which
+        // src/limits.rs reads as the file size limit.
+        assert_end(&r, &rep, exited(128 + libc::SIGXFSZ, json!("file_size")));
+        assert_limits(&r, &rep, who, &[("file_size", 1024)]);
+        assert_eq!(
+            rep["files"]["f"].as_str().map(str::len),
+            Some(1024),
+            "the file stops at the limit\n{}",
+            r.show()
+        );
+        assert_eq!(rep["files_truncated"], json!([]), "{}", r.show());
+        assert_clean(&m, &[r.pid], &format!("file size as {who:?}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes that try to outlive the task
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn double_forked_daemon_dies_with_the_task() {
+    let script = "(setsid sleep 33.3 &) ; exit 0";
+    for who in BOTH {
+        // JSON mode.
+        let (r, rep) = json_sh(who, &[], script, SECS_30);
+        assert_end(&r, &rep, exited(0, Value::Null));
+        assert_limits(&r, &rep, who, &[]);
+        // Right away: the init's exit took the whole pid namespace with it before airlock's
+        // wait returned.
+        assert_clean("sleep 33.3", &[r.pid], &format!("daemon (json) as {who:?}"));
+
+        // Streaming mode: the daemon would hold airlock's own stdout; it must reach EOF.
+        let mut c = airlock(who, &["run", "--", "sh", "-c", script]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let begin = Instant::now();
+        let mut child = c.spawn().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = out.read_to_end(&mut v);
+            v
+        });
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if begin.elapsed() > SECS_30 {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("daemon (stream) as {who:?}: airlock still running after 30 s");
+            }
+            std::thread::sleep(POLL);
+        };
+        assert_eq!(status.code(), Some(0), "daemon (stream) as {who:?}");
+        let eof_by = Instant::now() + Duration::from_secs(3);
+        while !reader.is_finished() {
+            assert!(
+                Instant::now() < eof_by,
+                "daemon (stream) as {who:?}: stdout still open 3 s after airlock exited: {:?}",
+                procs_with("sleep 33.3")
+            );
+            std::thread::sleep(POLL);
+        }
+        reader.join().unwrap();
+        assert_clean(
+            "sleep 33.3",
+            &[child.id()],
+            &format!("daemon (stream) as {who:?}"),
+        );
+    }
+}
+
+#[test]
+fn task_cannot_kill_its_init() {
+    let m = mark("task_cannot_kill_its_init");
+    // The kernel drops SIGKILL sent to a pid namespace's init from inside it: kill(1) succeeds
+    // silently, the init lives, sleep 5 runs, the task exits 0 (End::InitKilled is not
+    // reachable from inside).
+    let script = format!(": {m}; kill -9 1; sleep 5");
+    for who in BOTH {
+        let (r, rep) = json_sh(who, &[], &script, SECS_30);
+        assert_end(&r, &rep, exited(0, Value::Null));
+        assert_eq!(rep["stderr"], json!(""), "{}", r.show());
+        let ms = duration_ms(&rep);
+        assert!(
+            (5000..9000).contains(&ms),
+            "duration_ms {ms}: sleep 5 should have run in full\n{}",
+            r.show()
+        );
+        eprintln!("kill -9 1 as {who:?}: exit 0 after {ms} ms");
+        assert_clean(&m, &[r.pid], &format!("kill -9 1 as {who:?}"));
+    }
+}
+
+#[test]
+fn init_killed_from_outside_is_reported_and_nothing_is_left() {
+    let m = mark("init_killed_from_outside_is_reported_and_nothing_is_left");
+    // What End::InitKilled covers: the init dies without reporting the task's end (here: root
+    // on the host SIGKILLs it). Everything in the sandbox dies with it.
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let sleeper = format!("sleep 7.7{i}");
+        let script = format!(": {m}; {sleeper}; :");
+        let p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
+        wait_for_process(&sleeper, Duration::from_secs(10));
+        let init: Vec<Proc> = processes()
+            .into_iter()
+            .filter(|q| q.ppid == p.pid())
+            .collect();
+        assert_eq!(init.len(), 1, "airlock's children: {init:#?}");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(init[0].pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let pid = p.pid();
+        let r = p.finish(SECS_30);
+        let rep = r.report();
+        assert_end(&r, &rep, signaled(libc::SIGKILL, Value::Null));
+        assert_limits(&r, &rep, who, &[]);
+        assert_clean(&sleeper, &[pid], &format!("init killed as {who:?}"));
+        assert_clean(&m, &[pid], &format!("init killed as {who:?}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cgroups
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn root_cgroups_are_removed_after_every_kind_of_end() {
+    let m = mark("root_cgroups_are_removed_after_every_kind_of_end");
+    let sh = |script: &str| -> Vec<String> {
+        vec!["sh".into(), "-c".into(), format!(": {m}; {script}")]
+    };
+    let bomb = vec!["python3".to_string(), "-c".into(), python_bomb(&m)];
+    let missing = vec![format!("/nonexistent-{m}")];
+    let cases: Vec<(&[&str], Vec<String>, Value)> = vec![
+        (&[], sh("exit 0"), json!(0)),
+        (&[], sh("exit 7"), json!(7)),
+        (&[], sh("kill -9 $$"), json!(137)),
+        (&["--timeout", "300ms"], sh("sleep 10"), json!(124)),
+        (
+            &["--memory", "64M"],
+            vec![
+                "python3".into(),
+                "-c".into(),
+                format!("# {m}\nb = b'x' * (256 << 20)"),
+            ],
+            json!(137),
+        ),
+        (&["--pids", "16"], bomb, json!(0)),
+        // airlock's own failure (command not found), after the cgroup was made.
+        (&[], missing, json!(127)),
+    ];
+    let before = mount_lines();
+    for (flags, argv, code) in &cases {
+        let mut f = vec!["--json"];
+        f.extend_from_slice(flags);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let r = run(Launcher::Root, &f, &argv, SECS_30);
+        let rep = r.report();
+        assert_eq!(json!(r.code()), *code, "{}", r.show());
+        if rep.get("error").is_none() {
+            assert_limits(&r, &rep, Launcher::Root, &[]);
+        }
+        eprintln!(
+            "root run {flags:?}: status {:?}, limit_hit {}",
+            r.code(),
+            rep["limit_hit"]
+        );
+        assert_clean(&m, &[r.pid], &format!("{flags:?} {argv:?}"));
+    }
+    assert_no_new_mounts(&before, "root cgroup cases");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load and faults
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn load_200_concurrent_sandboxes() {
+    let m = mark("load_200_concurrent_sandboxes");
+    let before = mount_lines();
+    let load_mark = m.clone();
+    // A gate, so that the 200 launchers really start at once: each is `sh` blocked reading
+    // one line from a FIFO, then exec'ing the launcher (same pid). This process holds the
+    // FIFO open read-write so no open ever blocks, and writes the 200 lines once every sh
+    // has it open.
+    let gate_dir = tempfile::tempdir().unwrap();
+    let fifo = gate_dir.path().join("gate");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut gate = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let begin = Instant::now();
+    let mut pending: Vec<(Launcher, u64, Pending)> = Vec::new();
+    for i in 0..200u64 {
+        let who = if i % 2 == 0 {
+            Launcher::Root
+        } else {
+            Launcher::Unprivileged
+        };
+        let n = 1000 + i;
+        let script = format!(": {load_mark}; echo $(({n}*{n}))");
+        let inner = airlock(who, &["run", "--json", "--", "sh", "-c", &script]);
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg("read _ < \"$0\"; exec \"$@\"")
+            .arg(&fifo)
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        pending.push((who, n, spawn(c, format!("{who:?} load N={n}"))));
+    }
+    let waiting = loop {
+        let waiting = pending
+            .iter()
+            .filter(|(_, _, p)| {
+                std::fs::read_link(format!("/proc/{}/fd/0", p.pid())).is_ok_and(|l| l == fifo)
+            })
+            .count();
+        if waiting == pending.len() {
+            break waiting;
+        }
+        if begin.elapsed() > Duration::from_secs(60) {
+            for (_, _, p) in pending.iter_mut() {
+                p.kill();
+            }
+            panic!("only {waiting} of 200 launchers reached the gate within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let spawned = begin.elapsed();
+    gate.write_all(&[b'\n'; 200]).unwrap();
+    let begin = Instant::now();
+    let pids: Vec<u32> = pending.iter().map(|(_, _, p)| p.pid()).collect();
+    let mut done: Vec<Option<Run>> = (0..pending.len()).map(|_| None).collect();
+    let deadline = Duration::from_secs(120);
+    loop {
+        for (i, (_, _, p)) in pending.iter_mut().enumerate() {
+            if done[i].is_none() {
+                done[i] = p.try_finish();
+            }
+        }
+        if done.iter().all(Option::is_some) {
+            break;
+        }
+        if begin.elapsed() > deadline {
+            let left = done.iter().filter(|d| d.is_none()).count();
+            for (i, (_, _, p)) in pending.iter_mut().enumerate() {
+                if done[i].is_none() {
+                    p.kill();
+                }
+            }
+            panic!("{left} of 200 sandboxes still running after {deadline:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let wall = begin.elapsed();
+    let mut slowest = Duration::ZERO;
+    let mut max_ms = 0;
+    let mut failures = Vec::new();
+    for ((who, n, _), r) in pending.iter().zip(done.iter()) {
+        let r = r.as_ref().unwrap();
+        slowest = slowest.max(r.took);
+        let rep: Value = match serde_json::from_slice(&r.out.stdout) {
+            Ok(v) => v,
+            Err(_) => {
+                failures.push(format!("{who:?} N={n}: no report\n{}", r.show()));
+                continue;
+            }
+        };
+        max_ms = max_ms.max(rep["duration_ms"].as_u64().unwrap_or(0));
+        let want = format!("{}\n", n * n);
+        if r.code() != Some(0) || rep["exit_code"] != json!(0) || rep["stdout"] != json!(want) {
+            failures.push(format!("{who:?} N={n}: expected {want:?}\n{}", r.show()));
+            continue;
+        }
+        let mech = match who {
+            Launcher::Root => "cgroup v1",
+            Launcher::Unprivileged => "rlimit (RLIMIT_NPROC, per sandbox user)",
+        };
+        if rep["limits"]["pids"]["mechanism"] != json!(mech) {
+            failures.push(format!("{who:?} N={n}: mechanism\n{}", r.show()));
+        }
+    }
+    eprintln!(
+        "200 concurrent sandboxes (100 root, 100 uid 65534): {waiting} at the gate after \
+         {spawned:?}; all done {wall:?} after the gate opened; slowest run (spawn to exit) \
+         {slowest:?}; largest duration_ms {max_ms}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of 200 runs failed:\n{}",
+        failures.len(),
+        failures.join("\n---\n")
+    );
+    assert_none_left(&load_mark, Duration::from_secs(2), "load");
+    let u65534: Vec<Proc> = procs_with(&load_mark)
+        .into_iter()
+        .filter(|p| p.uid == 65534)
+        .collect();
+    assert!(u65534.is_empty(), "{u65534:#?}");
+    assert_no_new_mounts(&before, "load");
+    assert_no_cgroup_of(&pids, "load");
+    drop(gate);
+    assert_host_healthy("load");
+}
+
+/// The children of `pid` (its main thread's).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// A fixed-seed linear congruential generator (Knuth's MMIX constants).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn sigkill_at_random_moments_leaves_nothing() {
+    let before = mount_lines();
+    let begin = Instant::now();
+    let mut lcg = Lcg(0x00c0_ffee_d15e_a5e5);
+    let mut pids = Vec::new();
+    let mut statuses = [0usize; 3]; // killed, exited by itself, other
+    let mut stages = [0usize; 3];
+    for i in 0..200 {
+        let who = if i % 2 == 0 {
+            Launcher::Root
+        } else {
+            Launcher::Unprivileged
+        };
+        let delay = Duration::from_millis(lcg.next() % 31);
+        let mut c = airlock(
+            who,
+            &["run", "--json", "--", "sh", "-c", "sleep 44.4 & sleep 44.4"],
+        );
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        pids.push(child.id());
+        std::thread::sleep(delay);
+        // How far the run got (for the figures): no sandbox yet, being built, task started.
+        let inits = children(child.id());
+        stages[match inits.first() {
+            None => 0,
+            Some(init) if children(*init).is_empty() => 1,
+            Some(_) => 2,
+        }] += 1;
+        let _ = child.kill();
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "run {i}: SIGKILLed launcher not reaped"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        use std::os::unix::process::ExitStatusExt;
+        match (status.signal(), status.code()) {
+            (Some(9), _) => statuses[0] += 1,
+            (None, Some(_)) => statuses[1] += 1,
+            _ => statuses[2] += 1,
+        }
+        assert!(
+            begin.elapsed() < Duration::from_secs(50),
+            "200 kills are taking too long: {i} done in {:?}",
+            begin.elapsed()
+        );
+    }
+    let killing = begin.elapsed();
+
+    // Nothing of any run survives its launcher (the init has PR_SET_PDEATHSIG; its death
+    // takes the pid namespace).
+    let settle = Instant::now();
+    assert_none_left("44.4", Duration::from_secs(5), "after 200 SIGKILLs");
+    let settled = settle.elapsed();
+    assert_no_new_mounts(&before, "after 200 SIGKILLs");
+
+    // Stale cgroups may remain right after a SIGKILL; the next root run removes those whose
+    // launcher is dead (in the parent it uses, which is ours).
+    let stale: Vec<PathBuf> = airlock_cgroups()
+        .into_iter()
+        .filter(|p| cgroup_pid(p).is_some_and(|pid| pids.contains(&pid)))
+        .collect();
+    let r = run(Launcher::Root, &[], &["true"], SECS_30);
+    assert_eq!(r.code(), Some(0), "{}", r.show());
+    let ours_left: Vec<PathBuf> = airlock_cgroups()
+        .into_iter()
+        .filter(|p| cgroup_pid(p).is_some_and(|pid| pids.contains(&pid)))
+        .collect();
+    assert!(
+        ours_left.is_empty(),
+        "cgroups of SIGKILLed launchers still there after a normal run: {ours_left:?}"
+    );
+    // Any dead launcher's cgroup in the parents our runs use is gone too. (Elsewhere on the
+    // machine, other sessions' cgroups are their next run's business: listed, not failed.)
+    let own_parents: Vec<PathBuf> = cgroup_search_roots()
+        .into_iter()
+        .filter(|(_, d)| *d == 1)
+        .map(|(p, _)| p)
+        .collect();
+    let dead: Vec<PathBuf> = airlock_cgroups()
+        .into_iter()
+        .filter(|p| cgroup_pid(p).is_some_and(|pid| !alive(pid)))
+        .collect();
+    let dead_here: Vec<&PathBuf> = dead
+        .iter()
+        .filter(|p| own_parents.iter().any(|o| p.parent() == Some(o.as_path())))
+        .collect();
+    assert!(
+        dead_here.is_empty(),
+        "dead launchers' cgroups in our parents: {dead_here:?}"
+    );
+    let total = begin.elapsed();
+    eprintln!(
+        "200 SIGKILLs at 0..30 ms: {killing:?} (killed {}, exited first {}, other {}; at the \
+         kill: no sandbox yet {}, sandbox being built {}, task started {}); settled in {settled:?}; {} stale cgroup dirs of ours before the cleanup run, 0 after; \
+         elsewhere, dead launchers' cgroups not ours: {:?}; total {total:?}",
+        statuses[0],
+        statuses[1],
+        statuses[2],
+        stages[0],
+        stages[1],
+        stages[2],
+        stale.len(),
+        dead.iter()
+            .filter(|p| !own_parents.iter().any(|o| p.parent() == Some(o.as_path())))
+            .collect::<Vec<_>>()
+    );
+    assert!(total < Duration::from_secs(60), "took {total:?}");
+    assert_host_healthy("after 200 SIGKILLs");
+}
