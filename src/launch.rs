@@ -274,7 +274,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // Which limit ended the task: the timeout; the cgroup's own counters (OOM kill, refused
     // fork); RLIMIT_CPU (SIGXCPU, or SIGKILL at the hard limit, with the CPU time to show for
     // it); RLIMIT_FSIZE (SIGXFSZ, or a shell's 128+SIGXFSZ report of it); a full scratch.
-    let cpu_over = sup.task_cpu_ms >= spec.limits.cpu_time.as_millis() as u64;
+    let cpu_over = spec
+        .limits
+        .is_some_and(|l| sup.task_cpu_ms >= l.cpu_time.as_millis() as u64);
     let (signal, code) = match end {
         End::Signaled(s) => (Some(s), None),
         End::Exited(c) => (None, Some(c)),
