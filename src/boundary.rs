@@ -39,6 +39,8 @@ pub struct Inherited<'a> {
     pub capture: Option<(OwnedFd, OwnedFd)>,
     /// The launcher runs as root: the task must still be unprivileged on the host.
     pub caller_is_root: bool,
+    /// cgroup v1 `tasks` files (opened by the launcher) this init moves itself into.
+    pub join_cgroup: Vec<i32>,
     /// Resource limits set before the task starts (inherited by all its processes).
     pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
 }
@@ -139,6 +141,9 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    PR_SET_PDEATHSIG is set, then the launcher is checked still alive (it may have died
     //    before the call: its end of the channel is then closed).
     sys::close_fds_except(&kept_fds(inh)).step("3 sanitize descriptors")?;
+    for fd in &inh.join_cgroup {
+        join_cgroup(*fd).step("3 join the cgroup")?;
+    }
     die_with_launcher(sock).step("3 die with the launcher")?;
 
     // 2 (this side). Wait until the launcher has written our uid/gid maps.
@@ -314,7 +319,18 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
     if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.block_fd) {
         keep.push(fd);
     }
+    keep.extend(&inh.join_cgroup);
     keep
+}
+
+/// Move this (single-threaded) process into a cgroup v1 by writing "0" to its `tasks` file,
+/// then close it.
+fn join_cgroup(fd: i32) -> Result<(), SysError> {
+    let f = sys::own_fd(fd);
+    named(nix::unistd::write(&f, b"0"), || {
+        format!("write(<cgroup tasks fd {fd}>, \"0\")")
+    })
+    .map(drop)
 }
 
 fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {

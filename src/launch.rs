@@ -4,7 +4,7 @@
 //! descriptor the init hands over.
 
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
@@ -142,6 +142,10 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
                 caller_is_root,
+                join_cgroup: cgroup
+                    .as_ref()
+                    .map(|c| c.v1_tasks.iter().map(|f| f.as_raw_fd()).collect())
+                    .unwrap_or_default(),
                 rlimits: spec
                     .limits
                     .as_ref()
@@ -170,11 +174,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     {
         let _ = nix::unistd::read(&f, &mut [0u8; 1]);
     }
-    let prepared = match &cgroup {
-        Some(cg) => cg.add(pid).map_err(|e| ("create cgroup", e)),
-        None => Ok(()),
-    }
-    .and_then(|_| write_id_maps(pid, spec, caller_is_root).map_err(|e| ("write id maps", e)));
+    let prepared = write_id_maps(pid, spec, caller_is_root).map_err(|e| ("write id maps", e));
     if let Err((step, e)) = prepared {
         let _ = kill(pid, Signal::SIGKILL);
         let _ = waitpid(pid, None);

@@ -377,10 +377,11 @@ pub fn loopback_up() -> SysResult<()> {
     Ok(())
 }
 
-/// Take ownership of a descriptor the kernel has just installed in this process (received by
-/// SCM_RIGHTS); nothing else refers to it.
+/// Take ownership of a descriptor nothing else in this process will close: one the kernel has
+/// just installed (received by SCM_RIGHTS), or one inherited across clone3 whose owner lives
+/// in the launcher's frame, which never resumes in the sandbox's init.
 pub fn own_fd(raw: RawFd) -> OwnedFd {
-    // SAFETY: callers pass only descriptors freshly received from the kernel, owned by nothing.
+    // SAFETY: callers pass only descriptors no live Rust object in this process will close.
     unsafe { OwnedFd::from_raw_fd(raw) }
 }
 
