@@ -244,7 +244,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     if let (Output::Json { .. }, Some((fd, handed))) = (spec.output, scratch) {
         channel::send(sock, &Msg::Scratch(fd, handed)).step("11 hand over scratch")?;
     }
-    let _locks = take_locks(spec).step("11 lock files")?;
+    // bwrap's --lock-file: held by this init for the sandbox's lifetime.
+    let locks = take_locks(spec).step("11 lock files")?;
 
     // 12. Lock down, in this order: resource limits; capabilities dropped in every set
     //     (bounding, ambient, inheritable, permitted, effective) but those kept on purpose;
@@ -263,20 +264,17 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()
     })
     .step("12 no_new_privs")?;
-    if spec.lockdown.new_session {
+    if spec.lockdown.new_session && !session_in_task(spec) {
         named(nix::unistd::setsid(), || "setsid()".into()).step("12 new session")?;
-    }
-    install_seccomp(&spec.lockdown.seccomp).step("12 seccomp")?;
-    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.block_fd) {
-        wait_on_fd(fd).step("12 block fd")?;
     }
 
     // 13. Start the task as pid 2; this init stays as its reaper and waits for signals with
     //     SIGCHLD blocked (SIGINT, SIGTERM and SIGHUP arrive blocked from the launcher). With
-    //     as_pid_1 (bwrap mode only) the task replaces this init instead.
+    //     as_pid_1 (bwrap mode only) the task replaces this init instead. The task's last
+    //     steps (new session, descriptors, seccomp) are in `exec_task`.
     let exec = ExecPlan::new(spec, cwd);
     if spec.lockdown.as_pid_1 {
-        exec_task(inh, &exec);
+        exec_task(inh, &exec, None);
     }
     let mut blocked = SigSet::empty();
     blocked.add(Signal::SIGCHLD);
@@ -285,10 +283,19 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         || "sigprocmask(SIG_BLOCK, SIGCHLD)".into(),
     )
     .step("13 start task")?;
+    let init_pid = nix::unistd::getpid();
     match sys::fork_process().step("13 start task")? {
-        None => exec_task(inh, &exec),
-        Some(pid) => Ok(pid),
+        None => exec_task(inh, &exec, Some(init_pid)),
+        Some(pid) => {
+            std::mem::forget(locks);
+            Ok(pid)
+        }
     }
+}
+
+/// Whether the task itself calls setsid: when no init of a new pid namespace reaps for it.
+fn session_in_task(spec: &Spec) -> bool {
+    !spec.ns.pid || spec.lockdown.as_pid_1
 }
 
 fn lost(step: &'static str) -> StepError {
@@ -459,23 +466,18 @@ fn prepare(op: &FsOp, spec: &Spec) -> Result<Prepared, SysError> {
             }
             other => other?,
         },
-        FsOp::Proc(_) if spec.identity_map && !spec.ns.pid => tree(
+        FsOp::Proc(_) if !spec.ns.pid => tree(
             Path::new("/proc"),
             sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
         )?,
         FsOp::BindFd { fd, access, .. } => {
-            let t = sys::clone_tree_fd(*fd)?;
-            sys::set_mount_attrs(
-                t.as_fd(),
-                "",
-                access_attrs(*access),
-                true,
-                Path::new("<fd>"),
-            )?;
-            let is_dir = nix::sys::stat::fstat(&t)
-                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-                .unwrap_or(true);
-            Prepared::Tree { fd: t, is_dir }
+            // The descriptor's mount belongs to the launcher's mount namespace, which the
+            // kernel will not copy from here; its path names the same tree in this one.
+            let link = format!("/proc/self/fd/{fd}");
+            let path = named(nix::fcntl::readlink(link.as_str()), || {
+                format!("readlink({link:?})")
+            })?;
+            tree(Path::new(&path), access_attrs(*access))?
         }
         _ => Prepared::Nothing,
     })
@@ -596,6 +598,26 @@ fn make_dirs(path: &Path) -> Result<(), SysError> {
         .map_err(|e| io_err(e, || format!("mkdir -p {path:?}")))
 }
 
+/// Create the missing parents of `dest` (inside) with no more access than `perms` gives: group
+/// and others keep read and search only where `perms` grants them anything (bwrap's rule).
+fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
+    let mut mode = 0o700;
+    if perms & 0o070 != 0 {
+        mode |= 0o050;
+    }
+    if perms & 0o007 != 0 {
+        mode |= 0o005;
+    }
+    let Some(parent) = at(dest).parent().map(Path::to_path_buf) else {
+        return Ok(());
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(&parent)
+        .map_err(|e| io_err(e, || format!("mkdir -p {parent:?}")))
+}
+
 fn make_file(path: &Path, mode: u32) -> Result<File, SysError> {
     if let Some(parent) = path.parent() {
         make_dirs(parent)?;
@@ -642,7 +664,7 @@ fn symlink(target: &Path, dest: &Path) -> Result<(), SysError> {
 
 fn chmod(path: &Path, perms: u32) -> Result<(), SysError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(perms))
-        .map_err(|e| io_err(e, || format!("chmod({path:?}, {perms:o})")))
+        .map_err(|e| io_err(e, || format!("chmod({path:?}, {perms:04o})")))
 }
 
 /// Apply one filesystem operation; Scratch leaves its descriptor in `scratch`.
@@ -685,6 +707,9 @@ fn apply(
         }
         (FsOp::Tmpfs { dest, perms, size }, _) => {
             let path = at(dest);
+            if let Some(p) = perms {
+                make_parents(dest, *p)?;
+            }
             make_dirs(&path)?;
             let mut opts = format!("mode={:o}", perms.unwrap_or(0o755));
             if let Some(size) = size {
@@ -725,6 +750,9 @@ fn apply(
         }
         (FsOp::Dir { dest, perms }, _) => {
             let path = at(dest);
+            if let Some(p) = perms {
+                make_parents(dest, *p)?;
+            }
             make_dirs(&path)?;
             match perms {
                 Some(p) => chmod(&path, *p),
@@ -740,11 +768,23 @@ fn apply(
                 bind,
             },
             _,
-        ) => write_file_from_fd(*fd, dest, perms.unwrap_or(0o666), *bind),
+        ) => {
+            // bwrap's defaults: 0666 for --file, 0600 for the bind-data variants.
+            let default = if bind.is_some() { 0o600 } else { 0o666 };
+            if let Some(p) = perms {
+                make_parents(dest, *p)?;
+            }
+            write_file_from_fd(*fd, dest, perms.unwrap_or(default), *bind)
+        }
         (FsOp::Chmod { path, perms }, _) => chmod(&at(path), *perms),
         (FsOp::RemountRo(dest), _) => {
-            let fd = open_path(&at(dest).to_string_lossy())?;
+            let remount = |errno| SysError {
+                call: format!("mount_setattr({:?}, RDONLY)", at(dest)),
+                errno,
+            };
+            let fd = open_path(&at(dest).to_string_lossy()).map_err(|e| remount(e.errno))?;
             sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
+                .map_err(|e| remount(e.errno))
         }
         (FsOp::Scratch(dest), _) => {
             *scratch = Some(make_scratch(inh, dest)?);
@@ -1096,10 +1136,23 @@ impl ExecPlan {
 
 /// The task, pid 2: default signals, its stdio, every other descriptor closed at exec, then
 /// execve with the environment built from nothing. Never returns.
-fn exec_task(inh: &Inherited, plan: &ExecPlan) -> ! {
+fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
     let sock = inh.sock.as_fd();
+    let spec = inh.spec;
+    let fail = |e: String| -> ! {
+        let _ = channel::send(sock, &Msg::SetupFailed(e));
+        sys::exit_now(spec::exit::SETUP_FAILED)
+    };
     sys::reset_signal_dispositions();
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    // The task dies with its init (which dies with the launcher); checked after setting, as
+    // the init may already be gone (without a pid namespace the task would be reparented).
+    if let Some(init) = init {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        if nix::unistd::getppid() != init {
+            sys::exit_now(spec::exit::SETUP_FAILED);
+        }
+    }
     if let Some((out, err)) = &inh.capture {
         let null = nix::fcntl::open("/dev/null", OFlag::O_RDONLY, Mode::empty());
         let ok = null
@@ -1107,16 +1160,37 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan) -> ! {
             .and_then(|_| nix::unistd::dup2_stdout(out))
             .and_then(|_| nix::unistd::dup2_stderr(err));
         if let Err(e) = ok {
-            let _ = channel::send(
-                sock,
-                &Msg::SetupFailed(format!("step 13: dup2 of stdio: {e}")),
-            );
-            sys::exit_now(spec::exit::SETUP_FAILED);
+            fail(format!("step 13: dup2 of stdio: {e}"));
         }
     }
+    // A new session with no controlling terminal (TIOCSTI injection, CVE-2017-5226): made
+    // here when the task has no reaper of its own in a new pid namespace, else by the init
+    // (where bubblewrap makes it too).
+    if spec.lockdown.new_session
+        && session_in_task(spec)
+        && let Err(e) = nix::unistd::setsid()
+    {
+        fail(format!("step 13: setsid(): {e}"));
+    }
+    // Every descriptor but 0-2 closes at exec, the channel included.
     if let Err(e) = sys::cloexec_from(3) {
-        let _ = channel::send(sock, &Msg::SetupFailed(format!("step 13: {e}")));
-        sys::exit_now(spec::exit::SETUP_FAILED);
+        fail(format!("step 13: {e}"));
+    }
+    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.block_fd)
+        && let Err(e) = wait_on_fd(fd)
+    {
+        fail(format!("step 13: {e}"));
+    }
+    // The seccomp filters last, because they deny calls the steps above need.
+    if let Err(e) = install_seccomp(&spec.lockdown.seccomp) {
+        let err = StepError {
+            step: "13 seccomp",
+            err: e,
+        };
+        fail(match spec.bwrap {
+            Some(_) => crate::bwrap::message(&err),
+            None => err.to_string(),
+        });
     }
     let (code, msg) = exec_search(plan);
     let _ = channel::send(sock, &Msg::ExecFailed(code, msg));

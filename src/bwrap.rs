@@ -196,7 +196,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut chdir = None;
     let mut io = BwrapIo::default();
     let mut seccomp_fds: Vec<i32> = Vec::new();
-    let mut have_seccomp = false;
+    let (mut have_seccomp, mut have_add_seccomp) = (false, false);
     let mut new_session = false;
     let mut as_pid_1 = false;
     let mut keep_caps: Vec<caps::Capability> = Vec::new();
@@ -218,6 +218,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         let a = arg.as_str();
         // --perms and --size modify the next operation only.
         if a == "--perms" {
+            if perms.is_some() {
+                return err("--perms given twice for the same action");
+            }
             perms = Some(octal("perms", &take!(a))?);
             continue;
         }
@@ -390,16 +393,27 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 });
             }
             "--seccomp" => {
-                if have_seccomp {
+                if have_add_seccomp {
                     return err("--seccomp cannot be combined with --add-seccomp-fd");
+                }
+                if have_seccomp {
+                    eprintln!("bwrap: Only the last --seccomp option will take effect");
+                    seccomp_fds.clear();
                 }
                 have_seccomp = true;
                 seccomp_fds.push(fd_arg("seccomp", &take!(a))?);
             }
-            "--add-seccomp-fd" => seccomp_fds.push(fd_arg("add-seccomp-fd", &take!(a))?),
+            "--add-seccomp-fd" => {
+                if have_seccomp {
+                    return err("--add-seccomp-fd cannot be combined with --seccomp");
+                }
+                have_add_seccomp = true;
+                seccomp_fds.push(fd_arg("add-seccomp-fd", &take!(a))?);
+            }
             "--new-session" => new_session = true,
-            // airlock's sandbox always dies with its launcher.
-            "--die-with-parent" => {}
+            // airlock's sandbox always dies with its launcher; this also ties the launcher to
+            // its own parent.
+            "--die-with-parent" => io.die_with_parent = true,
             "--as-pid-1" => as_pid_1 = true,
             "--cap-add" => {
                 for c in cap_name(&take!(a))? {
@@ -437,7 +451,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         return err("Exceeded maximum number of arguments");
     }
     let want_userns = unshare_user || user_try || !caller.is_root;
-    if (uid.is_some() || gid.is_some()) && !want_userns {
+    let other_id = uid.is_some_and(|u| u != caller.uid) || gid.is_some_and(|g| g != caller.gid);
+    if other_id && !want_userns {
         return err("Specifying --uid or --gid requires --unshare-user or --userns");
     }
     if hostname.is_some() && !ns.uts {
@@ -516,13 +531,32 @@ pub fn message(e: &StepError) -> String {
     if call.starts_with("mount(\"mqueue\"") {
         return format!("Can't mount mqueue on {}: {errno}", path_of(call));
     }
-    if call.starts_with("open_tree(") && e.err.errno == nix::errno::Errno::ENOENT {
+    if call.starts_with("open_tree(") {
         let src = call.split('"').nth(1).unwrap_or("");
         return format!("Can't find source path {src}: {errno}");
     }
     if call.starts_with("mkdir -p") {
         let p = call.trim_start_matches("mkdir -p ").trim_matches('"');
         return format!("Can't mkdir {}: {errno}", p.trim_start_matches("/newroot"));
+    }
+    if call.starts_with("symlink(") {
+        return format!(
+            "Can't make symlink at {}: {errno}",
+            call.split('"').nth(3).unwrap_or("")
+        );
+    }
+    if call.starts_with("chmod(") {
+        let path = call
+            .split('"')
+            .nth(1)
+            .unwrap_or("")
+            .trim_start_matches("/newroot");
+        let perms = call.rsplit(", ").next().unwrap_or("").trim_end_matches(')');
+        return format!("Can't chmod {perms} {path}: {errno}");
+    }
+    if call.starts_with("mount_setattr(") && call.ends_with("RDONLY)") {
+        let path = call.split('"').nth(1).unwrap_or("");
+        return format!("Can't remount readonly on {path}: {errno}");
     }
     if call.starts_with("chdir(") {
         return format!(
@@ -541,6 +575,7 @@ pub fn message(e: &StepError) -> String {
 
 /// Run `bwrap ARGS...`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
+    let parent = std::os::unix::process::parent_id();
     let caller = Caller::current();
     let level_prefix = args.iter().any(|a| a == "--level-prefix");
     let die = |msg: &str| -> i32 {
@@ -557,7 +592,39 @@ pub fn main(args: &[String]) -> i32 {
             crate::out(&format!("{VERSION}\n"));
             0
         }
-        Ok(Parsed::Run(spec)) => match crate::launch::run(&spec) {
+        Ok(Parsed::Run(spec)) => {
+            let io = spec.bwrap.as_ref();
+            if io.is_some_and(|b| b.die_with_parent) {
+                // --die-with-parent: the launcher dies with its own parent (and the sandbox with
+                // the launcher); checked after setting, as the parent may already be gone.
+                let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+                if std::os::unix::process::parent_id() != parent {
+                    return die("parent died before the sandbox started");
+                }
+            }
+            for fd in io
+                .iter()
+                .flat_map(|b| [b.info_fd, b.json_status_fd])
+                .flatten()
+            {
+                if crate::sys::dup_fd(fd).is_err() {
+                    let which = if Some(fd) == io.and_then(|b| b.info_fd) {
+                        "info_fd"
+                    } else {
+                        "json_status_fd"
+                    };
+                    return die(&format!("Write to {which}: Bad file descriptor"));
+                }
+            }
+            run_spec(&spec, &die)
+        }
+        Err(e) => die(&e.0),
+    }
+}
+
+fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
+    {
+        match crate::launch::run(spec) {
             Ok(outcome) => outcome.exit_code(),
             Err(crate::launch::Failure::Exec(code, _)) => {
                 let why = if code == crate::spec::exit::NOT_FOUND {
@@ -570,7 +637,6 @@ pub fn main(args: &[String]) -> i32 {
             Err(crate::launch::Failure::Setup(msg)) | Err(crate::launch::Failure::Usage(msg)) => {
                 die(&msg)
             }
-        },
-        Err(e) => die(&e.0),
+        }
     }
 }

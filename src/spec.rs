@@ -191,6 +191,8 @@ pub struct BwrapIo {
     pub cwd_fallback: Vec<PathBuf>,
     /// --disable-userns: the sandbox may create no further user namespace.
     pub disable_userns: bool,
+    /// --die-with-parent: the launcher also dies with its own parent.
+    pub die_with_parent: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -285,21 +285,6 @@ pub fn set_mount_attrs(
     Ok(())
 }
 
-/// open_tree(fd, "", OPEN_TREE_CLONE|AT_RECURSIVE|AT_EMPTY_PATH): a detached copy of the tree a
-/// descriptor the caller passed refers to (bwrap's --bind-fd).
-pub fn clone_tree_fd(fd: RawFd) -> SysResult<OwnedFd> {
-    let flags = OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | libc::O_CLOEXEC as u32;
-    // SAFETY: an integer descriptor and a static empty path; returns a new descriptor or -1.
-    let r = unsafe { libc::syscall(libc::SYS_open_tree, fd, c"".as_ptr(), flags) };
-    if r == -1 {
-        return Err(last(|| {
-            format!("open_tree(fd {fd}, OPEN_TREE_CLONE|AT_RECURSIVE)")
-        }));
-    }
-    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
-}
-
 /// move_mount a detached tree onto `target` (which must exist).
 pub fn attach_tree(tree: BorrowedFd, target: &Path) -> SysResult<()> {
     let empty = c"";

@@ -94,3 +94,21 @@ pub fn report(o: &Output) -> serde_json::Value {
         )
     })
 }
+
+/// A 0755 temporary directory holding a copy of the binary named `bwrap` (airlock dispatches on
+/// argv[0]), made once; uid 65534 can run it.
+pub fn bwrap_binary() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("airlock-test-bwrap")
+            .tempdir()
+            .unwrap()
+            .keep();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let dest = dir.join("bwrap");
+        std::fs::copy(binary(), &dest).unwrap();
+        dest
+    })
+}

@@ -1,0 +1,2094 @@
+//! Differential tests of the drop-in `bwrap` mode: the same command line runs under Debian's
+//! bubblewrap (/usr/bin/bwrap, 0.8.0) and under airlock started as `bwrap` (a copy of the
+//! binary of that name, so argv[0] dispatch is exercised; one test uses `airlock bwrap ARGS`),
+//! as root and as uid 65534, and what a probe inside observes is compared.
+//!
+//! What legitimately differs is normalised, never compared: pids, inode numbers, mount ids and
+//! source devices (only mountinfo fields 5 and 6 are printed, and of field 6 only
+//! ro/rw/nosuid/nodev), times, and the middle column of the id maps (airlock maps an
+//! unprivileged caller's uid directly, `UID UID 1`, where bubblewrap may nest a second user
+//! namespace; only the first column and the count are compared).
+//!
+//! Where airlock differs on purpose (the holes bubblewrap leaves open, a user namespace for a
+//! root caller, `--die-with-parent` always on) both behaviours are asserted side by side.
+//!
+//! Every run is bounded: a test-side deadline kills the launcher and fails the test.
+
+mod common;
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{BOTH, Launcher};
+
+const BUBBLEWRAP: &str = "/usr/bin/bwrap";
+const NOBODY: &str = "setpriv --reuid=65534 --regid=65534 --clear-groups";
+const PYTHON: &str = "/usr/bin/python3";
+const DEADLINE: Duration = Duration::from_secs(20);
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A root filesystem with nothing but /usr and the usr-merge links.
+const MIN: &[&str] = &[
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/sbin",
+    "/sbin",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Running one command line under one implementation
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Imp {
+    /// Debian's bubblewrap.
+    Bubblewrap,
+    /// airlock started under the name `bwrap`.
+    Airlock,
+    /// `airlock bwrap ARGS...`.
+    AirlockSub,
+}
+
+const IMPS: [Imp; 2] = [Imp::Bubblewrap, Imp::Airlock];
+
+/// The words that start `imp` as `who` (the script's `$BW`).
+fn launcher_words(imp: Imp, who: Launcher) -> String {
+    let bin = match imp {
+        Imp::Bubblewrap => BUBBLEWRAP.to_string(),
+        Imp::Airlock => common::bwrap_binary().display().to_string(),
+        Imp::AirlockSub => format!("{} bwrap", common::binary().display()),
+    };
+    match who {
+        Launcher::Root => bin,
+        Launcher::Unprivileged => format!("{NOBODY} {bin}"),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Res {
+    /// The exit code, or 128+N for signal N.
+    code: i32,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+impl Res {
+    fn show(&self) -> String {
+        format!(
+            "exit {} after {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.took, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A command line and how it is started: a bash script run as root (so descriptors can be
+/// opened at fixed numbers before the launcher starts) in which `$BW` starts the launcher as
+/// the chosen user and `"$@"` are the arguments.
+#[derive(Clone)]
+struct Case {
+    script: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+    deadline: Duration,
+}
+
+fn case(args: &[&str]) -> Case {
+    Case {
+        script: r#"exec $BW "$@""#.into(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        env: vec![],
+        cwd: "/".into(),
+        deadline: DEADLINE,
+    }
+}
+
+impl Case {
+    /// Lines run before `exec $BW "$@"` (descriptor redirections).
+    fn pre(mut self, lines: &str) -> Case {
+        self.script = format!("{lines}\nexec $BW \"$@\"");
+        self
+    }
+    /// A whole script; `$BW` is the launcher.
+    fn script(mut self, s: &str) -> Case {
+        self.script = s.into();
+        self
+    }
+    fn arg(mut self, more: &[&str]) -> Case {
+        self.args.extend(more.iter().map(|s| s.to_string()));
+        self
+    }
+    /// `-- sh -c SCRIPT`.
+    fn sh(self, script: &str) -> Case {
+        self.arg(&["--", "sh", "-c", script])
+    }
+    fn env(mut self, k: &str, v: &str) -> Case {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+    fn cwd(mut self, p: &Path) -> Case {
+        self.cwd = p.into();
+        self
+    }
+    fn deadline(mut self, d: Duration) -> Case {
+        self.deadline = d;
+        self
+    }
+
+    fn run(&self, imp: Imp, who: Launcher) -> Res {
+        let mut c = Command::new("bash");
+        c.arg("-c")
+            .arg(format!(
+                "BW=${{AIRLOCK_TEST_BW}}; unset AIRLOCK_TEST_BW\n{}",
+                self.script
+            ))
+            .arg("bash")
+            .args(&self.args)
+            .env_clear()
+            .env("PATH", PATH)
+            .env("HOME", "/root")
+            .env("LANG", "C.UTF-8")
+            .env("HOST_NS", host_namespaces())
+            .env("AIRLOCK_TEST_BW", launcher_words(imp, who))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.cwd);
+        run_bounded(c, self.deadline)
+    }
+
+    fn run_all(&self, who: Launcher) -> [Res; 2] {
+        IMPS.map(|imp| self.run(imp, who))
+    }
+}
+
+fn drain<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        let _ = tx.send(v);
+    });
+    rx
+}
+
+/// Spawn, wait until `limit` (killing the launcher then), read what it printed.
+fn run_bounded(mut c: Command, limit: Duration) -> Res {
+    let start = Instant::now();
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
+    let deadline = start + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("deadline of {limit:?} passed: the launcher was killed");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let took = start.elapsed();
+    // Whatever the sandbox left behind may still hold the pipes: wait a bounded time.
+    let text = |rx: mpsc::Receiver<Vec<u8>>| {
+        let v = rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| b"<pipe still open after exit>".to_vec());
+        String::from_utf8_lossy(&v).into_owned()
+    };
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    Res {
+        code,
+        stdout: text(out),
+        stderr: text(err),
+        took,
+    }
+}
+
+/// The test process's namespaces, `net:[4026531840] ...`: the probe prints "host" for a link
+/// it finds here and "new" otherwise.
+fn host_namespaces() -> &'static str {
+    static NS: OnceLock<String> = OnceLock::new();
+    NS.get_or_init(|| {
+        ["cgroup", "ipc", "mnt", "net", "pid", "uts", "user"]
+            .iter()
+            .map(|n| {
+                std::fs::read_link(format!("/proc/self/ns/{n}"))
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probes (sh scripts run inside) and normalisation
+
+/// What every namespace test prints.
+const PROBE: &str = r###"
+echo "## id"; id
+echo "## hostname"; uname -n
+echo "## maps"
+for f in uid_map gid_map; do while read a b c; do echo "$f $a $c"; done < /proc/self/$f; done
+echo "## namespaces"
+for n in cgroup ipc mnt net pid uts user; do
+  l=$(readlink /proc/self/ns/$n)
+  case " $HOST_NS " in *" $l "*) echo "$n host";; *) echo "$n new";; esac
+done
+echo "## interfaces"; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort
+echo "## processes"
+n=$(ls /proc | grep -cE '^[0-9]+$'); if [ "$n" -le 5 ]; then echo few; else echo many; fi
+echo "## env"; env | grep -vE '^(PWD|SHLVL|_|OLDPWD)=' | sort
+echo "## pwd"; pwd; echo "PWD=$PWD"
+echo "## ls /"; find / -maxdepth 1 -printf '%M %u %g %p -> %l\n' | sort
+echo "## writable"
+for d in / /tmp /etc; do e=$(touch $d/.wprobe 2>&1 && rm -f $d/.wprobe); case "$e" in "") echo "$d W";; *Read-only*) echo "$d RO";; *) echo "$d other";; esac; done
+echo "## mounts"; cut -d' ' -f5,6 /proc/self/mountinfo | grep -E '^/(proc|sys|tmp|etc|usr)? ' | sort
+"###;
+
+/// Owners and permissions of each directory's entries (no times, sizes or link counts).
+fn ls(dirs: &[&str]) -> String {
+    let mut s = String::new();
+    for d in dirs {
+        let _ = writeln!(
+            s,
+            "echo '## ls {d}'; find {d} -maxdepth 1 -printf '%M %u %g %p -> %l\\n' 2>&1 | sort"
+        );
+    }
+    s
+}
+
+/// `PATH W` when a file can be created in directory PATH (or PATH itself, a file, appended
+/// to), else `PATH RO` (read-only file system), `PATH DENIED` (permission) or the message.
+fn writable(paths: &[&str]) -> String {
+    let mut s = String::from("echo '## writable'\n");
+    for p in paths {
+        let _ = writeln!(
+            s,
+            r#"if [ -d {p} ]; then e=$(touch {p}/.wprobe 2>&1 && rm -f {p}/.wprobe); else e=$( (: >> {p}) 2>&1); fi
+case "$e" in "") echo "{p} W";; *Read-only*) echo "{p} RO";; *denied*|*"not permitted"*) echo "{p} DENIED";; *) echo "{p} ERR $e";; esac"#
+        );
+    }
+    s
+}
+
+/// The mounts at exactly these mount points, `POINT OPTIONS` (fields 5 and 6).
+fn mounts(points: &[&str]) -> String {
+    let alts = points
+        .iter()
+        .map(|p| p.replace('.', "\\."))
+        .collect::<Vec<_>>()
+        .join("|");
+    format!(
+        "echo '## mounts'; cut -d' ' -f5,6 /proc/self/mountinfo | grep -E '^({alts}) ' | sort\n"
+    )
+}
+
+/// Keep only ro/rw/nosuid/nodev of each mount's options.
+fn normalise(stdout: &str) -> String {
+    let mut in_mounts = false;
+    let mut out = String::new();
+    for line in stdout.lines() {
+        if line.starts_with("## ") {
+            in_mounts = line == "## mounts";
+            out.push_str(line);
+        } else if in_mounts {
+            let (point, opts) = line.split_once(' ').unwrap_or((line, ""));
+            let kept: Vec<&str> = opts
+                .split(',')
+                .filter(|o| matches!(*o, "ro" | "rw" | "nosuid" | "nodev"))
+                .collect();
+            out.push_str(&format!("{point} {}", kept.join(",")));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Run under both and assert the same exit code, stdout (normalised) and stderr.
+fn same(c: &Case, who: Launcher) -> [Res; 2] {
+    let [b, a] = c.run_all(who);
+    let ctx = || {
+        format!(
+            "as {who:?}, args {:?}\n=== bubblewrap: {}\n=== airlock: {}",
+            c.args,
+            b.show(),
+            a.show()
+        )
+    };
+    assert_eq!(b.code, a.code, "exit codes differ {}", ctx());
+    assert_eq!(
+        normalise(&b.stdout),
+        normalise(&a.stdout),
+        "stdout differs {}",
+        ctx()
+    );
+    assert_eq!(b.stderr, a.stderr, "stderr differs {}", ctx());
+    [b, a]
+}
+
+fn tmpdir(mode: u32) -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("bwrap-diff")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    d
+}
+
+fn write(path: &Path, text: &[u8], mode: u32) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    let mut v = base.to_vec();
+    v.extend_from_slice(more);
+    v
+}
+
+/// The `## NAME` section of a probe's output.
+fn section(stdout: &str, name: &str) -> String {
+    let head = format!("## {name}");
+    stdout
+        .split("\n## ")
+        .map(|s| s.trim_start_matches("## "))
+        .find(|s| s.lines().next() == Some(&head[3..]))
+        .map(|s| s.lines().skip(1).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_else(|| panic!("no section {name} in {stdout:?}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Namespaces
+
+/// Each namespace option, alone and combined, as root and as uid 65534: identity, hostname,
+/// id maps, which namespaces are new, interfaces, process count, environment, cwd.
+#[test]
+fn namespaces_match_bubblewrap() {
+    let sets: &[&[&str]] = &[
+        &[],
+        &["--unshare-user"],
+        &["--unshare-pid"],
+        &["--unshare-pid", "--proc", "/proc"],
+        &["--unshare-net"],
+        &["--unshare-uts", "--hostname", "sbx"],
+        &["--unshare-ipc"],
+        &["--unshare-cgroup"],
+        &["--unshare-all", "--proc", "/proc"],
+        &["--unshare-all", "--share-net"],
+        // --share-net before --unshare-all: the later option wins, the network is new.
+        &["--share-net", "--unshare-all"],
+        &["--unshare-user", "--uid", "1234", "--gid", "5678"],
+        &[
+            "--unshare-user",
+            "--unshare-uts",
+            "--hostname",
+            "h2",
+            "--uid",
+            "0",
+        ],
+    ];
+    for who in BOTH {
+        for set in sets {
+            let c = case(&with(&["--ro-bind", "/", "/"], set)).sh(PROBE);
+            let [b, a] = c.run_all(who);
+            let ctx = || format!("as {who:?} {set:?}\n{}\n{}", b.show(), a.show());
+            assert_eq!((b.code, a.code), (0, 0), "{}", ctx());
+            let asks_userns = set
+                .iter()
+                .any(|o| *o == "--unshare-user" || *o == "--unshare-all");
+            let (mut bo, ao) = (normalise(&b.stdout), normalise(&a.stdout));
+            if who == Launcher::Root && !asks_userns {
+                // Documented: airlock always creates a user namespace; for a root caller
+                // that did not ask for one every id maps to itself (`0 0 4294967295`).
+                assert!(bo.contains("user host\n"), "{}", ctx());
+                assert!(ao.contains("user new\n"), "{}", ctx());
+                assert!(
+                    ao.contains("uid_map 0 4294967295\n") && bo.contains("uid_map 0 4294967295\n"),
+                    "{}",
+                    ctx()
+                );
+                bo = bo.replace("user host\n", "user new\n");
+            }
+            assert_eq!(bo, ao, "probe output differs {}", ctx());
+            assert_eq!(b.stderr, a.stderr, "{}", ctx());
+        }
+    }
+}
+
+/// --disable-userns: no nested user namespace can be created inside, in both (bubblewrap
+/// sets user.max_user_namespaces in a namespace of its own, airlock to 0: the value differs).
+/// bubblewrap wants --unshare-user even from an unprivileged caller; airlock accepts the
+/// option alone there (the user namespace is implied).
+#[test]
+fn disable_userns() {
+    let probe = "unshare --user true 2>/dev/null && echo nested-ok || echo nested-refused";
+    for who in BOTH {
+        let c = case(&[
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--unshare-user",
+            "--disable-userns",
+        ])
+        .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "nested-refused\n");
+        let c = case(&["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user"]).sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "nested-ok\n");
+        let [b, a] = case(&["--ro-bind", "/", "/", "--disable-userns", "true"]).run_all(who);
+        assert_eq!(b.code, 1);
+        assert!(
+            b.stderr
+                .starts_with("bwrap: --disable-userns requires --unshare-user")
+        );
+        match who {
+            Launcher::Root => {
+                assert_eq!(a.code, 1);
+                assert!(
+                    a.stderr
+                        .starts_with("bwrap: --disable-userns requires --unshare-user")
+                );
+            }
+            Launcher::Unprivileged => assert_eq!(a.code, 0, "{}", a.show()),
+        }
+    }
+}
+
+#[test]
+fn namespace_option_errors_match() {
+    for who in BOTH {
+        for set in [
+            &["--hostname", "x"][..],
+            &["--unshare-pid", "--as-pid-1", "--hostname", "x"][..],
+            &["--as-pid-1"][..],
+        ] {
+            let [b, a] = same(
+                &case(&with(&["--ro-bind", "/", "/"], set)).arg(&["true"]),
+                who,
+            );
+            assert_eq!(b.code, 1);
+            assert!(a.stderr.starts_with("bwrap: Specifying --"), "{}", a.show());
+        }
+    }
+    // --uid without a user namespace, as root: the same key phrase (bubblewrap names the one
+    // option, airlock says "--uid or --gid").
+    let [b, a] = case(&["--ro-bind", "/", "/", "--uid", "5", "true"]).run_all(Launcher::Root);
+    assert_eq!((b.code, a.code), (1, 1), "{}\n{}", b.show(), a.show());
+    for r in [&b, &a] {
+        assert!(
+            r.stderr.starts_with("bwrap: Specifying --uid"),
+            "{}",
+            r.show()
+        );
+        assert!(
+            r.stderr.contains("requires --unshare-user or --userns"),
+            "{}",
+            r.show()
+        );
+    }
+}
+
+/// bubblewrap refuses --uid/--gid without a user namespace only when they differ from the
+/// caller's ids: `--uid 0 --gid 0` as root is accepted and runs as uid 0.
+#[test]
+fn uid_equal_to_the_callers_needs_no_user_namespace() {
+    let c = case(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--uid",
+        "0",
+        "--gid",
+        "0",
+        "id",
+        "-u",
+    ]);
+    let [b, a] = same(&c, Launcher::Root);
+    assert_eq!((b.code, b.stdout.as_str()), (0, "0\n"), "{}", b.show());
+    let _ = a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment and working directory
+
+#[test]
+fn environment_options_apply_in_argument_order() {
+    let sets: &[&[&str]] = &[
+        &[
+            "--clearenv",
+            "--setenv",
+            "A",
+            "1",
+            "--unsetenv",
+            "A",
+            "--setenv",
+            "B",
+            "2",
+        ],
+        &["--setenv", "A", "1", "--clearenv", "--setenv", "B", "2"],
+        &[
+            "--setenv",
+            "A",
+            "1",
+            "--setenv",
+            "A",
+            "3",
+            "--unsetenv",
+            "HOME",
+        ],
+        &["--unsetenv", "NOT_SET", "--setenv", "PATH", "/usr/bin"],
+    ];
+    for who in BOTH {
+        for set in sets {
+            let c = case(&with(&["--ro-bind", "/", "/"], set))
+                .env("CALLER_VAR", "kept")
+                .sh("echo PATH=$PATH; /usr/bin/env | /usr/bin/sort");
+            let [b, _] = same(&c, who);
+            assert_eq!(b.code, 0);
+        }
+    }
+}
+
+#[test]
+fn chdir_and_default_working_directory() {
+    let d = tmpdir(0o755);
+    let sub = d.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let probe = "pwd; echo PWD=$PWD";
+    for who in BOTH {
+        // The caller's cwd exists inside: it is kept.
+        same(&case(&["--ro-bind", "/", "/"]).sh(probe).cwd(&sub), who);
+        // It does not: $HOME, then /.
+        same(
+            &case(MIN).sh(probe).cwd(&sub).env("HOME", "/usr/share"),
+            who,
+        );
+        same(
+            &case(MIN).sh(probe).cwd(&sub).env("HOME", "/nonexistent"),
+            who,
+        );
+        // HOME as the final environment has it (--setenv before the fallback).
+        same(
+            &case(&with(MIN, &["--setenv", "HOME", "/usr/lib"]))
+                .sh(probe)
+                .cwd(&sub),
+            who,
+        );
+        // --chdir.
+        let [b, _] = same(&case(&with(MIN, &["--chdir", "/usr/share"])).sh(probe), who);
+        assert_eq!(b.stdout, "/usr/share\nPWD=/usr/share\n");
+        let [b, _] = same(
+            &case(&with(MIN, &["--chdir", "/nonexistent"])).sh(probe),
+            who,
+        );
+        assert_eq!(b.code, 1);
+        assert!(b.stderr.contains("bwrap: Can't chdir to /nonexistent"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filesystem
+
+/// The Codex shape: the host read-only, the workspace writable, its .git a read-only tmpfs.
+#[test]
+fn codex_shape_read_only_root_writable_workspace_read_only_git() {
+    let d = tmpdir(0o755);
+    let w = d.path().join("ws");
+    std::fs::create_dir_all(w.join(".git")).unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o777)).unwrap();
+    write(&w.join("file"), b"x", 0o666);
+    let w = w.display().to_string();
+    let git = format!("{w}/.git");
+    let args = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--bind",
+        &w,
+        &w,
+        "--tmpfs",
+        &git,
+        "--remount-ro",
+        &git,
+        "--unshare-pid",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ];
+    let probe = format!(
+        "{}{}{}",
+        writable(&[
+            "/",
+            "/etc",
+            "/tmp",
+            &w,
+            &git,
+            &format!("{w}/file"),
+            "/dev/null"
+        ]),
+        mounts(&["/", &w, &git, "/proc", "/dev"]),
+        ls(&[&w])
+    );
+    for who in BOTH {
+        let [b, _] = same(&case(&args).sh(&probe), who);
+        let m = section(&normalise(&b.stdout), "mounts");
+        assert!(m.contains(&format!("{git} ro,nosuid,nodev")), "{m}");
+        let wr = section(&b.stdout, "writable");
+        assert!(wr.contains(&format!("{w} W\n{git} RO")), "{wr}");
+    }
+}
+
+#[test]
+fn try_binds_skip_a_missing_source_and_plain_binds_fail() {
+    let probe =
+        "for p in /a /b /c /d; do [ -e $p ] && echo \"$p exists\" || echo \"$p absent\"; done";
+    for who in BOTH {
+        let c = case(&with(
+            MIN,
+            &[
+                "--ro-bind-try",
+                "/nonexistent-1",
+                "/a",
+                "--bind-try",
+                "/nonexistent-2",
+                "/b",
+                "--dev-bind-try",
+                "/nonexistent-3",
+                "/c",
+                "--ro-bind-try",
+                "/etc",
+                "/d",
+            ],
+        ))
+        .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "/a absent\n/b absent\n/c absent\n/d exists\n");
+        for op in ["--ro-bind", "--bind", "--dev-bind"] {
+            let [b, _] = same(
+                &case(&with(MIN, &[op, "/nonexistent-4", "/a"])).sh("true"),
+                who,
+            );
+            assert_eq!(b.code, 1);
+            assert_eq!(
+                b.stderr,
+                "bwrap: Can't find source path /nonexistent-4: No such file or directory\n"
+            );
+        }
+    }
+}
+
+#[test]
+fn dev_bind_of_the_host_dev() {
+    let probe = format!(
+        "{}{}{}",
+        writable(&["/dev/null", "/dev/zero"]),
+        "echo '## devices'; for d in null zero full random urandom tty; do [ -c /dev/$d ] && echo $d; done\n\
+         head -c 4 /dev/zero | od -An -tx1\n",
+        mounts(&["/dev"])
+    );
+    for who in BOTH {
+        same(
+            &case(&with(MIN, &["--dev-bind", "/dev", "/dev"])).sh(&probe),
+            who,
+        );
+    }
+}
+
+/// --tmpfs with --perms and --size, --dir with --perms, --symlink, --chmod, missing parents
+/// created, in argument order.
+#[test]
+fn created_paths_have_the_asked_permissions() {
+    let args = with(
+        MIN,
+        &[
+            "--unshare-pid",
+            "--proc",
+            "/proc",
+            "--perms",
+            "0700",
+            "--size",
+            "1048576",
+            "--tmpfs",
+            "/t",
+            "--tmpfs",
+            "/deep/er/tmp",
+            "--dir",
+            "/plain/dir",
+            "--perms",
+            "0750",
+            "--dir",
+            "/plain/dir/sub",
+            "--symlink",
+            "/plain/dir",
+            "/plain/s",
+            "--symlink",
+            "relative/target",
+            "/plain/r",
+            "--chmod",
+            "0711",
+            "/plain/dir",
+            "--tmpfs",
+            "/chm",
+            "--chmod",
+            "1777",
+            "/chm",
+            "--perms",
+            "0777",
+            "--dir",
+            "/open",
+        ],
+    );
+    let probe = format!(
+        "echo '## stat'; stat -c '%n %a %F' /t /deep /deep/er /deep/er/tmp /plain /plain/dir /plain/dir/sub /chm /open\n\
+         echo '## size'; stat -f -c '%b %S' /t\n{}{}{}",
+        ls(&["/", "/plain"]),
+        writable(&["/", "/t", "/plain/dir/sub", "/chm", "/open"]),
+        mounts(&["/", "/t", "/deep/er/tmp", "/chm", "/usr", "/proc"])
+    );
+    for who in BOTH {
+        let [b, _] = same(&case(&args).sh(&probe), who);
+        assert!(b.stdout.contains("/t 700 directory\n"), "{}", b.show());
+        assert!(
+            b.stdout.contains("/plain/dir/sub 750 directory\n"),
+            "{}",
+            b.show()
+        );
+        assert!(
+            b.stdout.contains("/plain/dir 711 directory\n"),
+            "{}",
+            b.show()
+        );
+        assert!(b.stdout.contains("/open 777 directory\n"), "{}", b.show());
+        assert!(b.stdout.contains("## size\n256 4096\n"), "{}", b.show());
+    }
+}
+
+/// The parents bubblewrap creates for an entry whose --perms deny group or other access deny
+/// that access too ("least astonishment": 0755 without the group bits, the other bits, or
+/// both); airlock creates every parent 0755.
+#[test]
+fn parents_of_a_restricted_entry_are_restricted() {
+    let d = tmpdir(0o755);
+    let data = d.path().join("data");
+    write(&data, b"secret\n", 0o600);
+    let args = with(
+        MIN,
+        &[
+            "--perms",
+            "0750",
+            "--dir",
+            "/a/b/c",
+            "--perms",
+            "0600",
+            "--file",
+            "5",
+            "/f/g/file",
+            "--perms",
+            "0700",
+            "--tmpfs",
+            "/h/t",
+            "--perms",
+            "0704",
+            "--dir",
+            "/o/p",
+        ],
+    );
+    let probe = "stat -c '%n %a' /a /a/b /a/b/c /f /f/g /f/g/file /h /h/t /o /o/p";
+    for who in BOTH {
+        let [b, _] = same(
+            &case(&args)
+                .pre(&format!("exec 5<{}", data.display()))
+                .sh(probe),
+            who,
+        );
+        assert_eq!(
+            b.stdout,
+            "/a 750\n/a/b 750\n/a/b/c 750\n/f 700\n/f/g 700\n/f/g/file 600\n/h 700\n/h/t 700\n/o 705\n/o/p 704\n"
+        );
+    }
+}
+
+/// --file, --bind-data and --ro-bind-data read their content from a descriptor.
+#[test]
+fn data_from_descriptors() {
+    let d = tmpdir(0o755);
+    let data = d.path().join("data");
+    write(&data, b"hello from fd\n", 0o600);
+    let pre = format!(
+        "exec 5<{0} 6<{0} 7<{0}\nexec 8< <(printf 'from a pipe\\n')",
+        data.display()
+    );
+    let args = with(
+        MIN,
+        &[
+            "--unshare-pid",
+            "--proc",
+            "/proc",
+            "--file",
+            "5",
+            "/f/file",
+            "--perms",
+            "0600",
+            "--bind-data",
+            "6",
+            "/f/bd",
+            "--perms",
+            "0640",
+            "--ro-bind-data",
+            "7",
+            "/f/rbd",
+            "--perms",
+            "0755",
+            "--file",
+            "8",
+            "/g/piped",
+        ],
+    );
+    let probe = format!(
+        "cat /f/file /f/bd /f/rbd /g/piped\n{}{}{}",
+        ls(&["/f", "/g"]),
+        writable(&["/f/file", "/f/bd", "/f/rbd", "/f", "/g/piped"]),
+        mounts(&["/", "/f/bd", "/f/rbd"])
+    );
+    for who in BOTH {
+        let [b, _] = same(&case(&args).pre(&pre).sh(&probe), who);
+        assert!(
+            b.stdout
+                .starts_with("hello from fd\nhello from fd\nhello from fd\nfrom a pipe\n"),
+            "{}",
+            b.show()
+        );
+    }
+}
+
+/// Without --perms, bubblewrap creates --bind-data and --ro-bind-data files 0600 (mkstemp's
+/// mode, kept on purpose) and --file files 0666; airlock makes all three 0666.
+#[test]
+fn default_modes_of_data_files() {
+    let d = tmpdir(0o755);
+    let data = d.path().join("data");
+    write(&data, b"x", 0o600);
+    let pre = format!("exec 5<{0} 6<{0} 7<{0}", data.display());
+    let args = with(
+        MIN,
+        &[
+            "--file",
+            "5",
+            "/file",
+            "--bind-data",
+            "6",
+            "/bd",
+            "--ro-bind-data",
+            "7",
+            "/rbd",
+        ],
+    );
+    for who in BOTH {
+        let [b, _] = same(
+            &case(&args).pre(&pre).sh("stat -c '%n %a' /file /bd /rbd"),
+            who,
+        );
+        assert_eq!(b.stdout, "/file 666\n/bd 600\n/rbd 600\n");
+    }
+}
+
+/// --bind-fd and --ro-bind-fd: the tree an open descriptor (here a directory and a file opened
+/// by the caller's shell) refers to. airlock fails with `open_tree(fd 5, ...): Invalid
+/// argument`: its init calls open_tree on the caller's descriptor after clone3 put it in a new
+/// mount namespace, and the kernel refuses to copy a mount of another namespace (bubblewrap
+/// resolves /proc/self/fd/N to a path and binds that path).
+#[test]
+fn bind_fd_and_ro_bind_fd() {
+    let d = tmpdir(0o755);
+    let dir = d.path().join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    write(&dir.join("inside"), b"in the dir\n", 0o666);
+    let file = d.path().join("file");
+    write(&file, b"a file\n", 0o666);
+    let pre = format!("exec 5<{} 6<{}", dir.display(), file.display());
+    let args = with(
+        MIN,
+        &[
+            "--unshare-pid",
+            "--proc",
+            "/proc",
+            "--ro-bind-fd",
+            "5",
+            "/ro",
+            "--bind-fd",
+            "6",
+            "/rw/file",
+        ],
+    );
+    let probe = format!(
+        "ls /ro; cat /ro/inside /rw/file\n{}{}",
+        writable(&["/ro", "/rw/file"]),
+        mounts(&["/ro", "/rw/file"])
+    );
+    for who in BOTH {
+        let [b, _] = same(&case(&args).pre(&pre).sh(&probe), who);
+        assert!(
+            b.stdout.starts_with("inside\nin the dir\na file\n"),
+            "{}",
+            b.show()
+        );
+    }
+}
+
+/// --argv0 (bubblewrap 0.9): airlock runs the program under that name; bubblewrap 0.8 does
+/// not know the option.
+#[test]
+fn argv0() {
+    let c = case(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--argv0",
+        "renamed",
+        "sh",
+        "-c",
+        "echo $0",
+    ]);
+    for who in BOTH {
+        let [b, a] = c.run_all(who);
+        assert_eq!(
+            (b.code, b.stderr.as_str()),
+            (1, "bwrap: Unknown option --argv0\n")
+        );
+        assert_eq!(
+            (a.code, a.stdout.as_str()),
+            (0, "renamed\n"),
+            "{}",
+            a.show()
+        );
+    }
+}
+
+/// --proc, --dev and --mqueue in their own namespaces.
+#[test]
+fn proc_dev_and_mqueue() {
+    let args = with(
+        MIN,
+        &[
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--mqueue",
+            "/dev/mqueue",
+        ],
+    );
+    let probe = format!(
+        "echo '## pids'; for p in 1 2; do [ -d /proc/$p ] && echo \"pid $p\"; done; echo \"task $$\"\n{}{}{}\
+         echo '## dev'; head -c 3 /dev/zero | od -An -tx1; echo hi > /dev/null && echo null-ok\n",
+        ls(&["/dev", "/dev/pts"]),
+        writable(&["/", "/proc", "/dev", "/dev/shm", "/dev/mqueue", "/dev/pts"]),
+        mounts(&["/", "/proc", "/dev", "/dev/pts", "/dev/mqueue"])
+    );
+    for who in BOTH {
+        let [b, a] = case(&args).sh(&probe).run_all(who);
+        let ctx = || format!("as {who:?}\n{}\n{}", b.show(), a.show());
+        assert_eq!((b.code, a.code), (0, 0), "{}", ctx());
+        assert_eq!(b.stderr, a.stderr, "{}", ctx());
+        // Documented in the source (boundary.rs, make_dev), not in the README: airlock's
+        // /dev/shm is a tmpfs of its own, mode 1777 (bubblewrap: a 0755 directory of the /dev
+        // tmpfs, writable only by the sandbox's uid), and its mqueue is nosuid,nodev,noexec
+        // (bubblewrap: none of these). The device nodes are bound read-only and noexec
+        // (bubblewrap: read-write); not printed here, writing /dev/null works in both.
+        let shm_b = "drwxr-xr-x 0 0 /dev/shm -> ";
+        let shm_a = "drwxrwxrwt 0 0 /dev/shm -> ";
+        let (shm_b, shm_a) = match who {
+            Launcher::Root => (shm_b.to_string(), shm_a.to_string()),
+            Launcher::Unprivileged => (
+                shm_b.replace("0 0", "65534 65534"),
+                shm_a.replace("0 0", "65534 65534"),
+            ),
+        };
+        assert!(b.stdout.lines().any(|l| l == shm_b), "{}", ctx());
+        assert!(a.stdout.lines().any(|l| l == shm_a), "{}", ctx());
+        let (nb, na) = (normalise(&b.stdout), normalise(&a.stdout));
+        assert!(nb.contains("\n/dev/mqueue rw\n"), "{}", ctx());
+        assert!(na.contains("\n/dev/mqueue rw,nosuid,nodev\n"), "{}", ctx());
+        let strip = |s: &str| {
+            s.lines()
+                .filter(|l| !l.ends_with(" /dev/shm -> ") && !l.starts_with("/dev/mqueue rw"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(&nb), strip(&na), "{}", ctx());
+    }
+}
+
+/// bubblewrap without --unshare-pid binds the host's /proc for --proc (a new proc of a pid
+/// namespace the caller does not own cannot be mounted). airlock does that only for a root
+/// caller: an unprivileged one gets "Can't mount proc".
+#[test]
+fn proc_without_a_pid_namespace() {
+    let probe = format!(
+        "n=$(ls /proc | grep -cE '^[0-9]+$'); [ $n -gt 5 ] && echo many || echo few\n\
+         [ -n \"$(readlink /proc/self/ns/pid)\" ] && echo self-ok\n{}",
+        mounts(&["/proc"])
+    );
+    for who in BOTH {
+        let [b, _] = same(&case(&with(MIN, &["--proc", "/proc"])).sh(&probe), who);
+        assert_eq!(b.code, 0, "{}", b.show());
+    }
+}
+
+/// --mqueue without --unshare-ipc: bubblewrap as root mounts it in the host's IPC namespace;
+/// airlock (always in a user namespace) cannot, and neither can bubblewrap as uid 65534.
+#[test]
+fn mqueue_without_an_ipc_namespace() {
+    let c = case(&with(MIN, &["--mqueue", "/mq"])).sh("echo mounted");
+    let [b, a] = c.run_all(Launcher::Root);
+    assert_eq!(
+        (b.code, b.stdout.as_str()),
+        (0, "mounted\n"),
+        "{}",
+        b.show()
+    );
+    assert_eq!(a.code, 1, "{}", a.show());
+    let refused = "bwrap: Can't mount mqueue on /newroot/mq: Operation not permitted\n";
+    assert_eq!(a.stderr, refused, "{}", a.show());
+    let [b, _] = same(&c, Launcher::Unprivileged);
+    assert_eq!(b.stderr, refused);
+}
+
+/// A later mount at the same path (or a parent) covers an earlier one.
+#[test]
+fn later_mounts_cover_earlier_ones() {
+    let d = tmpdir(0o755);
+    let data = d.path().join("data");
+    write(&data, b"data\n", 0o644);
+    let pre = format!("exec 5<{}", data.display());
+    let args = with(
+        MIN,
+        &[
+            "--ro-bind",
+            "/usr/share",
+            "/x",
+            "--tmpfs",
+            "/x",
+            "--tmpfs",
+            "/y",
+            "--ro-bind",
+            "/usr/lib",
+            "/y",
+            "--dir",
+            "/z/inner",
+            "--tmpfs",
+            "/z",
+            "--file",
+            "5",
+            "/f",
+            "--ro-bind",
+            "/etc/hostname",
+            "/f",
+            "--tmpfs",
+            "/p/q",
+            "--ro-bind",
+            "/usr/share",
+            "/p",
+        ],
+    );
+    let probe = format!(
+        "for p in /x /y /z /f /p; do echo \"$p $(ls -A $p 2>&1 | head -3 | tr '\\n' ' ')\"; done\n{}",
+        mounts(&["/x", "/y", "/z", "/f", "/p", "/p/q"])
+    );
+    for who in BOTH {
+        let [b, _] = same(&case(&args).pre(&pre).sh(&probe), who);
+        assert!(b.stdout.starts_with("/x \n"), "{}", b.show());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lockdown
+
+/// --new-session (TIOCSTI, CVE-2017-5226): the task has no controlling terminal in both.
+/// Whether the shell leads its session and process group is read from a child's
+/// /proc/self/stat (ppid, pgrp, session), valid with and without a pid namespace. Without
+/// --unshare-pid bubblewrap calls setsid() in the process that becomes the task, which then
+/// leads its session; airlock calls it in its init before starting the task, so the task is
+/// in a new session without leading it. With --unshare-pid both call it in pid 1.
+#[test]
+fn new_session() {
+    let probe = r#"set -- $(cat /proc/self/stat)
+[ "$6" = "$4" ] && echo session-leader || echo not-session-leader
+[ "$5" = "$4" ] && echo group-leader || echo not-group-leader
+echo tty_nr=$7"#;
+    for who in BOTH {
+        for set in [
+            &[][..],
+            &["--unshare-pid"][..],
+            &["--new-session", "--unshare-pid"][..],
+            &["--new-session", "--unshare-pid", "--proc", "/proc"][..],
+            &["--new-session", "--unshare-pid", "--as-pid-1"][..],
+            &["--new-session"][..],
+        ] {
+            let [b, _] = same(&case(&with(&["--ro-bind", "/", "/"], set)).sh(probe), who);
+            assert!(b.stdout.ends_with("tty_nr=0\n"), "{}", b.show());
+        }
+    }
+}
+
+/// A token unique to this test process and call, for finding what a run left behind.
+fn token() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("4.{:06}{:03}", std::process::id() % 1_000_000, n % 1000)
+}
+
+/// SIGKILL, by pid, each process whose command line is exactly `argv` (processes these tests
+/// started with a unique token, left behind on purpose or by a failure).
+fn kill_leftovers(argv: &[&str]) {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// `started` once the task runs, then `gone` or `alive` after SIGKILL of the launcher
+/// (KILL=launcher) or of the launcher's parent (KILL=parent).
+const DIE_SCRIPT: &str = r#"
+T=$TOKEN
+if [ "$KILL" = parent ]; then
+  ( $BW "$@" sleep $T >/dev/null 2>&1 & wait ) &
+else
+  $BW "$@" sleep $T >/dev/null 2>&1 &
+fi
+p=$!
+for i in $(seq 300); do pgrep -f "^sleep $T\$" >/dev/null && break; sleep 0.01; done
+pgrep -f "^sleep $T\$" >/dev/null && echo started
+kill -9 $p; wait $p 2>/dev/null
+for i in $(seq 100); do pgrep -f "^sleep $T\$" >/dev/null || break; sleep 0.01; done
+pgrep -f "^sleep $T\$" >/dev/null && echo alive || echo gone
+"#;
+
+fn die_run(imp: Imp, who: Launcher, args: &[&str], kill: &str) -> Res {
+    let t = token();
+    let r = case(args)
+        .script(DIE_SCRIPT)
+        .env("TOKEN", &t)
+        .env("KILL", kill)
+        .run(imp, who);
+    kill_leftovers(&["sleep", &t]);
+    r
+}
+
+/// Killing the launcher, or its parent, kills the sandbox with --die-with-parent; without the
+/// option bubblewrap's sandbox survives the launcher, airlock's is meant to die with it
+/// always (README: "--die-with-parent is always in effect"). Without a pid namespace airlock's
+/// task (forked by its init, PR_SET_PDEATHSIG not inherited) outlives the launcher, and
+/// nothing ties the launcher to its own parent.
+#[test]
+fn die_with_parent() {
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (set, kill) in [
+            (&["--unshare-pid"][..], "launcher"),
+            (&[][..], "launcher"),
+            (&["--unshare-pid"][..], "parent"),
+            (&[][..], "parent"),
+        ] {
+            let args = with(&["--ro-bind", "/", "/", "--die-with-parent"], set);
+            for imp in IMPS {
+                let r = die_run(imp, who, &args, kill);
+                if r.stdout != "started\ngone\n" {
+                    wrong.push(format!(
+                        "{imp:?} as {who:?} {set:?}, killing the {kill}: {:?}",
+                        r.stdout
+                    ));
+                }
+            }
+        }
+        let args = ["--ro-bind", "/", "/", "--unshare-pid"];
+        let b = die_run(Imp::Bubblewrap, who, &args, "launcher");
+        assert_eq!(b.stdout, "started\nalive\n", "{}", b.show());
+        let a = die_run(Imp::Airlock, who, &args, "launcher");
+        if a.stdout != "started\ngone\n" {
+            wrong.push(format!(
+                "Airlock as {who:?} without the option: {:?}",
+                a.stdout
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the sandbox outlived its launcher:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn as_pid_1() {
+    for who in BOTH {
+        for set in [
+            &["--unshare-pid", "--as-pid-1"][..],
+            &["--unshare-pid"][..],
+            &["--as-pid-1", "--unshare-pid"][..],
+        ] {
+            let c = case(&with(&["--ro-bind", "/", "/"], set)).sh("echo $$; exit 7");
+            let [b, _] = same(&c, who);
+            assert_eq!(b.code, 7);
+        }
+        let c = case(&["--ro-bind", "/", "/", "--unshare-pid", "--as-pid-1"]).sh("echo $$");
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "1\n");
+    }
+}
+
+/// The capability sets inside, for --cap-add/--cap-drop in order.
+#[test]
+fn capabilities() {
+    let probe = "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status";
+    let sets: &[&[&str]] = &[
+        &["--unshare-user"],
+        &["--unshare-user", "--cap-add", "CAP_NET_RAW"],
+        &[
+            "--unshare-user",
+            "--cap-add",
+            "cap_net_raw",
+            "--cap-add",
+            "CAP_CHOWN",
+        ],
+        &[
+            "--unshare-user",
+            "--cap-add",
+            "CAP_NET_RAW",
+            "--cap-drop",
+            "ALL",
+        ],
+        &[
+            "--unshare-user",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_NET_RAW",
+        ],
+        &["--unshare-user", "--uid", "5", "--cap-add", "CAP_SYS_ADMIN"],
+    ];
+    for set in sets {
+        same(
+            &case(&with(&["--ro-bind", "/", "/"], set)).sh(probe),
+            Launcher::Unprivileged,
+        );
+    }
+    let [b, _] = same(
+        &case(&["--ro-bind", "/", "/", "--cap-add", "CAP_NET_RAW"])
+            .sh("grep CapEff /proc/self/status"),
+        Launcher::Unprivileged,
+    );
+    assert_eq!(b.stdout, "CapEff:\t0000000000002000\n");
+    // An unknown name: the same refusal (bubblewrap writes "unknown cap", airlock "Unknown
+    // cap"). airlock also takes a name without the CAP_ prefix, which bubblewrap refuses.
+    let [b, a] = case(&["--ro-bind", "/", "/", "--cap-add", "CAP_BOGUS", "true"])
+        .run_all(Launcher::Unprivileged);
+    assert_eq!((b.code, a.code), (1, 1), "{}\n{}", b.show(), a.show());
+    assert_eq!(b.stderr, "bwrap: unknown cap: CAP_BOGUS\n");
+    assert_eq!(
+        a.stderr.to_lowercase(),
+        b.stderr.to_lowercase(),
+        "{}",
+        a.show()
+    );
+    let [b, a] = case(&["--ro-bind", "/", "/", "--cap-add", "net_raw", "true"])
+        .run_all(Launcher::Unprivileged);
+    assert_eq!(
+        (b.code, b.stderr.as_str()),
+        (1, "bwrap: unknown cap: net_raw\n")
+    );
+    assert_eq!(a.code, 0, "{}", a.show());
+    // As root, explicit sets match: --cap-drop ALL then an add. (The bounding set is not
+    // compared: bubblewrap started by root without a user namespace leaves it whole, airlock
+    // reduces it to the kept capabilities.)
+    let probe = "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status";
+    for set in [
+        &["--cap-drop", "ALL"][..],
+        &["--cap-drop", "ALL", "--cap-add", "CAP_NET_RAW"][..],
+        &["--cap-add", "CAP_NET_RAW", "--cap-drop", "ALL"][..],
+        &[
+            "--unshare-user",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_NET_RAW",
+        ][..],
+    ] {
+        same(
+            &case(&with(&["--ro-bind", "/", "/"], set)).sh(probe),
+            Launcher::Root,
+        );
+    }
+}
+
+/// bubblewrap started by root keeps root's capabilities by default ("If our uid is 0, default
+/// to inheriting all caps; the caller can drop them via --cap-drop", used by rpm-ostree), and
+/// --cap-drop removes from that set. airlock starts from none: the README's "uid 0 with no
+/// capabilities, as under bubblewrap" is not what bubblewrap does.
+#[test]
+fn root_capabilities_by_default() {
+    let host = std::fs::read_to_string("/proc/self/status").unwrap();
+    let host_eff = host
+        .lines()
+        .find(|l| l.starts_with("CapEff:"))
+        .unwrap()
+        .to_string();
+    for set in [
+        &[][..],
+        &["--unshare-user"][..],
+        &["--cap-drop", "CAP_SYS_ADMIN"][..],
+    ] {
+        let c = case(&with(&["--ro-bind", "/", "/"], set)).sh("grep CapEff /proc/self/status");
+        let [b, a] = c.run_all(Launcher::Root);
+        if set.is_empty() || set == ["--unshare-user"] {
+            assert_eq!(b.stdout.trim_end(), host_eff, "{}", b.show());
+        } else {
+            assert_ne!(b.stdout, "CapEff:\t0000000000000000\n", "{}", b.show());
+        }
+        assert_eq!(a.stdout, "CapEff:\t0000000000000000\n", "{}", a.show());
+    }
+}
+
+/// A classic BPF program: on x86_64, the listed syscalls return `errno`; the rest are allowed.
+fn bpf_deny(nrs: &[u32], errno: u32) -> Vec<u8> {
+    const LD_ABS: u16 = 0x20;
+    const JEQ: u16 = 0x15;
+    const RET: u16 = 0x06;
+    let n = nrs.len() as u8;
+    let mut prog: Vec<(u16, u8, u8, u32)> = vec![
+        (LD_ABS, 0, 0, 4),
+        (JEQ, 0, n + 2, 0xC000_003E),
+        (LD_ABS, 0, 0, 0),
+    ];
+    for (i, nr) in nrs.iter().enumerate() {
+        let i = i as u8;
+        let last = i == n - 1;
+        prog.push((JEQ, n - 1 - i, if last { 1 } else { 0 }, *nr));
+    }
+    prog.push((RET, 0, 0, 0x0005_0000 | errno));
+    prog.push((RET, 0, 0, 0x7fff_0000));
+    let mut v = Vec::new();
+    for (code, jt, jf, k) in prog {
+        v.extend_from_slice(&code.to_le_bytes());
+        v.extend_from_slice(&[jt, jf]);
+        v.extend_from_slice(&k.to_le_bytes());
+    }
+    v
+}
+
+#[test]
+fn seccomp_programs_from_descriptors() {
+    let d = tmpdir(0o755);
+    let no_mkdir = d.path().join("no-mkdir.bpf");
+    let no_symlink = d.path().join("no-symlink.bpf");
+    // mkdir, mkdirat -> EPERM; symlink, symlinkat -> EACCES.
+    write(&no_mkdir, &bpf_deny(&[83, 258], 1), 0o600);
+    write(&no_symlink, &bpf_deny(&[88, 266], 13), 0o600);
+    let pre = format!(
+        "exec 5<{0} 6<{1} 7<{0}",
+        no_mkdir.display(),
+        no_symlink.display()
+    );
+    let probe = "cd /tmp; mkdir d && echo mkdir-ok; ln -s x l && echo ln-ok; echo after";
+    let base = with(MIN, &["--tmpfs", "/tmp"]);
+    for who in BOTH {
+        let [b, _] = same(&case(&base).pre(&pre).sh(probe), who);
+        assert_eq!(b.stdout, "mkdir-ok\nln-ok\nafter\n");
+        let [b, _] = same(
+            &case(&with(&base, &["--seccomp", "5"])).pre(&pre).sh(probe),
+            who,
+        );
+        assert_eq!(b.stdout, "ln-ok\nafter\n");
+        assert!(b.stderr.contains("Operation not permitted"), "{}", b.show());
+        let [b, _] = same(
+            &case(&with(
+                &base,
+                &["--add-seccomp-fd", "5", "--add-seccomp-fd", "6"],
+            ))
+            .pre(&pre)
+            .sh(probe),
+            who,
+        );
+        assert_eq!(b.stdout, "after\n");
+        assert!(b.stderr.contains("Permission denied"), "{}", b.show());
+    }
+}
+
+/// --seccomp with --add-seccomp-fd is refused in either order, each order with its own
+/// message; a repeated --seccomp warns and the last one applies. airlock accepts both
+/// combinations (installing every filter) and refuses a repeated --seccomp.
+#[test]
+fn seccomp_option_combinations() {
+    let d = tmpdir(0o755);
+    let no_mkdir = d.path().join("no-mkdir.bpf");
+    let no_symlink = d.path().join("no-symlink.bpf");
+    write(&no_mkdir, &bpf_deny(&[83, 258], 1), 0o600);
+    write(&no_symlink, &bpf_deny(&[88, 266], 13), 0o600);
+    let pre = format!(
+        "exec 5<{0} 6<{1} 7<{0}",
+        no_mkdir.display(),
+        no_symlink.display()
+    );
+    let probe = "cd /tmp; mkdir d && echo mkdir-ok; ln -s x l && echo ln-ok; echo after";
+    let base = with(MIN, &["--tmpfs", "/tmp"]);
+    for who in BOTH {
+        for (set, message) in [
+            (
+                &["--seccomp", "5", "--add-seccomp-fd", "6"][..],
+                "bwrap: --add-seccomp-fd cannot be combined with --seccomp\n",
+            ),
+            (
+                &["--add-seccomp-fd", "6", "--seccomp", "7"][..],
+                "bwrap: --seccomp cannot be combined with --add-seccomp-fd\n",
+            ),
+        ] {
+            let [b, _] = same(&case(&with(&base, set)).pre(&pre).sh(probe), who);
+            assert_eq!((b.code, b.stderr.as_str()), (1, message));
+        }
+        let [b, _] = same(
+            &case(&with(&base, &["--seccomp", "6", "--seccomp", "5"]))
+                .pre(&pre)
+                .sh(probe),
+            who,
+        );
+        assert_eq!(b.stdout, "ln-ok\nafter\n");
+        assert!(
+            b.stderr
+                .starts_with("bwrap: Only the last --seccomp option will take effect\n")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Monitoring
+
+fn json_docs(text: &str) -> Vec<serde_json::Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"))
+}
+
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+#[test]
+fn info_fd_and_json_status_fd() {
+    let d = tmpdir(0o755);
+    let (info, status) = (d.path().join("info"), d.path().join("status"));
+    let pre = format!("exec 8>{} 9>{}", info.display(), status.display());
+    for who in BOTH {
+        for set in [
+            &["--unshare-pid", "--unshare-net"][..],
+            &["--unshare-all"][..],
+            &[][..],
+        ] {
+            let args = with(
+                &with(
+                    &[
+                        "--ro-bind",
+                        "/",
+                        "/",
+                        "--info-fd",
+                        "8",
+                        "--json-status-fd",
+                        "9",
+                    ],
+                    set,
+                ),
+                &["sh", "-c", "exit 3"],
+            );
+            let mut seen = vec![];
+            for imp in IMPS {
+                let r = case(&args).pre(&pre).run(imp, who);
+                assert_eq!(r.code, 3, "{imp:?} {}", r.show());
+                let i = json_docs(&std::fs::read_to_string(&info).unwrap());
+                let s = json_docs(&std::fs::read_to_string(&status).unwrap());
+                assert_eq!(i.len(), 1, "{imp:?} {i:?}");
+                assert_eq!(s.len(), 2, "{imp:?} {s:?}");
+                assert!(i[0]["child-pid"].as_i64().unwrap() > 1);
+                assert_eq!(i[0], s[0], "{imp:?}");
+                assert_eq!(s[1], serde_json::json!({"exit-code": 3}), "{imp:?}");
+                seen.push(keys(&i[0]));
+            }
+            assert_eq!(seen[0], seen[1], "as {who:?} {set:?}");
+        }
+    }
+}
+
+/// bubblewrap fails when the --info-fd descriptor is not open (exit 1, "Write to info_fd"; its
+/// sandbox process is then left behind, blocked: killed here by its unique command line);
+/// airlock silently runs the command without writing the information.
+#[test]
+fn info_fd_not_open_is_an_error() {
+    let d = tmpdir(0o755);
+    let script = format!(
+        r#"$BW "$@" >{0}/out 2>{0}/err; echo "exit $?"; cat {0}/err"#,
+        d.path().display()
+    );
+    for who in BOTH {
+        let mut seen = vec![];
+        for imp in IMPS {
+            let t = token();
+            let r = case(&["--ro-bind", "/", "/", "--info-fd", "8", "echo", &t])
+                .script(&script)
+                .run(imp, who);
+            kill_leftovers(&[
+                BUBBLEWRAP,
+                "--ro-bind",
+                "/",
+                "/",
+                "--info-fd",
+                "8",
+                "echo",
+                &t,
+            ]);
+            seen.push(r);
+        }
+        let [b, a] = [&seen[0], &seen[1]];
+        assert_eq!(
+            b.stdout,
+            "exit 1\nbwrap: Write to info_fd: Bad file descriptor\n",
+            "{}",
+            b.show()
+        );
+        assert_eq!(a.stdout, b.stdout, "as {who:?}: {}", a.show());
+    }
+}
+
+/// The --sync-fd pipe reaches EOF only once the sandbox has ended.
+#[test]
+fn sync_fd() {
+    let script = r#"$BW "$@" 3> >(cat; echo sync-closed) ; echo launcher-exited"#;
+    for who in BOTH {
+        let c = case(&["--ro-bind", "/", "/", "--sync-fd", "3"])
+            .sh("sleep 0.3; echo task-done")
+            .script(script);
+        // bubblewrap's sandbox init holds the descriptor, airlock's launcher does: the pipe
+        // closes as the sandbox ends in both, racing the script's next line either way.
+        for r in c.run_all(who) {
+            assert_eq!(r.code, 0, "{}", r.show());
+            let mut lines: Vec<&str> = r.stdout.lines().collect();
+            assert_eq!(
+                lines.first(),
+                Some(&"task-done"),
+                "the pipe closed early: {}",
+                r.show()
+            );
+            lines.sort();
+            assert_eq!(
+                lines,
+                ["launcher-exited", "sync-closed", "task-done"],
+                "{}",
+                r.show()
+            );
+        }
+    }
+}
+
+/// --block-fd: nothing runs until a byte arrives.
+#[test]
+fn block_fd() {
+    let d = tmpdir(0o755);
+    let fifo = d.path().join("fifo");
+    let script = format!(
+        r#"mkfifo {f}; exec 4<>{f}
+( sleep 0.4; echo released; echo x > {f} ) &
+t0=$(date +%s%N)
+$BW "$@"
+t1=$(date +%s%N); [ $(( (t1 - t0) / 1000000 )) -ge 350 ] && echo waited || echo "did not wait"
+rm -f {f}"#,
+        f = fifo.display()
+    );
+    for who in BOTH {
+        for set in [&[][..], &["--unshare-pid"][..]] {
+            let c = case(&with(&["--ro-bind", "/", "/", "--block-fd", "4"], set))
+                .sh("echo task-runs")
+                .script(&script);
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, "released\ntask-runs\nwaited\n", "{}", b.show());
+        }
+    }
+}
+
+/// --lock-file: a read lock on the file is held while the sandbox runs (bubblewrap's pid 1
+/// holds it). airlock takes it in boundary::build and drops it when build returns, before the
+/// task starts, so the file is never seen locked.
+#[test]
+fn lock_file_is_held_while_the_sandbox_runs() {
+    let d = tmpdir(0o777);
+    let lock = d.path().join("lock");
+    write(&lock, b"", 0o644);
+    let script = format!(
+        r#"D={d}; L=$D/lock; rm -f $D/up
+check() {{ {py} -c 'import fcntl,sys
+f=open(sys.argv[1],"r+")
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB); print("free")
+except OSError: print("locked")' $L; }}
+$BW "$@" &
+p=$!
+for i in $(seq 300); do [ -e $D/up ] && break; sleep 0.01; done
+check
+wait $p; echo "exit $?"
+check"#,
+        d = d.path().display(),
+        py = PYTHON
+    );
+    let dp = d.path().display().to_string();
+    let lp = lock.display().to_string();
+    for who in BOTH {
+        for set in [&[][..], &["--unshare-pid"][..]] {
+            let c = case(&with(
+                &[
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--bind",
+                    &dp,
+                    &dp,
+                    "--lock-file",
+                    &lp,
+                ],
+                set,
+            ))
+            .sh(&format!("touch {dp}/up; sleep 0.5"))
+            .script(&script);
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, "locked\nexit 0\nfree\n", "{}", b.show());
+        }
+    }
+}
+
+/// --args FD: NUL-separated arguments read in place of the option.
+#[test]
+fn args_from_a_descriptor_parsed_in_place() {
+    let d = tmpdir(0o755);
+    let file = d.path().join("args");
+    write(
+        &file,
+        b"--setenv\0X\0from-args\0--chdir\0/usr\0--setenv\0SPACED\0a b  c\0",
+        0o600,
+    );
+    let pre = format!("exec 5<{}", file.display());
+    let probe = "echo X=$X Y=$Y SPACED=\"$SPACED\"; pwd";
+    for who in BOTH {
+        let c = case(&[
+            "--ro-bind",
+            "/",
+            "/",
+            "--setenv",
+            "X",
+            "before",
+            "--args",
+            "5",
+            "--setenv",
+            "Y",
+            "after",
+        ])
+        .pre(&pre)
+        .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "X=from-args Y=after SPACED=a b  c\n/usr\n");
+        let c = case(&[
+            "--ro-bind",
+            "/",
+            "/",
+            "--args",
+            "5",
+            "--setenv",
+            "X",
+            "after",
+        ])
+        .pre(&pre)
+        .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "X=after Y= SPACED=a b  c\n/usr\n");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// General
+
+#[test]
+fn help_and_version() {
+    let [b, a] = case(&["--help"]).run_all(Launcher::Unprivileged);
+    assert_eq!((b.code, a.code), (0, 0), "{}\n{}", b.show(), a.show());
+    for opt in ["--as-pid-1", "--perms", "--argv0", "--ro-bind-fd"] {
+        assert!(
+            a.stdout.contains(&format!("    {opt} ")),
+            "{opt}: {}",
+            a.show()
+        );
+    }
+    // Every option bubblewrap 0.8 lists, airlock lists too.
+    for line in b.stdout.lines() {
+        if let Some(opt) = line.trim_start().strip_prefix("--") {
+            let opt = opt.split_whitespace().next().unwrap();
+            assert!(
+                a.stdout.contains(&format!("    --{opt} ")),
+                "--{opt} missing from airlock's help"
+            );
+        }
+    }
+    let [b, a] = case(&["--version"]).run_all(Launcher::Root);
+    assert_eq!((b.code, a.code), (0, 0));
+    assert!(b.stdout.starts_with("bubblewrap "), "{}", b.show());
+    assert!(a.stdout.starts_with("bubblewrap "), "{}", a.show());
+}
+
+#[test]
+fn usage_errors() {
+    for who in BOTH {
+        let [b, _] = same(
+            &case(&["--ro-bind", "/", "/", "--frobnicate", "--", "true"]),
+            who,
+        );
+        assert_eq!(b.code, 1);
+        assert_eq!(b.stderr, "bwrap: Unknown option --frobnicate\n");
+        // No command: both exit 1; bubblewrap prints its usage to stderr, airlock a message.
+        let [b, a] = case(&["--ro-bind", "/", "/"]).run_all(who);
+        assert_eq!((b.code, a.code), (1, 1), "{}\n{}", b.show(), a.show());
+        assert!(b.stderr.starts_with("usage: "), "{}", b.show());
+        assert_eq!(a.stderr, "bwrap: No command specified\n");
+        let [b, a] = case(&["--ro-bind", "/", "/", "--"]).run_all(who);
+        assert_eq!((b.code, a.code), (1, 1), "{}\n{}", b.show(), a.show());
+        // A command that does not exist.
+        let [b, _] = same(&case(&["--ro-bind", "/", "/", "/nonexistent-cmd"]), who);
+        assert_eq!(b.code, 1);
+        assert_eq!(
+            b.stderr,
+            "bwrap: execvp /nonexistent-cmd: No such file or directory\n"
+        );
+        // An option missing its argument.
+        let [b, a] = case(&["--ro-bind", "/"]).run_all(who);
+        assert_eq!((b.code, a.code), (1, 1), "{}\n{}", b.show(), a.show());
+        assert!(b.stderr.starts_with("bwrap: --ro-bind takes two arguments"));
+        assert!(
+            a.stderr.starts_with("bwrap: --ro-bind takes"),
+            "{}",
+            a.show()
+        );
+    }
+}
+
+/// Setup failures: `bwrap: ` and bubblewrap's key phrase, exit 1.
+#[test]
+fn setup_failure_wording() {
+    let d = tmpdir(0o700);
+    let hidden = d.path().join("hidden");
+    write(&hidden, b"x", 0o600);
+    let hidden = hidden.display().to_string();
+    let ro = ["--ro-bind", "/", "/"];
+    let cases: Vec<(Launcher, Vec<&str>, String)> = vec![
+        (
+            Launcher::Root,
+            with(&ro, &["--dir", "/nx/y"]),
+            "bwrap: Can't mkdir".into(),
+        ),
+        (
+            Launcher::Root,
+            with(&ro, &["--symlink", "foo", "/nx"]),
+            "bwrap: Can't make symlink at /nx: Read-only file system".into(),
+        ),
+        (
+            Launcher::Root,
+            with(&ro, &["--remount-ro", "/nx"]),
+            "bwrap: Can't remount readonly on /newroot/nx".into(),
+        ),
+        (
+            Launcher::Root,
+            with(&ro, &["--chmod", "0755", "/nx"]),
+            "bwrap: Can't chmod 0755 /nx: No such file or directory".into(),
+        ),
+        (
+            Launcher::Unprivileged,
+            with(&ro, &["--ro-bind", &hidden, "/r"]),
+            format!("bwrap: Can't find source path {hidden}: Permission denied"),
+        ),
+        (
+            Launcher::Unprivileged,
+            with(&ro, &["--perms", "0700", "--perms", "0600", "--dir", "/x"]),
+            "bwrap: --perms given twice for the same action".into(),
+        ),
+    ];
+    let mut wrong = vec![];
+    for (who, args, phrase) in &cases {
+        let [b, a] = case(&with(args, &["true"])).run_all(*who);
+        assert_eq!(b.code, 1, "{}", b.show());
+        assert!(b.stderr.starts_with(phrase.as_str()), "{}", b.show());
+        if a.code != 1 || !a.stderr.starts_with(phrase.as_str()) {
+            wrong.push(format!(
+                "{args:?}: want {phrase:?}, airlock exit {} {:?}",
+                a.code, a.stderr
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
+/// The GNOME thumbnailer style (no `--` before the command) and the exit status of a task
+/// killed by a signal (128+N).
+#[test]
+fn command_without_double_dash_and_signal_status() {
+    for who in BOTH {
+        let [b, _] = same(
+            &case(&[
+                "--ro-bind",
+                "/",
+                "/",
+                "--unshare-all",
+                "--die-with-parent",
+                "sh",
+                "-c",
+                "echo thumb $0 $1",
+                "a",
+                "--b",
+            ]),
+            who,
+        );
+        assert_eq!(b.stdout, "thumb a --b\n");
+        for set in [&[][..], &["--unshare-pid"][..]] {
+            for (sig, code) in [("TERM", 143), ("KILL", 137), ("SEGV", 139)] {
+                let c = case(&with(&["--ro-bind", "/", "/"], set))
+                    .sh(&format!("kill -{sig} $$; sleep 5"));
+                let [b, _] = same(&c, who);
+                assert_eq!(b.code, code, "{set:?} {sig}");
+            }
+        }
+        // As pid 1 the task ignores a signal it sends itself (no handler), in both.
+        let c = case(&["--ro-bind", "/", "/", "--unshare-pid", "--as-pid-1"])
+            .sh("kill -TERM $$; echo survived; exit 3");
+        let [b, _] = same(&c, who);
+        assert_eq!((b.code, b.stdout.as_str()), (3, "survived\n"));
+        let [b, _] = same(&case(&["--ro-bind", "/", "/"]).sh("exit 42"), who);
+        assert_eq!(b.code, 42);
+    }
+}
+
+/// `airlock bwrap ARGS...` behaves as airlock started under the name `bwrap`.
+#[test]
+fn airlock_bwrap_subcommand() {
+    for who in BOTH {
+        let c = case(&[
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-all",
+            "--hostname",
+            "sub",
+            "--proc",
+            "/proc",
+            "--setenv",
+            "V",
+            "1",
+        ])
+        .sh(PROBE);
+        let b = c.run(Imp::Bubblewrap, who);
+        let s = c.run(Imp::AirlockSub, who);
+        assert_eq!((b.code, s.code), (0, 0), "{}\n{}", b.show(), s.show());
+        assert_eq!(
+            normalise(&b.stdout),
+            normalise(&s.stdout),
+            "{}\n{}",
+            b.show(),
+            s.show()
+        );
+        let v = case(&["--version"]).run(Imp::AirlockSub, who);
+        assert!(v.stdout.starts_with("bubblewrap "), "{}", v.show());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Holes bubblewrap leaves open, closed by airlock
+
+/// As root, a writable /proc/sys: bubblewrap lets the task write the host's sysctls (here the
+/// current value of vm.overcommit_ratio back), airlock refuses (read-only file system).
+#[test]
+fn host_sysctls_are_read_only_for_a_root_caller() {
+    let probe = "v=$(cat /proc/sys/vm/overcommit_ratio) && echo $v > /proc/sys/vm/overcommit_ratio && echo WROTE || echo REFUSED";
+    for set in [
+        &["--ro-bind", "/", "/", "--unshare-pid", "--proc", "/proc"][..],
+        &["--bind", "/", "/"][..],
+        &["--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc"][..],
+        &["--ro-bind", "/", "/", "--proc", "/proc"][..],
+    ] {
+        let [b, a] = case(set).sh(probe).run_all(Launcher::Root);
+        assert_eq!(b.stdout, "WROTE\n", "{set:?} {}", b.show());
+        assert_eq!(a.stdout, "REFUSED\n", "{set:?} {}", a.show());
+        assert!(a.stderr.contains("Read-only file system"), "{}", a.show());
+    }
+    // uid 65534 can write neither.
+    let [b, a] = case(&["--bind", "/", "/"])
+        .sh(probe)
+        .run_all(Launcher::Unprivileged);
+    assert_eq!(
+        (b.stdout.as_str(), a.stdout.as_str()),
+        ("REFUSED\n", "REFUSED\n")
+    );
+}
+
+/// bubblewrap's pid 1 (its reaper) carries the caller's environment and the task can read it
+/// in /proc/1/environ; airlock's init is not dumpable.
+#[test]
+fn the_launchers_environment_is_not_readable_from_pid_1() {
+    let probe = r#"if e=$(tr '\0' '\n' < /proc/1/environ 2>/dev/null); then echo "$e" | grep '^SECRET_TOKEN=' || echo no-secret; else echo unreadable; fi"#;
+    for who in BOTH {
+        let base = case(&[
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-pid",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--clearenv",
+        ])
+        .env("SECRET_TOKEN", "hunter2");
+        let [b, a] = base.clone().sh(probe).run_all(who);
+        assert_eq!(b.stdout, "SECRET_TOKEN=hunter2\n", "{who:?} {}", b.show());
+        assert_eq!(a.stdout, "unreadable\n", "{who:?} {}", a.show());
+        // The task's own environment is as asked in both.
+        let [b, _] = same(&base.sh("env | grep -c SECRET_TOKEN"), who);
+        assert_eq!(b.stdout, "0\n");
+    }
+}
+
+/// A descriptor the caller left open (fd 7, named by no option) reaches the task under
+/// bubblewrap, not under airlock.
+#[test]
+fn descriptors_the_caller_left_open_do_not_reach_the_task() {
+    let d = tmpdir(0o755);
+    let f = d.path().join("secret");
+    write(&f, b"left open\n", 0o600);
+    let probe = "if [ -e /proc/self/fd/7 ]; then echo visible; cat <&7; else echo absent; fi";
+    for who in BOTH {
+        for set in [
+            &[][..],
+            &["--unshare-pid"][..],
+            &["--unshare-pid", "--as-pid-1"][..],
+        ] {
+            let c = case(&with(&["--ro-bind", "/", "/"], set))
+                .pre(&format!("exec 7<{}", f.display()))
+                .sh(probe);
+            let [b, a] = c.run_all(who);
+            assert_eq!(
+                b.stdout,
+                "visible\nleft open\n",
+                "{who:?} {set:?} {}",
+                b.show()
+            );
+            assert_eq!(a.stdout, "absent\n", "{who:?} {set:?} {}", a.show());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scale
+
+#[test]
+fn two_thousand_optional_binds() {
+    let mut args: Vec<String> = MIN.iter().map(|s| s.to_string()).collect();
+    for i in 0..2000 {
+        args.extend([
+            "--ro-bind-try".into(),
+            format!("/nonexistent-{i}"),
+            format!("/x-{i}"),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    for who in BOTH {
+        let c = case(&args)
+            .deadline(Duration::from_secs(60))
+            .sh("ls / | wc -l; echo ok");
+        let [b, a] = same(&c, who);
+        assert_eq!(b.stdout, "5\nok\n");
+        eprintln!(
+            "2000 binds as {who:?}: bubblewrap {:?}, airlock {:?}",
+            b.took, a.took
+        );
+    }
+}
+
+/// bubblewrap caps the command line at 9000 arguments; airlock accepts more.
+#[test]
+fn more_than_nine_thousand_arguments() {
+    let mut args: Vec<String> = vec!["--ro-bind".into(), "/".into(), "/".into()];
+    for i in 0..4600 {
+        args.extend(["--unsetenv".into(), format!("V{i}")]);
+    }
+    args.extend(["sh".into(), "-c".into(), "echo ran".into()]);
+    assert!(args.len() > 9000);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    for who in BOTH {
+        let [b, a] = case(&args).run_all(who);
+        assert_eq!(b.code, 1, "{}", b.show());
+        assert!(
+            b.stderr.contains("Exceeded maximum number of arguments"),
+            "{}",
+            b.show()
+        );
+        assert_eq!((a.code, a.stdout.as_str()), (0, "ran\n"), "{}", a.show());
+    }
+    // Below the cap, the same.
+    let few: Vec<&str> = args[..3]
+        .iter()
+        .chain(&args[3..3 + 8000])
+        .chain(&args[args.len() - 3..])
+        .copied()
+        .collect();
+    same(&case(&few), Launcher::Unprivileged);
+}
