@@ -16,5 +16,10 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# The real clients of bubblewrap (Anthropic's srt, OpenAI's Codex) that tests/clients.rs runs
+# against airlock's drop-in bwrap; there, a client that cannot be installed fails the test.
+scripts/clients.sh
+export AIRLOCK_CLIENTS_REQUIRED=1
+
 cargo build --release --locked 2>/dev/null || cargo build --release
-cargo test --release -- --test-threads=2 "$@"
+cargo test --release --no-fail-fast -- --test-threads=2 "$@"

@@ -173,7 +173,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     let prepared = spec
         .fs
         .iter()
-        .map(|op| prepare(op, spec))
+        .map(|op| prepare(op, spec, inh.caller_is_root))
         .collect::<Result<Vec<_>, _>>()
         .step("5 copy host paths")?;
 
@@ -408,7 +408,7 @@ fn access_attrs(a: Access) -> u64 {
     }
 }
 
-fn prepare(op: &FsOp, spec: &Spec) -> Result<Prepared, SysError> {
+fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, SysError> {
     Ok(match op {
         FsOp::SystemPath(path) => match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => {
@@ -457,7 +457,8 @@ fn prepare(op: &FsOp, spec: &Spec) -> Result<Prepared, SysError> {
             Err(e) if *optional && (e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR) => {
                 Prepared::Nothing
             }
-            Ok(Prepared::Tree { fd, is_dir }) if *access != Access::ReadOnly => {
+            // Only a root caller's task can be the host's uid 0, the owner of proc's knobs.
+            Ok(Prepared::Tree { fd, is_dir }) if *access != Access::ReadOnly && caller_is_root => {
                 Prepared::WritableTree {
                     fd,
                     is_dir,
@@ -727,6 +728,9 @@ fn apply(
             // No new pid namespace (bwrap mode, root caller): the host's /proc, as a new proc
             // of the host's pid namespace would show it, with its kernel knobs read-only.
             attach(&fd, dest, true)?;
+            if !inh.caller_is_root {
+                return Ok(());
+            }
             protect_proc_knobs(Path::new("/oldroot/proc"), &at(dest))
         }
         (FsOp::Proc(dest), _) => {
@@ -737,8 +741,14 @@ fn apply(
                 return mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None);
             }
             mount_fs("proc", &path, "proc", flags, None)?;
-            // A writable proc (bwrap mode) keeps the kernel's global knobs read-only: a task
-            // that is uid 0 must not write the host's sysctls or trigger sysrq.
+            // A writable proc (bwrap mode) keeps the kernel's global knobs read-only when the
+            // task may be the host's uid 0 (a root caller): it must not write the host's
+            // sysctls or trigger sysrq. For any other caller the kernel already refuses, and
+            // covering them would stop a nested proc mount (the kernel wants proc fully
+            // visible), so they are left as bubblewrap leaves them.
+            if !inh.caller_is_root {
+                return Ok(());
+            }
             protect_proc_knobs(&path, &path)
         }
         (FsOp::Dev(dest), Prepared::Dev(nodes)) => make_dev(dest, nodes, ro_tmpfs),

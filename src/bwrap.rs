@@ -558,6 +558,14 @@ pub fn message(e: &StepError) -> String {
         let path = call.split('"').nth(1).unwrap_or("");
         return format!("Can't remount readonly on {path}: {errno}");
     }
+    if call.starts_with("open(") && call.ends_with("O_CREAT)") {
+        let path = call
+            .split('"')
+            .nth(1)
+            .unwrap_or("")
+            .trim_start_matches("/newroot");
+        return format!("Can't create file at {path}: {errno}");
+    }
     if call.starts_with("chdir(") {
         return format!(
             "Can't chdir to {}: {errno}",
