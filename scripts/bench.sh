@@ -31,6 +31,8 @@ BIG_ROUNDS=3      # hyperfine rounds for the 1 GiB task
 BIG_RUNS=4        # runs per command per round
 FILES_ROUNDS=2    # hyperfine rounds for the 1000-file task
 FILES_RUNS=10     # runs per command per round
+BINDS_ROUNDS=2    # hyperfine rounds for the 2000-bind bwrap line
+BINDS_RUNS=5      # runs per command per round
 UNPRIV_ID=65534
 
 # ---------------------------------------------------------------------------------------------
@@ -274,6 +276,21 @@ measure() {
         "none" "$(q sh -c "cd $(q "$S") && { $TASK; } && cat $(q "$S")/* >/dev/null")" \
         "airlock" "$(q sh -c "exec $(q "$A" run --json -- sh -c "$TASK") >/dev/null")" \
         "bwrap+seccomp" "$(q sh -c "$(q "${BWS[@]}" -- sh -c "$TASK") 9<$(q "$BLOB") && cat $(q "$S")/* >/dev/null")"
+    # -- 6. bwrap mode: 2000 --ro-bind-try of existing files (a client's long line), passed by
+    #    --args on FD 9, under airlock's bwrap and under bubblewrap. bubblewrap re-reads the
+    #    mount table for each read-only bind, so its setup grows quadratically.
+    local ARGSF=$W/binds.args
+    mapfile -t UB < <(ls /usr/bin | head -500)
+    {
+        printf '%s\0' --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib \
+            --symlink usr/lib64 /lib64 --unshare-all
+        for ((i = 0; i < 2000; i++)); do
+            printf '%s\0' --ro-bind-try "/usr/bin/${UB[$((i % ${#UB[@]}))]}" "/b/$i"
+        done
+    } >"$ARGSF"
+    hf binds "$BINDS_ROUNDS" "$BINDS_RUNS" 1 -- \
+        "airlock bwrap" "$(q "$WF" 9 "$ARGSF" "$A" bwrap --args 9 -- /bin/true)" \
+        "bwrap" "$(q "$WF" 9 "$ARGSF" bwrap --args 9 -- /bin/true)"
     rm -rf "$S"
     log "done"
 }
@@ -396,7 +413,7 @@ export BENCH_AIRLOCK_INSNS=$AIRLOCK_INSNS
 export BENCH_BIN_DIR=$BIN_DIR
 export BENCH_WORK_DIR=$WORK_DIR
 export BENCH_UNPRIV_ID=$UNPRIV_ID
-export BENCH_PARAMS="latency: $LAT_ROUNDS rounds x $LAT_RUNS runs (+$LAT_WARMUP warmup each); throughput: $TPUT_ROUNDS rounds x ${TPUT_SECS}s per launcher; RSS: $RSS_RUNS runs; 1 GiB: $BIG_ROUNDS rounds x $BIG_RUNS runs (+1 warmup); files: $FILES_ROUNDS rounds x $FILES_RUNS runs (+2 warmup)"
+export BENCH_PARAMS="latency: $LAT_ROUNDS rounds x $LAT_RUNS runs (+$LAT_WARMUP warmup each); throughput: $TPUT_ROUNDS rounds x ${TPUT_SECS}s per launcher; RSS: $RSS_RUNS runs; 1 GiB: $BIG_ROUNDS rounds x $BIG_RUNS runs (+1 warmup); files: $FILES_ROUNDS rounds x $FILES_RUNS runs (+2 warmup); 2000 binds: $BINDS_ROUNDS rounds x $BINDS_RUNS runs"
 export BENCH_SECONDS=$(($(date +%s) - T_START))
 
 /usr/bin/python3 "$HERE/bench/report.py" "$WORK_DIR/root/out" "$WORK_DIR/unpriv/out" \

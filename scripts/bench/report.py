@@ -43,6 +43,7 @@ def load(out):
         "lat": hyperfine_times(out, "lat"),
         "big": hyperfine_times(out, "big"),
         "files": hyperfine_times(out, "files"),
+        "binds": hyperfine_times(out, "binds"),
         "tput": {},
         "rss": {},
         "big_rss": {},
@@ -195,11 +196,14 @@ def rows_for(d):
 
     files = d["files"]
 
-    def cell_files(label):
-        t = files.get(label)
+    def cell_files_of(table, label):
+        t = table.get(label)
         if not t:
             return "n/a"
         return f"{fmt_ms(statistics.median(t))} ({fmt_ms(pct(t, 10))}-{fmt_ms(pct(t, 90))})"
+
+    def cell_files(label):
+        return cell_files_of(files, label)
 
     rows.append((
         f"1000 files of 10 B written and collected, ms: median (p10-p90), "
@@ -207,6 +211,15 @@ def rows_for(d):
         cell_files("airlock"), cell_files("bwrap+seccomp"),
         ratio(med(files, "airlock"), med(files, "bwrap+seccomp")),
         "", cell_files("none"),
+    ))
+
+    binds = d["binds"]
+    rows.append((
+        f"bwrap mode, 2000 --ro-bind-try of existing files, ms: median (p10-p90), "
+        f"n={len(binds.get('airlock bwrap', []))}",
+        cell_files_of(binds, "airlock bwrap"), cell_files_of(binds, "bwrap"),
+        ratio(med(binds, "airlock bwrap"), med(binds, "bwrap")),
+        "", "",
     ))
 
     derived = [
