@@ -524,6 +524,17 @@ fn mount_fs(
     )
 }
 
+/// A tmpfs (nosuid, nodev) at `target` with the given options (mode, size).
+fn mount_tmpfs(target: &Path, opts: &str) -> Result<(), SysError> {
+    mount_fs(
+        "tmpfs",
+        target,
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts),
+    )
+}
+
 fn open_path(p: &str) -> Result<OwnedFd, SysError> {
     named(
         nix::fcntl::open(
@@ -539,13 +550,7 @@ fn open_path(p: &str) -> Result<OwnedFd, SysError> {
 /// the host under /oldroot, and the sandbox's root tmpfs at /newroot.
 fn enter_scaffold() -> Result<(), SysError> {
     let base = Path::new(SCAFFOLD);
-    mount_fs(
-        "tmpfs",
-        base,
-        "tmpfs",
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )?;
+    mount_tmpfs(base, "mode=0755")?;
     named(nix::unistd::chdir(base), || format!("chdir({SCAFFOLD:?})"))?;
     make_dirs(Path::new("newroot"))?;
     make_dirs(Path::new("oldroot"))?;
@@ -553,13 +558,7 @@ fn enter_scaffold() -> Result<(), SysError> {
         format!("pivot_root({SCAFFOLD:?}, \"oldroot\")")
     })?;
     named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
-    mount_fs(
-        "tmpfs",
-        Path::new(NEWROOT),
-        "tmpfs",
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )
+    mount_tmpfs(Path::new(NEWROOT), "mode=0755")
 }
 
 fn enter_new_root() -> Result<(), SysError> {
@@ -716,13 +715,7 @@ fn apply(
             if let Some(size) = size {
                 opts.push_str(&format!(",size={size}"));
             }
-            mount_fs(
-                "tmpfs",
-                &path,
-                "tmpfs",
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some(&opts),
-            )
+            mount_tmpfs(&path, &opts)
         }
         (FsOp::Proc(dest), Prepared::Tree { fd, .. }) => {
             // No new pid namespace (bwrap mode, root caller): the host's /proc, as a new proc
@@ -865,13 +858,7 @@ fn make_dev(
 ) -> Result<(), SysError> {
     let dev = at(dest);
     make_dirs(&dev)?;
-    mount_fs(
-        "tmpfs",
-        &dev,
-        "tmpfs",
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )?;
+    mount_tmpfs(&dev, "mode=0755")?;
     for (name, fd) in nodes {
         attach(&fd, &dest.join(name), false)?;
     }
@@ -890,13 +877,7 @@ fn make_dev(
     )?;
     let shm = dev.join("shm");
     make_dirs(&shm)?;
-    mount_fs(
-        "tmpfs",
-        &shm,
-        "tmpfs",
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
-    )?;
+    mount_tmpfs(&shm, "mode=1777")?;
     if read_only {
         let fd = open_path(&dev.to_string_lossy())?;
         sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest)?;
@@ -942,13 +923,7 @@ fn make_scratch(inh: &Inherited, dest: &Path) -> Result<(OwnedFd, Handed), SysEr
     if let Some(l) = &inh.spec.limits {
         opts.push_str(&format!(",size={}", l.scratch_size));
     }
-    mount_fs(
-        "tmpfs",
-        &path,
-        "tmpfs",
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(&opts),
-    )?;
+    mount_tmpfs(&path, &opts)?;
     for (input, file) in inh.spec.inputs.iter().zip(&inh.inputs) {
         let dest = path.join(&input.name);
         let mut out = std::fs::OpenOptions::new()
