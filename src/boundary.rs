@@ -187,28 +187,22 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     })
     .step("6 become the sandbox user")?;
 
-    // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root, the host kept
-    //    under /oldroot, so that no path written below (an absolute symlink, say) can resolve
-    //    to a host directory; the sandbox's root is a second tmpfs at /newroot, filled by the
-    //    filesystem plan in order.
-    enter_scaffold().step("7 new root")?;
+    // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root and the host,
+    //    moved to /oldroot, is detached before any operation of the plan runs: a path the
+    //    plan writes through (an absolute symlink planted in a writable bind, say) resolves
+    //    inside the scaffold, never to a host directory. The kernel lets a user namespace mount
+    //    a new proc only while a fully visible one exists in the mount namespace, so a
+    //    read-only proc of the sandbox's pid namespace is kept in the scaffold until the end.
+    //    The sandbox's root is a second tmpfs at /newroot, filled by the plan in order.
+    let wants_proc = spec.ns.pid && spec.fs.iter().any(|op| matches!(op, FsOp::Proc(_)));
+    let disable_userns = spec.bwrap.as_ref().is_some_and(|b| b.disable_userns);
+    enter_scaffold(wants_proc, disable_userns).step("7 new root")?;
     let mut scratch = None;
     for (op, prep) in spec.fs.iter().zip(prepared) {
         apply(op, prep, inh, &mut scratch).map_err(|err| StepError {
             step: "7 build the filesystem",
             err,
         })?;
-    }
-
-    if spec.bwrap.as_ref().is_some_and(|b| b.disable_userns) {
-        // user.* limits are per user namespace: 0 here refuses every nested one.
-        std::fs::write("/oldroot/proc/sys/user/max_user_namespaces", "0")
-            .map_err(|e| {
-                io_err(e, || {
-                    "write(\"/proc/sys/user/max_user_namespaces\", \"0\")".into()
-                })
-            })
-            .step("7 disable user namespaces")?;
     }
 
     // 8. Detach the host and pivot_root into the new root: no host path stays reachable.
@@ -374,6 +368,11 @@ enum Prepared {
         kernel_fs: Vec<PathBuf>,
     },
     Link(PathBuf),
+    /// The host's /proc (no new pid namespace), with read-only copies of its knobs.
+    HostProc {
+        fd: OwnedFd,
+        knobs: Vec<(&'static str, OwnedFd)>,
+    },
     Etc(Vec<(PathBuf, OwnedFd, bool)>),
     Dev(Vec<(&'static str, OwnedFd)>),
 }
@@ -383,21 +382,61 @@ const RO: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATT
 /// Parts of proc that reach the whole kernel rather than the sandbox's own processes.
 const PROC_KNOBS: &[&str] = &["sys", "sysrq-trigger", "irq", "bus"];
 
-/// proc and sysfs mounts at or under `src` on the host, relative to `src`: a writable copy of
-/// a host tree keeps these read-only.
-fn kernel_fs_under(src: &Path) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let fstype = post.split(' ').next()?;
-            if fstype != "proc" && fstype != "sysfs" {
-                return None;
-            }
-            let mnt = PathBuf::from(pre.split(' ').nth(4)?);
-            mnt.strip_prefix(src).ok().map(Path::to_path_buf)
-        })
-        .collect()
+/// proc and sysfs mounts in a copy of the host tree at `src`, relative to `src` ("" for the
+/// tree's own root, when `src` lies inside one): a writable copy keeps these read-only. The
+/// source is canonicalized first (a /proc/self/root path, say), and an unreadable mount table
+/// is an error, not an empty answer.
+fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError> {
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    const SYSFS_MAGIC: i64 = 0x6265_6572;
+    let mut found = Vec::new();
+    let st = named(nix::sys::statfs::fstatfs(tree), || {
+        format!("fstatfs(<tree of {src:?}>)")
+    })?;
+    let magic = st.filesystem_type().0 as i64;
+    if magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC {
+        found.push(PathBuf::new());
+    }
+    let src = std::fs::canonicalize(src).map_err(|e| io_err(e, || format!("realpath({src:?})")))?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| io_err(e, || "read(\"/proc/self/mountinfo\")".into()))?;
+    for l in text.lines() {
+        let Some((pre, post)) = l.split_once(" - ") else {
+            continue;
+        };
+        let fstype = post.split(' ').next().unwrap_or("");
+        if fstype != "proc" && fstype != "sysfs" {
+            continue;
+        }
+        // mountinfo escapes space, tab, newline and backslash as octal.
+        let raw = pre.split(' ').nth(4).unwrap_or("");
+        let mnt = PathBuf::from(unescape_mountinfo(raw));
+        if let Ok(rel) = mnt.strip_prefix(&src)
+            && !rel.as_os_str().is_empty()
+        {
+            found.push(rel.to_path_buf());
+        }
+    }
+    Ok(found)
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+        {
+            out.push(v);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn access_attrs(a: Access) -> u64 {
@@ -459,26 +498,63 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             }
             // Only a root caller's task can be the host's uid 0, the owner of proc's knobs.
             Ok(Prepared::Tree { fd, is_dir }) if *access != Access::ReadOnly && caller_is_root => {
+                let kernel_fs = kernel_fs_under(src, &fd)?;
                 Prepared::WritableTree {
                     fd,
                     is_dir,
-                    kernel_fs: kernel_fs_under(src),
+                    kernel_fs,
                 }
             }
             other => other?,
         },
-        FsOp::Proc(_) if !spec.ns.pid => tree(
-            Path::new("/proc"),
-            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
-        )?,
+        FsOp::Proc(_) if !spec.ns.pid => {
+            let Prepared::Tree { fd, .. } = tree(
+                Path::new("/proc"),
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+            )?
+            else {
+                unreachable!("tree() returns a Tree")
+            };
+            // A root caller's task may be the host's uid 0: the kernel-wide knobs of the host's
+            // proc go over the copy read-only.
+            let mut knobs = Vec::new();
+            if caller_is_root {
+                for knob in PROC_KNOBS {
+                    let p = Path::new("/proc").join(knob);
+                    if p.exists() {
+                        let t = sys::clone_tree(&p)?;
+                        sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &p)?;
+                        knobs.push((*knob, t));
+                    }
+                }
+            }
+            Prepared::HostProc { fd, knobs }
+        }
         FsOp::BindFd { fd, access, .. } => {
-            // The descriptor's mount belongs to the launcher's mount namespace, which the
-            // kernel will not copy from here; its path names the same tree in this one.
+            // The descriptor's mount belongs to the launcher's mount namespace, which this one
+            // copied; its path names the same tree here. The path may have been swapped (for a
+            // symlink, say) since the caller opened the descriptor, so the copy must be the
+            // very directory the descriptor refers to (CVE-2024-42472 in flatpak).
             let link = format!("/proc/self/fd/{fd}");
             let path = named(nix::fcntl::readlink(link.as_str()), || {
                 format!("readlink({link:?})")
             })?;
-            tree(Path::new(&path), access_attrs(*access))?
+            let copy = tree(Path::new(&path), access_attrs(*access))?;
+            let Prepared::Tree { fd: ref t, .. } = copy else {
+                unreachable!("tree() returns a Tree")
+            };
+            let held = sys::dup_fd(*fd)?;
+            let same = |a: &OwnedFd, b: &OwnedFd| {
+                matches!((nix::sys::stat::fstat(a), nix::sys::stat::fstat(b)),
+                    (Ok(x), Ok(y)) if x.st_dev == y.st_dev && x.st_ino == y.st_ino)
+            };
+            if !same(t, &held) {
+                return Err(SysError {
+                    call: format!("Race condition binding dirfd {fd} ({path:?})"),
+                    errno: Errno::EXDEV,
+                });
+            }
+            copy
         }
         _ => Prepared::Nothing,
     })
@@ -547,8 +623,9 @@ fn open_path(p: &str) -> Result<OwnedFd, SysError> {
 }
 
 /// The scaffold: a tmpfs over /tmp (in this mount namespace only) entered with pivot_root,
-/// the host under /oldroot, and the sandbox's root tmpfs at /newroot.
-fn enter_scaffold() -> Result<(), SysError> {
+/// the sandbox's root tmpfs at /newroot, and the host detached; with `proc_anchor`, a
+/// read-only proc at /proc-anchor keeps new proc mounts allowed.
+fn enter_scaffold(proc_anchor: bool, disable_userns: bool) -> Result<(), SysError> {
     let base = Path::new(SCAFFOLD);
     mount_tmpfs(base, "mode=0755")?;
     named(nix::unistd::chdir(base), || format!("chdir({SCAFFOLD:?})"))?;
@@ -558,14 +635,32 @@ fn enter_scaffold() -> Result<(), SysError> {
         format!("pivot_root({SCAFFOLD:?}, \"oldroot\")")
     })?;
     named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
-    mount_tmpfs(Path::new(NEWROOT), "mode=0755")
-}
-
-fn enter_new_root() -> Result<(), SysError> {
+    mount_tmpfs(Path::new(NEWROOT), "mode=0755")?;
+    if disable_userns {
+        // user.* limits are per user namespace: 0 here refuses every nested one.
+        std::fs::write("/oldroot/proc/sys/user/max_user_namespaces", "0").map_err(|e| {
+            io_err(e, || {
+                "write(\"/proc/sys/user/max_user_namespaces\", \"0\")".into()
+            })
+        })?;
+    }
+    if proc_anchor {
+        let anchor = Path::new(PROC_ANCHOR);
+        make_dirs(anchor)?;
+        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        mount_fs("proc", anchor, "proc", flags, None)?;
+        // Read-only as a mount, not as a superblock: the sandbox's own proc mounts share this
+        // superblock, and a read-only superblock would make them all read-only.
+        let fd = open_path(PROC_ANCHOR)?;
+        sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, anchor)?;
+    }
     named(
         nix::mount::umount2("/oldroot", nix::mount::MntFlags::MNT_DETACH),
         || "umount2(\"/oldroot\", MNT_DETACH)".into(),
-    )?;
+    )
+}
+
+fn enter_new_root() -> Result<(), SysError> {
     named(nix::unistd::chdir(NEWROOT), || {
         format!("chdir({NEWROOT:?})")
     })?;
@@ -581,6 +676,7 @@ fn enter_new_root() -> Result<(), SysError> {
     named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())
 }
 
+const PROC_ANCHOR: &str = "/proc-anchor";
 const SCAFFOLD: &str = "/tmp";
 const NEWROOT: &str = "/newroot";
 
@@ -717,14 +813,14 @@ fn apply(
             }
             mount_tmpfs(&path, &opts)
         }
-        (FsOp::Proc(dest), Prepared::Tree { fd, .. }) => {
-            // No new pid namespace (bwrap mode, root caller): the host's /proc, as a new proc
-            // of the host's pid namespace would show it, with its kernel knobs read-only.
+        (FsOp::Proc(dest), Prepared::HostProc { fd, knobs }) => {
+            // No new pid namespace (bwrap mode): the host's /proc, as a new proc of the host's
+            // pid namespace would show it.
             attach(&fd, dest, true)?;
-            if !inh.caller_is_root {
-                return Ok(());
+            for (knob, t) in knobs {
+                sys::attach_tree(t.as_fd(), &at(dest).join(knob))?;
             }
-            protect_proc_knobs(Path::new("/oldroot/proc"), &at(dest))
+            Ok(())
         }
         (FsOp::Proc(dest), _) => {
             let path = at(dest);
@@ -742,9 +838,12 @@ fn apply(
             if !inh.caller_is_root {
                 return Ok(());
             }
-            protect_proc_knobs(&path, &path)
+            protect_proc_knobs(&path)
         }
-        (FsOp::Dev(dest), Prepared::Dev(nodes)) => make_dev(dest, nodes, ro_tmpfs),
+        (FsOp::Dev(dest), Prepared::Dev(nodes)) => {
+            let shm = inh.spec.limits.map(|l| l.scratch_size);
+            make_dev(dest, nodes, ro_tmpfs, shm)
+        }
         (FsOp::Mqueue(dest), _) => {
             let path = at(dest);
             make_dirs(&path)?;
@@ -802,11 +901,11 @@ fn apply(
     }
 }
 
-/// Bind each of proc's kernel-wide knobs under `from` read-only over the same name under `to`.
-fn protect_proc_knobs(from: &Path, to: &Path) -> Result<(), SysError> {
+/// Bind each of proc's kernel-wide knobs read-only over itself in the proc at `path`.
+fn protect_proc_knobs(path: &Path) -> Result<(), SysError> {
     for knob in PROC_KNOBS {
-        let (src, dest) = (from.join(knob), to.join(knob));
-        if src.exists() && dest.exists() {
+        let (src, dest) = (path.join(knob), path.join(knob));
+        if src.exists() {
             let t = sys::clone_tree(&src)?;
             sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &src)?;
             sys::attach_tree(t.as_fd(), &dest)?;
@@ -855,6 +954,7 @@ fn make_dev(
     dest: &Path,
     nodes: Vec<(&'static str, OwnedFd)>,
     read_only: bool,
+    scratch_size: Option<u64>,
 ) -> Result<(), SysError> {
     let dev = at(dest);
     make_dirs(&dev)?;
@@ -877,7 +977,12 @@ fn make_dev(
     )?;
     let shm = dev.join("shm");
     make_dirs(&shm)?;
-    mount_tmpfs(&shm, "mode=1777")?;
+    // /dev/shm is writable memory too: in airlock run it gets the scratch budget.
+    let shm_opts = match scratch_size {
+        Some(size) => format!("mode=1777,size={size}"),
+        None => "mode=1777".to_string(),
+    };
+    mount_tmpfs(&shm, &shm_opts)?;
     if read_only {
         let fd = open_path(&dev.to_string_lossy())?;
         sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest)?;

@@ -96,6 +96,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         Output::Stream => None,
     };
 
+    // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
+    // without telling the sandbox's init; the init inherits this default.
+    sys::default_sigchld();
     // SIGINT, SIGTERM and SIGHUP are read from a signalfd and forwarded; the sandbox's init
     // inherits them blocked and waits for them the same way.
     let mut forwarded = SigSet::empty();

@@ -226,6 +226,14 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // A setuid or setgid install would let any local user act as the root caller airlock
+    // trusts (identity map, root's right to bind any host path). Refuse it outright.
+    if nix::unistd::getuid() != nix::unistd::geteuid()
+        || nix::unistd::getgid() != nix::unistd::getegid()
+    {
+        eprintln!("airlock: refusing to run setuid or setgid: install it as an ordinary binary");
+        return ExitCode::from(exit::SETUP_FAILED as u8);
+    }
     // Started as `bwrap` (a link or copy of that name), or as `airlock bwrap ARGS...`: the
     // bubblewrap front end reads the whole command line itself.
     let args: Vec<String> = std::env::args().collect();

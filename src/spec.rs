@@ -293,8 +293,11 @@ impl Draft {
                 return usage(format!("input {:?} is given twice", input.name));
             }
         }
-        for b in &self.binds {
+        for (i, b) in self.binds.iter().enumerate() {
             check_bind(b)?;
+            if self.binds[..i].iter().any(|o| o.dest == b.dest) {
+                return usage(format!("bind destination {:?} is given twice", b.dest));
+            }
         }
         let host_uid = self.host_uid.unwrap_or(DEFAULT_HOST_ID);
         let host_gid = self.host_gid.unwrap_or(DEFAULT_HOST_ID);
@@ -330,7 +333,11 @@ impl Draft {
                 dest: "/tmp".into(),
             },
         ]);
-        fs.extend(self.binds.into_iter().map(|b| FsOp::Bind {
+        // A bind covers what was bound before it at the same or a deeper path, so parents go
+        // first whatever the flags' order: a --ro-bind inside a --bind stays read-only.
+        let mut binds = self.binds;
+        binds.sort_by_key(|b| b.dest.components().count());
+        fs.extend(binds.into_iter().map(|b| FsOp::Bind {
             src: b.src,
             dest: b.dest,
             access: if b.writable {
@@ -676,6 +683,27 @@ mod tests {
             d.binds = vec![parse_bind(bad, false).unwrap()];
             assert!(d.build(&no_env).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn nested_binds_apply_parents_first() {
+        let mut d = draft(&["true"]);
+        d.binds = vec![
+            parse_bind("/srv/p/sub:/proj/sub", false).unwrap(),
+            parse_bind("/srv/p:/proj", true).unwrap(),
+        ];
+        let spec = d.build(&no_env).unwrap();
+        let dests: Vec<_> = spec
+            .binds()
+            .map(|(_, dest, _)| dest.to_path_buf())
+            .collect();
+        assert_eq!(dests, [PathBuf::from("/proj"), PathBuf::from("/proj/sub")]);
+        let mut d = draft(&["true"]);
+        d.binds = vec![
+            parse_bind("/a:/x", false).unwrap(),
+            parse_bind("/b:/x", true).unwrap(),
+        ];
+        assert!(d.build(&no_env).unwrap_err().0.contains("twice"));
     }
 
     #[test]

@@ -121,8 +121,8 @@ pub fn clone_process(flags: u64, cgroup: Option<BorrowedFd>) -> SysResult<Forked
 /// fork(2) (through libc, which uses the clone syscall: clone3 is answered ENOSYS by our own
 /// seccomp filter once it is installed). Returns the child's pid, or None in the child.
 pub fn fork_process() -> SysResult<Option<Pid>> {
-    // SAFETY: the caller (the sandbox's init) is single-threaded; the child only execs or
-    // exits.
+    // SAFETY: the caller (the sandbox's init) is single-threaded, so the child's copy of the
+    // heap and of every lock is consistent; the child prepares and execs the task or exits.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => Ok(None),
         Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Some(child)),
@@ -143,6 +143,12 @@ pub fn reset_signal_dispositions() {
         // SAFETY: installing SIG_DFL runs no code of ours in signal context.
         let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
     }
+}
+
+/// SIGCHLD back to its default action (the caller may have left it ignored).
+pub fn default_sigchld() {
+    // SAFETY: installing SIG_DFL runs no code of ours in signal context.
+    let _ = unsafe { nix::sys::signal::signal(Signal::SIGCHLD, SigHandler::SigDfl) };
 }
 
 /// Mark every descriptor from `first` up close-on-exec (close_range(2), CLOSE_RANGE_CLOEXEC).
@@ -169,8 +175,9 @@ pub fn close_fds_except(keep: &[RawFd]) -> SysResult<()> {
     for fd in keep.into_iter().chain(std::iter::once(u32::MAX)) {
         if fd > next {
             let last_fd = if fd == u32::MAX { u32::MAX } else { fd - 1 };
-            // SAFETY: plain syscall; the descriptors closed are not owned by any live Rust
-            // object in this process (the child keeps exactly the ones listed in `keep`).
+            // SAFETY: plain syscall. Objects that own the descriptors closed here (the
+            // launcher's copies in the child) live in a frame that never resumes: the child
+            // leaves only through _exit, so none of them is ever used or dropped.
             let r = unsafe { libc::close_range(next, last_fd, 0) };
             if r == -1 {
                 return Err(last(|| format!("close_range({next}, {last_fd}, 0)")));

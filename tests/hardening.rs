@@ -1,0 +1,215 @@
+//! Holes found in review, each shown closed with the real binary and, where one exists, a
+//! control that shows the same attempt working without the fix (or under bubblewrap).
+
+mod common;
+use common::*;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+fn tempdir(mode: u32) -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("airlock-hardening")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    d
+}
+
+#[test]
+fn a_setuid_install_refuses_to_run() {
+    let dir = tempdir(0o755);
+    let copy = dir.path().join("airlock");
+    std::fs::copy(binary(), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&copy)
+        .args(["run", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to run setuid"),
+        "{}",
+        stderr(&out)
+    );
+    // Control: the same copy without the setuid bit runs for that user.
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&copy)
+        .args(["run", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_read_only_bind_inside_a_writable_one_stays_read_only() {
+    let dir = tempdir(0o777);
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("sub"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let d = dir.path().display().to_string();
+    for who in BOTH {
+        // The read-only bind is given first: order on the command line must not matter.
+        let o = sh(
+            who,
+            &[
+                "--ro-bind",
+                &format!("{d}/sub:/proj/sub"),
+                "--bind",
+                &format!("{d}:/proj"),
+            ],
+            "touch /proj/sub/x 2>/dev/null && echo SUB-W || echo SUB-RO; \
+             touch /proj/y && echo TOP-W || echo TOP-RO",
+        );
+        assert_eq!(stdout(&o), "SUB-RO\nTOP-W\n", "{who:?}: {}", stderr(&o));
+        assert!(!dir.path().join("sub/x").exists());
+        let _ = std::fs::remove_file(dir.path().join("y"));
+    }
+}
+
+#[test]
+fn an_ignored_sigchld_does_not_hang_airlock() {
+    // Started with SIGCHLD ignored (execve keeps SIG_IGN), as some wrappers leave it.
+    let script = format!(
+        "import os, signal; signal.signal(signal.SIGCHLD, signal.SIG_IGN); \
+         os.execv({:?}, ['airlock', 'run', '--json', '--', 'sh', '-c', 'exit 3'])",
+        binary().display().to_string()
+    );
+    let mut child = Command::new("python3")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("airlock hung with SIGCHLD ignored");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let r = report(&out);
+    assert_eq!(r["exit_code"], 3, "{r}");
+    assert_eq!(r["timed_out"], false, "{r}");
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn socketpair_of_other_families_is_refused() {
+    let probe = "import socket, errno\n\
+                 for fam, name in ((socket.AF_UNIX, 'unix'), (16, 'netlink'), (40, 'vsock')):\n\
+                 \x20   try:\n\
+                 \x20       socket.socketpair(fam, socket.SOCK_DGRAM); print(name, 'OK')\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(name, errno.errorcode[e.errno])\n";
+    for who in BOTH {
+        let o = sh(who, &[], &format!("python3 -c \"{probe}\""));
+        assert_eq!(
+            stdout(&o),
+            "unix OK\nnetlink EPERM\nvsock EPERM\n",
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+    // Control: outside, the kernel's own answer for those families is not EPERM.
+    let o = host_sh(Launcher::Unprivileged, &format!("python3 -c \"{probe}\""));
+    assert!(!stdout(&o).contains("netlink EPERM"), "{}", stdout(&o));
+}
+
+#[test]
+fn dev_shm_is_bounded_by_the_scratch_size() {
+    for who in BOTH {
+        let o = sh(
+            who,
+            &["--scratch-size", "4M"],
+            "head -c 8M /dev/zero > /dev/shm/big 2>/dev/null; \
+             echo $(( $(stat -c %s /dev/shm/big) <= 4194304 ))",
+        );
+        assert_eq!(stdout(&o), "1\n", "{who:?}: {}", stderr(&o));
+    }
+}
+
+/// A symlink planted in a writable bind (by a previous, hostile run) must not make a later
+/// operation of a root caller's command line reach the host. bubblewrap 0.8 follows it.
+#[test]
+fn a_planted_symlink_does_not_reach_the_host() {
+    let victim_dir = tempdir(0o755);
+    let victim = victim_dir.path().join("victim");
+    std::fs::write(&victim, "host file\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let proj = tempdir(0o755);
+    std::os::unix::fs::symlink(
+        format!("/oldroot{}", victim.display()),
+        proj.path().join("run.sh"),
+    )
+    .unwrap();
+    let p = proj.path().display().to_string();
+    let line = |bwrap: &str| -> Vec<String> {
+        [
+            bwrap,
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--bind",
+            &p,
+            "/proj",
+            "--chmod",
+            "0777",
+            "/proj/run.sh",
+            "--",
+            "true",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mode = || std::fs::metadata(&victim).unwrap().permissions().mode() & 0o7777;
+    let run = |argv: Vec<String>| {
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut ours = vec![binary().display().to_string(), "bwrap".into()];
+    ours.extend(line("x").into_iter().skip(1));
+    let o = run(ours);
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "the chmod through the link must fail"
+    );
+    assert_eq!(mode(), 0o600, "airlock changed the host file's mode");
+    // Control: bubblewrap follows the planted link to the host file.
+    if std::path::Path::new("/usr/bin/bwrap").exists() {
+        let o = run(line("/usr/bin/bwrap"));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(
+            mode(),
+            0o777,
+            "bubblewrap 0.8 is expected to follow the link"
+        );
+    }
+}
