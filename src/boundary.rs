@@ -23,7 +23,8 @@ use nix::unistd::{Gid, Pid, Uid};
 
 use crate::channel::{self, Handed, Msg};
 use crate::spec::{
-    self, Access, FsOp, InputSource, Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Seccomp, Spec,
+    self, Access, FsOp, InputSource, Output, OverlayUpper, SANDBOX_GID, SANDBOX_UID, SCRATCH,
+    Seccomp, Spec,
 };
 use crate::sys::{self, SysError, named};
 
@@ -375,6 +376,13 @@ enum Prepared {
     },
     Etc(Vec<(PathBuf, OwnedFd, bool)>),
     Dev(Vec<(&'static str, OwnedFd)>),
+    /// Read-only copies of an overlay's sources (lowest first) and, for a host upper layer,
+    /// writable copies of the upper and work directories.
+    Overlay {
+        lower: Vec<OwnedFd>,
+        /// The common parent of the upper and work directories, and its host path.
+        upper: Option<(OwnedFd, PathBuf)>,
+    },
 }
 
 const RO: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
@@ -555,6 +563,27 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
                 });
             }
             copy
+        }
+        FsOp::Overlay { sources, upper, .. } => {
+            let copy = |p: &Path, attrs| -> Result<OwnedFd, SysError> {
+                let fd = sys::clone_tree(p)?;
+                sys::set_mount_attrs(fd.as_fd(), "", attrs, true, p)?;
+                Ok(fd)
+            };
+            let lower = sources
+                .iter()
+                .map(|p| copy(p, RO))
+                .collect::<Result<Vec<_>, _>>()?;
+            let upper = match upper {
+                OverlayUpper::Host { upper, work } => {
+                    // overlayfs wants upper and work on one mount: copy their common parent.
+                    let common = common_parent(upper, work);
+                    let tree = copy(&common, access_attrs(Access::ReadWrite))?;
+                    Some((tree, common))
+                }
+                _ => None,
+            };
+            Prepared::Overlay { lower, upper }
         }
         _ => Prepared::Nothing,
     })
@@ -888,6 +917,9 @@ fn apply(
             sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
                 .map_err(|e| remount(e.errno))
         }
+        (FsOp::Overlay { upper, dest, .. }, Prepared::Overlay { lower, upper: host }) => {
+            mount_overlay(dest, lower, upper, host)
+        }
         (FsOp::Scratch(dest), _) => {
             *scratch = Some(make_scratch(inh, dest)?);
             Ok(())
@@ -912,6 +944,74 @@ fn protect_proc_knobs(path: &Path) -> Result<(), SysError> {
         }
     }
     Ok(())
+}
+
+/// An overlay at `dest`: its layers are attached in the scaffold (/layers/N/...), which is
+/// detached with the scaffold once the overlay holds them.
+fn mount_overlay(
+    dest: &Path,
+    lower: Vec<OwnedFd>,
+    upper: &OverlayUpper,
+    host: Option<(OwnedFd, PathBuf)>,
+) -> Result<(), SysError> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let base = PathBuf::from(format!(
+        "/layers/{}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let mut lowers = Vec::new();
+    for (i, fd) in lower.iter().enumerate() {
+        let p = base.join(format!("lower{i}"));
+        make_dirs(&p)?;
+        sys::attach_tree(fd.as_fd(), &p)?;
+        lowers.push(p.display().to_string());
+    }
+    // overlayfs lists the uppermost lower layer first; the last --overlay-src is uppermost.
+    lowers.reverse();
+    let mut opts = format!("lowerdir={},userxattr", lowers.join(":"));
+    let rw = match (upper, host) {
+        (OverlayUpper::Host { upper, work }, Some((tree, common))) => {
+            let rwdir = base.join("rw");
+            make_dirs(&rwdir)?;
+            sys::attach_tree(tree.as_fd(), &rwdir)?;
+            let inside = |p: &Path| rwdir.join(p.strip_prefix(&common).unwrap_or(p));
+            opts.push_str(&format!(
+                ",upperdir={},workdir={}",
+                inside(upper).display(),
+                inside(work).display()
+            ));
+            true
+        }
+        (OverlayUpper::Tmpfs, _) => {
+            let t = base.join("tmp");
+            make_dirs(&t)?;
+            mount_tmpfs(&t, "mode=0755")?;
+            make_dirs(&t.join("upper"))?;
+            make_dirs(&t.join("work"))?;
+            opts.push_str(&format!(
+                ",upperdir={0}/upper,workdir={0}/work",
+                t.display()
+            ));
+            true
+        }
+        _ => false,
+    };
+    let path = at(dest);
+    make_dirs(&path)?;
+    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if !rw {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    mount_fs("overlay", &path, "overlay", flags, Some(&opts))
+}
+
+/// The deepest directory containing both paths.
+fn common_parent(a: &Path, b: &Path) -> PathBuf {
+    a.components()
+        .zip(b.components())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect()
 }
 
 /// passwd and group name only the sandbox user and nobody; hosts knows only localhost.

@@ -9,7 +9,9 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use crate::boundary::StepError;
-use crate::spec::{Access, BwrapIo, FsOp, Lockdown, Namespaces, Output, Seccomp, Spec, UsageError};
+use crate::spec::{
+    Access, BwrapIo, FsOp, Lockdown, Namespaces, Output, OverlayUpper, Seccomp, Spec, UsageError,
+};
 
 /// What we answer to `--version` (clients probe it).
 pub const VERSION: &str = concat!(
@@ -204,6 +206,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut size: Option<u64> = None;
     let mut disable_userns = false;
     let mut command: Vec<String> = Vec::new();
+    let mut overlay_sources: Vec<PathBuf> = Vec::new();
 
     macro_rules! take {
         ($opt:expr) => {
@@ -344,8 +347,35 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 });
             }
             "--remount-ro" => fs.push(FsOp::RemountRo(PathBuf::from(take!(a)))),
-            "--overlay-src" | "--tmp-overlay" | "--ro-overlay" | "--overlay" => {
-                return err(format!("{a}: overlay mounts are not supported by airlock"));
+            "--overlay-src" => overlay_sources.push(PathBuf::from(take!(a))),
+            "--overlay" | "--tmp-overlay" | "--ro-overlay" => {
+                let upper = match a {
+                    "--overlay" => {
+                        let (upper, work) = (take!(a), take!(a));
+                        OverlayUpper::Host {
+                            upper: upper.into(),
+                            work: work.into(),
+                        }
+                    }
+                    "--tmp-overlay" => OverlayUpper::Tmpfs,
+                    _ => OverlayUpper::ReadOnly,
+                };
+                let dest = PathBuf::from(take!(a));
+                let need = if upper == OverlayUpper::ReadOnly {
+                    2
+                } else {
+                    1
+                };
+                if overlay_sources.len() < need {
+                    return err(format!(
+                        "{a} requires at least {need} --overlay-src before it"
+                    ));
+                }
+                fs.push(FsOp::Overlay {
+                    sources: std::mem::take(&mut overlay_sources),
+                    upper,
+                    dest,
+                });
             }
             "--exec-label" | "--file-label" => {
                 let _ = take!(a);
@@ -444,6 +474,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if perms.is_some() {
         return err("--perms must be followed by an option that creates a file");
     }
+    if !overlay_sources.is_empty() {
+        return err("--overlay-src must be followed by --overlay, --tmp-overlay or --ro-overlay");
+    }
     if command.is_empty() {
         return err("No command specified");
     }
@@ -527,6 +560,9 @@ pub fn message(e: &StepError) -> String {
     }
     if call.starts_with("mount(\"devpts\"") {
         return format!("Can't mount devpts on {}: {errno}", path_of(call));
+    }
+    if call.starts_with("mount(\"overlay\"") {
+        return format!("Can't make overlay mount on {}: {errno}", path_of(call));
     }
     if call.starts_with("mount(\"mqueue\"") {
         return format!("Can't mount mqueue on {}: {errno}", path_of(call));

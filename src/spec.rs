@@ -133,6 +133,24 @@ pub enum FsOp {
     RemountRo(PathBuf),
     /// The writable scratch tmpfs with the inputs copied in (airlock run).
     Scratch(PathBuf),
+    /// An overlay of host directories (`sources`, lowest first) at `dest` (bwrap's --overlay,
+    /// --tmp-overlay, --ro-overlay).
+    Overlay {
+        sources: Vec<PathBuf>,
+        upper: OverlayUpper,
+        dest: PathBuf,
+    },
+}
+
+/// Where an overlay's writes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OverlayUpper {
+    /// Host directories: the upper layer and overlayfs's work directory.
+    Host { upper: PathBuf, work: PathBuf },
+    /// An invisible tmpfs, gone with the sandbox.
+    Tmpfs,
+    /// None: the overlay is read-only.
+    ReadOnly,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
