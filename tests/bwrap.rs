@@ -35,23 +35,7 @@ const DEADLINE: Duration = Duration::from_secs(20);
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// A root filesystem with nothing but /usr and the usr-merge links.
-const MIN: &[&str] = &[
-    "--ro-bind",
-    "/usr",
-    "/usr",
-    "--symlink",
-    "usr/bin",
-    "/bin",
-    "--symlink",
-    "usr/lib",
-    "/lib",
-    "--symlink",
-    "usr/lib64",
-    "/lib64",
-    "--symlink",
-    "usr/sbin",
-    "/sbin",
-];
+const MIN: &[&str] = common::MIN_ROOT;
 
 // ---------------------------------------------------------------------------------------------
 // Running one command line under one implementation

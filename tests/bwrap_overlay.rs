@@ -7,20 +7,7 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output, Stdio};
 
-const BASE: &[&str] = &[
-    "--ro-bind",
-    "/usr",
-    "/usr",
-    "--symlink",
-    "usr/bin",
-    "/bin",
-    "--symlink",
-    "usr/lib",
-    "/lib",
-    "--symlink",
-    "usr/lib64",
-    "/lib64",
-];
+const BASE: &[&str] = MIN_ROOT;
 
 struct Layers {
     dir: tempfile::TempDir,

@@ -158,32 +158,23 @@ fn a_planted_symlink_does_not_reach_the_host() {
     .unwrap();
     let p = proj.path().display().to_string();
     let line = |bwrap: &str| -> Vec<String> {
-        [
-            bwrap,
-            "--ro-bind",
-            "/usr",
-            "/usr",
-            "--symlink",
-            "usr/bin",
-            "/bin",
-            "--symlink",
-            "usr/lib",
-            "/lib",
-            "--symlink",
-            "usr/lib64",
-            "/lib64",
-            "--bind",
-            &p,
-            "/proj",
-            "--chmod",
-            "0777",
-            "/proj/run.sh",
-            "--",
-            "true",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut v = vec![bwrap.to_string()];
+        v.extend(MIN_ROOT.iter().map(|s| s.to_string()));
+        v.extend(
+            [
+                "--bind",
+                &p,
+                "/proj",
+                "--chmod",
+                "0777",
+                "/proj/run.sh",
+                "--",
+                "true",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        v
     };
     let mode = || std::fs::metadata(&victim).unwrap().permissions().mode() & 0o7777;
     let run = |argv: Vec<String>| {

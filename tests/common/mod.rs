@@ -112,3 +112,22 @@ pub fn bwrap_binary() -> &'static PathBuf {
         dest
     })
 }
+
+/// bwrap-mode arguments for a root with /usr and the usr-merge links only.
+pub const MIN_ROOT: &[&str] = &[
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/sbin",
+    "/sbin",
+];
