@@ -119,6 +119,14 @@ pub const DEV_LINKS: &[(&str, &str)] = &[
 /// The entry point of the sandbox's init after clone3. Never returns.
 pub fn init(inh: Inherited) -> ! {
     let sock = inh.sock.as_fd();
+    if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.userns_fd) {
+        // Returns only in the new init, inside the joined and created namespaces.
+        if let Err(e) = join_namespaces(&inh, fd) {
+            let text = crate::bwrap::message(&e);
+            let _ = channel::send(sock, &Msg::SetupFailed(text));
+            sys::exit_now(spec::exit::SETUP_FAILED)
+        }
+    }
     match build(&inh) {
         Ok(task) => supervise(task, sock),
         Err(e) => {
@@ -195,7 +203,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    a new proc only while a fully visible one exists in the mount namespace, so a
     //    read-only proc of the sandbox's pid namespace is kept in the scaffold until the end.
     //    The sandbox's root is a second tmpfs at /newroot, filled by the plan in order.
-    let wants_proc = spec.ns.pid && spec.fs.iter().any(|op| matches!(op, FsOp::Proc(_)));
+    let wants_proc = own_pid_ns(spec) && spec.fs.iter().any(|op| matches!(op, FsOp::Proc(_)));
     let disable_userns = spec.bwrap.as_ref().is_some_and(|b| b.disable_userns);
     enter_scaffold(wants_proc, disable_userns).step("7 new root")?;
     let mut scratch = None;
@@ -254,6 +262,9 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         })
         .step("12 resource limits")?;
     }
+    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
+        sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
+    }
     drop_caps_except(&spec.lockdown.keep_caps).step("12 drop capabilities")?;
     named(nix::sys::prctl::set_no_new_privs(), || {
         "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()
@@ -286,6 +297,93 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
             Ok(pid)
         }
     }
+}
+
+/// bwrap's --userns (step 1 for this case): enter the caller's user namespace (and pid
+/// namespace, with --pidns), create the other namespaces inside it, then fork the init that
+/// builds the sandbox. This process stays only to wait for that init and exit as it did. A
+/// pipe tells the init if this process died before its parent-death signal was set.
+fn join_namespaces(inh: &Inherited, userns: i32) -> Result<(), StepError> {
+    let spec = inh.spec;
+    let io = spec.bwrap.as_ref().expect("--userns is a bwrap option");
+    sys::close_fds_except(&kept_fds(inh)).step("1 sanitize descriptors")?;
+    die_with_launcher(inh.sock.as_fd()).step("1 die with the launcher")?;
+    sys::join_namespace(userns, libc::CLONE_NEWUSER).step("1 enter the user namespace")?;
+    if let Some(fd) = io.pidns_fd {
+        sys::join_namespace(fd, libc::CLONE_NEWPID).step("1 enter the pid namespace")?;
+    }
+    let ns = &spec.ns;
+    let mut flags = libc::CLONE_NEWNS;
+    for (on, flag) in [
+        (ns.ipc, libc::CLONE_NEWIPC),
+        (ns.uts, libc::CLONE_NEWUTS),
+        (ns.cgroup, libc::CLONE_NEWCGROUP),
+        (ns.net, libc::CLONE_NEWNET),
+    ] {
+        if on {
+            flags |= flag;
+        }
+    }
+    sys::unshare_namespaces(flags).step("1 create namespaces")?;
+    // A new pid namespace comes with a clone, and not from a process that has joined another
+    // pid namespace with setns (the kernel refuses): then a first child, born in the joined
+    // one, makes the clone.
+    if io.pidns_fd.is_some() && ns.pid {
+        fork_stage(0)?;
+    }
+    fork_stage(if ns.pid { libc::CLONE_NEWPID as u64 } else { 0 })
+}
+
+/// Fork (with `flags`); the parent waits for the child and exits as it did, the child returns.
+/// A pipe tells the child whether the parent died before its parent-death signal was set.
+fn fork_stage(flags: u64) -> Result<(), StepError> {
+    let (alive_r, alive_w) =
+        named(nix::unistd::pipe2(OFlag::O_CLOEXEC), || "pipe2()".into()).step("1 fork init")?;
+    let child = match sys::clone_process(flags, None).step("1 fork init")? {
+        sys::Forked::Child => None,
+        sys::Forked::Parent { pid, .. } => Some(pid),
+    };
+    let Some(child) = child else {
+        drop(alive_w);
+        named(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL), || {
+            "prctl(PR_SET_PDEATHSIG, SIGKILL)".into()
+        })
+        .step("1 die with the launcher")?;
+        let mut fds = [nix::poll::PollFd::new(
+            alive_r.as_fd(),
+            nix::poll::PollFlags::empty(),
+        )];
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO);
+        if fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP))
+        {
+            sys::exit_now(spec::exit::SETUP_FAILED);
+        }
+        return Ok(());
+    };
+    drop(alive_r);
+    match waitpid(child, None) {
+        Ok(WaitStatus::Exited(_, code)) => sys::exit_now(code),
+        Ok(WaitStatus::Signaled(_, sig, _)) => {
+            // Die of the same signal, so the launcher reads the same end.
+            sys::reset_signal_dispositions();
+            let _ = nix::sys::signal::sigprocmask(
+                SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            );
+            let _ = kill(nix::unistd::getpid(), sig);
+            sys::exit_now(128 + sig as i32)
+        }
+        _ => sys::exit_now(spec::exit::SETUP_FAILED),
+    }
+}
+
+/// Whether the sandbox's pid namespace is its own (new, or joined with bwrap's --pidns), so a
+/// new proc can be mounted for it.
+fn own_pid_ns(spec: &Spec) -> bool {
+    spec.ns.pid || spec.bwrap.as_ref().is_some_and(|b| b.pidns_fd.is_some())
 }
 
 /// Whether the task itself calls setsid: when no init of a new pid namespace reaps for it.
@@ -322,6 +420,13 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
         keep.push(fd);
     }
     keep.extend(&inh.join_cgroup);
+    if let Some(b) = &inh.spec.bwrap {
+        keep.extend(
+            [b.userns_fd, b.userns2_fd, b.pidns_fd]
+                .into_iter()
+                .flatten(),
+        );
+    }
     keep
 }
 
@@ -515,7 +620,7 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             }
             other => other?,
         },
-        FsOp::Proc(_) if !spec.ns.pid => {
+        FsOp::Proc(_) if !own_pid_ns(spec) => {
             let Prepared::Tree { fd, .. } = tree(
                 Path::new("/proc"),
                 sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
@@ -603,7 +708,25 @@ fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
 }
 
 fn become_sandbox_user(spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
-    if caller_is_root {
+    if let Some(io) = &spec.bwrap
+        && io.userns_fd.is_some()
+    {
+        // A joined user namespace maps the caller as it was made to; an id changes only if
+        // asked.
+        if io.explicit_gid {
+            let gid = Gid::from_raw(spec.gid);
+            named(nix::unistd::setresgid(gid, gid, gid), || {
+                format!("setresgid({gid})")
+            })?;
+        }
+        if io.explicit_uid {
+            let uid = Uid::from_raw(spec.uid);
+            named(nix::unistd::setresuid(uid, uid, uid), || {
+                format!("setresuid({uid})")
+            })?;
+        }
+        return Ok(());
+    } else if caller_is_root {
         // A root caller's supplementary groups (root, disk, ...) must not follow the task.
         named(nix::unistd::setgroups(&[]), || "setgroups([])".into())?;
     }

@@ -276,12 +276,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--unshare-net" => ns.net = true,
             "--unshare-uts" => ns.uts = true,
             "--unshare-cgroup" | "--unshare-cgroup-try" => ns.cgroup = true,
-            "--userns" | "--userns2" | "--pidns" => {
-                let _ = take!(a);
-                return err(format!(
-                    "{a} is not supported by airlock: it always creates its own namespaces"
-                ));
-            }
+            "--userns" => io.userns_fd = Some(fd_arg(a, &take!(a))?),
+            "--userns2" => io.userns2_fd = Some(fd_arg(a, &take!(a))?),
+            "--pidns" => io.pidns_fd = Some(fd_arg(a, &take!(a))?),
             "--disable-userns" => disable_userns = true,
             "--assert-userns-disabled" => disable_userns = true,
             "--uid" => {
@@ -483,7 +480,15 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if total > MAX_ARGS {
         return err("Exceeded maximum number of arguments");
     }
-    let want_userns = unshare_user || user_try || !caller.is_root;
+    if io.userns_fd.is_some() && unshare_user {
+        return err("--unshare-user and --userns are mutually exclusive");
+    }
+    if io.userns2_fd.is_some() && io.userns_fd.is_none() {
+        return err("--userns2 requires --userns");
+    }
+    io.explicit_uid = uid.is_some();
+    io.explicit_gid = gid.is_some();
+    let want_userns = unshare_user || user_try || !caller.is_root || io.userns_fd.is_some();
     let other_id = uid.is_some_and(|u| u != caller.uid) || gid.is_some_and(|g| g != caller.gid);
     if other_id && !want_userns {
         return err("Specifying --uid or --gid requires --unshare-user or --userns");
@@ -497,7 +502,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if disable_userns && !want_userns {
         return err("--disable-userns requires --unshare-user or --userns");
     }
-    let identity_map = caller.is_root && !want_userns;
+    let identity_map = caller.is_root && !want_userns && io.userns_fd.is_none();
     let (uid, gid) = match (caller.is_root, identity_map) {
         (_, true) => (0, 0),
         (true, false) => (uid.unwrap_or(0), gid.unwrap_or(0)),
@@ -601,6 +606,25 @@ pub fn message(e: &StepError) -> String {
             .unwrap_or("")
             .trim_start_matches("/newroot");
         return format!("Can't create file at {path}: {errno}");
+    }
+    if call.starts_with("setresuid(") || call.starts_with("setresgid(") {
+        let kind = if call.starts_with("setresuid(") {
+            "uid"
+        } else {
+            "gid"
+        };
+        let id = call
+            .split_once('(')
+            .map_or("", |(_, rest)| rest.trim_end_matches(')'));
+        return format!("unable to switch to {kind} {id}: {errno}");
+    }
+    if e.step.contains("enter the user namespace") || e.step.contains("second user namespace") {
+        return "Joining the specified user namespace failed, it might not be a descendant of the \
+                current user namespace."
+            .into();
+    }
+    if e.step.contains("enter the pid namespace") {
+        return format!("Joining the specified pid namespace failed: {errno}");
     }
     if call.starts_with("chdir(") {
         return format!(

@@ -118,7 +118,17 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // 1. Every namespace at once: user, mount, pid, ipc, uts, cgroup, and network unless the
     //    caller shares it on purpose (bwrap mode: only those the command line unshares).
-    let flags = namespace_flags(spec);
+    // bwrap's --userns: the sandbox's first process joins that user namespace and creates the
+    // others inside it (boundary::join_namespaces), so clone3 creates none here. --pidns
+    // without it: this launcher joins the pid namespace, and its child is born there.
+    let io = spec.bwrap.as_ref();
+    let joins = io.is_some_and(|b| b.userns_fd.is_some());
+    if let (false, Some(fd)) = (joins, io.and_then(|b| b.pidns_fd)) {
+        sys::join_namespace(fd, libc::CLONE_NEWPID).map_err(|e| {
+            Failure::Setup(format!("Can't enter pid namespace: {}", e.errno.desc()))
+        })?;
+    }
+    let flags = if joins { 0 } else { namespace_flags(spec) };
     let into = cgroup
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
@@ -177,7 +187,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     {
         let _ = nix::unistd::read(&f, &mut [0u8; 1]);
     }
-    let prepared = write_id_maps(pid, spec, caller_is_root).map_err(|e| ("write id maps", e));
+    let prepared = if joins {
+        Ok(())
+    } else {
+        write_id_maps(pid, spec, caller_is_root).map_err(|e| ("write id maps", e))
+    };
     if let Err((step, e)) = prepared {
         let _ = kill(pid, Signal::SIGKILL);
         let _ = waitpid(pid, None);

@@ -211,6 +211,16 @@ pub struct BwrapIo {
     pub disable_userns: bool,
     /// --die-with-parent: the launcher also dies with its own parent.
     pub die_with_parent: bool,
+    /// --userns: join this user namespace instead of creating one (the other namespaces are
+    /// then created inside it); --userns2: switch to this one before exec; --pidns: join this
+    /// pid namespace (as the parent of a new one with --unshare-pid).
+    pub userns_fd: Option<i32>,
+    pub userns2_fd: Option<i32>,
+    pub pidns_fd: Option<i32>,
+    /// --uid / --gid were given (with --userns, an id not given stays as the namespace maps
+    /// the caller).
+    pub explicit_uid: bool,
+    pub explicit_gid: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

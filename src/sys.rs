@@ -313,6 +313,26 @@ pub fn attach_tree(tree: BorrowedFd, target: &Path) -> SysResult<()> {
     Ok(())
 }
 
+/// setns(2) into the namespace a descriptor the caller named refers to.
+pub fn join_namespace(fd: RawFd, nstype: libc::c_int) -> SysResult<()> {
+    // SAFETY: plain syscall on integers.
+    let r = unsafe { libc::setns(fd, nstype) };
+    if r == -1 {
+        return Err(last(|| format!("setns({fd}, {nstype:#x})")));
+    }
+    Ok(())
+}
+
+/// unshare(2) of the given namespaces.
+pub fn unshare_namespaces(flags: libc::c_int) -> SysResult<()> {
+    // SAFETY: plain syscall on an integer.
+    let r = unsafe { libc::unshare(flags) };
+    if r == -1 {
+        return Err(last(|| format!("unshare({flags:#x})")));
+    }
+    Ok(())
+}
+
 /// Close a descriptor number the caller handed us on the command line (bwrap's --info-fd is
 /// closed once written, so its reader sees EOF).
 pub fn close_fd(fd: RawFd) {
