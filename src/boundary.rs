@@ -214,7 +214,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         })?;
     }
 
-    // 8. Detach the host and pivot_root into the new root: no host path stays reachable.
+    // 8. pivot_root into the new root and detach the scaffold: nothing else stays reachable.
     enter_new_root().step("8 pivot_root")?;
 
     // 9. The root itself becomes read-only in airlock run (scratch, /dev/shm and /dev/pts are
@@ -250,12 +250,13 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     // bwrap's --lock-file: held by this init for the sandbox's lifetime.
     let locks = take_locks(spec).step("11 lock files")?;
 
-    // 12. Lock down, in this order: resource limits; capabilities dropped in every set
-    //     (bounding, ambient, inheritable, permitted, effective) but those kept on purpose;
-    //     no_new_privs (so exec can never add privilege, setuid bits included, and so an
-    //     unprivileged process may install seccomp); a new session with no controlling
-    //     terminal (TIOCSTI injection, CVE-2017-5226); the seccomp filters last, because they
-    //     deny calls the steps above need.
+    // 12. Lock down the init, in this order: resource limits; capabilities dropped in every
+    //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
+    //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
+    //     an unprivileged process may install seccomp); a new session with no controlling
+    //     terminal (TIOCSTI injection, CVE-2017-5226) when the task has this init as reaper.
+    //     The seccomp filters come last, in the task (step 13), because they deny calls the
+    //     steps before need.
     for (res, soft, hard) in &inh.rlimits {
         named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
             format!("setrlimit({res:?}, {soft}, {hard})")
