@@ -1330,19 +1330,28 @@ mod tests {
         "-w /work",
     ];
 
-    /// The clean line without the options in `drop`, with `add` appended to its options.
-    fn docker_variant(drop: &[&str], add: &[&str]) -> Audit {
+    /// A clean line (`head`, `clean` options, `tail`) without the options in `drop`, with `add`
+    /// appended to its options.
+    fn variant(head: &str, clean: &[&str], tail: &str, drop: &[&str], add: &[&str]) -> String {
         for d in drop {
-            assert!(
-                CLEAN_DOCKER_OPTIONS.contains(d),
-                "not in the clean line: {d}"
-            );
+            assert!(clean.contains(d), "not in the clean line: {d}");
         }
-        let mut line = vec!["docker run"];
-        line.extend(CLEAN_DOCKER_OPTIONS.iter().filter(|o| !drop.contains(o)));
+        let mut line = vec![head];
+        line.extend(clean.iter().filter(|o| !drop.contains(o)));
         line.extend(add);
-        line.push("python:3.12-slim python probe.py");
-        docker(&line.join(" "))
+        line.push(tail);
+        line.join(" ")
+    }
+
+    fn docker_variant(drop: &[&str], add: &[&str]) -> Audit {
+        let tail = "python:3.12-slim python probe.py";
+        docker(&variant(
+            "docker run",
+            CLEAN_DOCKER_OPTIONS,
+            tail,
+            drop,
+            add,
+        ))
     }
 
     #[test]
@@ -1926,17 +1935,13 @@ mod tests {
     ];
 
     fn bwrap_variant(drop: &[&str], add: &[&str]) -> Audit {
-        for d in drop {
-            assert!(
-                CLEAN_BWRAP_OPTIONS.contains(d),
-                "not in the clean line: {d}"
-            );
-        }
-        let mut line = vec!["bwrap"];
-        line.extend(CLEAN_BWRAP_OPTIONS.iter().filter(|o| !drop.contains(o)));
-        line.extend(add);
-        line.push("-- /bin/true");
-        bwrap(&line.join(" "))
+        bwrap(&variant(
+            "bwrap",
+            CLEAN_BWRAP_OPTIONS,
+            "-- /bin/true",
+            drop,
+            add,
+        ))
     }
 
     #[test]
