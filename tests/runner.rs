@@ -173,65 +173,6 @@ fn host_command(who: Launcher, program: &str) -> Command {
 // Host state: processes, mounts, temporary directories
 // ---------------------------------------------------------------------------------------------
 
-/// (pid, cmdline) of every live host process but this one whose cmdline contains `marker`.
-fn procs_matching(marker: &str) -> Vec<(u32, String)> {
-    let me = std::process::id();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if cmdline.contains(marker) {
-            found.push((pid, cmdline.trim_end().to_string()));
-        }
-    }
-    found
-}
-
-/// Fail unless no host process mentions `marker` within `within`.
-fn assert_none_left(marker: &str, within: Duration, context: &str) {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = procs_matching(marker);
-        if left.is_empty() {
-            return;
-        }
-        if Instant::now() >= deadline {
-            panic!("{context}: still running on the host after {within:?}: {left:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Wait until a host process whose whole cmdline is exactly `cmdline` exists; its pid.
-fn wait_for_process(cmdline: &str, within: Duration) -> u32 {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some((pid, _)) = procs_matching(cmdline)
-            .into_iter()
-            .find(|(_, c)| c == cmdline)
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no process {cmdline:?} appeared within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn mount_lines() -> BTreeSet<String> {
     std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
@@ -1571,7 +1512,7 @@ fn init_killed_from_outside_is_reported_and_leaves_nothing_behind() {
             who,
             &["run", "--json", "--", "sh", "-c", "sleep 52.5 & sleep 52.5"],
         );
-        let task_sleep = wait_for_process("sleep 52.5", SECS_10);
+        let task_sleep = wait_for_process("sleep 52.5", SECS_10).pid;
         let children = std::fs::read_dir(format!("/proc/{}/task", child.id()))
             .unwrap()
             .flatten()

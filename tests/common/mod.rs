@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Who launches airlock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,3 +132,102 @@ pub const MIN_ROOT: &[&str] = &[
     "usr/sbin",
     "/sbin",
 ];
+
+// Host processes, for checks that nothing of a sandbox is left.
+
+/// A host process, as /proc shows it.
+#[derive(Debug)]
+pub struct Proc {
+    pub pid: u32,
+    pub ppid: u32,
+    pub uid: u32,
+    /// Shown in failure messages (a zombie or a live process).
+    #[allow(dead_code)]
+    pub state: String,
+    pub cmdline: String,
+}
+
+fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim_start_matches(':').trim())
+}
+
+/// Every host process but this one.
+pub fn processes() -> Vec<Proc> {
+    let me = std::process::id();
+    let mut v = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let (Ok(status), Ok(raw)) = (
+            std::fs::read_to_string(format!("/proc/{pid}/status")),
+            std::fs::read(format!("/proc/{pid}/cmdline")),
+        ) else {
+            continue;
+        };
+        let num = |key: &str| {
+            status_field(&status, key)
+                .and_then(|s| s.split_whitespace().next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(u32::MAX)
+        };
+        v.push(Proc {
+            pid,
+            ppid: num("PPid"),
+            uid: num("Uid"),
+            state: status_field(&status, "State").unwrap_or("").to_string(),
+            cmdline: String::from_utf8_lossy(&raw)
+                .replace('\0', " ")
+                .trim_end()
+                .to_string(),
+        });
+    }
+    v
+}
+
+/// Host processes whose command line contains `needle`.
+pub fn procs_with(needle: &str) -> Vec<Proc> {
+    processes()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(needle))
+        .collect()
+}
+
+/// Fail unless no host process mentions `needle` within `settle` (zero: right now).
+pub fn assert_none_left(needle: &str, settle: Duration, context: &str) {
+    let deadline = Instant::now() + settle;
+    loop {
+        let left = procs_with(needle);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("{context}: still on the host after {settle:?}: {left:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait for a host process whose command line is exactly `cmdline`.
+pub fn wait_for_process(cmdline: &str, within: Duration) -> Proc {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(p) = procs_with(cmdline)
+            .into_iter()
+            .find(|p| p.cmdline == cmdline)
+        {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no process {cmdline:?} appeared within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
