@@ -105,3 +105,89 @@ pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use seccompiler::TargetArch;
+
+    /// Both architectures' policies compile (build.rs compiles only the target's), each with the
+    /// two filters the boundary installs, and an unknown syscall name is refused.
+    #[test]
+    fn every_policy_compiles_with_its_filters() {
+        for (arch, target) in [
+            ("x86_64", TargetArch::x86_64),
+            ("aarch64", TargetArch::aarch64),
+        ] {
+            let path = format!("{}/seccomp/{arch}.json", env!("CARGO_MANIFEST_DIR"));
+            let file = std::fs::File::open(&path).unwrap();
+            let map = seccompiler::compile_from_json(file, target)
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            for name in ["deny", "enosys"] {
+                assert!(
+                    map.get(name).is_some_and(|p| !p.is_empty()),
+                    "{path}: {name}"
+                );
+            }
+        }
+        let bad = r#"{"deny": {"mismatch_action": "allow", "filter_action": {"errno": 1},
+                      "filter": [{"syscall": "no_such_call"}]}}"#;
+        assert!(seccompiler::compile_from_json(bad.as_bytes(), TargetArch::x86_64).is_err());
+    }
+
+    #[test]
+    fn the_policy_denies_what_the_boundary_relies_on() {
+        let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/seccomp/x86_64.json"));
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        let names: Vec<&str> = v["deny"]["filter"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["syscall"].as_str().unwrap())
+            .collect();
+        for must in [
+            "unshare",
+            "setns",
+            "mount",
+            "umount2",
+            "pivot_root",
+            "chroot",
+            "ptrace",
+            "bpf",
+            "keyctl",
+            "add_key",
+            "request_key",
+            "perf_event_open",
+            "userfaultfd",
+            "io_uring_setup",
+            "open_by_handle_at",
+            "fsopen",
+            "move_mount",
+            "open_tree",
+            "mount_setattr",
+            "kexec_load",
+            "init_module",
+            "finit_module",
+            "socket",
+            "socketpair",
+            "ioctl",
+            "personality",
+            "process_vm_readv",
+            "process_vm_writev",
+        ] {
+            assert!(names.contains(&must), "{must} is not in the deny filter");
+        }
+        for rule in v["deny"]["filter"].as_array().unwrap() {
+            assert!(
+                rule["comment"].is_string(),
+                "rule without a comment: {rule}"
+            );
+        }
+        let enosys: Vec<&str> = v["enosys"]["filter"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["syscall"].as_str().unwrap())
+            .collect();
+        assert_eq!(enosys, ["clone3"]);
+    }
+}
