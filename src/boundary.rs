@@ -354,7 +354,11 @@ fn fork_stage(flags: u64) -> Result<(), StepError> {
             alive_r.as_fd(),
             nix::poll::PollFlags::empty(),
         )];
-        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO);
+        named(
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+            || "poll(<parent alive pipe>)".into(),
+        )
+        .step("1 die with the launcher")?;
         if fds[0]
             .revents()
             .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP))
@@ -1458,11 +1462,17 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
         sys::exit_now(spec::exit::SETUP_FAILED)
     };
     sys::reset_signal_dispositions();
-    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    if let Err(e) =
+        nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+    {
+        fail(format!("step 13: sigprocmask(SIG_SETMASK, {{}}): {e}"));
+    }
     // The task dies with its init (which dies with the launcher); checked after setting, as
     // the init may already be gone (without a pid namespace the task would be reparented).
     if let Some(init) = init {
-        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+            fail(format!("step 13: prctl(PR_SET_PDEATHSIG, SIGKILL): {e}"));
+        }
         if nix::unistd::getppid() != init {
             sys::exit_now(spec::exit::SETUP_FAILED);
         }

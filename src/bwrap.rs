@@ -665,7 +665,9 @@ pub fn main(args: &[String]) -> i32 {
             if io.is_some_and(|b| b.die_with_parent) {
                 // --die-with-parent: the launcher dies with its own parent (and the sandbox with
                 // the launcher); checked after setting, as the parent may already be gone.
-                let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+                if let Err(e) = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
+                    return die(&format!("prctl(PR_SET_PDEATHSIG): {e}"));
+                }
                 if std::os::unix::process::parent_id() != parent {
                     return die("parent died before the sandbox started");
                 }
