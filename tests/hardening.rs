@@ -204,3 +204,68 @@ fn a_planted_symlink_does_not_reach_the_host() {
         );
     }
 }
+
+/// TIOCSTI and TIOCLINUX (terminal injection, CVE-2017-5226) are refused by the filter itself:
+/// EPERM even on a descriptor that is not a terminal, where the kernel alone says ENOTTY.
+#[test]
+fn terminal_injection_ioctls_are_refused() {
+    let probe = "import fcntl, errno\n\
+                 for name, req in (('TIOCSTI', 0x5412), ('TIOCLINUX', 0x541C), ('TIOCGWINSZ', 0x5413)):\n\
+                 \x20   try:\n\
+                 \x20       fcntl.ioctl(0, req, b'x' * 8); print(name, 'OK')\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(name, errno.errorcode[e.errno])\n";
+    let cmd = format!("python3 -c \"{probe}\" </dev/null");
+    for who in BOTH {
+        let o = sh(who, &[], &cmd);
+        assert_eq!(
+            stdout(&o),
+            "TIOCSTI EPERM\nTIOCLINUX EPERM\nTIOCGWINSZ ENOTTY\n",
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+    // Control: outside, the same calls reach the kernel, which answers ENOTTY.
+    let o = host_sh(Launcher::Unprivileged, &cmd);
+    assert_eq!(
+        stdout(&o),
+        "TIOCSTI ENOTTY\nTIOCLINUX ENOTTY\nTIOCGWINSZ ENOTTY\n",
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A descriptor the caller left open (not close-on-exec) does not reach the task.
+#[test]
+fn a_descriptor_the_caller_left_open_does_not_reach_the_task() {
+    let secret = tempdir(0o755);
+    let file = secret.path().join("held");
+    std::fs::write(&file, "held by the caller\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let probe = "cat <&7 2>/dev/null || echo NO-FD-7";
+    for who in BOTH {
+        let inner = format!(
+            "exec 7<{}; exec {} run -- sh -c '{probe}'",
+            file.display(),
+            binary().display()
+        );
+        let mut c = match who {
+            Launcher::Root => Command::new("sh"),
+            Launcher::Unprivileged => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh"]);
+                c
+            }
+        };
+        let o = c
+            .args(["-c", &inner])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o), "NO-FD-7\n", "{who:?}: {}", stderr(&o));
+        // Control: the same probe started directly sees the caller's descriptor.
+        let direct = format!("exec 7<{}; exec sh -c '{probe}'", file.display());
+        let o = host_sh(who, &direct);
+        assert_eq!(stdout(&o), "held by the caller\n", "{who:?}");
+    }
+}
