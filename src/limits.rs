@@ -117,8 +117,7 @@ fn make_dir(path: &Path) -> Result<(), SysError> {
 
 /// This process's cgroup path in the hierarchy with the given v1 controller, or the v2 one
 /// (`controller` = "").
-fn own_cgroup(controller: &str) -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+fn own_cgroup(text: &str, controller: &str) -> Option<String> {
     text.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -212,7 +211,11 @@ impl Plan {
 }
 
 pub fn detect(caller_is_root: bool) -> Plan {
-    if let (Some(mnt), Some(own)) = (v2_mount(), own_cgroup("")) {
+    // /proc/self/cgroup is read once per launch; mountinfo only when there is a v2 path.
+    let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if let Some(own) = own_cgroup(&cgroups, "")
+        && let Some(mnt) = v2_mount()
+    {
         let parent = joined(&mnt, &own);
         let ctrls = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
         let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
@@ -221,8 +224,10 @@ pub fn detect(caller_is_root: bool) -> Plan {
         }
     }
     if caller_is_root {
-        let mem = own_cgroup("memory").map(|p| joined(Path::new("/sys/fs/cgroup/memory"), &p));
-        let pids = own_cgroup("pids").map(|p| joined(Path::new("/sys/fs/cgroup/pids"), &p));
+        let mem =
+            own_cgroup(&cgroups, "memory").map(|p| joined(Path::new("/sys/fs/cgroup/memory"), &p));
+        let pids =
+            own_cgroup(&cgroups, "pids").map(|p| joined(Path::new("/sys/fs/cgroup/pids"), &p));
         if let (Some(memory), Some(pids)) = (mem, pids)
             && memory.join("memory.limit_in_bytes").exists()
             && pids.join("cgroup.procs").exists()
