@@ -168,8 +168,9 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     }
     let _ = writeln!(
         w,
-        "\nseccomp (from {}, compiled at build time):",
-        crate::seccomp::POLICY_FILE
+        "\nseccomp (from {}, compiled at build time into one program of {} instructions):",
+        crate::seccomp::POLICY_FILE,
+        crate::seccomp::PROGRAM.len()
     );
     for line in seccomp_summary() {
         let _ = writeln!(w, "  {line}");

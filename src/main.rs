@@ -11,6 +11,8 @@ mod demo;
 mod explain;
 mod launch;
 mod limits;
+#[cfg(test)]
+mod policy;
 mod report;
 mod request;
 mod seccomp;

@@ -1,5 +1,6 @@
-//! The seccomp filters: compiled from `seccomp/<arch>.json` by build.rs, installed last before
-//! exec. See `seccomp/README.md` for what each rule denies and why.
+//! The seccomp filter: compiled from `seccomp/<arch>.json` into one program by build.rs (see
+//! src/policy.rs), installed last before exec. See `seccomp/README.md` for what each rule
+//! denies and why.
 
 use crate::sys::SysError;
 use nix::errno::Errno;
@@ -8,70 +9,26 @@ mod compiled {
     include!(concat!(env!("OUT_DIR"), "/seccomp_filters.rs"));
 }
 
-#[allow(unused_imports)]
-pub use compiled::POLICY_FILE;
+pub use compiled::{POLICY_FILE, PROGRAM};
 
-/// The x32 ABI shares AUDIT_ARCH_X86_64 but numbers its syscalls with bit 30 set, so a denylist
-/// keyed on x86_64 numbers would not see them. This fixed guard answers ENOSYS to every such
-/// number. It is code rather than policy because seccompiler's JSON cannot match on the
-/// syscall number's bits.
-#[cfg(target_arch = "x86_64")]
-static X32_GUARD: &[seccompiler::sock_filter] = &[
-    // A = seccomp_data.nr
-    seccompiler::sock_filter {
-        code: 0x20,
-        jt: 0,
-        jf: 0,
-        k: 0,
-    },
-    // if (A & 0x40000000) goto deny; else goto allow
-    seccompiler::sock_filter {
-        code: 0x45,
-        jt: 1,
-        jf: 0,
-        k: 0x4000_0000,
-    },
-    seccompiler::sock_filter {
-        code: 0x06,
-        jt: 0,
-        jf: 0,
-        k: libc::SECCOMP_RET_ALLOW,
-    },
-    seccompiler::sock_filter {
-        code: 0x06,
-        jt: 0,
-        jf: 0,
-        k: libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-    },
-];
-
-/// The filters in the order they are installed, with the names `explain` prints.
-pub fn filters() -> Vec<(&'static str, &'static [seccompiler::sock_filter])> {
-    #[allow(unused_mut)]
-    let mut v: Vec<(&'static str, &'static [seccompiler::sock_filter])> =
-        vec![("deny", compiled::DENY), ("enosys", compiled::ENOSYS)];
-    #[cfg(target_arch = "x86_64")]
-    v.push(("x32-guard", X32_GUARD));
-    v
+/// Install the policy's program on this thread (no_new_privs must already be set).
+pub fn install() -> Result<(), SysError> {
+    apply(PROGRAM, "policy: ")
 }
 
-/// Install every filter on this thread (no_new_privs must already be set).
-pub fn install() -> Result<(), SysError> {
-    for (name, prog) in filters() {
-        seccompiler::apply_filter(prog).map_err(|e| SysError {
-            call: format!(
-                "seccomp(SECCOMP_SET_MODE_FILTER, <{name}: {} insns>)",
-                prog.len()
-            ),
-            errno: match e {
-                seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
-                    Errno::from_raw(io.raw_os_error().unwrap_or(0))
-                }
-                _ => Errno::EINVAL,
-            },
-        })?;
-    }
-    Ok(())
+fn apply(prog: &[seccompiler::sock_filter], what: &str) -> Result<(), SysError> {
+    seccompiler::apply_filter(prog).map_err(|e| SysError {
+        call: format!(
+            "seccomp(SECCOMP_SET_MODE_FILTER, <{what}{} insns>)",
+            prog.len()
+        ),
+        errno: match e {
+            seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
+                Errno::from_raw(io.raw_os_error().unwrap_or(0))
+            }
+            _ => Errno::EINVAL,
+        },
+    })
 }
 
 /// Install a compiled BPF program given as bytes (bwrap's --seccomp FD): a whole number of
@@ -95,43 +52,143 @@ pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
             k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
         })
         .collect();
-    seccompiler::apply_filter(&prog).map_err(|e| SysError {
-        call: format!("seccomp(SECCOMP_SET_MODE_FILTER, <{} insns>)", prog.len()),
-        errno: match e {
-            seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
-                Errno::from_raw(io.raw_os_error().unwrap_or(0))
-            }
-            _ => Errno::EINVAL,
-        },
-    })
+    apply(&prog, "")
 }
 
 #[cfg(test)]
 mod tests {
     use seccompiler::TargetArch;
 
-    /// Both architectures' policies compile (build.rs compiles only the target's), each with the
-    /// two filters the boundary installs, and an unknown syscall name is refused.
-    #[test]
-    fn every_policy_compiles_with_its_filters() {
-        for (arch, target) in [
-            ("x86_64", TargetArch::x86_64),
-            ("aarch64", TargetArch::aarch64),
-        ] {
-            let path = format!("{}/seccomp/{arch}.json", env!("CARGO_MANIFEST_DIR"));
-            let file = std::fs::File::open(&path).unwrap();
-            let map = seccompiler::compile_from_json(file, target)
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
-            for name in ["deny", "enosys"] {
-                assert!(
-                    map.get(name).is_some_and(|p| !p.is_empty()),
-                    "{path}: {name}"
-                );
+    use crate::policy::{self, Arch, Insn};
+
+    fn reference(prog: &[seccompiler::sock_filter]) -> Vec<Insn> {
+        prog.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect()
+    }
+
+    /// What the kernel answers with several filters installed (`filters` in install order):
+    /// it runs each, and the lowest signed action wins, the newest filter on a tie.
+    fn stacked(filters: &[Vec<Insn>], nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+        let mut ret = policy::RET_ALLOW;
+        for f in filters.iter().rev() {
+            let cur = policy::run(f, nr, arch, args);
+            if ((cur & 0xffff_0000) as i32) < ((ret & 0xffff_0000) as i32) {
+                ret = cur;
             }
         }
+        ret
+    }
+
+    /// For both architectures, the one program build.rs makes decides every syscall number
+    /// (and, on x86_64, every x32 number) with every argument value the policy tests, its
+    /// neighbours and its masks, exactly as seccompiler's programs for the same file installed
+    /// in turn (deny, enosys), plus the x32 guard airlock used to install on x86_64: ENOSYS
+    /// for any number with bit 0x40000000. Another audit arch is killed by both.
+    #[test]
+    fn the_compiled_program_decides_as_seccompilers_filters() {
+        for (arch, target, audit) in [
+            ("x86_64", TargetArch::x86_64, Arch::X86_64),
+            ("aarch64", TargetArch::aarch64, Arch::Aarch64),
+        ] {
+            let path = format!("{}/seccomp/{arch}.json", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let map = seccompiler::compile_from_json(text.as_bytes(), target)
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            let mut filters = vec![reference(&map["deny"]), reference(&map["enosys"])];
+            if audit == Arch::X86_64 {
+                filters.push(vec![
+                    (0x20, 0, 0, 0),
+                    (0x45, 1, 0, 0x4000_0000),
+                    (0x06, 0, 0, policy::RET_ALLOW),
+                    (0x06, 0, 0, 0x0005_0000 | libc::ENOSYS as u32),
+                ]);
+            }
+            let ours = policy::compile(&text, &["deny", "enosys"], audit, |n| {
+                policy::seccompiler_nr(n, target)
+            })
+            .unwrap();
+            let deny_len = filters[0].len();
+            assert!(
+                ours.len() < deny_len,
+                "{arch}: {} vs {deny_len}",
+                ours.len()
+            );
+
+            // Every constant the policy compares with, its neighbours, and boundary values.
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let mut vals: Vec<u64> = vec![0, 1, 0xffff_ffff, 0x1_0000_0000, u64::MAX];
+            for f in ["deny", "enosys"] {
+                for rule in v[f]["filter"].as_array().unwrap() {
+                    for c in rule["args"].as_array().into_iter().flatten() {
+                        let val = c["val"].as_u64().unwrap();
+                        vals.extend([val, val.wrapping_add(1), val.wrapping_sub(1)]);
+                        if let Some(m) = c["op"]["masked_eq"].as_u64() {
+                            vals.extend([m, val | !m & 0xffff, val | 0xdead_0000_0000]);
+                        }
+                    }
+                }
+            }
+            vals.sort_unstable();
+            vals.dedup();
+            let mut checked = 0u64;
+            let mut nrs: Vec<u32> = (0..600).collect();
+            nrs.extend((0..600).map(|n| n | 0x4000_0000));
+            nrs.extend([u32::MAX, 0x8000_0000]);
+            for nr in nrs {
+                let mut check = |args: [u64; 6]| {
+                    let want = stacked(&filters, nr, audit.audit(), args);
+                    let got = policy::run(&ours, nr, audit.audit(), args);
+                    assert_eq!(got, want, "{arch}: nr {nr:#x} args {args:x?}");
+                    checked += 1;
+                };
+                check([0; 6]);
+                for &a in &vals {
+                    for &b in &vals {
+                        check([a, b, a, b, 0, 0]);
+                    }
+                }
+            }
+            assert!(checked > 1_000_000, "{arch}: only {checked} cases");
+            // Another architecture's calls are killed, by both.
+            for f in filters.iter().take(2) {
+                assert_eq!(
+                    policy::run(f, 0, 0x4000_0003, [0; 6]),
+                    policy::RET_KILL_PROCESS
+                );
+            }
+            assert_eq!(
+                policy::run(&ours, 0, 0x4000_0003, [0; 6]),
+                policy::RET_KILL_PROCESS
+            );
+        }
+        // A name seccompiler does not know fails the compile, as it fails seccompiler.
         let bad = r#"{"deny": {"mismatch_action": "allow", "filter_action": {"errno": 1},
                       "filter": [{"syscall": "no_such_call"}]}}"#;
         assert!(seccompiler::compile_from_json(bad.as_bytes(), TargetArch::x86_64).is_err());
+        let err = policy::compile(bad, &["deny"], Arch::X86_64, |n| {
+            policy::seccompiler_nr(n, TargetArch::x86_64)
+        })
+        .unwrap_err();
+        assert!(err.contains("no_such_call"), "{err}");
+    }
+
+    /// The program airlock embeds is the one the compiler makes from the policy file.
+    #[test]
+    fn the_embedded_program_is_the_compiled_policy() {
+        let arch = env!("AIRLOCK_ARCH");
+        let (target, audit) = match arch {
+            "x86_64" => (TargetArch::x86_64, Arch::X86_64),
+            _ => (TargetArch::aarch64, Arch::Aarch64),
+        };
+        let text = std::fs::read_to_string(format!(
+            "{}/seccomp/{arch}.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let ours = policy::compile(&text, &["deny", "enosys"], audit, |n| {
+            policy::seccompiler_nr(n, target)
+        })
+        .unwrap();
+        assert_eq!(reference(super::PROGRAM), ours);
     }
 
     #[test]
