@@ -465,6 +465,18 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
     Ok(())
 }
 
+/// One host entry of the minimal /etc: a small world-readable regular file is copied (with
+/// its permission bits) into the root, which is read-only by the time the task runs; that is
+/// cheaper than a mount for the kernel to make and to tear down. A directory, or a file not
+/// every user may read, is bound read-only as it is.
+enum EtcEntry {
+    Copy(File, u32),
+    Tree { fd: OwnedFd, is_dir: bool },
+}
+
+/// A host /etc file at most this large is copied rather than bound.
+const ETC_COPY_MAX: u64 = 1 << 20;
+
 /// What step 5 took for one filesystem operation.
 enum Prepared {
     Nothing,
@@ -484,7 +496,7 @@ enum Prepared {
         fd: OwnedFd,
         knobs: Vec<(&'static str, OwnedFd)>,
     },
-    Etc(Vec<(PathBuf, OwnedFd, bool)>),
+    Etc(Vec<(PathBuf, EtcEntry)>),
     Dev(Vec<(&'static str, OwnedFd)>),
     /// Read-only copies of an overlay's sources (lowest first) and, for a host upper layer,
     /// writable copies of the upper and work directories.
@@ -583,8 +595,21 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             let mut v = Vec::new();
             for name in ETC_FROM_HOST {
                 let host = Path::new("/etc").join(name);
+                // Symlinks are followed, as a bind of the path would follow them.
+                let copy = File::open(&host).ok().and_then(|f| {
+                    let m = f.metadata().ok()?;
+                    let mode = m.permissions().mode() & 0o777;
+                    (m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0)
+                        .then_some(EtcEntry::Copy(f, mode))
+                });
+                if let Some(entry) = copy {
+                    v.push((PathBuf::from(name), entry));
+                    continue;
+                }
                 match tree(&host, RO) {
-                    Ok(Prepared::Tree { fd, is_dir }) => v.push((PathBuf::from(name), fd, is_dir)),
+                    Ok(Prepared::Tree { fd, is_dir }) => {
+                        v.push((PathBuf::from(name), EtcEntry::Tree { fd, is_dir }))
+                    }
                     Ok(_) => {}
                     Err(e) if e.errno == Errno::ENOENT => {}
                     Err(e) => return Err(e),
@@ -933,8 +958,20 @@ fn apply(
         (FsOp::SystemPath(p), Prepared::Link(target)) => symlink(&target, p),
         (FsOp::MinimalEtc, Prepared::Etc(entries)) => {
             make_dirs(&at(Path::new("/etc")))?;
-            for (name, fd, is_dir) in entries {
-                attach(&fd, &Path::new("/etc").join(name), is_dir)?;
+            for (name, entry) in entries {
+                let dest = Path::new("/etc").join(&name);
+                match entry {
+                    EtcEntry::Tree { fd, is_dir } => attach(&fd, &dest, is_dir)?,
+                    EtcEntry::Copy(mut src, mode) => {
+                        let path = at(&dest);
+                        let mut out = make_file(&path, mode)?;
+                        std::io::copy(&mut src, &mut out).map_err(|e| {
+                            io_err(e, || {
+                                format!("copy {:?} to {path:?}", Path::new("/etc").join(&name))
+                            })
+                        })?;
+                    }
+                }
             }
             write_generated_etc()
         }
