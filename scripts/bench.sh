@@ -355,6 +355,11 @@ for attempt in 1 2 3 4 5; do
 done
 ((built)) || { echo "bench.sh: cargo build --release keeps failing" >&2; exit 1; }
 
+# .cargo/config.toml builds for the host tuple explicitly (static linking), so the binary is
+# under target/<host tuple>/.
+HOST_TUPLE=$(rustc -vV | sed -n 's/^host: //p')
+OUT_REL=$REPO/target/$HOST_TUPLE/release
+
 BIN_DIR=$(mktemp -d /tmp/airlock-bench-bin.XXXXXX)
 if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && -w /dev/shm ]]; then
     WORK_DIR=$(mktemp -d /dev/shm/airlock-bench.XXXXXX)
@@ -367,7 +372,7 @@ trap 'exit 130' INT TERM
 chmod 0755 "$BIN_DIR" "$WORK_DIR"
 
 # Everything the unprivileged user runs, in a 0755 directory.
-install -m 0755 "$REPO/target/release/airlock" "$BIN_DIR/airlock"
+install -m 0755 "$OUT_REL/airlock" "$BIN_DIR/airlock"
 install -m 0755 "${BASH_SOURCE[0]}" "$BIN_DIR/bench.sh"
 gcc -O2 -Wall -o "$BIN_DIR/seccomp-blob" "$HERE/bench/seccomp-blob.c"
 gcc -O2 -Wall -o "$BIN_DIR/withfd" "$HERE/bench/withfd.c"
@@ -375,7 +380,7 @@ BLOB_INSNS=$("$BIN_DIR/seccomp-blob" "$BIN_DIR/seccomp.bpf")
 chmod 0644 "$BIN_DIR/seccomp.bpf"
 
 # airlock's own filter size, from the BPF build.rs generated for this build.
-gen=$(ls -t "$REPO"/target/release/build/airlock-*/out/seccomp_filters.rs 2>/dev/null | head -1 || true)
+gen=$(ls -t "$OUT_REL"/build/airlock-*/out/seccomp_filters.rs 2>/dev/null | head -1 || true)
 AIRLOCK_INSNS=""
 if [[ -n $gen ]]; then
     AIRLOCK_INSNS=$(awk '/^pub static/ { name = $3; sub(":", "", name) }

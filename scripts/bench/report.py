@@ -381,7 +381,7 @@ def main():
 """)
 
     md.append("## Exact commands\n")
-    md.append("`$BIN` is a 0755 temporary directory holding copies of `target/release/airlock`, "
+    md.append("`$BIN` is a 0755 temporary directory holding copies of `target/<host>/release/airlock`, "
               "`withfd` and the seccomp blob `seccomp.bpf`; `$SCRATCH` is a directory owned by "
               "the launching user on /dev/shm. The same commands run as root and, under "
               f"`setpriv --reuid={uid} --regid={uid} --clear-groups`, as uid {uid}.\n")
