@@ -5,7 +5,8 @@
 #   sudo scripts/bench.sh
 #
 # Measured (each for airlock and bwrap, plus the airlock/bwrap ratio):
-#   1. launch latency of /bin/true (hyperfine, interleaved rounds)
+#   1. launch latency of /bin/true (hyperfine, interleaved rounds), also for issue 7's floor
+#      (scripts/bench/floor.c: namespaces, id maps, tmpfs root, pivot_root, fork, exec)
 #   2. launches per second with 2 parallel workers
 #   3. peak RSS (GNU time %M) for /bin/true
 #   4. a task writing 1 GiB to stdout: captured (--json, capped) and streamed
@@ -61,6 +62,7 @@ measure() {
     WHO=$(id -un 2>/dev/null || id -u)
     A=$BIN/airlock
     WF=$BIN/withfd
+    FL=$BIN/floor         # scripts/bench/floor.c: issue 7's floor
     BLOB=$BIN/seccomp.bpf
     S=$W/scratch          # the directory bwrap binds at /work
     OUT=$W/out
@@ -82,6 +84,7 @@ measure() {
 
     # -- sanity: every launcher runs, the filter is real, the capture caps, the files arrive
     "$A" run -- /bin/true
+    "$FL" /bin/true
     "${BWS[@]}" -- /bin/true 9<"$BLOB"
     "${BW[@]}" -- /bin/true
     local r
@@ -144,7 +147,8 @@ measure() {
     # -- 1. launch latency of /bin/true
     : >"$OUT/commands.tsv"
     hf lat "$LAT_ROUNDS" "$LAT_RUNS" "$LAT_WARMUP" -- \
-        floor "$(q "$WF" 9 "$BLOB" /bin/true)" \
+        none "$(q "$WF" 9 "$BLOB" /bin/true)" \
+        floor "$(q "$WF" 9 "$BLOB" "$FL" /bin/true)" \
         airlock "$(q "$WF" 9 "$BLOB" "$A" run -- /bin/true)" \
         bwrap+seccomp "$(q "$WF" 9 "$BLOB" "${BWS[@]}" -- /bin/true)" \
         bwrap "$(q "$WF" 9 "$BLOB" "${BW[@]}" -- /bin/true)"
@@ -159,10 +163,11 @@ measure() {
         done
         echo "$n $f"
     }
-    local -a TP_LABELS=(floor airlock bwrap+seccomp bwrap)
+    local -a TP_LABELS=(none floor airlock bwrap+seccomp bwrap)
     tput_cmd() {
         case $1 in
-            floor) echo /bin/true ;;
+            none) echo /bin/true ;;
+            floor) echo "$FL" /bin/true ;;
             airlock) echo "$A" run -- /bin/true ;;
             bwrap+seccomp) echo "${BWS[*]} -- /bin/true 9<$BLOB" ;;
             bwrap) echo "${BW[*]} -- /bin/true" ;;
@@ -176,7 +181,7 @@ measure() {
     secs_us=$(awk -v s="$TPUT_SECS" 'BEGIN { printf "%d", s * 1000000 }')
     for ((rr = 1; rr <= TPUT_ROUNDS; rr++)); do
         local -a order=("${TP_LABELS[@]}")
-        ((rr % 2 == 0)) && order=(bwrap bwrap+seccomp airlock floor)
+        ((rr % 2 == 0)) && order=(bwrap bwrap+seccomp airlock floor none)
         for l in "${order[@]}"; do
             log "tput: round $rr/$TPUT_ROUNDS $l (2 workers, ${TPUT_SECS}s)"
             # Let deferred teardown of the previous launcher's namespaces (network namespaces
@@ -184,7 +189,8 @@ measure() {
             sleep 1
             local -a cmd
             case $l in
-                floor) cmd=(/bin/true) ;;
+                none) cmd=(/bin/true) ;;
+                floor) cmd=("$FL" /bin/true) ;;
                 airlock) cmd=("$A" run -- /bin/true) ;;
                 bwrap+seccomp) cmd=(bw_sec /bin/true) ;;
                 bwrap) cmd=("${BW[@]}" -- /bin/true) ;;
@@ -212,12 +218,14 @@ measure() {
     log "rss: $RSS_RUNS runs per launcher"
     local k
     for ((k = 0; k < RSS_RUNS; k++)); do
-        /usr/bin/time -f "floor	%M" -a -o "$OUT/rss.tsv" /bin/true
+        /usr/bin/time -f "none	%M" -a -o "$OUT/rss.tsv" /bin/true
+        /usr/bin/time -f "floor	%M" -a -o "$OUT/rss.tsv" "$FL" /bin/true
         /usr/bin/time -f "airlock	%M" -a -o "$OUT/rss.tsv" "$A" run -- /bin/true
         /usr/bin/time -f "bwrap+seccomp	%M" -a -o "$OUT/rss.tsv" "${BWS[@]}" -- /bin/true 9<"$BLOB"
         /usr/bin/time -f "bwrap	%M" -a -o "$OUT/rss.tsv" "${BW[@]}" -- /bin/true
     done
-    printf '%s\t%s\t%s\n' rss floor "/usr/bin/time -f %M /bin/true" \
+    printf '%s\t%s\t%s\n' rss none "/usr/bin/time -f %M /bin/true" \
+        rss floor "/usr/bin/time -f %M $FL /bin/true" \
         rss airlock "/usr/bin/time -f %M $A run -- /bin/true" \
         rss bwrap+seccomp "/usr/bin/time -f %M ${BWS[*]} -- /bin/true 9<BLOB" \
         rss bwrap "/usr/bin/time -f %M ${BW[*]} -- /bin/true" >>"$OUT/commands.tsv"
@@ -229,9 +237,10 @@ measure() {
     if perf stat -x, -e task-clock -o /dev/null -- /bin/true >/dev/null 2>&1; then
         log "cpu: perf stat over $CPU_LAUNCHES launches per launcher"
         local loop
-        for l in floor airlock bwrap+seccomp bwrap; do
+        for l in none floor airlock bwrap+seccomp bwrap; do
             case $l in
-                floor) loop='/bin/true' ;;
+                none) loop='/bin/true' ;;
+                floor) loop="$(q "$FL" /bin/true)" ;;
                 airlock) loop="$(q "$A" run -- /bin/true)" ;;
                 bwrap+seccomp) loop="$(q "${BWS[@]}" -- /bin/true) 9<$(q "$BLOB")" ;;
                 bwrap) loop="$(q "${BW[@]}" -- /bin/true)" ;;
@@ -376,6 +385,7 @@ install -m 0755 "$OUT_REL/airlock" "$BIN_DIR/airlock"
 install -m 0755 "${BASH_SOURCE[0]}" "$BIN_DIR/bench.sh"
 gcc -O2 -Wall -o "$BIN_DIR/seccomp-blob" "$HERE/bench/seccomp-blob.c"
 gcc -O2 -Wall -o "$BIN_DIR/withfd" "$HERE/bench/withfd.c"
+gcc -O2 -Wall -o "$BIN_DIR/floor" "$HERE/bench/floor.c"
 BLOB_INSNS=$("$BIN_DIR/seccomp-blob" "$BIN_DIR/seccomp.bpf")
 chmod 0644 "$BIN_DIR/seccomp.bpf"
 

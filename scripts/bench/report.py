@@ -81,7 +81,8 @@ def ratio(a, b):
 
 
 def rows_for(d):
-    """[(measure, airlock, bwrap+seccomp, ratio, bwrap no seccomp, no sandbox)]"""
+    """[(measure, airlock, bwrap+seccomp, ratio, bwrap no seccomp, floor, airlock/floor,
+    no sandbox)]"""
     rows = []
     lat = d["lat"]
 
@@ -101,6 +102,7 @@ def rows_for(d):
         cell_lat("airlock"), cell_lat("bwrap+seccomp"),
         ratio(med(lat, "airlock"), med(lat, "bwrap+seccomp")),
         cell_lat("bwrap"), cell_lat("floor"),
+        ratio(med(lat, "airlock"), med(lat, "floor")), cell_lat("none"),
     ))
 
     def sd(label):
@@ -108,7 +110,7 @@ def rows_for(d):
         return fmt_ms(statistics.stdev(t)) if t and len(t) > 1 else "n/a"
 
     rows.append(("launch /bin/true, ms: stddev", sd("airlock"), sd("bwrap+seccomp"), "",
-                 sd("bwrap"), sd("floor")))
+                 sd("bwrap"), sd("floor"), "", sd("none")))
 
     def cpu(label):
         return d["cpu"].get(label)
@@ -120,7 +122,7 @@ def rows_for(d):
     rows.append(("launch /bin/true, CPU ms per launch (perf task-clock, whole tree)",
                  cell_cpu("airlock"), cell_cpu("bwrap+seccomp"),
                  ratio(cpu("airlock"), cpu("bwrap+seccomp")), cell_cpu("bwrap"),
-                 cell_cpu("floor")))
+                 cell_cpu("floor"), ratio(cpu("airlock"), cpu("floor")), cell_cpu("none")))
 
     def rate(label):
         t = d["tput"].get(label)
@@ -139,7 +141,8 @@ def rows_for(d):
         "launches/s, 2 parallel workers (higher is better)",
         cell_rate("airlock"), cell_rate("bwrap+seccomp"),
         ratio(rate("airlock"), rate("bwrap+seccomp")),
-        cell_rate("bwrap"), cell_rate("floor"),
+        cell_rate("bwrap"), cell_rate("floor"), ratio(rate("airlock"), rate("floor")),
+        cell_rate("none"),
     ))
 
     def rss(table, label):
@@ -155,6 +158,7 @@ def rows_for(d):
         cell_rss("rss", "airlock"), cell_rss("rss", "bwrap+seccomp"),
         ratio(rss("rss", "airlock"), rss("rss", "bwrap+seccomp")),
         cell_rss("rss", "bwrap"), cell_rss("rss", "floor"),
+        ratio(rss("rss", "airlock"), rss("rss", "floor")), cell_rss("rss", "none"),
     ))
 
     big = d["big"]
@@ -170,28 +174,28 @@ def rows_for(d):
         f"1 GiB to stdout, streamed to /dev/null, ms: median (p10-p90), n={n_big}",
         cell_big("airlock stream >null"), cell_big("bwrap+seccomp stream >null"),
         ratio(med(big, "airlock stream >null"), med(big, "bwrap+seccomp stream >null")),
-        "", cell_big("none >null"),
+        "", "", "", cell_big("none >null"),
     ))
     rows.append((
         f"1 GiB to stdout, streamed through a pipe to cat, ms: median (p10-p90), n={n_big}",
         cell_big("airlock stream |cat"), cell_big("bwrap+seccomp stream |cat"),
         ratio(med(big, "airlock stream |cat"), med(big, "bwrap+seccomp stream |cat")),
-        "", cell_big("none |cat"),
+        "", "", "", cell_big("none |cat"),
     ))
     rows.append((
         f"1 GiB to stdout, airlock --json --max-output 8000 (capped), ms: median (p10-p90), n={n_big}",
-        cell_big("airlock json capped"), "", "", "", cell_big("none |cat"),
+        cell_big("airlock json capped"), "", "", "", "", "", cell_big("none |cat"),
     ))
     rows.append((
         "peak RSS, 1 GiB task streamed, KiB (median of 3)",
         cell_rss("big_rss", "airlock stream >null"),
         cell_rss("big_rss", "bwrap+seccomp stream >null"),
         ratio(rss("big_rss", "airlock stream >null"), rss("big_rss", "bwrap+seccomp stream >null")),
-        "", "",
+        "", "", "", "",
     ))
     rows.append((
         "peak RSS, 1 GiB task, airlock --json capped, KiB (median of 3)",
-        cell_rss("big_rss", "airlock json capped"), "", "", "", "",
+        cell_rss("big_rss", "airlock json capped"), "", "", "", "", "", "",
     ))
 
     files = d["files"]
@@ -210,7 +214,7 @@ def rows_for(d):
         f"n={len(files.get('airlock', []))}",
         cell_files("airlock"), cell_files("bwrap+seccomp"),
         ratio(med(files, "airlock"), med(files, "bwrap+seccomp")),
-        "", cell_files("none"),
+        "", "", "", cell_files("none"),
     ))
 
     binds = d["binds"]
@@ -219,7 +223,7 @@ def rows_for(d):
         f"n={len(binds.get('airlock bwrap', []))}",
         cell_files_of(binds, "airlock bwrap"), cell_files_of(binds, "bwrap"),
         ratio(med(binds, "airlock bwrap"), med(binds, "bwrap")),
-        "", "",
+        "", "", "", "",
     ))
 
     derived = [
@@ -246,7 +250,7 @@ def rows_for(d):
 
 
 HEADER = ("measure", "airlock", "bwrap+seccomp", "airlock / bwrap+seccomp",
-          "bwrap, no seccomp", "no sandbox / floor")
+          "bwrap, no seccomp", "floor (floor.c)", "airlock / floor", "no sandbox")
 
 
 def text_table(rows):
@@ -296,11 +300,11 @@ def main():
                     f"release build ({env('BENCH_RUSTC', '')})"),
         ("bwrap", env("BENCH_BWRAP_VERSION", "")),
         ("hyperfine", env("BENCH_HYPERFINE_VERSION", "")),
-        ("seccomp", f"airlock installs its compiled policy ({env('BENCH_AIRLOCK_INSNS', '?')} "
-                    f"instructions, plus the x32 guard on x86_64); bwrap gets "
-                    f"scripts/bench/seccomp-blob.c's single filter of "
-                    f"{env('BENCH_BLOB_INSNS', '?')} instructions (same syscalls and errnos, "
-                    f"hand-written, smaller: the comparison is conservative for airlock)"),
+        ("seccomp", f"airlock installs its policy compiled at build time into one program "
+                    f"({env('BENCH_AIRLOCK_INSNS', '?')} instructions, binary search on the "
+                    f"syscall number); bwrap gets scripts/bench/seccomp-blob.c's single linear "
+                    f"filter of {env('BENCH_BLOB_INSNS', '?')} instructions (same syscalls, "
+                    f"argument checks and errnos, written by hand)"),
         ("parameters", env("BENCH_PARAMS", "")),
         ("whole run", f"{env('BENCH_SECONDS', '?')} s (including the build)"),
     ]
@@ -334,14 +338,20 @@ def main():
     md.append("""## What is measured
 
 - **launch /bin/true**: hyperfine `--shell=none`, stdout to /dev/null. The commands run in
-  interleaved rounds (all four commands per round, the order reversed every other round) and
+  interleaved rounds (all five commands per round, the order reversed every other round) and
   the rounds' runs are merged; median, 10th and 90th percentile, standard deviation. Every
   command is started through `withfd 9 BLOB` (scripts/bench/withfd.c), which opens the
   seccomp blob at descriptor 9 and execs the rest: bwrap's `--seccomp 9` reads that
   descriptor to its end, so each launch needs a fresh one, and hyperfine cannot redirect.
   (Descriptor 9, not 10: the `sh -c` wrappers below run dash, which redirects only 0-9.)
   airlock and plain bwrap go through the same wrapper so that all pay the same extra exec.
-  **floor** is `withfd 9 BLOB /bin/true`: the part of every row that is not the sandbox.
+  **no sandbox** is `withfd 9 BLOB /bin/true`: the part of every row that is not the
+  sandbox. **floor** is `withfd 9 BLOB floor /bin/true` (scripts/bench/floor.c): the least a
+  launcher can do, as issue 7 defines it: one clone creating the user, mount, pid, network
+  and ipc namespaces, the id maps, a tmpfs root with read-only binds of /usr and /etc, the
+  usr-merge links and /proc, pivot_root, then a forked task that drops its capabilities,
+  sets no_new_privs, installs a one-instruction seccomp filter and execs. No /dev, no
+  loopback, no uts or cgroup namespace, no limits, no error reporting.
 - **CPU ms per launch**: `perf stat -e task-clock` over a bash loop of launches, divided by
   the number of launches. task-clock is inherited by every descendant, reaped or not, so it
   covers the launcher, the sandbox's init and the task, in user and kernel mode (as uid
@@ -349,19 +359,22 @@ def main():
   kernel defers to its own threads (e.g. destroying network namespaces) is not in it.
   hyperfine's user/system figures are not used: they come from rusage of reaped children,
   and the outer bwrap process exits without reaping the sandbox's pid 1 (seen with strace),
-  so they would leave out bwrap's sandbox side. floor: the loop running `/bin/true`.
+  so they would leave out bwrap's sandbox side. no sandbox: the loop running `/bin/true`;
+  floor: the loop running `floor /bin/true`.
 - **launches/s**: two background bash loops, each launching the command back to back until a
   deadline, for 2.5 s per launcher in each of 2 rounds (order reversed in round 2, a 1 s pause
   before each launcher so deferred namespace teardown of the previous one can finish); the
   completions of both loops divided by the wall time until both loops ended. The loops'
   own fork/exec cost is included for all. bwrap+seccomp gets its descriptor with a bash
-  `9<BLOB` redirection (no extra process). floor: `/bin/true` itself.
+  `9<BLOB` redirection (no extra process). no sandbox: `/bin/true` itself; floor:
+  `floor /bin/true`.
 - **peak RSS**: GNU time `%M`, i.e. `ru_maxrss` as returned by `wait4` for the launcher:
   the largest resident set of the launcher *or of any descendant it (transitively) waited
   for*, in KiB: the peak of the single largest process, not the sum of the tree. For airlock
   that covers the launcher, its sandbox init (a copy of the launcher made by clone3) and the
   task; for bwrap only the outer bwrap process, which does not reap the sandbox's pid 1.
-  Both are in practice the launcher's own peak. The floor column is `/bin/true` alone.
+  Both are in practice the launcher's own peak. The no-sandbox column is `/bin/true` alone;
+  the floor column is floor.c's launcher and its task.
 - **1 GiB to stdout**: the task is `sh -c 'head -c 1G /dev/zero'`. Streamed: airlock (without
   `--json`) and bwrap hand the task the caller's stdout, here /dev/null (hyperfine's
   default), or a pipe to `cat >/dev/null`. Captured: `airlock run --json --max-output 8000
@@ -382,7 +395,7 @@ def main():
 
     md.append("## Exact commands\n")
     md.append("`$BIN` is a 0755 temporary directory holding copies of `target/<host>/release/airlock`, "
-              "`withfd` and the seccomp blob `seccomp.bpf`; `$SCRATCH` is a directory owned by "
+              "`withfd`, `floor` and the seccomp blob `seccomp.bpf`; `$SCRATCH` is a directory owned by "
               "the launching user on /dev/shm. The same commands run as root and, under "
               f"`setpriv --reuid={uid} --regid={uid} --clear-groups`, as uid {uid}.\n")
     md.append("```")

@@ -3,9 +3,8 @@
  * Used only by scripts/bench.sh, so that bubblewrap runs under a seccomp filter comparable to
  * airlock's (seccomp/<arch>.json). It denies the same system calls with the same errno, with
  * the same argument checks written by hand (clone namespace flags, ioctl TIOCSTI/TIOCLINUX,
- * socket families, personality). It is smaller than what airlock installs: one flat program
- * instead of three filters (deny, enosys, x32 guard) compiled by seccompiler, so every bwrap
- * syscall walks fewer instructions. That keeps the comparison conservative for airlock.
+ * socket families, personality), as one flat program that tests the syscall number against
+ * each rule in turn (airlock's build compiles its policy into a binary search instead).
  *
  * Build: gcc -O2 -o seccomp-blob seccomp-blob.c      Usage: seccomp-blob OUTFILE
  */
