@@ -465,17 +465,42 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
     Ok(())
 }
 
-/// One host entry of the minimal /etc: a small world-readable regular file is copied (with
-/// its permission bits) into the root, which is read-only by the time the task runs; that is
-/// cheaper than a mount for the kernel to make and to tear down. A directory, or a file not
-/// every user may read, is bound read-only as it is.
+/// One host entry of the minimal /etc: a small world-readable regular file is read now and
+/// written (with its permission bits) into the root, which is read-only by the time the task
+/// runs; that is cheaper than a mount for the kernel to make and to tear down. A directory,
+/// or a file not every user may read, is bound read-only as it is.
 enum EtcEntry {
-    Copy(File, u32),
+    Copy(Vec<u8>, u32),
     Tree { fd: OwnedFd, is_dir: bool },
 }
 
 /// A host /etc file at most this large is copied rather than bound.
 const ETC_COPY_MAX: u64 = 1 << 20;
+
+/// The content and permission bits of a small world-readable regular file, if `host` is one.
+fn etc_copy(host: &Path) -> Option<EtcEntry> {
+    use std::io::Read;
+    let mut f = File::open(host).ok()?;
+    let m = f.metadata().ok()?;
+    let mode = m.permissions().mode() & 0o777;
+    if !m.is_file() || m.len() > ETC_COPY_MAX || mode & 0o004 == 0 {
+        return None;
+    }
+    let mut data = Vec::with_capacity(m.len() as usize + 1);
+    f.read_to_end(&mut data).ok()?;
+    Some(EtcEntry::Copy(data, mode))
+}
+
+/// Create a file that must not exist yet (in a directory that does) holding `data`.
+fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SysError> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .and_then(|mut f| f.write_all(data))
+        .map_err(|e| io_err(e, || format!("write({path:?})")))
+}
 
 /// What step 5 took for one filesystem operation.
 enum Prepared {
@@ -596,13 +621,7 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             for name in ETC_FROM_HOST {
                 let host = Path::new("/etc").join(name);
                 // Symlinks are followed, as a bind of the path would follow them.
-                let copy = File::open(&host).ok().and_then(|f| {
-                    let m = f.metadata().ok()?;
-                    let mode = m.permissions().mode() & 0o777;
-                    (m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0)
-                        .then_some(EtcEntry::Copy(f, mode))
-                });
-                if let Some(entry) = copy {
+                if let Some(entry) = etc_copy(&host) {
                     v.push((PathBuf::from(name), entry));
                     continue;
                 }
@@ -962,14 +981,11 @@ fn apply(
                 let dest = Path::new("/etc").join(&name);
                 match entry {
                     EtcEntry::Tree { fd, is_dir } => attach(&fd, &dest, is_dir)?,
-                    EtcEntry::Copy(mut src, mode) => {
-                        let path = at(&dest);
-                        let mut out = make_file(&path, mode)?;
-                        std::io::copy(&mut src, &mut out).map_err(|e| {
-                            io_err(e, || {
-                                format!("copy {:?} to {path:?}", Path::new("/etc").join(&name))
-                            })
-                        })?;
+                    EtcEntry::Copy(data, mode) => {
+                        if name.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
+                            make_parents(&dest, 0o755)?;
+                        }
+                        write_new(&at(&dest), &data, mode)?;
                     }
                 }
             }
@@ -1207,8 +1223,11 @@ fn write_generated_etc() -> Result<(), SysError> {
         ("etc/hostname", "airlock\n".into()),
     ];
     for (path, text) in files {
-        let path = at(Path::new("/").join(path).as_path());
-        std::fs::write(&path, text).map_err(|e| io_err(e, || format!("write({path:?})")))?;
+        write_new(
+            &at(Path::new("/").join(path).as_path()),
+            text.as_bytes(),
+            0o644,
+        )?;
     }
     Ok(())
 }
