@@ -130,9 +130,26 @@ fn own_cgroup(text: &str, controller: &str) -> Option<String> {
     })
 }
 
-/// Where the cgroup v2 hierarchy is mounted.
+/// A kernel-generated text file (procfs, cgroupfs), which reports no size: read with one
+/// page-sized buffer first rather than std's small growing reads (seven calls for mountinfo).
+fn read_text(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(4096);
+    fs::File::open(path).ok()?.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Where the cgroup v2 hierarchy is mounted: at one of the usual places (pure v2 or hybrid),
+/// told by the filesystem's magic with one statfs each, else as the mount table says.
 fn v2_mount() -> Option<PathBuf> {
-    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    for p in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        if nix::sys::statfs::statfs(p)
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+        {
+            return Some(PathBuf::from(p));
+        }
+    }
+    let text = read_text(Path::new("/proc/self/mountinfo"))?;
     text.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
         let mount_point = pre.split(' ').nth(4)?;
@@ -151,7 +168,7 @@ fn writable(p: &Path) -> bool {
 /// A process's start time (clock ticks since boot), which tells a live launcher from a later
 /// process that reuses its pid.
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_text(Path::new(&format!("/proc/{pid}/stat")))?;
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split(' ').nth(19)?.parse().ok()
 }
@@ -212,12 +229,12 @@ impl Plan {
 
 pub fn detect(caller_is_root: bool) -> Plan {
     // /proc/self/cgroup is read once per launch; mountinfo only when there is a v2 path.
-    let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let cgroups = read_text(Path::new("/proc/self/cgroup")).unwrap_or_default();
     if let Some(own) = own_cgroup(&cgroups, "")
         && let Some(mnt) = v2_mount()
     {
         let parent = joined(&mnt, &own);
-        let ctrls = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+        let ctrls = read_text(&parent.join("cgroup.subtree_control")).unwrap_or_default();
         let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
         if has("memory") && has("pids") && writable(&parent) {
             return Plan::V2(parent);
