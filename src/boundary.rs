@@ -40,8 +40,9 @@ pub struct Inherited<'a> {
     pub capture: Option<(OwnedFd, OwnedFd)>,
     /// The launcher runs as root: the task must still be unprivileged on the host.
     pub caller_is_root: bool,
-    /// cgroup v1 `tasks` files (opened by the launcher) this init moves itself into.
-    pub join_cgroup: Vec<i32>,
+    /// The launcher is making a cgroup v1 for this run and will hand over its `tasks` files;
+    /// this init joins it before it starts the task.
+    pub cgroup_v1: bool,
     /// Resource limits set before the task starts (inherited by all its processes).
     pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
 }
@@ -150,9 +151,6 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    PR_SET_PDEATHSIG is set, then the launcher is checked still alive (it may have died
     //    before the call: its end of the channel is then closed).
     sys::close_fds_except(&kept_fds(inh)).step("3 sanitize descriptors")?;
-    for fd in &inh.join_cgroup {
-        join_cgroup(*fd).step("3 join the cgroup")?;
-    }
     die_with_launcher(sock).step("3 die with the launcher")?;
 
     // 2 (this side). Wait until the launcher has written our uid/gid maps.
@@ -250,13 +248,17 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     // bwrap's --lock-file: held by this init for the sandbox's lifetime.
     let locks = take_locks(spec).step("11 lock files")?;
 
-    // 12. Lock down the init, in this order: resource limits; capabilities dropped in every
+    // 12. Lock down the init, in this order: the run's cgroup (v1: the launcher made it
+    //     meanwhile and hands over its tasks files) and resource limits; capabilities dropped in every
     //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
     //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
     //     an unprivileged process may install seccomp); a new session with no controlling
     //     terminal (TIOCSTI injection, CVE-2017-5226) when the task has this init as reaper.
     //     The seccomp filters come last, in the task (step 13), because they deny calls the
     //     steps before need.
+    if inh.cgroup_v1 {
+        join_cgroup(sock)?;
+    }
     for (res, soft, hard) in &inh.rlimits {
         named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
             format!("setrlimit({res:?}, {soft}, {hard})")
@@ -424,7 +426,6 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
     if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.block_fd) {
         keep.push(fd);
     }
-    keep.extend(&inh.join_cgroup);
     if let Some(b) = &inh.spec.bwrap {
         keep.extend(
             [b.userns_fd, b.userns2_fd, b.pidns_fd]
@@ -435,14 +436,21 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
     keep
 }
 
-/// Move this (single-threaded) process into a cgroup v1 by writing "0" to its `tasks` file,
-/// then close it.
-fn join_cgroup(fd: i32) -> Result<(), SysError> {
-    let f = sys::own_fd(fd);
-    named(nix::unistd::write(&f, b"0"), || {
-        format!("write(<cgroup tasks fd {fd}>, \"0\")")
-    })
-    .map(drop)
+/// Move this (single-threaded) process into the run's cgroup v1 hierarchies, whose `tasks`
+/// files the launcher hands over (it made the cgroup while this init built the sandbox), by
+/// writing "0" to each.
+fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
+    const STEP: &str = "12 join the cgroup";
+    let Some(Msg::JoinCgroup(tasks)) = channel::recv(sock, false).step(STEP)? else {
+        return Err(lost(STEP));
+    };
+    for f in tasks {
+        named(nix::unistd::write(&f, b"0"), || {
+            "write(<cgroup tasks file>, \"0\")".into()
+        })
+        .step(STEP)?;
+    }
+    Ok(())
 }
 
 fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {

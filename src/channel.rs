@@ -18,6 +18,9 @@ pub type Handed = Vec<(String, u64, u64)>;
 pub enum Msg {
     /// launcher → init: the uid/gid maps are written; setup may go on.
     MapsReady,
+    /// launcher → init: the `tasks` files of the run's cgroup v1 hierarchies (SCM_RIGHTS),
+    /// which the init joins before it starts the task.
+    JoinCgroup(Vec<OwnedFd>),
     /// init → launcher: a descriptor of the scratch directory (carried as SCM_RIGHTS), and for
     /// each input as copied in: (name, size, content hash), so the launcher can tell an input
     /// left as handed from one the task changed.
@@ -52,6 +55,10 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
     let mut fds: Vec<RawFd> = Vec::new();
     match msg {
         Msg::MapsReady => buf.push(b'M'),
+        Msg::JoinCgroup(tasks) => {
+            buf.push(b'C');
+            fds.extend(tasks.iter().map(|f| f.as_raw_fd()));
+        }
         Msg::Scratch(fd, inputs) => {
             buf.push(b'F');
             fds.push(fd.as_raw_fd());
@@ -100,26 +107,24 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
 /// Receive one message. `Ok(None)`: the peer closed its end (or, non-blocking, nothing queued).
 pub fn recv(sock: BorrowedFd, nonblocking: bool) -> SysResult<Option<Msg>> {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut space = nix::cmsg_space!([RawFd; 2]);
     let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
     if nonblocking {
         flags |= MsgFlags::MSG_DONTWAIT;
     }
     let mut iov = [IoSliceMut::new(&mut buf)];
     let r = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), flags);
-    let (len, fd) = match r {
+    let (len, mut fds) = match r {
         Err(nix::errno::Errno::EAGAIN) if nonblocking => return Ok(None),
         Err(e) => return named(Err(e), || "recvmsg(<channel>)".into()),
         Ok(m) => {
-            let mut fd = None;
+            let mut fds = Vec::new();
             for c in m.cmsgs().into_iter().flatten() {
-                if let ControlMessageOwned::ScmRights(fds) = c {
-                    for raw in fds {
-                        fd = Some(owned(raw));
-                    }
+                if let ControlMessageOwned::ScmRights(raw) = c {
+                    fds.extend(raw.into_iter().map(owned));
                 }
             }
-            (m.bytes, fd)
+            (m.bytes, fds)
         }
     };
     if len == 0 {
@@ -134,7 +139,8 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool) -> SysResult<Option<Msg>> {
     };
     Ok(Some(match buf[0] {
         b'M' => Msg::MapsReady,
-        b'F' => match fd {
+        b'C' => Msg::JoinCgroup(fds),
+        b'F' => match fds.pop() {
             Some(fd) => Msg::Scratch(fd, parse_inputs(body)),
             None => Msg::SetupFailed("scratch descriptor missing from message".into()),
         },

@@ -4,7 +4,7 @@
 //! descriptor the init hands over.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
@@ -84,12 +84,19 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let caller_is_root = nix::unistd::geteuid().is_root();
     let inputs = open_inputs(spec)?;
     let setup = |e: SysError| Failure::Setup(format!("step 1: {e}"));
-    let cgroup = match &spec.limits {
-        Some(l) => Cgroup::create(l, caller_is_root)
-            .map_err(|e| Failure::Setup(format!("step 1 create cgroup: {e}")))?,
-        None => None,
+    // The cgroup for memory and pids: a v2 one must exist before clone3 puts the init in it;
+    // a v1 one is made after clone3, while the init builds the sandbox, and joined by the init
+    // before it starts the task.
+    let plan = spec.limits.map(|_| limits::detect(caller_is_root));
+    let mechanism = plan.as_ref().map_or(Mechanism::Rlimit, |p| p.mechanism());
+    let make_cgroup = |plan, l| {
+        Cgroup::create(plan, l).map_err(|e| Failure::Setup(format!("step 1 create cgroup: {e}")))
     };
-    let mechanism = cgroup.as_ref().map_or(Mechanism::Rlimit, |c| c.mech);
+    let (mut cgroup, v1_plan) = match (plan, &spec.limits) {
+        (Some(p @ limits::Plan::V1 { .. }), Some(_)) => (None, Some(p)),
+        (Some(p), Some(l)) => (make_cgroup(p, l)?, None),
+        _ => (None, None),
+    };
     let (parent_sock, child_sock) = channel::pair().map_err(setup)?;
     let capture = match spec.output {
         Output::Json { .. } => Some((pipe()?, pipe()?)),
@@ -155,10 +162,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
                 caller_is_root,
-                join_cgroup: cgroup
-                    .as_ref()
-                    .map(|c| c.v1_tasks.iter().map(|f| f.as_raw_fd()).collect())
-                    .unwrap_or_default(),
+                cgroup_v1: v1_plan.is_some(),
                 rlimits: spec
                     .limits
                     .as_ref()
@@ -213,6 +217,21 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .unwrap_or_default();
     // If the init already died, the send fails and the wait below reports why.
     let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
+    if let (Some(plan), Some(l)) = (v1_plan, &spec.limits) {
+        match make_cgroup(plan, l) {
+            Ok(mut cg) => {
+                let tasks = cg.as_mut().map(|c| std::mem::take(&mut c.v1_tasks));
+                let msg = Msg::JoinCgroup(tasks.unwrap_or_default());
+                let _ = channel::send(parent_sock.as_fd(), &msg);
+                cgroup = cg;
+            }
+            Err(e) => {
+                let _ = kill(pid, Signal::SIGKILL);
+                let _ = waitpid(pid, None);
+                return Err(e);
+            }
+        }
+    }
 
     let max = match spec.output {
         Output::Json { max } => max,
@@ -562,7 +581,8 @@ impl Supervisor {
                     End::Exited(value)
                 });
             }
-            Msg::MapsReady => {}
+            // Messages of the launcher's own; dropped if the sandbox sends them.
+            Msg::MapsReady | Msg::JoinCgroup(_) => {}
         }
     }
 }

@@ -94,9 +94,10 @@ pub struct Cgroup {
     /// v2: a descriptor of the directory, for clone3(CLONE_INTO_CGROUP).
     pub v2_fd: Option<OwnedFd>,
     /// v1: the `tasks` files, opened here by the launcher (the kernel checks the opener's
-    /// credentials), to which the sandbox's init writes "0" to move itself in. Moving oneself
-    /// as a single thread avoids the global lock a write of another pid to cgroup.procs takes,
-    /// which costs a whole RCU grace period (about 12 ms here) when launches are spaced.
+    /// credentials) and handed to the sandbox's init, which writes "0" to each to move itself
+    /// in before it starts the task. Moving oneself as a single thread avoids the global lock
+    /// a write of another pid to cgroup.procs takes, which costs a whole RCU grace period
+    /// (about 12 ms here) when launches are spaced.
     pub v1_tasks: Vec<OwnedFd>,
 }
 
@@ -256,10 +257,10 @@ pub fn detect(caller_is_root: bool) -> Plan {
 }
 
 impl Cgroup {
-    /// Pick and create the cgroup for this run, or None when only rlimits are available.
+    /// Create the cgroup `plan` names for this run, or None when only rlimits are available.
     /// A cgroup that is available but cannot be set up is an error (fail closed).
-    pub fn create(l: &Limits, caller_is_root: bool) -> Result<Option<Cgroup>, SysError> {
-        match detect(caller_is_root) {
+    pub fn create(plan: Plan, l: &Limits) -> Result<Option<Cgroup>, SysError> {
+        match plan {
             Plan::V2(parent) => {
                 remove_stale(&parent);
                 let dir = parent.join(unique_name());
