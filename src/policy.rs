@@ -221,7 +221,10 @@ fn search(keys: &[u32], table: &BTreeMap<u32, Entry>) -> Result<Vec<Insn>, Strin
     const LEAF: usize = 4;
     if keys.len() <= LEAF {
         // jeq per key to its handler, then ALLOW, then the handlers.
-        let handlers: Vec<Vec<Insn>> = keys.iter().map(|k| handler(&table[k])).collect();
+        let handlers = keys
+            .iter()
+            .map(|k| handler(&table[k]))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut out = Vec::new();
         for (i, k) in keys.iter().enumerate() {
             // From the instruction after this jeq to the handler: the jeqs left, the ALLOW,
@@ -257,13 +260,13 @@ fn jump(n: usize) -> Result<u8, String> {
 
 /// One syscall's rules: each rule's tests in turn (a failing test jumps to the next rule),
 /// the action when all pass; ALLOW after the last rule.
-fn handler(e: &Entry) -> Vec<Insn> {
+fn handler(e: &Entry) -> Result<Vec<Insn>, String> {
     let mut out = Vec::new();
     for (action, rules) in &e.groups {
         for conds in rules {
             if conds.is_empty() {
                 out.push((RET_K, 0, 0, *action));
-                return out; // nothing after an unconditional rule can be reached
+                return Ok(out); // nothing after an unconditional rule can be reached
             }
             // Each test is a load, maybe an AND, and one jump; `fail` counts the
             // instructions left in this rule after the jump, to skip to the next rule.
@@ -281,7 +284,7 @@ fn handler(e: &Entry) -> Vec<Insn> {
             let mut done = 0;
             for (c, size) in conds.iter().zip(&sizes) {
                 done += size;
-                let fail = (total - done) as u8;
+                let fail = jump(total - done)?;
                 out.push((LD_W_ABS, 0, 0, 16 + 8 * c.index as u32));
                 if let Op::MaskedEq(m) = c.op {
                     out.push((AND_K, 0, 0, m));
@@ -299,7 +302,7 @@ fn handler(e: &Entry) -> Vec<Insn> {
         }
     }
     out.push((RET_K, 0, 0, RET_ALLOW));
-    out
+    Ok(out)
 }
 
 /// The number seccompiler's table gives a syscall name for `arch`: read off the program it

@@ -78,97 +78,179 @@ mod tests {
         ret
     }
 
-    /// For both architectures, the one program build.rs makes decides every syscall number
-    /// (and, on x86_64, every x32 number) with every argument value the policy tests, its
-    /// neighbours and its masks, exactly as seccompiler's programs for the same file installed
-    /// in turn (deny, enosys), plus the x32 guard airlock used to install on x86_64: ENOSYS
-    /// for any number with bit 0x40000000. Another audit arch is killed by both.
+    /// Check that the program compiled from `text` decides every syscall number 0-599 (and,
+    /// on x86_64, its x32 twin) with every argument value the policy compares with, its
+    /// neighbours and its masks, exactly as seccompiler's programs for the same file
+    /// installed in turn (`filters` order), plus the x32 guard airlock used to install on
+    /// x86_64 (ENOSYS for any number with bit 0x40000000). Returns the number of cases.
+    fn assert_equivalent(text: &str, filters: &[&str], target: TargetArch, audit: Arch) -> u64 {
+        let map = seccompiler::compile_from_json(text.as_bytes(), target).unwrap();
+        let mut stack: Vec<Vec<Insn>> = filters.iter().map(|f| reference(&map[*f])).collect();
+        if audit == Arch::X86_64 {
+            stack.push(vec![
+                (0x20, 0, 0, 0),
+                (0x45, 1, 0, 0x4000_0000),
+                (0x06, 0, 0, policy::RET_ALLOW),
+                (0x06, 0, 0, 0x0005_0000 | libc::ENOSYS as u32),
+            ]);
+        }
+        let ours =
+            policy::compile(text, filters, audit, |n| policy::seccompiler_nr(n, target)).unwrap();
+
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        let mut vals: Vec<u64> = vec![0, 1, 0xffff_ffff, 0x1_0000_0000, u64::MAX];
+        for f in filters {
+            for rule in v[f]["filter"].as_array().unwrap() {
+                for c in rule["args"].as_array().into_iter().flatten() {
+                    let val = c["val"].as_u64().unwrap();
+                    vals.extend([val, val.wrapping_add(1), val.wrapping_sub(1)]);
+                    if let Some(m) = c["op"]["masked_eq"].as_u64() {
+                        vals.extend([m, val | !m & 0xffff, val | 0xdead_0000_0000]);
+                    }
+                }
+            }
+        }
+        vals.sort_unstable();
+        vals.dedup();
+        let mut checked = 0u64;
+        let mut nrs: Vec<u32> = (0..600).collect();
+        nrs.extend((0..600).map(|n| n | 0x4000_0000));
+        nrs.extend([u32::MAX, 0x8000_0000]);
+        for nr in nrs {
+            let mut check = |args: [u64; 6]| {
+                let want = stacked(&stack, nr, audit.audit(), args);
+                let got = policy::run(&ours, nr, audit.audit(), args);
+                assert_eq!(got, want, "{audit:?}: nr {nr:#x} args {args:x?}");
+                checked += 1;
+            };
+            check([0; 6]);
+            for &a in &vals {
+                for &b in &vals {
+                    check([a, b, a, b, 0, 0]);
+                }
+            }
+        }
+        // Another architecture's calls are killed, by both.
+        for f in &stack[..filters.len()] {
+            assert_eq!(
+                policy::run(f, 0, 0x4000_0003, [0; 6]),
+                policy::RET_KILL_PROCESS
+            );
+        }
+        assert_eq!(
+            policy::run(&ours, 0, 0x4000_0003, [0; 6]),
+            policy::RET_KILL_PROCESS
+        );
+        checked
+    }
+
+    const ARCHES: [(&str, TargetArch, Arch); 2] = [
+        ("x86_64", TargetArch::x86_64, Arch::X86_64),
+        ("aarch64", TargetArch::aarch64, Arch::Aarch64),
+    ];
+
+    /// For both architectures, the one program build.rs makes from airlock's policy decides
+    /// as seccompiler's deny and enosys filters plus the x32 guard would, and is shorter than
+    /// the deny filter alone.
     #[test]
     fn the_compiled_program_decides_as_seccompilers_filters() {
-        for (arch, target, audit) in [
-            ("x86_64", TargetArch::x86_64, Arch::X86_64),
-            ("aarch64", TargetArch::aarch64, Arch::Aarch64),
-        ] {
+        for (arch, target, audit) in ARCHES {
             let path = format!("{}/seccomp/{arch}.json", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(&path).unwrap();
-            let map = seccompiler::compile_from_json(text.as_bytes(), target)
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
-            let mut filters = vec![reference(&map["deny"]), reference(&map["enosys"])];
-            if audit == Arch::X86_64 {
-                filters.push(vec![
-                    (0x20, 0, 0, 0),
-                    (0x45, 1, 0, 0x4000_0000),
-                    (0x06, 0, 0, policy::RET_ALLOW),
-                    (0x06, 0, 0, 0x0005_0000 | libc::ENOSYS as u32),
-                ]);
-            }
+            let checked = assert_equivalent(&text, &["deny", "enosys"], target, audit);
+            assert!(checked > 1_000_000, "{arch}: only {checked} cases");
             let ours = policy::compile(&text, &["deny", "enosys"], audit, |n| {
                 policy::seccompiler_nr(n, target)
             })
             .unwrap();
-            let deny_len = filters[0].len();
-            assert!(
-                ours.len() < deny_len,
-                "{arch}: {} vs {deny_len}",
-                ours.len()
-            );
-
-            // Every constant the policy compares with, its neighbours, and boundary values.
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let mut vals: Vec<u64> = vec![0, 1, 0xffff_ffff, 0x1_0000_0000, u64::MAX];
-            for f in ["deny", "enosys"] {
-                for rule in v[f]["filter"].as_array().unwrap() {
-                    for c in rule["args"].as_array().into_iter().flatten() {
-                        let val = c["val"].as_u64().unwrap();
-                        vals.extend([val, val.wrapping_add(1), val.wrapping_sub(1)]);
-                        if let Some(m) = c["op"]["masked_eq"].as_u64() {
-                            vals.extend([m, val | !m & 0xffff, val | 0xdead_0000_0000]);
-                        }
-                    }
-                }
-            }
-            vals.sort_unstable();
-            vals.dedup();
-            let mut checked = 0u64;
-            let mut nrs: Vec<u32> = (0..600).collect();
-            nrs.extend((0..600).map(|n| n | 0x4000_0000));
-            nrs.extend([u32::MAX, 0x8000_0000]);
-            for nr in nrs {
-                let mut check = |args: [u64; 6]| {
-                    let want = stacked(&filters, nr, audit.audit(), args);
-                    let got = policy::run(&ours, nr, audit.audit(), args);
-                    assert_eq!(got, want, "{arch}: nr {nr:#x} args {args:x?}");
-                    checked += 1;
-                };
-                check([0; 6]);
-                for &a in &vals {
-                    for &b in &vals {
-                        check([a, b, a, b, 0, 0]);
-                    }
-                }
-            }
-            assert!(checked > 1_000_000, "{arch}: only {checked} cases");
-            // Another architecture's calls are killed, by both.
-            for f in filters.iter().take(2) {
-                assert_eq!(
-                    policy::run(f, 0, 0x4000_0003, [0; 6]),
-                    policy::RET_KILL_PROCESS
-                );
-            }
-            assert_eq!(
-                policy::run(&ours, 0, 0x4000_0003, [0; 6]),
-                policy::RET_KILL_PROCESS
-            );
+            let map = seccompiler::compile_from_json(text.as_bytes(), target).unwrap();
+            assert!(ours.len() < map["deny"].len(), "{arch}: {}", ours.len());
         }
-        // A name seccompiler does not know fails the compile, as it fails seccompiler.
-        let bad = r#"{"deny": {"mismatch_action": "allow", "filter_action": {"errno": 1},
-                      "filter": [{"syscall": "no_such_call"}]}}"#;
-        assert!(seccompiler::compile_from_json(bad.as_bytes(), TargetArch::x86_64).is_err());
-        let err = policy::compile(bad, &["deny"], Arch::X86_64, |n| {
-            policy::seccompiler_nr(n, TargetArch::x86_64)
-        })
-        .unwrap_err();
-        assert!(err.contains("no_such_call"), "{err}");
+    }
+
+    /// The compiler on a policy using every operator seccompiler's JSON has for 32-bit
+    /// arguments, rules with several conditions, several rules for one syscall, and syscalls
+    /// named by both filters with different errnos (the later filter wins), unconditionally
+    /// and conditionally.
+    #[test]
+    fn every_operator_and_overlap_compiles_as_seccompiler_decides() {
+        let cond = |i: u8, op: &str, v: u32| {
+            format!(r#"{{"index": {i}, "type": "dword", "op": "{op}", "val": {v}}}"#)
+        };
+        let masked = |i: u8, m: u32, v: u32| {
+            format!(r#"{{"index": {i}, "type": "dword", "op": {{"masked_eq": {m}}}, "val": {v}}}"#)
+        };
+        let rule = |name: &str, conds: Vec<String>| {
+            if conds.is_empty() {
+                format!(r#"{{"syscall": "{name}"}}"#)
+            } else {
+                format!(r#"{{"syscall": "{name}", "args": [{}]}}"#, conds.join(","))
+            }
+        };
+        let deny = [
+            rule("read", vec![cond(0, "eq", 7)]),
+            rule("write", vec![cond(0, "ne", 1), cond(1, "lt", 100)]),
+            rule("openat", vec![cond(1, "le", 50)]),
+            rule("openat", vec![cond(1, "gt", 0xfff0_0000)]),
+            rule("close", vec![cond(0, "ge", 1000)]),
+            rule("ioctl", vec![masked(1, 0xff00, 0x5400), cond(0, "eq", 3)]),
+            rule("mount", vec![]),
+            rule("dup", vec![cond(0, "eq", 9)]),
+            rule("fcntl", vec![]),
+        ];
+        let enosys = [
+            rule("dup", vec![cond(0, "ge", 5)]),
+            rule("fcntl", vec![cond(1, "eq", 4)]),
+            rule("mount", vec![cond(0, "eq", 0)]),
+        ];
+        let filter = |errno: u32, rules: &[String]| {
+            format!(
+                r#"{{"mismatch_action": "allow", "filter_action": {{"errno": {errno}}},
+                   "filter": [{}]}}"#,
+                rules.join(",")
+            )
+        };
+        let text = format!(
+            r#"{{"deny": {}, "enosys": {}}}"#,
+            filter(1, &deny),
+            filter(38, &enosys)
+        );
+        for (_, target, audit) in ARCHES {
+            assert!(assert_equivalent(&text, &["deny", "enosys"], target, audit) > 10_000);
+        }
+    }
+
+    /// What the compiler refuses, with a message naming the problem: a name seccompiler does
+    /// not know (seccompiler refuses it too), 64-bit argument tests, other mismatch actions,
+    /// a filter the caller does not install.
+    #[test]
+    fn the_compiler_refuses_what_it_cannot_compile_faithfully() {
+        let one = |body: &str| format!(r#"{{"deny": {body}}}"#);
+        let compile = |text: &str| {
+            policy::compile(text, &["deny"], Arch::X86_64, |n| {
+                policy::seccompiler_nr(n, TargetArch::x86_64)
+            })
+            .unwrap_err()
+        };
+        let unknown = one(
+            r#"{"mismatch_action": "allow", "filter_action": {"errno": 1},
+               "filter": [{"syscall": "no_such_call"}]}"#,
+        );
+        assert!(seccompiler::compile_from_json(unknown.as_bytes(), TargetArch::x86_64).is_err());
+        assert!(compile(&unknown).contains("no_such_call"));
+        let qword = one(
+            r#"{"mismatch_action": "allow", "filter_action": {"errno": 1}, "filter": [
+               {"syscall": "read", "args": [{"index": 0, "type": "qword", "op": "eq", "val": 1}]}]}"#,
+        );
+        assert!(compile(&qword).contains("dword"));
+        let kill_default = one(
+            r#"{"mismatch_action": "kill_process", "filter_action": "allow",
+               "filter": [{"syscall": "read"}]}"#,
+        );
+        assert!(compile(&kill_default).contains("mismatch_action"));
+        let extra = r#"{"deny": {"mismatch_action": "allow", "filter_action": {"errno": 1},
+                        "filter": []}, "other": {}}"#;
+        assert!(compile(extra).contains("other"));
     }
 
     /// The program airlock embeds is the one the compiler makes from the policy file.
