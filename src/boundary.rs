@@ -949,21 +949,57 @@ fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
     let path = at(dest);
     if is_dir {
         make_dirs(&path)?;
-    } else if !path.exists() {
-        make_file(&path, 0o644)?;
+    } else {
+        ensure_file(&path)?;
     }
     sys::attach_tree(tree.as_fd(), &path)
 }
 
+/// Make sure something exists at `path` to mount a file on: an empty file is created (with
+/// its parents) unless an entry is already there, which is left as it is. The common case,
+/// a new file in an existing directory, costs one open.
+fn ensure_file(path: &Path) -> Result<(), SysError> {
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    };
+    match open() {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            if let Some(parent) = path.parent() {
+                make_dirs(parent)?;
+            }
+            open()
+                .map(drop)
+                .map_err(|e| io_err(e, || format!("open({path:?}, O_CREAT)")))
+        }
+        // A directory, or a symlink to something, already there: the mount decides.
+        Err(_) if path.exists() => Ok(()),
+        Err(e) => Err(io_err(e, || format!("open({path:?}, O_CREAT)"))),
+    }
+}
+
 fn symlink(target: &Path, dest: &Path) -> Result<(), SysError> {
     let path = at(dest);
-    if let Some(parent) = path.parent() {
-        make_dirs(parent)?;
-    }
-    match std::fs::read_link(&path) {
-        Ok(existing) if existing == target => Ok(()),
-        _ => std::os::unix::fs::symlink(target, &path)
-            .map_err(|e| io_err(e, || format!("symlink({target:?}, {dest:?})"))),
+    let make = || std::os::unix::fs::symlink(target, &path);
+    let err = |e: std::io::Error| io_err(e, || format!("symlink({target:?}, {dest:?})"));
+    match make() {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent() {
+                make_dirs(parent)?;
+            }
+            make().map_err(err)
+        }
+        // Already there: fine if it is the same link.
+        Err(e) => match std::fs::read_link(&path) {
+            Ok(existing) if existing == target => Ok(()),
+            _ => Err(err(e)),
+        },
     }
 }
 
@@ -1569,7 +1605,7 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
     {
         fail(format!("step 13: {e}"));
     }
-    // The seccomp filters last, because they deny calls the steps above need.
+    // The seccomp filter last, because it denies calls the steps above need.
     if let Err(e) = install_seccomp(&spec.lockdown.seccomp) {
         let err = StepError {
             step: "13 seccomp",
