@@ -3,8 +3,9 @@
 //! isolation, and it reads top to bottom in kernel order; the step numbers match the README.
 //!
 //! The launcher (`launch.rs`) has already created every namespace with one clone3 call (step 1)
-//! and writes the id maps (step 2) while this side waits. If any step fails, the error (naming
-//! the step, the syscall, its path and the errno) goes to the launcher and the task never runs.
+//! and, for a root caller, writes the id maps (step 2) while this side waits; an unprivileged
+//! caller's maps are written by this side. If any step fails, the error (naming the step, the
+//! syscall, its path and the errno) goes to the launcher and the task never runs.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -40,6 +41,10 @@ pub struct Inherited<'a> {
     pub capture: Option<(OwnedFd, OwnedFd)>,
     /// The launcher runs as root: the task must still be unprivileged on the host.
     pub caller_is_root: bool,
+    /// The uid and gid maps this init writes for itself (an unprivileged caller maps only its
+    /// own ids, which a process may do for its own new user namespace); `None`: the launcher
+    /// writes them and says so on the channel.
+    pub own_maps: Option<(String, String)>,
     /// The launcher is making a cgroup v1 for this run and will hand over its `tasks` files;
     /// this init joins it before it starts the task.
     pub cgroup_v1: bool,
@@ -153,10 +158,13 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     sys::close_fds_except(&kept_fds(inh)).step("3 sanitize descriptors")?;
     die_with_launcher(sock).step("3 die with the launcher")?;
 
-    // 2 (this side). Wait until the launcher has written our uid/gid maps.
-    match channel::recv(sock, false).step("2 wait for id maps")? {
-        Some(Msg::MapsReady) => {}
-        _ => return Err(lost("2 wait for id maps")),
+    // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
+    match &inh.own_maps {
+        Some((uid_map, gid_map)) => write_own_maps(uid_map, gid_map).step("2 write id maps")?,
+        None => match channel::recv(sock, false).step("2 wait for id maps")? {
+            Some(Msg::MapsReady) => {}
+            _ => return Err(lost("2 wait for id maps")),
+        },
     }
 
     // 4. Make every mount private, so nothing done here propagates to the host and no host
@@ -449,6 +457,22 @@ fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
             "write(<cgroup tasks file>, \"0\")".into()
         })
         .step(STEP)?;
+    }
+    Ok(())
+}
+
+/// An unprivileged caller's maps, written by the init into its own user namespace: setgroups
+/// denied first (the kernel's condition for an unprivileged gid map), then one line each
+/// mapping the caller's own uid and gid.
+fn write_own_maps(uid_map: &str, gid_map: &str) -> Result<(), SysError> {
+    for (file, text) in [
+        ("setgroups", "deny"),
+        ("uid_map", uid_map),
+        ("gid_map", gid_map),
+    ] {
+        let path = format!("/proc/self/{file}");
+        std::fs::write(&path, text)
+            .map_err(|e| io_err(e, || format!("write({path:?}, {:?})", text.trim_end())))?;
     }
     Ok(())
 }

@@ -632,6 +632,9 @@ pub fn message(e: &StepError) -> String {
             call.split('"').nth(1).unwrap_or("")
         );
     }
+    if e.step.starts_with("2 write id maps") {
+        return format!("setting up uid map: {errno}");
+    }
     if e.step.starts_with("10 loopback") {
         return format!("loopback: Failed RTM_NEWADDR: {errno}");
     }

@@ -136,6 +136,14 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         })?;
     }
     let flags = if joins { 0 } else { namespace_flags(spec) };
+    // An unprivileged caller's init maps its own ids (saves a round trip through the
+    // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller.
+    let own_maps = (!caller_is_root && !joins && io.and_then(|b| b.userns_block_fd).is_none())
+        .then(|| {
+            let (euid, egid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+            id_maps(spec, false, euid.as_raw(), egid.as_raw())
+        });
+    let maps_by_init = own_maps.is_some();
     let into = cgroup
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
@@ -162,6 +170,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
                 caller_is_root,
+                own_maps,
                 cgroup_v1: v1_plan.is_some(),
                 rlimits: spec
                     .limits
@@ -191,7 +200,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     {
         let _ = nix::unistd::read(&f, &mut [0u8; 1]);
     }
-    let prepared = if joins {
+    let prepared = if joins || maps_by_init {
         Ok(())
     } else {
         write_id_maps(pid, spec, caller_is_root).map_err(|e| ("write id maps", e))
@@ -216,7 +225,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .map(|b| bwrap_status::announce(pid, b, spec))
         .unwrap_or_default();
     // If the init already died, the send fails and the wait below reports why.
-    let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
+    if !maps_by_init {
+        let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
+    }
     if let (Some(plan), Some(l)) = (v1_plan, &spec.limits) {
         match make_cgroup(plan, l) {
             Ok(mut cg) => {
