@@ -137,12 +137,16 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     }
     let flags = if joins { 0 } else { namespace_flags(spec) };
     // An unprivileged caller's init maps its own ids (saves a round trip through the
-    // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller.
-    let own_maps = (!caller_is_root && !joins && io.and_then(|b| b.userns_block_fd).is_none())
-        .then(|| {
-            let (euid, egid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-            id_maps(spec, false, euid.as_raw(), egid.as_raw())
-        });
+    // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller, or
+    // --info-fd/--json-status-fd want the namespaces read from /proc/PID/ns while the init
+    // still waits (it becomes non-dumpable at step 6, and the reading would race it).
+    let launcher_maps = io.is_some_and(|b| {
+        b.userns_block_fd.is_some() || b.info_fd.is_some() || b.json_status_fd.is_some()
+    });
+    let own_maps = (!caller_is_root && !joins && !launcher_maps).then(|| {
+        let (euid, egid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+        id_maps(spec, false, euid.as_raw(), egid.as_raw())
+    });
     let maps_by_init = own_maps.is_some();
     let into = cgroup
         .as_ref()
