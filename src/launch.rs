@@ -334,9 +334,16 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         _ => (None, None),
     };
     let by_signal = |sig: i32| signal == Some(sig) || code == Some(128 + sig);
+    // Only the JSON report says which limit it was: a streamed run does not read the
+    // cgroup's counters.
+    let reported = matches!(spec.output, Output::Json { .. });
     let limit_hit = if end == End::TimedOut {
         Some("timeout")
-    } else if let Some(hit) = cgroup.as_ref().and_then(|c| c.limit_hit()) {
+    } else if let Some(hit) = cgroup
+        .as_ref()
+        .filter(|_| reported)
+        .and_then(|c| c.limit_hit())
+    {
         Some(hit)
     } else if signal == Some(libc::SIGXCPU)
         || (cpu_over && (by_signal(libc::SIGKILL) || by_signal(libc::SIGXCPU)))

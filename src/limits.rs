@@ -326,7 +326,7 @@ impl Cgroup {
 
     /// Which cgroup limit ended the task, if any: the OOM killer fired, or a fork was refused.
     pub fn limit_hit(&self) -> Option<&'static str> {
-        let read = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();
+        let read = |p: PathBuf| read_text(&p).unwrap_or_default();
         let count = |text: &str, key: &str| -> u64 {
             text.lines()
                 .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
