@@ -160,7 +160,9 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
 
     // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
     match &inh.own_maps {
-        Some((uid_map, gid_map)) => write_own_maps(uid_map, gid_map).step("2 write id maps")?,
+        Some((uid_map, gid_map)) => {
+            write_maps("/proc/self", uid_map, gid_map, true).step("2 write id maps")?
+        }
         None => match channel::recv(sock, false).step("2 wait for id maps")? {
             Some(Msg::MapsReady) => {}
             _ => return Err(lost("2 wait for id maps")),
@@ -461,16 +463,21 @@ fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
     Ok(())
 }
 
-/// An unprivileged caller's maps, written by the init into its own user namespace: setgroups
-/// denied first (the kernel's condition for an unprivileged gid map), then one line each
-/// mapping the caller's own uid and gid.
-fn write_own_maps(uid_map: &str, gid_map: &str) -> Result<(), SysError> {
-    for (file, text) in [
-        ("setgroups", "deny"),
-        ("uid_map", uid_map),
-        ("gid_map", gid_map),
-    ] {
-        let path = format!("/proc/self/{file}");
+/// Write the id maps of the process whose proc directory is `proc_dir` (`/proc/self` when the
+/// init maps itself, `/proc/PID` when the launcher does). An unprivileged caller may map only
+/// its own ids, and only with setgroups denied first, which `deny_setgroups` does.
+pub fn write_maps(
+    proc_dir: &str,
+    uid_map: &str,
+    gid_map: &str,
+    deny_setgroups: bool,
+) -> Result<(), SysError> {
+    let setgroups = deny_setgroups.then_some(("setgroups", "deny"));
+    for (file, text) in setgroups
+        .into_iter()
+        .chain([("uid_map", uid_map), ("gid_map", gid_map)])
+    {
+        let path = format!("{proc_dir}/{file}");
         std::fs::write(&path, text)
             .map_err(|e| io_err(e, || format!("write({path:?}, {:?})", text.trim_end())))?;
     }

@@ -440,19 +440,7 @@ fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysE
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
     );
-    let write = |file: &str, text: &str| -> Result<(), SysError> {
-        let path = format!("/proc/{pid}/{file}");
-        std::fs::write(&path, text).map_err(|e| SysError {
-            call: format!("write({path:?}, {:?})", text.trim_end()),
-            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        })
-    };
-    if !caller_is_root {
-        // An unprivileged caller may map only its own ids, and only with setgroups denied.
-        write("setgroups", "deny")?;
-    }
-    write("uid_map", &uid_map)?;
-    write("gid_map", &gid_map)
+    boundary::write_maps(&format!("/proc/{pid}"), &uid_map, &gid_map, !caller_is_root)
 }
 
 struct Supervisor {

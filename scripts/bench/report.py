@@ -74,6 +74,14 @@ def fmt_ms(x):
     return f"{x:.2f}"
 
 
+def cell_spread(times, label):
+    """'median (p10-p90)' of one label's run times, in ms."""
+    t = times.get(label)
+    if not t:
+        return "n/a"
+    return f"{fmt_ms(statistics.median(t))} ({fmt_ms(pct(t, 10))}-{fmt_ms(pct(t, 90))})"
+
+
 def ratio(a, b):
     if a is None or b is None or b == 0 or a != a or b != b:
         return "n/a"
@@ -91,10 +99,7 @@ def rows_for(d):
         return statistics.median(t) if t else None
 
     def cell_lat(label):
-        t = lat.get(label)
-        if not t:
-            return "n/a"
-        return f"{fmt_ms(statistics.median(t))} ({fmt_ms(pct(t, 10))}-{fmt_ms(pct(t, 90))})"
+        return cell_spread(lat, label)
 
     n_lat = len(lat.get("airlock", []))
     rows.append((
@@ -164,10 +169,7 @@ def rows_for(d):
     big = d["big"]
 
     def cell_big(label):
-        t = big.get(label)
-        if not t:
-            return "n/a"
-        return f"{fmt_ms(statistics.median(t))} ({fmt_ms(pct(t, 10))}-{fmt_ms(pct(t, 90))})"
+        return cell_spread(big, label)
 
     n_big = len(big.get("airlock stream >null", []))
     rows.append((
@@ -200,14 +202,8 @@ def rows_for(d):
 
     files = d["files"]
 
-    def cell_files_of(table, label):
-        t = table.get(label)
-        if not t:
-            return "n/a"
-        return f"{fmt_ms(statistics.median(t))} ({fmt_ms(pct(t, 10))}-{fmt_ms(pct(t, 90))})"
-
     def cell_files(label):
-        return cell_files_of(files, label)
+        return cell_spread(files, label)
 
     rows.append((
         f"1000 files of 10 B written and collected, ms: median (p10-p90), "
@@ -221,7 +217,7 @@ def rows_for(d):
     rows.append((
         f"bwrap mode, 2000 --ro-bind-try of existing files, ms: median (p10-p90), "
         f"n={len(binds.get('airlock bwrap', []))}",
-        cell_files_of(binds, "airlock bwrap"), cell_files_of(binds, "bwrap"),
+        cell_spread(binds, "airlock bwrap"), cell_spread(binds, "bwrap"),
         ratio(med(binds, "airlock bwrap"), med(binds, "bwrap")),
         "", "", "", "",
     ))
