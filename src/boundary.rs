@@ -454,6 +454,20 @@ fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
     let Some(Msg::JoinCgroup(tasks)) = channel::recv(sock, false).step(STEP)? else {
         return Err(lost(STEP));
     };
+    // One tasks file per hierarchy (memory, pids): fewer would leave the task outside a limit
+    // the report says applied, with no rlimit in its place.
+    if tasks.len() != 2 {
+        return Err(StepError {
+            step: STEP,
+            err: SysError {
+                call: format!(
+                    "recvmsg(<channel>): {} cgroup tasks descriptors, not 2",
+                    tasks.len()
+                ),
+                errno: Errno::EBADMSG,
+            },
+        });
+    }
     for f in tasks {
         named(nix::unistd::write(&f, b"0"), || {
             "write(<cgroup tasks file>, \"0\")".into()
@@ -722,7 +736,7 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             if caller_is_root {
                 for knob in PROC_KNOBS {
                     let p = Path::new("/proc").join(knob);
-                    if p.exists() {
+                    if present(&p)? {
                         let t = sys::clone_tree(&p)?;
                         sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &p)?;
                         knobs.push((*knob, t));
@@ -1189,11 +1203,18 @@ fn apply(
     }
 }
 
+/// Whether `p` exists: an error other than ENOENT is an error, not "absent" (a knob that
+/// could not be looked at must not be left writable).
+fn present(p: &Path) -> Result<bool, SysError> {
+    p.try_exists()
+        .map_err(|e| io_err(e, || format!("stat({p:?})")))
+}
+
 /// Bind each of proc's kernel-wide knobs read-only over itself in the proc at `path`.
 fn protect_proc_knobs(path: &Path) -> Result<(), SysError> {
     for knob in PROC_KNOBS {
         let (src, dest) = (path.join(knob), path.join(knob));
-        if src.exists() {
+        if present(&src)? {
             let t = sys::clone_tree(&src)?;
             sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &src)?;
             sys::attach_tree(t.as_fd(), &dest)?;

@@ -124,6 +124,12 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool) -> SysResult<Option<Msg>> {
                     fds.extend(raw.into_iter().map(owned));
                 }
             }
+            // Descriptors the kernel could not pass are lost: an error, never a short list.
+            if m.flags.contains(MsgFlags::MSG_CTRUNC) {
+                return named(Err(nix::errno::Errno::EMSGSIZE), || {
+                    "recvmsg(<channel>): descriptors truncated (MSG_CTRUNC)".into()
+                });
+            }
             (m.bytes, fds)
         }
     };

@@ -232,13 +232,20 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if !maps_by_init {
         let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
     }
+    let mut handover_failed = None;
     if let (Some(plan), Some(l)) = (v1_plan, &spec.limits) {
         match make_cgroup(plan, l) {
             Ok(mut cg) => {
+                // The init refuses any other count than one tasks file per hierarchy.
                 let tasks = cg.as_mut().map(|c| std::mem::take(&mut c.v1_tasks));
                 let msg = Msg::JoinCgroup(tasks.unwrap_or_default());
-                let _ = channel::send(parent_sock.as_fd(), &msg);
                 cgroup = cg;
+                if let Err(e) = channel::send(parent_sock.as_fd(), &msg) {
+                    // The init would wait for it forever: end it. If it had already failed
+                    // (its end closed), its own report, read below, says why.
+                    let _ = kill(pid, Signal::SIGKILL);
+                    handover_failed = Some(e);
+                }
             }
             Err(e) => {
                 let _ = kill(pid, Signal::SIGKILL);
@@ -282,6 +289,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     if let Some(msg) = sup.setup_failed {
         return Err(Failure::Setup(msg));
+    }
+    if let Some(e) = handover_failed {
+        return Err(Failure::Setup(format!("step 1 hand over the cgroup: {e}")));
     }
     if let Some((code, msg)) = sup.exec_failed {
         return Err(Failure::Exec(code, msg));

@@ -272,7 +272,11 @@ impl Cgroup {
                     v1_tasks: vec![],
                 };
                 write(&dir.join("memory.max"), &l.memory.to_string())?;
-                let _ = write(&dir.join("memory.swap.max"), "0");
+                // No swap beyond the limit; the file is absent only without swap accounting.
+                match write(&dir.join("memory.swap.max"), "0") {
+                    Err(e) if e.errno != nix::errno::Errno::ENOENT => return Err(e),
+                    _ => {}
+                }
                 write(&dir.join("pids.max"), &l.pids.to_string())?;
                 let flags = nix::fcntl::OFlag::O_PATH
                     | nix::fcntl::OFlag::O_DIRECTORY
