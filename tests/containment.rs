@@ -1014,6 +1014,51 @@ fn init_killed_from_outside_is_reported_and_nothing_is_left() {
 // Cgroups
 // ---------------------------------------------------------------------------------------------
 
+/// As root on this cgroup v1 host, the task runs inside the run's own memory and pids cgroups
+/// (made by the launcher while the init builds the sandbox, joined by the init before it starts
+/// the task): both lines of its /proc/self/cgroup name airlock-PID-START-N. Control: the same
+/// lines of a host process name no such cgroup.
+#[test]
+fn root_task_runs_in_the_runs_own_cgroups() {
+    let script = "grep -E '^[0-9]+:(memory|pids):' /proc/self/cgroup";
+    let host = host_sh(Launcher::Root, script);
+    let host_lines = stdout(&host);
+    assert_eq!(
+        host_lines.lines().count(),
+        2,
+        "host control: {host_lines:?}"
+    );
+    assert!(
+        !host_lines.contains("airlock-"),
+        "host control: {host_lines:?}"
+    );
+
+    let o = sh(Launcher::Root, &["--json"], script);
+    let rep: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        rep["limits"]["pids"]["mechanism"],
+        json!("cgroup v1"),
+        "{rep}"
+    );
+    assert_eq!(
+        rep["limits"]["memory"]["mechanism"],
+        json!("cgroup v1"),
+        "{rep}"
+    );
+    let lines: Vec<&str> = rep["stdout"].as_str().unwrap().lines().collect();
+    assert_eq!(lines.len(), 2, "{rep}");
+    for l in lines {
+        let name = l.rsplit('/').next().unwrap();
+        let parts: Vec<&str> = name.split('-').collect();
+        assert!(
+            parts.len() == 4
+                && parts[0] == "airlock"
+                && parts[1..].iter().all(|p| p.parse::<u64>().is_ok()),
+            "the task's cgroup line {l:?} names no run cgroup ({rep})"
+        );
+    }
+}
+
 #[test]
 fn root_cgroups_are_removed_after_every_kind_of_end() {
     let m = mark("root_cgroups_are_removed_after_every_kind_of_end");
