@@ -163,7 +163,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         Some((uid_map, gid_map)) => {
             write_maps("/proc/self", uid_map, gid_map, true).step("2 write id maps")?
         }
-        None => match channel::recv(sock, false).step("2 wait for id maps")? {
+        None => match channel::recv(sock, false, channel::SMALL).step("2 wait for id maps")? {
             Some(Msg::MapsReady) => {}
             _ => return Err(lost("2 wait for id maps")),
         },
@@ -451,7 +451,8 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
 /// writing "0" to each.
 fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
     const STEP: &str = "12 join the cgroup";
-    let Some(Msg::JoinCgroup(tasks)) = channel::recv(sock, false).step(STEP)? else {
+    let Some(Msg::JoinCgroup(tasks)) = channel::recv(sock, false, channel::SMALL).step(STEP)?
+    else {
         return Err(lost(STEP));
     };
     // One tasks file per hierarchy (memory, pids): fewer would leave the task outside a limit

@@ -14,6 +14,29 @@ use crate::sys::{SysResult, named};
 /// For each input as copied in: (name, size, content hash).
 pub type Handed = Vec<(String, u64, u64)>;
 
+/// Failure texts are cut to this many bytes, so every message but the scratch hand-over fits
+/// in a receive buffer of [`SMALL`] bytes.
+const TEXT_MAX: usize = 3072;
+
+/// Receive buffer for the messages the launcher sends (one byte and descriptors) and for
+/// everything but the scratch hand-over.
+pub const SMALL: usize = 4096;
+
+/// Receive buffer the launcher needs for the init's messages, given the input names it passed:
+/// the scratch hand-over carries 17 bytes plus the name for each input.
+pub fn launcher_capacity<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    SMALL + names.map(|n| 17 + n.len()).sum::<usize>()
+}
+
+/// At most TEXT_MAX bytes of `text`, cut on a character boundary.
+fn cut(text: &str) -> &[u8] {
+    let mut end = text.len().min(TEXT_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text.as_bytes()[..end]
+}
+
 #[derive(Debug)]
 pub enum Msg {
     /// launcher → init: the uid/gid maps are written; setup may go on.
@@ -71,12 +94,12 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
         }
         Msg::SetupFailed(text) => {
             buf.push(b'E');
-            buf.extend_from_slice(text.as_bytes());
+            buf.extend_from_slice(cut(text));
         }
         Msg::ExecFailed(code, text) => {
             buf.push(b'X');
             buf.extend_from_slice(&code.to_le_bytes());
-            buf.extend_from_slice(text.as_bytes());
+            buf.extend_from_slice(cut(text));
         }
         Msg::TaskEnded {
             signaled,
@@ -104,9 +127,11 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
     Ok(())
 }
 
-/// Receive one message. `Ok(None)`: the peer closed its end (or, non-blocking, nothing queued).
-pub fn recv(sock: BorrowedFd, nonblocking: bool) -> SysResult<Option<Msg>> {
-    let mut buf = vec![0u8; 64 * 1024];
+/// Receive one message of at most `capacity` bytes (a longer one is an error). `Ok(None)`: the
+/// peer closed its end (or, non-blocking, nothing queued). The buffer is sized by the caller
+/// because zeroing one larger than the message costs page faults on every launch.
+pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<Option<Msg>> {
+    let mut buf = vec![0u8; capacity];
     let mut space = nix::cmsg_space!([RawFd; 2]);
     let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
     if nonblocking {
@@ -128,6 +153,11 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool) -> SysResult<Option<Msg>> {
             if m.flags.contains(MsgFlags::MSG_CTRUNC) {
                 return named(Err(nix::errno::Errno::EMSGSIZE), || {
                     "recvmsg(<channel>): descriptors truncated (MSG_CTRUNC)".into()
+                });
+            }
+            if m.flags.contains(MsgFlags::MSG_TRUNC) {
+                return named(Err(nix::errno::Errno::EMSGSIZE), || {
+                    format!("recvmsg(<channel>): message longer than {capacity} bytes (MSG_TRUNC)")
                 });
             }
             (m.bytes, fds)
@@ -192,4 +222,48 @@ pub fn content_hash(data: &[u8]) -> u64 {
 
 fn owned(raw: RawFd) -> OwnedFd {
     crate::sys::own_fd(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn buffers_sized_by_the_receiver_hold_every_message() {
+        let (a, b) = pair().unwrap();
+        // The scratch hand-over with many long input names fits the launcher's capacity.
+        let names: Vec<String> = (0..300).map(|i| format!("{i:0>200}")).collect();
+        let handed: Handed = names.iter().map(|n| (n.clone(), 7, 9)).collect();
+        let dir = OwnedFd::from(std::fs::File::open("/").unwrap());
+        send(a.as_fd(), &Msg::Scratch(dir, handed.clone())).unwrap();
+        let cap = launcher_capacity(names.iter().map(String::as_str));
+        match recv(b.as_fd(), false, cap).unwrap() {
+            Some(Msg::Scratch(_, got)) => assert_eq!(got, handed),
+            other => panic!("expected the scratch hand-over, got {other:?}"),
+        }
+        // A failure text of any length is cut so that it fits the small buffer.
+        let long = "é".repeat(50_000);
+        send(a.as_fd(), &Msg::SetupFailed(long.clone())).unwrap();
+        match recv(b.as_fd(), false, SMALL).unwrap() {
+            Some(Msg::SetupFailed(t)) => {
+                assert!(t.len() <= TEXT_MAX && t.len() > TEXT_MAX - 4, "{}", t.len());
+                assert!(long.starts_with(&t));
+            }
+            other => panic!("expected a setup failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_message_longer_than_the_buffer_is_an_error_not_a_short_read() {
+        let (a, b) = pair().unwrap();
+        let handed: Handed = (0..100)
+            .map(|i| (format!("input-{i:0>60}"), 1, 2))
+            .collect();
+        let dir = OwnedFd::from(std::fs::File::open("/").unwrap());
+        send(a.as_fd(), &Msg::Scratch(dir, handed)).unwrap();
+        let err = recv(b.as_fd(), false, SMALL).unwrap_err();
+        assert_eq!(err.errno, nix::errno::Errno::EMSGSIZE);
+        assert!(err.call.contains("MSG_TRUNC"), "{}", err.call);
+    }
 }

@@ -268,6 +268,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         exec_failed: None,
         task_end: None,
         task_cpu_ms: 0,
+        msg_capacity: channel::launcher_capacity(spec.inputs.iter().map(|i| i.name.as_str())),
     };
     let deadline = spec.timeout.map(|t| start + t);
     let timed_out = sup.wait(
@@ -462,6 +463,8 @@ struct Supervisor {
     exec_failed: Option<(i32, String)>,
     task_end: Option<End>,
     task_cpu_ms: u64,
+    /// Receive buffer for the init's messages (see `channel::launcher_capacity`).
+    msg_capacity: usize,
 }
 
 impl Supervisor {
@@ -564,7 +567,7 @@ impl Supervisor {
     /// Read every queued message; returns false once the channel is closed.
     fn drain_channel(&mut self, sock: &OwnedFd) -> bool {
         loop {
-            match channel::recv(sock.as_fd(), true) {
+            match channel::recv(sock.as_fd(), true, self.msg_capacity) {
                 Ok(Some(msg)) => self.take(msg),
                 Ok(None) => {
                     // Distinguish "nothing queued" from "closed": a closed SEQPACKET peer
