@@ -519,41 +519,79 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
     Ok(())
 }
 
-/// One host entry of the minimal /etc: a small world-readable regular file is read now and
-/// written (with its permission bits) into the root, which is read-only by the time the task
-/// runs; that is cheaper than a mount for the kernel to make and to tear down. A directory,
-/// or a file not every user may read, is bound read-only as it is.
+/// One host entry of the minimal /etc. A small world-readable regular file is opened now and
+/// copied (with its permission bits) into the root at step 7, kernel to kernel, into a root
+/// that is read-only by the time the task runs: cheaper than a mount for the kernel to make and
+/// to tear down. A directory, or a file not every user may read, is bound read-only as it is.
 enum EtcEntry {
-    Copy(Vec<u8>, u32),
+    Copy { from: File, len: u64, mode: u32 },
     Tree { fd: OwnedFd, is_dir: bool },
 }
 
 /// A host /etc file at most this large is copied rather than bound.
 const ETC_COPY_MAX: u64 = 1 << 20;
 
-/// The content and permission bits of a small world-readable regular file, if `host` is one.
-fn etc_copy(host: &Path) -> Option<EtcEntry> {
-    use std::io::Read;
-    let mut f = File::open(host).ok()?;
-    let m = f.metadata().ok()?;
-    let mode = m.permissions().mode() & 0o777;
-    if !m.is_file() || m.len() > ETC_COPY_MAX || mode & 0o004 == 0 {
-        return None;
+/// The minimal /etc's entry for `host`: `None` when it does not exist. Symlinks are followed,
+/// as a bind of the path would follow them.
+fn etc_entry(host: &Path) -> Result<Option<EtcEntry>, SysError> {
+    match File::open(host) {
+        Ok(from) => {
+            if let Ok(m) = from.metadata() {
+                let mode = m.permissions().mode() & 0o777;
+                if m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0 {
+                    let len = m.len();
+                    return Ok(Some(EtcEntry::Copy { from, len, mode }));
+                }
+            }
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            return Ok(None);
+        }
+        // Not readable by the sandbox's user: bound, as bubblewrap would.
+        Err(_) => {}
     }
-    let mut data = Vec::with_capacity(m.len() as usize + 1);
-    f.read_to_end(&mut data).ok()?;
-    Some(EtcEntry::Copy(data, mode))
+    match tree(host, RO) {
+        Ok(Prepared::Tree { fd, is_dir }) => Ok(Some(EtcEntry::Tree { fd, is_dir })),
+        Ok(_) => Ok(None),
+        Err(e) if e.errno == Errno::ENOENT => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
-/// Create a file that must not exist yet (in a directory that does) holding `data`.
-fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SysError> {
+/// Create a file that must not exist yet (in a directory that does), with permission bits
+/// `mode`.
+fn create_new(path: &Path, mode: u32) -> Result<File, SysError> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(path)
-        .and_then(|mut f| f.write_all(data))
+        .map_err(|e| io_err(e, || format!("open({path:?}, O_CREAT|O_EXCL)")))
+}
+
+/// Create a file that must not exist yet holding `data`.
+fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SysError> {
+    create_new(path, mode)?
+        .write_all(data)
         .map_err(|e| io_err(e, || format!("write({path:?})")))
+}
+
+/// Create a file that must not exist yet holding the first `len` bytes of `from`, copied by
+/// sendfile(2): no buffer in this process, so no page faults for it.
+fn copy_new(path: &Path, from: &File, len: u64, mode: u32) -> Result<(), SysError> {
+    let to = create_new(path, mode)?;
+    let mut offset: libc::off_t = 0;
+    while (offset as u64) < len {
+        let left = (len - offset as u64) as usize;
+        let n = named(
+            nix::sys::sendfile::sendfile(&to, from, Some(&mut offset), left),
+            || format!("sendfile({path:?})"),
+        )?;
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// What step 5 took for one filesystem operation.
@@ -673,19 +711,8 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
         FsOp::MinimalEtc => {
             let mut v = Vec::new();
             for name in ETC_FROM_HOST {
-                let host = Path::new("/etc").join(name);
-                // Symlinks are followed, as a bind of the path would follow them.
-                if let Some(entry) = etc_copy(&host) {
+                if let Some(entry) = etc_entry(&Path::new("/etc").join(name))? {
                     v.push((PathBuf::from(name), entry));
-                    continue;
-                }
-                match tree(&host, RO) {
-                    Ok(Prepared::Tree { fd, is_dir }) => {
-                        v.push((PathBuf::from(name), EtcEntry::Tree { fd, is_dir }))
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.errno == Errno::ENOENT => {}
-                    Err(e) => return Err(e),
                 }
             }
             Prepared::Etc(v)
@@ -1071,11 +1098,11 @@ fn apply(
                 let dest = Path::new("/etc").join(&name);
                 match entry {
                     EtcEntry::Tree { fd, is_dir } => attach(&fd, &dest, is_dir)?,
-                    EtcEntry::Copy(data, mode) => {
+                    EtcEntry::Copy { from, len, mode } => {
                         if name.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
                             make_parents(&dest, 0o755)?;
                         }
-                        write_new(&at(&dest), &data, mode)?;
+                        copy_new(&at(&dest), &from, len, mode)?;
                     }
                 }
             }
