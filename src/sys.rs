@@ -145,6 +145,44 @@ pub fn reset_signal_dispositions() {
     }
 }
 
+/// The process entry point, called once by the C runtime (main.rs is `no_main`). std reads
+/// the arguments from its own .init_array hook, so `std::env::args` works as usual.
+// SAFETY: the only symbol named `main` in the program: std generates none under `no_main`.
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    process_start();
+    let code = crate::airlock_main();
+    // exit flushes std's stdout buffer, as returning from std's own main would.
+    std::process::exit(code)
+}
+
+/// What airlock keeps of std's runtime start-up (see main.rs): descriptors 0-2 opened on
+/// /dev/null if they are closed (so no file airlock opens can become its stdout or stderr),
+/// and SIGPIPE ignored (a closed output is an EPIPE error to report, not a silent death).
+#[cfg(not(test))]
+fn process_start() {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let std_fds = [0, 1, 2].map(|fd| {
+        // SAFETY: only borrowed for the poll below, which reports POLLNVAL for a closed one.
+        PollFd::new(unsafe { BorrowedFd::borrow_raw(fd) }, PollFlags::empty())
+    });
+    let mut fds = std_fds;
+    if poll(&mut fds, PollTimeout::ZERO).is_ok() {
+        for f in &fds {
+            if f.revents().is_some_and(|r| r.contains(PollFlags::POLLNVAL)) {
+                // The lowest free descriptor is the closed one; kept open for good.
+                let (rw, mode) = (nix::fcntl::OFlag::O_RDWR, nix::sys::stat::Mode::empty());
+                if let Ok(null) = nix::fcntl::open("/dev/null", rw, mode) {
+                    std::mem::forget(null);
+                }
+            }
+        }
+    }
+    // SAFETY: installing SIG_IGN runs no code of ours in signal context.
+    let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn) };
+}
+
 /// SIGCHLD back to its default action (the caller may have left it ignored).
 pub fn default_sigchld() {
     // SAFETY: installing SIG_DFL runs no code of ours in signal context.

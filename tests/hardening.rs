@@ -269,3 +269,47 @@ fn a_descriptor_the_caller_left_open_does_not_reach_the_task() {
         assert_eq!(stdout(&o), "held by the caller\n", "{who:?}");
     }
 }
+
+/// airlock started with stdin and stderr closed: its own descriptors (the channel to the
+/// init among them) must not take those numbers, or the task could inherit one as its stdin
+/// or stderr (and forge the init's reports through the channel). The launcher opens
+/// /dev/null on them first, so the task gets /dev/null there.
+#[test]
+fn a_launcher_started_with_closed_stdio_gives_the_task_dev_null() {
+    let probe = "for f in 0 1 2; do readlink /proc/self/fd/$f || echo closed; done";
+    for who in BOTH {
+        let prefix: &[&str] = match who {
+            Launcher::Root => &[],
+            Launcher::Unprivileged => &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ],
+        };
+        let run = |args: &[&str]| {
+            Command::new("sh")
+                .args(["-c", "exec 0<&- 2>&-; exec \"$@\"", "sh"])
+                .args(prefix)
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let bin = binary().display().to_string();
+        let out = run(&[&bin, "run", "--", "sh", "-c", probe]);
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", stderr(&out));
+        let lines: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+        assert_eq!(lines.len(), 3, "{who:?}: {lines:?}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.starts_with("socket:") && l != "closed"),
+            "{who:?}: the task's stdio {lines:?}"
+        );
+        // Control: the wrapper really closes them (the probe run directly sees 0 and 2 closed).
+        let host = run(&["sh", "-c", probe]);
+        let host: Vec<String> = stdout(&host).lines().map(str::to_string).collect();
+        assert_eq!(host[0], "closed", "{who:?}: {host:?}");
+        assert_eq!(host[2], "closed", "{who:?}: {host:?}");
+    }
+}
