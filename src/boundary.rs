@@ -303,13 +303,12 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     )
     .step("13 start task")?;
     let init_pid = nix::unistd::getpid();
-    match sys::fork_process().step("13 start task")? {
-        None => exec_task(inh, &exec, Some(init_pid)),
-        Some(pid) => {
-            std::mem::forget(locks);
-            Ok(pid)
-        }
-    }
+    // The task shares this init's memory until its execve (no copy of the init's pages):
+    // exec_task only borrows, and the init has no signal handlers.
+    let pid =
+        sys::spawn_shared(&mut || exec_task(inh, &exec, Some(init_pid))).step("13 start task")?;
+    std::mem::forget(locks);
+    Ok(pid)
 }
 
 /// bwrap's --userns (step 1 for this case): enter the caller's user namespace (and pid

@@ -118,19 +118,62 @@ pub fn clone_process(flags: u64, cgroup: Option<BorrowedFd>) -> SysResult<Forked
     }
 }
 
-/// fork(2) (through libc, which uses the clone syscall: clone3 is answered ENOSYS by our own
-/// seccomp filter once it is installed). Returns the child's pid, or None in the child.
-pub fn fork_process() -> SysResult<Option<Pid>> {
-    // SAFETY: the caller (the sandbox's init) is single-threaded, so the child's copy of the
-    // heap and of every lock is consistent; the child prepares and execs the task or exits.
-    match unsafe { nix::unistd::fork() } {
-        Ok(nix::unistd::ForkResult::Child) => Ok(None),
-        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Some(child)),
-        Err(errno) => Err(SysError {
-            call: "fork()".into(),
-            errno,
-        }),
+/// Start `child` in a new process that shares this one's memory until it execs: clone with
+/// CLONE_VM | CLONE_VFORK, as posix_spawn does. No page tables are copied and no page is
+/// copied on write; this process sleeps until the child has exec'd or exited. The child runs
+/// on its own stack (with a guard page); `child` must end in execve or _exit. It may
+/// allocate (what it leaves behind is leaked here) but must not free or move anything this
+/// process owns, and this process must have no signal handlers that could run in it. Should
+/// `child` return, the child exits with 125.
+pub fn spawn_shared(child: &mut dyn FnMut()) -> SysResult<Pid> {
+    const STACK: usize = 256 * 1024;
+    const GUARD: usize = 4096;
+    extern "C" fn enter(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` points at the `&mut dyn FnMut` below, alive while the parent sleeps.
+        let child = unsafe { &mut *(arg as *mut &mut dyn FnMut()) };
+        child();
+        // `child` ends in execve or _exit; should it ever return, the child ends here.
+        exit_now(crate::spec::exit::SETUP_FAILED)
     }
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE;
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: a fresh anonymous mapping, used only as the child's stack and unmapped below.
+    let base = unsafe { libc::mmap(std::ptr::null_mut(), STACK + GUARD, prot, flags, -1, 0) };
+    if base == libc::MAP_FAILED {
+        return Err(last(|| "mmap(<stack of the task>)".into()));
+    }
+    // SAFETY: the lowest page of the mapping just made: a stack overflow faults there.
+    let mut result = match unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) } {
+        -1 => Err(last(|| "mprotect(<guard page>, PROT_NONE)".into())),
+        _ => Ok(()),
+    };
+    if result.is_ok() {
+        let mut arg: &mut dyn FnMut() = child;
+        // SAFETY: with CLONE_VFORK this process sleeps until the child execs or exits, so
+        // only the child runs on the shared memory meanwhile; it runs `enter` on its own stack
+        // (the mapping's top: stacks grow down), never returns into this frame, and `arg`
+        // outlives it. SIGCHLD reports its end to this process, as fork(2) would.
+        let pid = unsafe {
+            libc::clone(
+                enter,
+                base.cast::<u8>().add(STACK + GUARD).cast(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&mut arg as *mut &mut dyn FnMut()).cast(),
+            )
+        };
+        result = match pid {
+            -1 => Err(last(|| "clone(CLONE_VM|CLONE_VFORK)".into())),
+            pid => {
+                // SAFETY: the child has exec'd (into a new address space) or exited: nothing
+                // uses its stack any more.
+                unsafe { libc::munmap(base, STACK + GUARD) };
+                return Ok(Pid::from_raw(pid));
+            }
+        };
+    }
+    // SAFETY: no child runs on the mapping (clone failed, or was never called).
+    unsafe { libc::munmap(base, STACK + GUARD) };
+    result.map(|_| unreachable!())
 }
 
 /// Reset every catchable signal to its default action (an ignored SIGPIPE or SIGINT would
