@@ -294,6 +294,7 @@ def main():
                          f"both cores; anything else running adds noise)"),
         ("airlock", f"{env('BENCH_AIRLOCK_VERSION', '')}, git {env('BENCH_AIRLOCK_REV', '')}, "
                     f"release build ({env('BENCH_RUSTC', '')})"),
+        ("code layout", env("BENCH_LAYOUT", "?")),
         ("bwrap", env("BENCH_BWRAP_VERSION", "")),
         ("hyperfine", env("BENCH_HYPERFINE_VERSION", "")),
         ("seccomp", f"airlock installs its policy compiled at build time into one program "
