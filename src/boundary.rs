@@ -1545,10 +1545,20 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 }
 
 /// bwrap's --block-fd: wait until the descriptor has data (or is closed).
+/// A non-blocking descriptor is waited on with poll, and a signal does not end the wait.
 fn wait_on_fd(fd: i32) -> Result<(), SysError> {
-    let mut byte = [0u8; 1];
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let f = sys::dup_fd(fd)?;
-    let _ = nix::unistd::read(&f, &mut byte);
+    loop {
+        let mut fds = [PollFd::new(f.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(Errno::EINTR) => continue,
+            Err(e) => return named(Err(e), || format!("poll(--block-fd {fd})")),
+            Ok(_) => break,
+        }
+    }
+    // Consume the byte that ended the wait, as bubblewrap does (EOF or EAGAIN: nothing to).
+    let _ = nix::unistd::read(&f, &mut [0u8; 1]);
     Ok(())
 }
 
@@ -1575,9 +1585,10 @@ fn install_seccomp(s: &Seccomp) -> Result<(), SysError> {
 fn drop_caps_except(keep: &[caps::Capability]) -> Result<(), SysError> {
     use caps::{CapSet, CapsHashSet};
     let kept: CapsHashSet = keep.iter().copied().collect();
+    // The caps crate keeps only the text of a failure; errno still holds the failed call's.
     let fail = |set: CapSet, e: caps::errors::CapsError| SysError {
         call: format!("capset/prctl setting {set:?} to {kept:?} ({e})"),
-        errno: Errno::EPERM,
+        errno: Errno::last(),
     };
     for cap in caps::all() {
         if !kept.contains(&cap) {
@@ -1657,13 +1668,27 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
         }
     }
     if let Some((out, err)) = &inh.capture {
-        let null = nix::fcntl::open("/dev/null", OFlag::O_RDONLY, Mode::empty());
-        let ok = null
-            .and_then(nix::unistd::dup2_stdin)
-            .and_then(|_| nix::unistd::dup2_stdout(out))
-            .and_then(|_| nix::unistd::dup2_stderr(err));
+        let ok = named(
+            nix::fcntl::open("/dev/null", OFlag::O_RDONLY, Mode::empty()),
+            || "open(\"/dev/null\", O_RDONLY)".into(),
+        )
+        .and_then(|null| {
+            named(nix::unistd::dup2_stdin(null), || {
+                "dup2(/dev/null, 0)".into()
+            })
+        })
+        .and_then(|_| {
+            named(nix::unistd::dup2_stdout(out), || {
+                "dup2(<stdout pipe>, 1)".into()
+            })
+        })
+        .and_then(|_| {
+            named(nix::unistd::dup2_stderr(err), || {
+                "dup2(<stderr pipe>, 2)".into()
+            })
+        });
         if let Err(e) = ok {
-            fail(format!("step 13: dup2 of stdio: {e}"));
+            fail(format!("step 13: {e}"));
         }
     }
     // A new session with no controlling terminal (TIOCSTI injection, CVE-2017-5226): made

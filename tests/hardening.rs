@@ -278,15 +278,7 @@ fn a_descriptor_the_caller_left_open_does_not_reach_the_task() {
 fn a_launcher_started_with_closed_stdio_gives_the_task_dev_null() {
     let probe = "for f in 0 1 2; do readlink /proc/self/fd/$f || echo closed; done";
     for who in BOTH {
-        let prefix: &[&str] = match who {
-            Launcher::Root => &[],
-            Launcher::Unprivileged => &[
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-            ],
-        };
+        let prefix = as_user(who);
         let run = |args: &[&str]| {
             Command::new("sh")
                 .args(["-c", "exec 0<&- 2>&-; exec \"$@\"", "sh"])
@@ -311,5 +303,39 @@ fn a_launcher_started_with_closed_stdio_gives_the_task_dev_null() {
         let host: Vec<String> = stdout(&host).lines().map(str::to_string).collect();
         assert_eq!(host[0], "closed", "{who:?}: {host:?}");
         assert_eq!(host[2], "closed", "{who:?}: {host:?}");
+    }
+}
+
+/// bwrap's --block-fd on a non-blocking descriptor: the task still waits for the byte
+/// (bubblewrap's read returns EAGAIN at once and starts it).
+#[test]
+fn block_fd_waits_on_a_non_blocking_descriptor_too() {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    for who in BOTH {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        fcntl(&r, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).unwrap();
+        // Control: the descriptor really is non-blocking.
+        assert_eq!(
+            nix::unistd::read(&r, &mut [0u8; 1]),
+            Err(nix::errno::Errno::EAGAIN)
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", "exec 3<&0 0</dev/null; exec \"$@\"", "sh"])
+            .args(as_user(who))
+            .arg(binary())
+            .args(["bwrap", "--ro-bind", "/", "/", "--block-fd", "3"])
+            .args(["--", "sh", "-c", "echo task-runs"])
+            .stdin(Stdio::from(r))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let early = child.try_wait().unwrap();
+        // (Fails with EPIPE when the task already ran and the launcher is gone.)
+        let _ = nix::unistd::write(&w, b"x");
+        let out = child.wait_with_output().unwrap();
+        assert!(early.is_none(), "{who:?}: ran before the byte: {out:?}");
+        assert_eq!(stdout(&out), "task-runs\n", "{who:?}: {}", stderr(&out));
     }
 }

@@ -38,6 +38,19 @@ pub fn binary() -> &'static PathBuf {
     })
 }
 
+/// The command prefix that runs a program as `who` (empty for root).
+pub fn as_user(who: Launcher) -> &'static [&'static str] {
+    match who {
+        Launcher::Root => &[],
+        Launcher::Unprivileged => &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+    }
+}
+
 /// A Command that runs `airlock ARGS...` as `who`.
 pub fn airlock(who: Launcher, args: &[&str]) -> Command {
     let mut c = match who {
