@@ -780,6 +780,32 @@ fn timeout_kills_a_task_ignoring_sigterm() {
     }
 }
 
+/// SIGINT and SIGHUP sent to airlock are forwarded to the task: its trap ends it with 7. Were
+/// they not, the task would wait until the 20 s timeout.
+#[test]
+fn sigint_and_sighup_to_airlock_reach_the_task() {
+    let m = mark("sigint_and_sighup_to_airlock_reach_the_task");
+    for (i, who) in BOTH.into_iter().enumerate() {
+        for (sig, name) in [
+            (nix::sys::signal::Signal::SIGINT, "INT"),
+            (nix::sys::signal::Signal::SIGHUP, "HUP"),
+        ] {
+            let sleeper = format!("sleep 9.8{i}");
+            let script = format!(": {m}; trap 'exit 7' {name}; {sleeper} & wait");
+            let p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
+            wait_for_process(&sleeper, Duration::from_secs(10));
+            let pid = p.pid();
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+            let r = p.finish(SECS_30);
+            let rep = r.report();
+            assert_end(&r, &rep, exited(7, Value::Null));
+            let ctx = format!("SIG{name} to airlock as {who:?}");
+            assert_clean(&m, &[pid], &ctx);
+            assert_clean(&sleeper, &[], &ctx);
+        }
+    }
+}
+
 #[test]
 fn sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace() {
     let m = mark("sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace");

@@ -416,6 +416,14 @@ probes = {
     'ptrace-traceme': traceme,
     'getpid': lambda: 0 if libc.getpid() == os.getpid() else -2,
     'socket-inet': lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(),
+    # Arguments the kernel itself refuses without any privilege check (a bad descriptor,
+    # an unknown command, a null pointer): outside the answer is EBADF/EINVAL/EFAULT, so an
+    # EPERM inside can only come from the filter.
+    'io_uring-setup': lambda: libc.syscall(425, 1, ctypes.create_string_buffer(120)),
+    'bpf-bad-cmd': lambda: libc.syscall(321, 9999, None, 0),
+    'open-by-handle-at': lambda: libc.syscall(304, -2, None, 0),
+    'perf-event-open': lambda: libc.syscall(298, None, 0, -1, -1, 0),
+    'keyctl-bad-cmd': lambda: libc.syscall(250, 0, 0),
 }
 for name in sys.argv[1:]:
     try:
@@ -1089,6 +1097,55 @@ fn id_maps_map_only_the_sandbox_user() {
     }
 }
 
+/// A root caller may choose the task's host identity with --host-uid/--host-gid, never 0: the
+/// maps then name that id, and the task's processes run as it on the host.
+#[test]
+fn host_uid_picks_a_root_caller_s_task_identity_and_refuses_0() {
+    let script = "cat /proc/self/uid_map /proc/self/gid_map; sleep 9.77";
+    let mut child = airlock_run(
+        Launcher::Root,
+        &["--host-uid", "4321", "--host-gid", "4322"],
+        &["sh", "-c", script],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let p = wait_for_process("sleep 9.77", Duration::from_secs(10));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid)).unwrap();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+    };
+    assert_eq!(
+        field("Uid:").as_deref(),
+        Some("4321 4321 4321 4321"),
+        "{status}"
+    );
+    assert_eq!(
+        field("Gid:").as_deref(),
+        Some("4322 4322 4322 4322"),
+        "{status}"
+    );
+    let maps: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(maps, ["1000 4321 1", "1000 4322 1"]);
+    for flag in ["--host-uid", "--host-gid"] {
+        let o = run_inside(Launcher::Root, &[flag, "0"], &["true"]);
+        assert_exit(&o, 2, flag);
+        assert!(
+            stderr(&o).contains("would run the task as root on the host"),
+            "{flag}\n{}",
+            show(&o)
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. setuid binaries
 
@@ -1219,6 +1276,72 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
             assert_line(&o, l, &ctx);
         }
         assert_exit(&o, 0, &ctx);
+    }
+}
+
+/// The root starts with nothing: its entries are exactly the boundary's own (dev, etc, proc,
+/// tmp, usr, work) and the usr-merge links the host has. Control: the host's root holds
+/// /home, /root, /run and /var, which the task must not see.
+#[test]
+fn the_root_holds_only_what_the_boundary_puts_there() {
+    let host: BTreeSet<String> = std::fs::read_dir("/")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for d in ["home", "root", "run", "var"] {
+        assert!(host.contains(d), "host control: /{d} missing on the host");
+    }
+    let mut want: BTreeSet<String> = ["dev", "etc", "proc", "tmp", "usr", "work"]
+        .map(String::from)
+        .into();
+    for link in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let p = Path::new("/").join(link);
+        if p.symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
+            want.insert(link.to_string());
+        }
+    }
+    let script =
+        "ls -A /; for d in /home /root /run /var; do [ -e $d ] && echo \"present $d\"; done; true";
+    for who in BOTH {
+        let o = run_inside(who, &[], &["sh", "-c", script]);
+        assert_exit(&o, 0, &format!("{who:?}"));
+        let got: BTreeSet<String> = lines(&o).into_iter().collect();
+        assert_eq!(got, want, "{who:?}\n{}", show(&o));
+    }
+}
+
+/// The kernel interfaces the policy denies as attack surface (io_uring, bpf, file handles,
+/// perf events, keyrings), each called with arguments the kernel refuses on its own: on the
+/// host, as root and as uid 65534, the answers are an io_uring descriptor, EINVAL, EFAULT,
+/// EFAULT and EINVAL; inside, every one is EPERM, which only the filter gives.
+#[test]
+fn kernel_attack_surface_calls_are_denied_by_the_filter() {
+    let calls = [
+        "io_uring-setup",
+        "bpf-bad-cmd",
+        "open-by-handle-at",
+        "perf-event-open",
+        "keyctl-bad-cmd",
+    ];
+    let probe = py(SYSCALL_PROBE, &calls);
+    for who in BOTH {
+        let host = run_host(who, &probe);
+        for l in [
+            "io_uring-setup:OK",
+            "bpf-bad-cmd:ERR:EINVAL",
+            "open-by-handle-at:ERR:EFAULT",
+            "perf-event-open:ERR:EFAULT",
+            "keyctl-bad-cmd:ERR:EINVAL",
+        ] {
+            assert_line(&host, l, &format!("host control as {who:?}"));
+        }
+        let o = run_inside(who, &[], &probe);
+        for call in calls {
+            assert_line(&o, &format!("{call}:ERR:EPERM"), &format!("{who:?} inside"));
+        }
+        assert_exit(&o, 0, &format!("{who:?} inside"));
     }
 }
 
