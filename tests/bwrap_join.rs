@@ -46,6 +46,15 @@ impl Holder {
         panic!("holder {marker} did not start");
     }
 
+    /// A sleep as uid 5 of a user namespace nested in another, whose shell (the sleep's
+    /// parent) stays in the outer one, so both can be joined through /proc.
+    fn nested(who: Launcher, marker: &str) -> Holder {
+        let script = format!(
+            "exec unshare -U -r sh -c 'unshare -U --map-user=5 --map-group=5 sleep {marker}; :'"
+        );
+        Holder::new(who, &script, marker)
+    }
+
     fn parent(&self) -> u32 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
         status
@@ -168,24 +177,67 @@ fn joining_a_pid_namespace_matches_bubblewrap() {
 fn switching_to_a_second_user_namespace_matches_bubblewrap() {
     for (i, who) in BOTH.into_iter().enumerate() {
         let m = format!("33.{i}1");
-        let h = Holder::new(
-            who,
-            &format!(
-                "exec unshare -U -r sh -c 'exec unshare -U --map-user=5 --map-group=5 sleep {m}'"
-            ),
-            &m,
-        );
+        let h = Holder::nested(who, &m);
         let outer = format!("/proc/{}/ns/user", h.parent());
         let inner = format!("/proc/{}/ns/user", h.pid);
-        same(
-            who,
-            &outer,
-            &inner,
-            "--userns 5 --userns2 6 --unshare-pid --proc /proc",
-            "id -u; cat /proc/self/uid_map",
-        );
+        let args = "--userns 5 --userns2 6 --unshare-pid --proc /proc";
+        let script = "id -u; cat /proc/self/uid_map";
+        same(who, &outer, &inner, args, script);
+        // Not a shared failure: the task runs as uid 5 of the second namespace.
+        let (code, text) = run(who, &ours(), &outer, &inner, args, script);
+        let words: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!((code, words), (0, vec!["5", "5", "0", "1"]), "{who:?}");
         let (code, text) = run(who, &ours(), &outer, &inner, "--userns2 6", "true");
         assert_eq!(code, 1, "{text}");
         assert!(text.contains("--userns2 requires --userns"), "{text}");
+    }
+}
+
+/// --userns2 switches the sandbox's init to a second user namespace at step 12, a change of
+/// credentials (which may clear a parent-death signal): the sandbox must still die with airlock.
+/// airlock is killed (SIGKILL) while its task sleeps; the task must be gone soon after.
+#[test]
+fn a_sandbox_switched_to_a_second_user_namespace_dies_with_airlock() {
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let m = format!("34.{i}1");
+        let h = Holder::nested(who, &m);
+        let task = format!("35.{i}1");
+        let line = format!(
+            "exec 5</proc/{}/ns/user 6</proc/{}/ns/user; exec {} --userns 5 --userns2 6 \
+             --unshare-pid --proc /proc {} -- sleep {task}",
+            h.parent(),
+            h.pid,
+            ours(),
+            MIN_ROOT.join(" ")
+        );
+        let mut airlock = Command::new("bash");
+        if who == Launcher::Unprivileged {
+            airlock = Command::new("setpriv");
+            airlock.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"]);
+        }
+        let mut airlock = airlock
+            .args(["-c", &line])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while find_sleep(&task).is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            find_sleep(&task).is_some(),
+            "{who:?}: the task did not start"
+        );
+        airlock.kill().unwrap();
+        let _ = airlock.wait();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while find_sleep(&task).is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = find_sleep(&task);
+        if let Some(pid) = left {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        assert_eq!(left, None, "{who:?}: the task outlived airlock");
     }
 }
