@@ -124,6 +124,8 @@ pub const DEV_LINKS: &[(&str, &str)] = &[
 
 /// The entry point of the sandbox's init after clone3. Never returns.
 pub fn init(inh: Inherited) -> ! {
+    // The task can read this process's /proc/1/cmdline: it is not to show the caller's line.
+    sys::blank_argv();
     let sock = inh.sock.as_fd();
     if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.userns_fd) {
         // Returns only in the new init, inside the joined and created namespaces.

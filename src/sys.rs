@@ -193,11 +193,49 @@ pub fn reset_signal_dispositions() {
 // SAFETY: the only symbol named `main` in the program: std generates none under `no_main`.
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    record_argv(argc, argv);
     process_start();
     let code = crate::airlock_main();
     // exit flushes std's stdout buffer, as returning from std's own main would.
     std::process::exit(code)
+}
+
+/// Where the kernel put airlock's argument strings: (start address, length). Recorded by
+/// `main` so that the sandbox's init can blank its copy (see `blank_argv`).
+static ARGV_AREA: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+
+#[cfg(not(test))]
+fn record_argv(argc: libc::c_int, argv: *const *const libc::c_char) {
+    if argc < 1 || argv.is_null() {
+        return;
+    }
+    // SAFETY: the C runtime passes `argc` valid pointers to NUL-terminated strings, which the
+    // kernel lays out one after the other from argv[0] (the area /proc/PID/cmdline shows).
+    let (first, last) = unsafe { (*argv, *argv.add(argc as usize - 1)) };
+    if first.is_null() || last.is_null() || last < first {
+        return;
+    }
+    // SAFETY: `last` is a NUL-terminated string (above).
+    let end = last as usize + unsafe { libc::strlen(last) } + 1;
+    let _ = ARGV_AREA.set((first as usize, end - first as usize));
+}
+
+/// Blank airlock's argument strings in this process's memory: /proc/PID/cmdline of the
+/// sandbox's init, which the task can read, then shows "airlock-init" instead of the caller's
+/// command line (host paths of inputs and binds, --env values, a request file). Only the
+/// init calls it, before the task exists; nothing reads the arguments after the clone (the
+/// Spec was built from them before).
+pub fn blank_argv() {
+    const NAME: &[u8] = b"airlock-init\0";
+    if let Some(&(start, len)) = ARGV_AREA.get() {
+        // SAFETY: the area recorded by `main`: this process's own writable copy of the
+        // argument strings, which nothing reads any more; both writes stay within `len`.
+        unsafe {
+            std::ptr::write_bytes(start as *mut u8, 0, len);
+            std::ptr::copy_nonoverlapping(NAME.as_ptr(), start as *mut u8, NAME.len().min(len));
+        }
+    }
 }
 
 /// What airlock keeps of std's runtime start-up (see main.rs): descriptors 0-2 opened on

@@ -1097,6 +1097,40 @@ fn id_maps_map_only_the_sandbox_user() {
     }
 }
 
+/// The sandbox's init is a copy of airlock, and the task may read its /proc/1/cmdline: it
+/// shows "airlock-init", nothing of the caller's command line. Control: airlock's own command
+/// line, read on the host while the task runs, holds the input's host path and the --env value.
+#[test]
+fn the_init_s_command_line_shows_nothing_of_the_caller_s() {
+    let dir = world_readable_dir("/var/tmp", "airlock-cmdline");
+    let input = dir.path().join("host-path-marker.txt");
+    write_world_readable(&input, "x");
+    let input_arg = format!("in.txt={}", input.display());
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let sleeper = format!("sleep 9.6{i}");
+        let script = format!("tr '\\0' '\\n' < /proc/1/cmdline; {sleeper}");
+        let flags = ["--env", "MARK=env-value-4711", "--input", &input_arg];
+        let child = airlock_run(who, &flags, &["sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_process(&sleeper, Duration::from_secs(10));
+        let host_view = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap();
+        let host_view = String::from_utf8_lossy(&host_view).replace('\0', " ");
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            host_view.contains("env-value-4711") && host_view.contains("host-path-marker"),
+            "{who:?}: host control: {host_view}"
+        );
+        let seen: Vec<String> = lines(&out).into_iter().filter(|l| !l.is_empty()).collect();
+        assert_eq!(seen, ["airlock-init"], "{who:?}");
+    }
+}
+
 /// A root caller may choose the task's host identity with --host-uid/--host-gid, never 0: the
 /// maps then name that id, and the task's processes run as it on the host.
 #[test]
