@@ -420,6 +420,7 @@ fn assert_host_healthy(context: &str) {
 /// After each scenario: no process of it, no cgroup of it, a healthy host.
 fn assert_clean(needle: &str, pids: &[u32], context: &str) {
     assert_none_left(needle, Duration::ZERO, context);
+    assert_no_orphaned_init(Duration::from_secs(2), context);
     assert_no_cgroup_of(pids, context);
     assert_host_healthy(context);
 }
@@ -1351,6 +1352,7 @@ fn sigkill_at_random_moments_leaves_nothing() {
     // takes the pid namespace).
     let settle = Instant::now();
     assert_none_left("44.4", Duration::from_secs(5), "after 200 SIGKILLs");
+    assert_no_orphaned_init(Duration::from_secs(5), "after 200 SIGKILLs");
     let settled = settle.elapsed();
     assert_no_new_mounts(&before, "after 200 SIGKILLs");
 

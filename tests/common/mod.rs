@@ -227,6 +227,34 @@ pub fn assert_none_left(needle: &str, settle: Duration, context: &str) {
     }
 }
 
+/// Fail if a sandbox's init (its command line reads "airlock-init": the task cannot see the
+/// caller's) outlives its launcher for more than `settle`: alive, not a zombie, and no longer
+/// the child of an airlock (or bwrap-named) process. A sandbox leaked before its task started
+/// carries no marker of the test, so it is found this way.
+pub fn assert_no_orphaned_init(settle: Duration, context: &str) {
+    let deadline = Instant::now() + settle;
+    loop {
+        let all = processes();
+        let ours = |pid: u32| {
+            all.iter().any(|p| {
+                p.pid == pid && (p.cmdline.contains("airlock") || p.cmdline.contains("bwrap"))
+            })
+        };
+        let orphans: Vec<&Proc> = all
+            .iter()
+            .filter(|p| p.cmdline.starts_with("airlock-init") && !p.state.starts_with('Z'))
+            .filter(|p| !ours(p.ppid))
+            .collect();
+        if orphans.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("{context}: a sandbox's init outlived its launcher: {orphans:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Wait for a host process whose command line is exactly `cmdline`.
 pub fn wait_for_process(cmdline: &str, within: Duration) -> Proc {
     let deadline = Instant::now() + within;
