@@ -24,7 +24,7 @@ HOST_TUPLE=$(rustc -vV | sed -n 's/^host: //p')
 WORK=$(mktemp -d /tmp/airlock-hot-code.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 chmod 0755 "$WORK"
-cp "target/$HOST_TUPLE/release/airlock" "$WORK/airlock"
+cp "${CARGO_TARGET_DIR:-$REPO/target}/$HOST_TUPLE/release/airlock" "$WORK/airlock"
 A=$WORK/airlock
 
 workload() {

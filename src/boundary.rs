@@ -305,10 +305,18 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     )
     .step("13 start task")?;
     let init_pid = nix::unistd::getpid();
-    // The task shares this init's memory until its execve (no copy of the init's pages):
-    // exec_task only borrows, and the init has no signal handlers.
-    let pid =
-        sys::spawn_shared(&mut || exec_task(inh, &exec, Some(init_pid))).step("13 start task")?;
+    // The task shares this init's memory until its execve (no copy of the init's pages), unless
+    // it may wait before it (bwrap's --block-fd, filters read from descriptors): the init must
+    // then keep running meanwhile, to pass on a SIGINT.
+    let may_wait = spec.bwrap.as_ref().is_some_and(|b| b.block_fd.is_some())
+        || matches!(spec.lockdown.seccomp, Seccomp::Fds(_));
+    let how = if may_wait {
+        sys::Start::Fork
+    } else {
+        sys::Start::SharedMemory
+    };
+    let pid = sys::start_task(how, &mut || exec_task(inh, &exec, Some(init_pid)))
+        .step("13 start task")?;
     std::mem::forget(locks);
     Ok(pid)
 }
@@ -525,7 +533,7 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
 /// that is read-only by the time the task runs: cheaper than a mount for the kernel to make and
 /// to tear down. A directory, or a file not every user may read, is bound read-only as it is.
 enum EtcEntry {
-    Copy { from: File, len: u64, mode: u32 },
+    Copy { from: File, mode: u32 },
     Tree { fd: OwnedFd, is_dir: bool },
 }
 
@@ -540,8 +548,7 @@ fn etc_entry(host: &Path) -> Result<Option<EtcEntry>, SysError> {
             if let Ok(m) = from.metadata() {
                 let mode = m.permissions().mode() & 0o777;
                 if m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0 {
-                    let len = m.len();
-                    return Ok(Some(EtcEntry::Copy { from, len, mode }));
+                    return Ok(Some(EtcEntry::Copy { from, mode }));
                 }
             }
         }
@@ -577,13 +584,14 @@ fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SysError> {
         .map_err(|e| io_err(e, || format!("write({path:?})")))
 }
 
-/// Create a file that must not exist yet holding the first `len` bytes of `from`, copied by
-/// sendfile(2): no buffer in this process, so no page faults for it.
-fn copy_new(path: &Path, from: &File, len: u64, mode: u32) -> Result<(), SysError> {
+/// Create a file that must not exist yet holding the content of `from` (at most
+/// ETC_COPY_MAX bytes, should it have grown since it was checked), copied by sendfile(2): no
+/// buffer in this process, so no page faults for it.
+fn copy_new(path: &Path, from: &File, mode: u32) -> Result<(), SysError> {
     let to = create_new(path, mode)?;
     let mut offset: libc::off_t = 0;
-    while (offset as u64) < len {
-        let left = (len - offset as u64) as usize;
+    while (offset as u64) < ETC_COPY_MAX {
+        let left = (ETC_COPY_MAX - offset as u64) as usize;
         let n = named(
             nix::sys::sendfile::sendfile(&to, from, Some(&mut offset), left),
             || format!("sendfile({path:?})"),
@@ -1099,11 +1107,11 @@ fn apply(
                 let dest = Path::new("/etc").join(&name);
                 match entry {
                     EtcEntry::Tree { fd, is_dir } => attach(&fd, &dest, is_dir)?,
-                    EtcEntry::Copy { from, len, mode } => {
+                    EtcEntry::Copy { from, mode } => {
                         if name.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
                             make_parents(&dest, 0o755)?;
                         }
-                        copy_new(&at(&dest), &from, len, mode)?;
+                        copy_new(&at(&dest), &from, mode)?;
                     }
                 }
             }
@@ -1547,10 +1555,17 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 }
 
 /// bwrap's --block-fd: wait until the descriptor has data (or is closed).
-/// A non-blocking descriptor is waited on with poll, and a signal does not end the wait.
+/// A non-blocking descriptor is waited on with poll, and a signal does not end the wait. A
+/// write-only one is not waited on (it can never be read: bubblewrap's read fails at once).
 fn wait_on_fd(fd: i32) -> Result<(), SysError> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let f = sys::dup_fd(fd)?;
+    let fl = named(nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETFL), || {
+        format!("fcntl(--block-fd {fd}, F_GETFL)")
+    })?;
+    if fl & libc::O_ACCMODE == libc::O_WRONLY {
+        return Ok(());
+    }
     loop {
         let mut fds = [PollFd::new(f.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::NONE) {
@@ -1587,10 +1602,17 @@ fn install_seccomp(s: &Seccomp) -> Result<(), SysError> {
 fn drop_caps_except(keep: &[caps::Capability]) -> Result<(), SysError> {
     use caps::{CapSet, CapsHashSet};
     let kept: CapsHashSet = keep.iter().copied().collect();
-    // The caps crate keeps only the text of a failure; errno still holds the failed call's.
-    let fail = |set: CapSet, e: caps::errors::CapsError| SysError {
-        call: format!("capset/prctl setting {set:?} to {kept:?} ({e})"),
-        errno: Errno::last(),
+    // The caps crate keeps only the text of a failure; errno still holds the failed call's
+    // (read before anything else runs), unless the failure was no call's (EINVAL then).
+    let fail = |set: CapSet, e: caps::errors::CapsError| {
+        let errno = match Errno::last() {
+            Errno::UnknownErrno => Errno::EINVAL,
+            errno => errno,
+        };
+        SysError {
+            call: format!("capset/prctl setting {set:?} to {kept:?} ({e})"),
+            errno,
+        }
     };
     for cap in caps::all() {
         if !kept.contains(&cap) {

@@ -118,36 +118,67 @@ pub fn clone_process(flags: u64, cgroup: Option<BorrowedFd>) -> SysResult<Forked
     }
 }
 
-/// Start `child` in a new process that shares this one's memory until it execs: clone with
-/// CLONE_VM | CLONE_VFORK, as posix_spawn does. No page tables are copied and no page is
-/// copied on write; this process sleeps until the child has exec'd or exited. The child runs
-/// on its own stack (with a guard page); `child` must end in execve or _exit. It may
-/// allocate (what it leaves behind is leaked here) but must not free or move anything this
-/// process owns, and this process must have no signal handlers that could run in it. Should
-/// `child` return, the child exits with 125.
-pub fn spawn_shared(child: &mut dyn FnMut()) -> SysResult<Pid> {
+/// How the task's process is made (see [`start_task`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no page tables copied, no page
+    /// copied on write; this process sleeps until the child has exec'd or exited.
+    SharedMemory,
+    /// fork(2): for a child that may wait before it execs (this process keeps running).
+    Fork,
+}
+
+/// Start `child` in a new process, which must end in execve or _exit (should `child` return,
+/// the child exits with 125). With [`Start::SharedMemory`] the child runs on its own stack
+/// (with a guard page) in this process's memory: what it changes there, this process sees as
+/// after a call that never returned (its allocations and anything it holds are leaked).
+/// Every signal is blocked around the clone, so no handler of this process can run in the
+/// child; the child sets its own mask before it execs.
+pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
+    if how == Start::Fork {
+        // SAFETY: the caller (the sandbox's init) is single-threaded, so the child's copy of
+        // the heap and of every lock is consistent; the child execs or exits.
+        return match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Child) => {
+                child();
+                exit_now(crate::spec::exit::SETUP_FAILED)
+            }
+            Ok(nix::unistd::ForkResult::Parent { child }) => Ok(child),
+            Err(errno) => Err(SysError {
+                call: "fork()".into(),
+                errno,
+            }),
+        };
+    }
     const STACK: usize = 256 * 1024;
     const GUARD: usize = 4096;
     extern "C" fn enter(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` points at the `&mut dyn FnMut` below, alive while the parent sleeps.
         let child = unsafe { &mut *(arg as *mut &mut dyn FnMut()) };
         child();
-        // `child` ends in execve or _exit; should it ever return, the child ends here.
         exit_now(crate::spec::exit::SETUP_FAILED)
     }
+    use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+    let mut saved = SigSet::empty();
+    sigprocmask(
+        SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::all()),
+        Some(&mut saved),
+    )
+    .map_err(|errno| SysError {
+        call: "sigprocmask(SIG_SETMASK, <all>)".into(),
+        errno,
+    })?;
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE;
     let prot = libc::PROT_READ | libc::PROT_WRITE;
     // SAFETY: a fresh anonymous mapping, used only as the child's stack and unmapped below.
     let base = unsafe { libc::mmap(std::ptr::null_mut(), STACK + GUARD, prot, flags, -1, 0) };
-    if base == libc::MAP_FAILED {
-        return Err(last(|| "mmap(<stack of the task>)".into()));
-    }
+    let result = if base == libc::MAP_FAILED {
+        Err(last(|| "mmap(<stack of the task>)".into()))
     // SAFETY: the lowest page of the mapping just made: a stack overflow faults there.
-    let mut result = match unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) } {
-        -1 => Err(last(|| "mprotect(<guard page>, PROT_NONE)".into())),
-        _ => Ok(()),
-    };
-    if result.is_ok() {
+    } else if unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) } == -1 {
+        Err(last(|| "mprotect(<guard page>, PROT_NONE)".into()))
+    } else {
         let mut arg: &mut dyn FnMut() = child;
         // SAFETY: with CLONE_VFORK this process sleeps until the child execs or exits, so
         // only the child runs on the shared memory meanwhile; it runs `enter` on its own stack
@@ -161,19 +192,23 @@ pub fn spawn_shared(child: &mut dyn FnMut()) -> SysResult<Pid> {
                 (&mut arg as *mut &mut dyn FnMut()).cast(),
             )
         };
-        result = match pid {
+        match pid {
             -1 => Err(last(|| "clone(CLONE_VM|CLONE_VFORK)".into())),
-            pid => {
-                // SAFETY: the child has exec'd (into a new address space) or exited: nothing
-                // uses its stack any more.
-                unsafe { libc::munmap(base, STACK + GUARD) };
-                return Ok(Pid::from_raw(pid));
-            }
-        };
+            pid => Ok(Pid::from_raw(pid)),
+        }
+    };
+    if base != libc::MAP_FAILED {
+        // SAFETY: no child runs on the mapping any more: it has exec'd (into a new address
+        // space) or exited, or was never started.
+        unsafe { libc::munmap(base, STACK + GUARD) };
     }
-    // SAFETY: no child runs on the mapping (clone failed, or was never called).
-    unsafe { libc::munmap(base, STACK + GUARD) };
-    result.map(|_| unreachable!())
+    let restored = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&saved), None);
+    let pid = result?;
+    restored.map_err(|errno| SysError {
+        call: "sigprocmask(SIG_SETMASK, <saved>)".into(),
+        errno,
+    })?;
+    Ok(pid)
 }
 
 /// Reset every catchable signal to its default action (an ignored SIGPIPE or SIGINT would
@@ -243,20 +278,16 @@ pub fn blank_argv() {
 /// and SIGPIPE ignored (a closed output is an EPIPE error to report, not a silent death).
 #[cfg(not(test))]
 fn process_start() {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let std_fds = [0, 1, 2].map(|fd| {
-        // SAFETY: only borrowed for the poll below, which reports POLLNVAL for a closed one.
-        PollFd::new(unsafe { BorrowedFd::borrow_raw(fd) }, PollFlags::empty())
-    });
-    let mut fds = std_fds;
-    if poll(&mut fds, PollTimeout::ZERO).is_ok() {
-        for f in &fds {
-            if f.revents().is_some_and(|r| r.contains(PollFlags::POLLNVAL)) {
-                // The lowest free descriptor is the closed one; kept open for good.
-                let (rw, mode) = (nix::fcntl::OFlag::O_RDWR, nix::sys::stat::Mode::empty());
-                if let Ok(null) = nix::fcntl::open("/dev/null", rw, mode) {
-                    std::mem::forget(null);
-                }
+    for fd in 0..3 {
+        // A closed descriptor answers EBADF; the lowest free one is then this one, so the
+        // /dev/null opened next takes its place (and stays open for good). Unable to make sure,
+        // airlock stops here, as std's start-up would.
+        // SAFETY: F_GETFD on an integer descriptor reads a flag and touches no memory.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            let (rw, mode) = (nix::fcntl::OFlag::O_RDWR, nix::sys::stat::Mode::empty());
+            match nix::fcntl::open("/dev/null", rw, mode) {
+                Ok(null) if null.as_raw_fd() == fd => std::mem::forget(null),
+                _ => exit_now(crate::spec::exit::SETUP_FAILED),
             }
         }
     }

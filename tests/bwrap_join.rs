@@ -224,12 +224,10 @@ fn a_sandbox_switched_to_a_second_user_namespace_dies_with_airlock() {
         while find_sleep(&task).is_none() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(
-            find_sleep(&task).is_some(),
-            "{who:?}: the task did not start"
-        );
+        let started = find_sleep(&task).is_some();
         airlock.kill().unwrap();
         let _ = airlock.wait();
+        assert!(started, "{who:?}: the task did not start");
         let deadline = Instant::now() + Duration::from_secs(5);
         while find_sleep(&task).is_some() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

@@ -306,30 +306,42 @@ fn a_launcher_started_with_closed_stdio_gives_the_task_dev_null() {
     }
 }
 
+/// `airlock bwrap --ro-bind / / EXTRA --block-fd 3 -- sh -c SCRIPT` as `who`, with `fd` as
+/// descriptor 3, stdout and stderr captured.
+fn bwrap_blocked_on(
+    who: Launcher,
+    fd: std::os::fd::OwnedFd,
+    extra: &[&str],
+    script: &str,
+) -> std::process::Child {
+    Command::new("sh")
+        .args(["-c", "exec 3<&0 0</dev/null; exec \"$@\"", "sh"])
+        .args(as_user(who))
+        .arg(binary())
+        .args(["bwrap", "--ro-bind", "/", "/"])
+        .args(extra)
+        .args(["--block-fd", "3", "--", "sh", "-c", script])
+        .stdin(Stdio::from(fd))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// bwrap's --block-fd on a non-blocking descriptor: the task still waits for the byte
 /// (bubblewrap's read returns EAGAIN at once and starts it).
 #[test]
 fn block_fd_waits_on_a_non_blocking_descriptor_too() {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     for who in BOTH {
-        let (r, w) = nix::unistd::pipe().unwrap();
-        fcntl(&r, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).unwrap();
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        fcntl(&r, FcntlArg::F_SETFL(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)).unwrap();
         // Control: the descriptor really is non-blocking.
         assert_eq!(
             nix::unistd::read(&r, &mut [0u8; 1]),
             Err(nix::errno::Errno::EAGAIN)
         );
-        let mut child = Command::new("sh")
-            .args(["-c", "exec 3<&0 0</dev/null; exec \"$@\"", "sh"])
-            .args(as_user(who))
-            .arg(binary())
-            .args(["bwrap", "--ro-bind", "/", "/", "--block-fd", "3"])
-            .args(["--", "sh", "-c", "echo task-runs"])
-            .stdin(Stdio::from(r))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = bwrap_blocked_on(who, r, &[], "echo task-runs");
         std::thread::sleep(std::time::Duration::from_millis(300));
         let early = child.try_wait().unwrap();
         // (Fails with EPIPE when the task already ran and the launcher is gone.)
@@ -337,5 +349,34 @@ fn block_fd_waits_on_a_non_blocking_descriptor_too() {
         let out = child.wait_with_output().unwrap();
         assert!(early.is_none(), "{who:?}: ran before the byte: {out:?}");
         assert_eq!(stdout(&out), "task-runs\n", "{who:?}: {}", stderr(&out));
+    }
+}
+
+/// SIGINT to airlock while the task waits on bwrap's --block-fd ends the sandbox at once (the
+/// init keeps running during that wait and passes the signal on), as bubblewrap's does.
+#[test]
+fn sigint_ends_a_sandbox_waiting_on_block_fd() {
+    for who in BOTH {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let mut child = bwrap_blocked_on(who, r, &["--unshare-pid"], "echo task-ran");
+        // Let the sandbox reach the wait, then interrupt airlock.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let t = std::time::Instant::now();
+        let ended = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if t.elapsed() > std::time::Duration::from_secs(5) {
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        drop(w);
+        let out = child.wait_with_output().unwrap();
+        assert!(ended.is_some(), "{who:?}: still running 5 s after SIGINT");
+        assert_eq!(out.status.code(), Some(130), "{who:?}: {}", stderr(&out));
+        assert!(!stdout(&out).contains("task-ran"), "{who:?}");
     }
 }

@@ -229,16 +229,18 @@ pub fn assert_none_left(needle: &str, settle: Duration, context: &str) {
 
 /// Fail if a sandbox's init (its command line reads "airlock-init": the task cannot see the
 /// caller's) outlives its launcher for more than `settle`: alive, not a zombie, and no longer
-/// the child of an airlock (or bwrap-named) process. A sandbox leaked before its task started
+/// the child of a process running the binary under test. A sandbox leaked before its task started
 /// carries no marker of the test, so it is found this way.
 pub fn assert_no_orphaned_init(settle: Duration, context: &str) {
     let deadline = Instant::now() + settle;
     loop {
         let all = processes();
+        // A launcher runs the binary under test; a --userns stage is itself an airlock-init.
         let ours = |pid: u32| {
-            all.iter().any(|p| {
-                p.pid == pid && (p.cmdline.contains("airlock") || p.cmdline.contains("bwrap"))
-            })
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| &e == binary())
+                || all
+                    .iter()
+                    .any(|p| p.pid == pid && p.cmdline.starts_with("airlock-init"))
         };
         let orphans: Vec<&Proc> = all
             .iter()
