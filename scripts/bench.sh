@@ -398,15 +398,9 @@ if [[ -n $gen ]]; then
         END { s = ""; for (k in n) s = s (s ? ", " : "") k " " n[k]; print s }' "$gen")
 fi
 
-# The hot-code layout (build.rs): which linker made the binary, and how many of the functions
-# src/hot-code.order lists it holds (a stale list shows here as a low count).
-LAYOUT="default linker, no hot-code layout"
-if readelf -p .comment "$BIN_DIR/airlock" 2>/dev/null | grep -q 'Linker: LLD'; then
-    listed=$(grep -vc '^#' "$REPO/src/hot-code.order" || true)
-    found=$(nm --defined-only "$BIN_DIR/airlock" | awk '{ print $3 }' | LC_ALL=C sort -u |
-        LC_ALL=C comm -12 - <(grep -v '^#' "$REPO/src/hot-code.order" | LC_ALL=C sort -u) | wc -l)
-    LAYOUT="rust-lld, src/hot-code.order: $found of $listed listed functions found in the binary"
-fi
+# The hot-code layout (build.rs): how many of the functions src/hot-code.order lists the
+# binary holds, and within how much of it (a stale list or a default link spreads them).
+LAYOUT="src/hot-code.order: $(python3 "$HERE/bench/layout.py" "$BIN_DIR/airlock" "$REPO/src/hot-code.order")"
 
 mkdir -m 0755 "$WORK_DIR/root" "$WORK_DIR/unpriv"
 chown "$UNPRIV_ID:$UNPRIV_ID" "$WORK_DIR/unpriv"
