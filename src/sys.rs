@@ -278,12 +278,26 @@ pub fn blank_argv() {
 /// and SIGPIPE ignored (a closed output is an EPIPE error to report, not a silent death).
 #[cfg(not(test))]
 fn process_start() {
-    for fd in 0..3 {
-        // A closed descriptor answers EBADF; the lowest free one is then this one, so the
-        // /dev/null opened next takes its place (and stays open for good). Unable to make sure,
-        // airlock stops here, as std's start-up would.
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let closed = |fd: i32| {
         // SAFETY: F_GETFD on an integer descriptor reads a flag and touches no memory.
-        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        unsafe { libc::fcntl(fd, libc::F_GETFD) == -1 }
+    };
+    // One poll tells which of 0-2 are closed (POLLNVAL); should it fail, ask each one.
+    let std_fds = [0, 1, 2].map(|fd| {
+        // SAFETY: only borrowed for the poll below, which reports POLLNVAL for a closed one.
+        PollFd::new(unsafe { BorrowedFd::borrow_raw(fd) }, PollFlags::empty())
+    });
+    let mut polled = std_fds;
+    let is_closed: [bool; 3] = match poll(&mut polled, PollTimeout::ZERO) {
+        Ok(_) => polled.map(|p| p.revents().is_some_and(|r| r.contains(PollFlags::POLLNVAL))),
+        Err(_) => [0, 1, 2].map(closed),
+    };
+    for (fd, is_closed) in (0..3).zip(is_closed) {
+        // The lowest free descriptor is the closed one, so the /dev/null opened now takes its
+        // place (and stays open for good). Unable to make sure, airlock stops here, as std's
+        // start-up would.
+        if is_closed {
             let (rw, mode) = (nix::fcntl::OFlag::O_RDWR, nix::sys::stat::Mode::empty());
             match nix::fcntl::open("/dev/null", rw, mode) {
                 Ok(null) if null.as_raw_fd() == fd => std::mem::forget(null),

@@ -210,13 +210,9 @@ fn a_sandbox_switched_to_a_second_user_namespace_dies_with_airlock() {
             ours(),
             MIN_ROOT.join(" ")
         );
-        let mut airlock = Command::new("bash");
-        if who == Launcher::Unprivileged {
-            airlock = Command::new("setpriv");
-            airlock.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"]);
-        }
-        let mut airlock = airlock
-            .args(["-c", &line])
+        let mut airlock = Command::new("env")
+            .args(as_user(who))
+            .args(["bash", "-c", &line])
             .stdin(Stdio::null())
             .spawn()
             .unwrap();

@@ -782,10 +782,35 @@ fn timeout_kills_a_task_ignoring_sigterm() {
 }
 
 /// SIGINT and SIGHUP sent to airlock are forwarded to the task: its trap ends it with 7. Were
-/// they not, the task would wait until the 20 s timeout.
+/// they not, the task would wait until the 20 s timeout. Control: the same script on the host,
+/// sent the signal directly, ends with 7.
 #[test]
 fn sigint_and_sighup_to_airlock_reach_the_task() {
     let m = mark("sigint_and_sighup_to_airlock_reach_the_task");
+    for (sig, name) in [
+        (nix::sys::signal::Signal::SIGINT, "INT"),
+        (nix::sys::signal::Signal::SIGHUP, "HUP"),
+    ] {
+        let sleeper = "sleep 9.79";
+        let script = format!("trap 'exit 7' {name}; {sleeper} & wait");
+        let mut host = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let left = wait_for_process(sleeper, Duration::from_secs(10));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(host.id() as i32), sig).unwrap();
+        let code = host.wait().unwrap().code();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(left.pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        assert_eq!(
+            code,
+            Some(7),
+            "host control: SIG{name} to the script itself"
+        );
+    }
     for (i, who) in BOTH.into_iter().enumerate() {
         for (sig, name) in [
             (nix::sys::signal::Signal::SIGINT, "INT"),

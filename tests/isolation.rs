@@ -90,6 +90,14 @@ fn lines(o: &Output) -> Vec<String> {
     stdout(o).lines().map(str::to_string).collect()
 }
 
+/// The probe printed each of these lines.
+#[track_caller]
+fn assert_lines(o: &Output, wants: &[&str], ctx: &str) {
+    for want in wants {
+        assert_line(o, want, ctx);
+    }
+}
+
 /// The probe printed exactly this line.
 #[track_caller]
 fn assert_line(o: &Output, want: &str, ctx: &str) {
@@ -835,15 +843,17 @@ fn etc_holds_read_only_copies_and_nothing_else_of_the_host() {
             ),
         );
         let hctx = format!("host control as {who:?}");
-        for l in [
-            "EXISTS:/etc/shadow:True",
-            "EXISTS:/etc/fstab:True",
-            "EXISTS:/etc/login.defs:True",
-            &format!("WRITE:{own}:OK"),
-            &format!("CHMOD:{own}:OK"),
-        ] {
-            assert_line(&host, l, &hctx);
-        }
+        assert_lines(
+            &host,
+            &[
+                "EXISTS:/etc/shadow:True",
+                "EXISTS:/etc/fstab:True",
+                "EXISTS:/etc/login.defs:True",
+                &format!("WRITE:{own}:OK"),
+                &format!("CHMOD:{own}:OK"),
+            ],
+            &hctx,
+        );
         let hashes: Vec<String> = stdout(&host)
             .lines()
             .filter(|l| l.starts_with("HASH:"))
@@ -878,21 +888,23 @@ fn etc_holds_read_only_copies_and_nothing_else_of_the_host() {
         for h in &hashes {
             assert_line(&o, h, &ctx);
         }
-        for l in [
-            "MOUNT:/etc/services:False",
-            "MOUNT:/etc/ld.so.cache:False",
-            "MOUNT:/etc/ssl/certs:True",
-            "WRITE:/etc/services:EROFS",
-            "CHMOD:/etc/services:EROFS",
-            "WRITE:/etc/ssl/certs/probe:EROFS",
-            "WRITE:/work/own:OK",
-            "CHMOD:/work/own:OK",
-            "EXISTS:/etc/shadow:False",
-            "EXISTS:/etc/fstab:False",
-            "EXISTS:/etc/login.defs:False",
-        ] {
-            assert_line(&o, l, &ctx);
-        }
+        assert_lines(
+            &o,
+            &[
+                "MOUNT:/etc/services:False",
+                "MOUNT:/etc/ld.so.cache:False",
+                "MOUNT:/etc/ssl/certs:True",
+                "WRITE:/etc/services:EROFS",
+                "CHMOD:/etc/services:EROFS",
+                "WRITE:/etc/ssl/certs/probe:EROFS",
+                "WRITE:/work/own:OK",
+                "CHMOD:/work/own:OK",
+                "EXISTS:/etc/shadow:False",
+                "EXISTS:/etc/fstab:False",
+                "EXISTS:/etc/login.defs:False",
+            ],
+            &ctx,
+        );
         assert_exit(&o, 0, &ctx);
     }
 }
@@ -1275,15 +1287,17 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
             ],
         ),
     );
-    for l in [
-        "unshare-newuser:OK",
-        "socket-netlink:OK",
-        "ptrace-traceme:OK",
-        "getpid:OK",
-        "socket-inet:OK",
-    ] {
-        assert_line(&host, l, "host control as uid 65534");
-    }
+    assert_lines(
+        &host,
+        &[
+            "unshare-newuser:OK",
+            "socket-netlink:OK",
+            "ptrace-traceme:OK",
+            "getpid:OK",
+            "socket-inet:OK",
+        ],
+        "host control as uid 65534",
+    );
 
     let probe = py(
         SYSCALL_PROBE,
@@ -1299,16 +1313,18 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
     for who in BOTH {
         let ctx = format!("{who:?} inside");
         let o = run_inside(who, &[], &probe);
-        for l in [
-            "unshare-newuser:ERR:EPERM",
-            "mount-tmpfs:ERR:EPERM",
-            "socket-netlink:ERR:EPERM",
-            "ptrace-traceme:ERR:EPERM",
-            "getpid:OK",
-            "socket-inet:OK",
-        ] {
-            assert_line(&o, l, &ctx);
-        }
+        assert_lines(
+            &o,
+            &[
+                "unshare-newuser:ERR:EPERM",
+                "mount-tmpfs:ERR:EPERM",
+                "socket-netlink:ERR:EPERM",
+                "ptrace-traceme:ERR:EPERM",
+                "getpid:OK",
+                "socket-inet:OK",
+            ],
+            &ctx,
+        );
         assert_exit(&o, 0, &ctx);
     }
 }
@@ -1395,18 +1411,22 @@ fn clone3_is_enosys_and_another_abi_is_killed() {
     let probe = py(SYSCALL_PROBE, &["clone3-null", "int80-getpid", "getpid"]);
     for who in BOTH {
         let host = run_host(who, &probe);
-        for l in ["clone3-null:ERR:EINVAL", "int80-getpid:OK", "getpid:OK"] {
-            assert_line(&host, l, &format!("host control as {who:?}"));
-        }
+        assert_lines(
+            &host,
+            &["clone3-null:ERR:EINVAL", "int80-getpid:OK", "getpid:OK"],
+            &format!("host control as {who:?}"),
+        );
         let ctx = format!("{who:?} inside");
         let o = run_inside(who, &[], &probe);
-        for l in [
-            "clone3-null:ERR:ENOSYS",
-            "int80-getpid:KILLED:SIGSYS",
-            "getpid:OK",
-        ] {
-            assert_line(&o, l, &ctx);
-        }
+        assert_lines(
+            &o,
+            &[
+                "clone3-null:ERR:ENOSYS",
+                "int80-getpid:KILLED:SIGSYS",
+                "getpid:OK",
+            ],
+            &ctx,
+        );
         assert_exit(&o, 0, &ctx);
     }
 }

@@ -53,12 +53,11 @@ pub fn as_user(who: Launcher) -> &'static [&'static str] {
 
 /// A Command that runs `airlock ARGS...` as `who`.
 pub fn airlock(who: Launcher, args: &[&str]) -> Command {
-    let mut c = match who {
-        Launcher::Root => Command::new(binary()),
-        Launcher::Unprivileged => {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-                .arg(binary());
+    let mut c = match as_user(who).split_first() {
+        None => Command::new(binary()),
+        Some((prog, rest)) => {
+            let mut c = Command::new(prog);
+            c.args(rest).arg(binary());
             c
         }
     };
