@@ -236,10 +236,11 @@ struct RunArgs {
 // Under test the harness provides the entry point; this keeps airlock_main (and what only it
 // reaches) counted as used.
 #[cfg(test)]
-const _: fn() -> i32 = airlock_main;
+const _: fn(Vec<std::ffi::OsString>) -> i32 = airlock_main;
 
-/// airlock's main, called by `sys::main` (the process entry point); returns the exit code.
-fn airlock_main() -> i32 {
+/// airlock's main, called by `sys::main` (the process entry point) with the command line;
+/// returns the exit code.
+fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     // A setuid or setgid install would let any local user act as the root caller airlock
     // trusts (identity map, root's right to bind any host path). Refuse it outright.
     if nix::unistd::getuid() != nix::unistd::geteuid()
@@ -250,7 +251,17 @@ fn airlock_main() -> i32 {
     }
     // Started as `bwrap` (a link or copy of that name), or as `airlock bwrap ARGS...`: the
     // bubblewrap front end reads the whole command line itself.
-    let args: Vec<String> = std::env::args().collect();
+    let mut text = Vec::with_capacity(args.len());
+    for (i, arg) in args.iter().enumerate() {
+        match arg.to_str() {
+            Some(arg) => text.push(arg.to_string()),
+            None => {
+                eprintln!("airlock: argument {i} is not valid UTF-8: {arg:?}");
+                return exit::USAGE;
+            }
+        }
+    }
+    let args = text;
     let name = args
         .first()
         .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
@@ -261,7 +272,7 @@ fn airlock_main() -> i32 {
     if args.get(1).map(String::as_str) == Some("bwrap") {
         return bwrap::main(&args[2..]).clamp(0, 255);
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(&args);
     let code = match cli.command {
         Command::Run(args) => run(args),
         Command::Explain(args) => explain(args),

@@ -223,37 +223,48 @@ pub fn reset_signal_dispositions() {
     }
 }
 
-/// The process entry point, called once by the C runtime (main.rs is `no_main`). std reads
-/// the arguments from its own .init_array hook, so `std::env::args` works as usual.
+/// The process entry point, called once by the C runtime (main.rs is `no_main`). The command
+/// line is read here from `argv`: under no_main, std fills `std::env::args` only on glibc
+/// (from its own .init_array hook), not on musl.
 // SAFETY: the only symbol named `main` in the program: std generates none under `no_main`.
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
-    record_argv(argc, argv);
+    let args = read_argv(argc, argv);
     process_start();
-    let code = crate::airlock_main();
+    let code = crate::airlock_main(args);
     // exit flushes std's stdout buffer, as returning from std's own main would.
     std::process::exit(code)
 }
 
 /// Where the kernel put airlock's argument strings: (start address, length). Recorded by
-/// `main` so that the sandbox's init can blank its copy (see `blank_argv`).
+/// `read_argv` so that the sandbox's init can blank its copy (see `blank_argv`).
 static ARGV_AREA: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
 
+/// The arguments, copied; where their strings lie is recorded in ARGV_AREA.
 #[cfg(not(test))]
-fn record_argv(argc: libc::c_int, argv: *const *const libc::c_char) {
+fn read_argv(argc: libc::c_int, argv: *const *const libc::c_char) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
     if argc < 1 || argv.is_null() {
-        return;
+        return Vec::new();
     }
+    let args = (0..argc as usize)
+        .map(|i| {
+            // SAFETY: the C runtime passes `argc` valid pointers to NUL-terminated strings.
+            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+            std::ffi::OsStr::from_bytes(arg.to_bytes()).to_os_string()
+        })
+        .collect();
     // SAFETY: the C runtime passes `argc` valid pointers to NUL-terminated strings, which the
     // kernel lays out one after the other from argv[0] (the area /proc/PID/cmdline shows).
     let (first, last) = unsafe { (*argv, *argv.add(argc as usize - 1)) };
-    if first.is_null() || last.is_null() || last < first {
-        return;
+    if last < first {
+        return args;
     }
     // SAFETY: `last` is a NUL-terminated string (above).
     let end = last as usize + unsafe { libc::strlen(last) } + 1;
     let _ = ARGV_AREA.set((first as usize, end - first as usize));
+    args
 }
 
 /// Blank airlock's argument strings in this process's memory: /proc/PID/cmdline of the
@@ -317,14 +328,19 @@ pub fn default_sigchld() {
 
 /// Mark every descriptor from `first` up close-on-exec (close_range(2), CLOSE_RANGE_CLOEXEC).
 pub fn cloexec_from(first: u32) -> SysResult<()> {
-    // SAFETY: plain syscall on integer arguments.
-    let r = unsafe { libc::close_range(first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as i32) };
+    let r = close_range(first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     if r == -1 {
         return Err(last(|| {
             format!("close_range({first}, ~0, CLOSE_RANGE_CLOEXEC)")
         }));
     }
     Ok(())
+}
+
+/// close_range(2), by number: musl's libc has no wrapper for it.
+fn close_range(first: u32, last: u32, flags: libc::c_uint) -> libc::c_long {
+    // SAFETY: plain syscall on integer arguments; it touches no memory of ours.
+    unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) }
 }
 
 /// Close every descriptor from 3 up except those in `keep`.
@@ -339,10 +355,10 @@ pub fn close_fds_except(keep: &[RawFd]) -> SysResult<()> {
     for fd in keep.into_iter().chain(std::iter::once(u32::MAX)) {
         if fd > next {
             let last_fd = if fd == u32::MAX { u32::MAX } else { fd - 1 };
-            // SAFETY: plain syscall. Objects that own the descriptors closed here (the
-            // launcher's copies in the child) live in a frame that never resumes: the child
-            // leaves only through _exit, so none of them is ever used or dropped.
-            let r = unsafe { libc::close_range(next, last_fd, 0) };
+            // Objects that own the descriptors closed here (the launcher's copies in the
+            // child) live in a frame that never resumes: the child leaves only through _exit,
+            // so none of them is ever used or dropped.
+            let r = close_range(next, last_fd, 0);
             if r == -1 {
                 return Err(last(|| format!("close_range({next}, {last_fd}, 0)")));
             }
@@ -546,7 +562,13 @@ pub fn loopback_up() -> SysResult<()> {
     req.name[..2].copy_from_slice(b"lo");
     // SAFETY: `req` has the layout of struct ifreq (name, then the flags member of the union,
     // padded to the union's 24 bytes), and lives across the call.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &mut req as *mut _) };
+    let r = unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCSIFFLAGS as _,
+            &mut req as *mut _,
+        )
+    };
     if r == -1 {
         return Err(last(|| "ioctl(lo, SIOCSIFFLAGS, IFF_UP)".into()));
     }

@@ -695,6 +695,29 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
     );
 }
 
+/// An argument that is not UTF-8 is refused with exit 2 and a message naming it, before
+/// anything runs (std's own argument parsing would panic on it). The same bytes reach a
+/// command on the host, so the refusal is airlock's.
+#[test]
+fn a_non_utf8_argument_is_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    let host = Command::new("/bin/echo").arg(bad).output().unwrap();
+    assert_eq!(host.stdout, b"caf\xe9\n", "the host's echo takes the bytes");
+    for who in BOTH {
+        for front in [&["run", "--", "/bin/echo"][..], &["bwrap", "/bin/echo"][..]] {
+            let mut cmd = airlock(who, front);
+            cmd.arg(bad);
+            let run = run_bounded(cmd, None, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {front:?}: {}", run.show());
+            assert_eq!(stdout(&run.out), "", "{who:?} {front:?}");
+            let err = stderr(&run.out);
+            assert!(err.contains("is not valid UTF-8"), "{who:?}: {}", run.show());
+            assert!(!err.contains("panicked"), "{who:?}: {}", run.show());
+        }
+    }
+}
+
 #[test]
 fn unknown_flag_and_missing_command_are_refused() {
     for who in BOTH {
