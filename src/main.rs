@@ -33,6 +33,11 @@ use clap::{Args, Parser, Subcommand};
 
 use spec::{Draft, UsageError, exit};
 
+/// Small blocks from a region in .bss, the rest from the C library (see sys/heap.rs). Unit
+/// tests run under it too: one of them claims the region for its thread.
+#[global_allocator]
+static HEAP: sys::heap::Heap = sys::heap::Heap;
+
 const EXIT_CODES: &str = "\
 Exit status:
   N        the task's own exit status

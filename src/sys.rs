@@ -5,6 +5,8 @@
 //! `mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV): EPERM: Operation not permitted`.
 #![allow(unsafe_code)]
 
+pub mod heap;
+
 use std::ffi::CString;
 use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -230,6 +232,7 @@ pub fn reset_signal_dispositions() {
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    heap::claim_for_this_thread();
     let args = read_argv(argc, argv);
     process_start();
     let code = crate::airlock_main(args);

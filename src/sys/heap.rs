@@ -1,0 +1,310 @@
+//! airlock's memory allocator: blocks of up to 4 KiB come from a fixed region in .bss, kept on
+//! one free list per power-of-two size and reused; anything larger, and whatever the region
+//! cannot hold, comes from the C library's malloc.
+//!
+//! Why: a launch makes about 700 small allocations. musl's malloc gives each group of them
+//! pages of their own and hands the pages back as soon as the group empties: a launch made 51
+//! mmap and 41 munmap calls and their page faults, against 9 and 2 with glibc's malloc (whose
+//! start-up, in turn, costs a launch about 1 ms; see scripts/target.sh). With this region a
+//! musl launch makes none of them.
+//!
+//! Only the main thread uses the region: `claim_for_this_thread` marks it (sys::main calls it
+//! first thing), and processes cloned from it copy the mark with the rest of its memory. Any
+//! other thread (the demo's loopback server) allocates from the C library, and a region block
+//! it frees is left unused. So the region needs no lock, and a process cloned while another
+//! thread allocates still inherits a consistent region. The region's pages count towards RSS
+//! only once touched.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::{Cell, UnsafeCell};
+
+/// Block sizes 16, 32, ..., 4096 bytes: one free list each. (Classes up to 64 KiB saved no
+/// time measurably, and raised the peak RSS of a launch by 190 KiB: the C library returns
+/// such blocks to the kernel when freed, the region keeps them.)
+const CLASSES: usize = 9;
+const SMALLEST: usize = 16;
+const LARGEST: usize = SMALLEST << (CLASSES - 1);
+/// The region's size. A launch uses about 100 KiB of it; a run with thousands of result files
+/// may need more, and then the C library serves the rest. The gaps left by aligning a block
+/// to its size are never touched, so they cost address space, not memory.
+const REGION: usize = 4 << 20;
+
+/// The free list (0 for none) and the size class of a layout, if the region serves it.
+fn class(layout: Layout) -> Option<usize> {
+    let size = layout.size().max(layout.align()).max(SMALLEST);
+    (size <= LARGEST).then(|| (size.next_power_of_two() / SMALLEST).trailing_zeros() as usize)
+}
+
+/// The allocator's state over a region of memory it is given: where the unused part starts, and
+/// the head of each size's free list. A free block holds the address of the next one.
+struct Pool {
+    /// Offset of the first byte never handed out.
+    next: usize,
+    /// Address of the first free block of each size, 0 for none.
+    free: [usize; CLASSES],
+}
+
+impl Pool {
+    const EMPTY: Pool = Pool {
+        next: 0,
+        free: [0; CLASSES],
+    };
+
+    /// A block of size class `c` from the region `base..base + len` (LARGEST-aligned), or null
+    /// if the region is used up. A block of size N is N-aligned.
+    ///
+    /// # Safety
+    /// The caller owns the region, and the free lists hold only blocks of it that are not in
+    /// use (as `free` puts them there).
+    unsafe fn alloc(&mut self, base: usize, len: usize, c: usize) -> *mut u8 {
+        let head = self.free[c];
+        if head != 0 {
+            // SAFETY: a free block of this size, at least 16 bytes and 16-aligned, holding the
+            // address of the next free block (written by `free`).
+            self.free[c] = unsafe { *(head as *const usize) };
+            return head as *mut u8;
+        }
+        let size = SMALLEST << c;
+        let start = self.next.next_multiple_of(size);
+        if start + size > len {
+            return std::ptr::null_mut();
+        }
+        self.next = start + size;
+        (base + start) as *mut u8
+    }
+
+    /// Put block `p` of size class `c` on its free list.
+    ///
+    /// # Safety
+    /// `p` came from `alloc` with the same `c`, and nothing uses it any more.
+    unsafe fn free(&mut self, p: *mut u8, c: usize) {
+        // SAFETY: the block is unused, at least 16 bytes and 16-aligned (caller).
+        unsafe { *(p as *mut usize) = self.free[c] };
+        self.free[c] = p as usize;
+    }
+}
+
+/// The region, in .bss: no page of it is backed until touched.
+#[repr(C, align(4096))]
+struct Region(UnsafeCell<[u8; REGION]>);
+/// The pool's state, used by the main thread alone (see the module's comment).
+struct State(UnsafeCell<Pool>);
+
+// SAFETY: only the thread marked by `claim_for_this_thread` touches either (checked by `mine`
+// before every access); other threads only compare addresses against the region's bounds.
+unsafe impl Sync for Region {}
+// SAFETY: as for Region.
+unsafe impl Sync for State {}
+
+static MEMORY: Region = Region(UnsafeCell::new([0; REGION]));
+static STATE: State = State(UnsafeCell::new(Pool::EMPTY));
+
+thread_local! {
+    /// Set on the one thread that may use the region.
+    static MAIN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Let this thread, and no other, use the region. Called once, on the main thread, before any
+/// other thread exists.
+pub fn claim_for_this_thread() {
+    MAIN.set(true);
+}
+
+fn base() -> usize {
+    MEMORY.0.get() as usize
+}
+
+fn in_region(p: *mut u8) -> bool {
+    (p as usize).wrapping_sub(base()) < REGION
+}
+
+/// The pool, if this thread may use it.
+fn mine() -> Option<&'static mut Pool> {
+    // SAFETY: only the marked thread gets the reference, and it never holds two at once: each
+    // use below ends before the function that made it returns, and the allocator does not
+    // reenter itself.
+    MAIN.get().then(|| unsafe { &mut *STATE.0.get() })
+}
+
+/// The global allocator (installed in main.rs).
+pub struct Heap;
+
+// SAFETY: blocks from the region are handed out at most once until freed (Pool), sized and
+// aligned for their layout (`class`); everything else is the C library's malloc.
+unsafe impl GlobalAlloc for Heap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if let (Some(c), Some(pool)) = (class(layout), mine()) {
+            // SAFETY: the region is the pool's alone.
+            let p = unsafe { pool.alloc(base(), REGION, c) };
+            if !p.is_null() {
+                return p;
+            }
+        }
+        // SAFETY: a valid layout of non-zero size (GlobalAlloc's contract).
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if let (Some(c), Some(pool)) = (class(layout), mine()) {
+            // SAFETY: the region is the pool's alone.
+            let p = unsafe { pool.alloc(base(), REGION, c) };
+            if !p.is_null() {
+                // SAFETY: the block has room for `layout.size()` bytes (a reused one is dirty).
+                unsafe { p.write_bytes(0, layout.size()) };
+                return p;
+            }
+        }
+        // SAFETY: as for alloc. Large zeroed buffers come from calloc, which gets fresh pages
+        // from the kernel already zeroed, without touching them.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        if in_region(p) {
+            // A block of the region, from `alloc` with this layout, so `class` is Some. On
+            // another thread it is left unused.
+            if let (Some(c), Some(pool)) = (class(layout), mine()) {
+                // SAFETY: the caller frees it: nothing uses it any more.
+                unsafe { pool.free(p, c) };
+            }
+            return;
+        }
+        // SAFETY: not in the region, so from System with this layout.
+        unsafe { System.dealloc(p, layout) }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !in_region(p) {
+            // SAFETY: from System with this layout (as in dealloc); the caller keeps
+            // realloc's contract.
+            return unsafe { System.realloc(p, layout, new_size) };
+        }
+        // SAFETY: `new_size`, rounded up to `layout.align()`, does not overflow (realloc's
+        // contract).
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        if let (Some(new), Some(old)) = (class(new_layout), class(layout))
+            && new <= old
+        {
+            return p; // the block has room (a smaller class's list takes it when freed)
+        }
+        // SAFETY: as for alloc.
+        let q = unsafe { self.alloc(new_layout) };
+        if !q.is_null() {
+            // SAFETY: both blocks hold at least the smaller size, and are distinct.
+            unsafe { std::ptr::copy_nonoverlapping(p, q, layout.size().min(new_size)) };
+            // SAFETY: `p` is the caller's to free, now copied.
+            unsafe { self.dealloc(p, layout) };
+        }
+        q
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_size_and_alignment() {
+        let l = |size, align| Layout::from_size_align(size, align).unwrap();
+        assert_eq!(class(l(1, 1)), Some(0));
+        assert_eq!(class(l(16, 8)), Some(0));
+        assert_eq!(class(l(17, 1)), Some(1));
+        assert_eq!(class(l(8, 64)), Some(2));
+        assert_eq!(class(l(4096, 8)), Some(8));
+        assert_eq!(class(l(4097, 8)), None);
+        assert_eq!(class(l(8, 8192)), None);
+    }
+
+    /// Many blocks of mixed sizes, freed and reused: each is aligned to its size, inside the
+    /// region, and never overlaps another live block (checked through a byte pattern).
+    #[test]
+    fn blocks_are_aligned_disjoint_and_reused() {
+        #[repr(align(4096))]
+        struct Mem([u8; 256 << 10]);
+        let mut mem = Box::new(Mem([0; 256 << 10]));
+        let base = mem.0.as_mut_ptr() as usize;
+        let len = mem.0.len();
+        let mut pool = Pool::EMPTY;
+        let mut live: Vec<(*mut u8, usize, u8)> = Vec::new();
+        let mut seed = 7u32;
+        let mut rand = || {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            seed >> 8
+        };
+        for round in 0..4000u32 {
+            let c = (rand() % CLASSES as u32) as usize;
+            if live.len() > 64 || (rand() % 3 == 0 && !live.is_empty()) {
+                let (p, c, tag) = live.swap_remove((rand() as usize) % live.len());
+                let size = SMALLEST << c;
+                // SAFETY: the block is live and `size` bytes long.
+                let bytes = unsafe { std::slice::from_raw_parts(p, size) };
+                assert!(bytes.iter().all(|&b| b == tag), "a block was overwritten");
+                // SAFETY: from pool.alloc with this class, no longer used.
+                unsafe { pool.free(p, c) };
+                continue;
+            }
+            // SAFETY: the pool owns `mem` alone.
+            let p = unsafe { pool.alloc(base, len, c) };
+            if p.is_null() {
+                continue;
+            }
+            let size = SMALLEST << c;
+            assert_eq!(p as usize % size, 0, "block of {size} misaligned");
+            assert!(p as usize >= base && p as usize + size <= base + len);
+            let tag = (round % 251) as u8 + 1;
+            // SAFETY: a fresh block of `size` bytes.
+            unsafe { p.write_bytes(tag, size) };
+            live.push((p, c, tag));
+        }
+        assert!(pool.next < len, "freed blocks were not reused");
+    }
+
+    /// The installed allocator, on the one thread that claims the region (no other test
+    /// does): small blocks come from the region and are reused, large ones do not, contents
+    /// survive a move between the two, and another thread never gets a region block.
+    #[test]
+    fn the_claiming_thread_allocates_from_the_region() {
+        let elsewhere = std::thread::spawn(|| {
+            let b = Box::new([1u8; 100]);
+            in_region(b.as_ptr() as *mut u8)
+        });
+        assert!(!elsewhere.join().unwrap(), "an unclaimed thread got a region block");
+        std::thread::spawn(|| {
+            claim_for_this_thread();
+            let small = Box::new([7u8; 100]);
+            let at = small.as_ptr() as usize;
+            assert!(in_region(at as *mut u8));
+            drop(small);
+            let again = Box::new([9u8; 120]);
+            assert_eq!(again.as_ptr() as usize, at, "a freed block of the size was not reused");
+            assert!(!in_region(vec![0u8; 8192].as_ptr() as *mut u8));
+            let mut grown: Vec<u32> = (0..10).collect();
+            for i in 10..5000 {
+                grown.push(i);
+            }
+            assert!(!in_region(grown.as_mut_ptr() as *mut u8));
+            assert!(grown.iter().copied().eq(0..5000), "contents lost in realloc");
+            let zeroed = vec![0u64; 64];
+            assert!(in_region(zeroed.as_ptr() as *mut u8));
+            assert!(zeroed.iter().all(|&x| x == 0), "a reused block was not zeroed");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn an_exhausted_region_says_so() {
+        #[repr(align(4096))]
+        struct Mem([u8; 8192]);
+        let mut mem = Mem([0; 8192]);
+        let base = mem.0.as_mut_ptr() as usize;
+        let mut pool = Pool::EMPTY;
+        // SAFETY: the pool owns `mem` alone.
+        unsafe {
+            assert!(!pool.alloc(base, 8192, 8).is_null());
+            assert!(!pool.alloc(base, 8192, 8).is_null());
+            assert!(pool.alloc(base, 8192, 8).is_null());
+            assert!(pool.alloc(base, 8192, 0).is_null());
+        }
+    }
+}
