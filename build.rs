@@ -62,8 +62,9 @@ fn main() {
     hot_code_layout();
 }
 
-/// The functions a launch runs, as measured by scripts/hot-code.sh, one symbol per line.
-const HOT_CODE: &str = "src/hot-code.order";
+/// The functions a launch runs, as measured by scripts/hot-code.sh, one symbol per line: one
+/// file per target (`<target>.order`), as crate hashes in symbol names differ between targets.
+const HOT_CODE: &str = "src/hot-code";
 
 /// Link the airlock binary with rust-lld (shipped in rustup's toolchains) and place the
 /// functions listed in HOT_CODE first and together. The kernel maps a binary's file pages 64
@@ -74,7 +75,11 @@ const HOT_CODE: &str = "src/hot-code.order";
 /// Without a usable rust-lld the default linker is used and the build says so; a builder's
 /// own linker choice, or AIRLOCK_DEFAULT_LINKER=1, is left alone.
 fn hot_code_layout() {
-    println!("cargo:rerun-if-changed={HOT_CODE}");
+    let target = std::env::var("TARGET").expect("cargo sets TARGET");
+    let order = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
+        .join(HOT_CODE)
+        .join(format!("{target}.order"));
+    println!("cargo:rerun-if-changed={}", order.display());
     println!("cargo:rerun-if-env-changed=AIRLOCK_DEFAULT_LINKER");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
         return;
@@ -124,7 +129,13 @@ fn hot_code_layout() {
         );
         return;
     };
-    let order = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join(HOT_CODE);
+    if !order.is_file() {
+        println!(
+            "cargo:warning=no hot-code list for {target} (scripts/hot-code.sh makes one): \
+             airlock is linked without its hot-code layout (a higher peak RSS per launch)"
+        );
+        return;
+    }
     for arg in [
         "-fuse-ld=lld".to_string(),
         format!("-B{}", gcc_ld.display()),

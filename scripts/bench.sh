@@ -352,7 +352,8 @@ fi
 if ! command -v cargo >/dev/null && [[ -x $HOME/.cargo/bin/cargo ]]; then
     PATH=$HOME/.cargo/bin:$PATH
 fi
-echo "-- cargo build --release" >&2
+source "$REPO/scripts/target.sh"
+echo "-- cargo build --release (target $AIRLOCK_TARGET)" >&2
 built=0
 for attempt in 1 2 3 4 5; do
     if (cd "$REPO" && cargo build --release --quiet); then
@@ -364,10 +365,8 @@ for attempt in 1 2 3 4 5; do
 done
 ((built)) || { echo "bench.sh: cargo build --release keeps failing" >&2; exit 1; }
 
-# .cargo/config.toml builds for the host tuple explicitly (static linking), so the binary is
-# under target/<host tuple>/.
-HOST_TUPLE=$(rustc -vV | sed -n 's/^host: //p')
-OUT_REL=$REPO/target/$HOST_TUPLE/release
+# Built for an explicit target (scripts/target.sh), so the binary is under target/<target>/.
+OUT_REL=$REPO/target/$AIRLOCK_TARGET/release
 
 BIN_DIR=$(mktemp -d /tmp/airlock-bench-bin.XXXXXX)
 if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && -w /dev/shm ]]; then
@@ -398,9 +397,9 @@ if [[ -n $gen ]]; then
         END { s = ""; for (k in n) s = s (s ? ", " : "") k " " n[k]; print s }' "$gen")
 fi
 
-# The hot-code layout (build.rs): how many of the functions src/hot-code.order lists the
+# The hot-code layout (build.rs): how many of the functions src/hot-code/<target>.order lists the
 # binary holds, and within how much of it (a stale list or a default link spreads them).
-LAYOUT="src/hot-code.order: $(python3 "$HERE/bench/layout.py" "$BIN_DIR/airlock" "$REPO/src/hot-code.order")"
+LAYOUT="src/hot-code/$AIRLOCK_TARGET.order: $(python3 "$HERE/bench/layout.py" "$BIN_DIR/airlock" "$REPO/src/hot-code/$AIRLOCK_TARGET.order")"
 
 mkdir -m 0755 "$WORK_DIR/root" "$WORK_DIR/unpriv"
 chown "$UNPRIV_ID:$UNPRIV_ID" "$WORK_DIR/unpriv"
@@ -454,6 +453,7 @@ export BENCH_AIRLOCK_VERSION=$("$BIN_DIR/airlock" --version 2>/dev/null || echo 
 export BENCH_BWRAP_VERSION=$(bwrap --version)
 export BENCH_HYPERFINE_VERSION=$(hyperfine --version)
 export BENCH_RUSTC=$(rustc --version 2>/dev/null || echo unknown)
+export BENCH_TARGET=$AIRLOCK_TARGET
 export BENCH_BLOB_INSNS=$BLOB_INSNS
 export BENCH_AIRLOCK_INSNS=$AIRLOCK_INSNS
 export BENCH_LAYOUT=$LAYOUT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate src/hot-code.order: the functions of the airlock binary that a launch runs,
+# Regenerate src/hot-code/<target>.order: the functions of the airlock binary that a launch runs,
 # which build.rs has rust-lld place first and together (see hot_code_layout in build.rs).
 #
 # Run it as root after a change to the launch path or a toolchain update (Rust symbol names
@@ -13,18 +13,18 @@ set -euo pipefail
 
 N=${1:-300}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$REPO/src/hot-code.order
 
 [[ $(id -u) == 0 ]] || { echo "hot-code.sh: run as root (it launches as uid 65534 too)" >&2; exit 2; }
 command -v perf >/dev/null || { echo "hot-code.sh: needs perf (apt-get install linux-perf)" >&2; exit 2; }
 
 cd "$REPO"
+source scripts/target.sh
+OUT=$REPO/src/hot-code/$AIRLOCK_TARGET.order
 cargo build --release --quiet
-HOST_TUPLE=$(rustc -vV | sed -n 's/^host: //p')
 WORK=$(mktemp -d /tmp/airlock-hot-code.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 chmod 0755 "$WORK"
-cp "${CARGO_TARGET_DIR:-$REPO/target}/$HOST_TUPLE/release/airlock" "$WORK/airlock"
+cp "${CARGO_TARGET_DIR:-$REPO/target}/$AIRLOCK_TARGET/release/airlock" "$WORK/airlock"
 A=$WORK/airlock
 
 workload() {

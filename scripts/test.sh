@@ -21,5 +21,8 @@ fi
 scripts/clients.sh
 export AIRLOCK_CLIENTS_REQUIRED=1
 
+# The target the tests build and run: musl when rustup has it (scripts/target.sh).
+source scripts/target.sh
+echo "-- building and testing airlock for $AIRLOCK_TARGET" >&2
 cargo build --release --locked 2>/dev/null || cargo build --release
 cargo test --release --no-fail-fast -- --test-threads=2 "$@"

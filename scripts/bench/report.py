@@ -293,7 +293,7 @@ def main():
                          f"{env('BENCH_LOADAVG_AFTER', '')} after (the benchmark itself loads "
                          f"both cores; anything else running adds noise)"),
         ("airlock", f"{env('BENCH_AIRLOCK_VERSION', '')}, git {env('BENCH_AIRLOCK_REV', '')}, "
-                    f"release build ({env('BENCH_RUSTC', '')})"),
+                    f"release build for {env('BENCH_TARGET', '?')} ({env('BENCH_RUSTC', '')})"),
         ("code layout", env("BENCH_LAYOUT", "?")),
         ("bwrap", env("BENCH_BWRAP_VERSION", "")),
         ("hyperfine", env("BENCH_HYPERFINE_VERSION", "")),
