@@ -79,7 +79,8 @@ fn hot_code_layout() {
     let order = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
         .join(HOT_CODE)
         .join(format!("{target}.order"));
-    println!("cargo:rerun-if-changed={}", order.display());
+    // The directory, not the file: a file that does not exist would rebuild every time.
+    println!("cargo:rerun-if-changed={HOT_CODE}");
     println!("cargo:rerun-if-env-changed=AIRLOCK_DEFAULT_LINKER");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
         return;

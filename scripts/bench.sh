@@ -366,7 +366,7 @@ done
 ((built)) || { echo "bench.sh: cargo build --release keeps failing" >&2; exit 1; }
 
 # Built for an explicit target (scripts/target.sh), so the binary is under target/<target>/.
-OUT_REL=$REPO/target/$AIRLOCK_TARGET/release
+OUT_REL=${CARGO_TARGET_DIR:-$REPO/target}/$AIRLOCK_TARGET/release
 
 BIN_DIR=$(mktemp -d /tmp/airlock-bench-bin.XXXXXX)
 if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && -w /dev/shm ]]; then

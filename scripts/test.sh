@@ -21,8 +21,18 @@ fi
 scripts/clients.sh
 export AIRLOCK_CLIENTS_REQUIRED=1
 
-# The target the tests build and run: musl when rustup has it (scripts/target.sh).
+# Every test runs against the binary the scripts ship (musl when available, see
+# scripts/target.sh), then against the static glibc one that a plain `cargo build` makes (the
+# README's demo command) when the two differ.
 source scripts/target.sh
-echo "-- building and testing airlock for $AIRLOCK_TARGET" >&2
-cargo build --release --locked 2>/dev/null || cargo build --release
-cargo test --release --no-fail-fast -- --test-threads=2 "$@"
+host=$(rustc -vV | sed -n 's/^host: //p')
+targets=("$AIRLOCK_TARGET")
+[[ $AIRLOCK_TARGET == "$host" ]] || targets+=("$host")
+status=0
+for t in "${targets[@]}"; do
+    echo "-- building and testing airlock for $t" >&2
+    export CARGO_BUILD_TARGET=$t
+    cargo build --release --locked 2>/dev/null || cargo build --release
+    cargo test --release --no-fail-fast -- --test-threads=2 "$@" || status=1
+done
+exit $status

@@ -256,26 +256,35 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     }
     // Started as `bwrap` (a link or copy of that name), or as `airlock bwrap ARGS...`: the
     // bubblewrap front end reads the whole command line itself.
-    let mut text = Vec::with_capacity(args.len());
-    for (i, arg) in args.iter().enumerate() {
-        match arg.to_str() {
-            Some(arg) => text.push(arg.to_string()),
-            None => {
-                eprintln!("airlock: argument {i} is not valid UTF-8: {arg:?}");
-                return exit::USAGE;
+    let lossy: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let name = lossy.first().map(|a| a.rsplit('/').next().unwrap_or(a));
+    let bwrap_args = match (name, lossy.get(1).map(String::as_str)) {
+        (Some("bwrap"), _) => Some(1),
+        (_, Some("bwrap")) => Some(2),
+        _ => None,
+    };
+    // Every front end takes UTF-8 only. The refusal is in the front end's own format: the
+    // bwrap one's is bubblewrap's (exit 1, `bwrap:`, with --level-prefix's `<3>`).
+    if let Some((i, arg)) = args.iter().enumerate().find(|(_, a)| a.to_str().is_none()) {
+        let msg = format!("argument {i} is not valid UTF-8: {arg:?}");
+        return match bwrap_args {
+            Some(_) => {
+                let level = lossy.iter().any(|a| a == "--level-prefix");
+                eprintln!("{}bwrap: {msg}", if level { "<3>" } else { "" });
+                1
             }
-        }
+            None => {
+                eprintln!("airlock: {msg}");
+                exit::USAGE
+            }
+        };
     }
-    let args = text;
-    let name = args
-        .first()
-        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
-        .unwrap_or_default();
-    if name == "bwrap" {
-        return bwrap::main(&args[1..]).clamp(0, 255);
-    }
-    if args.get(1).map(String::as_str) == Some("bwrap") {
-        return bwrap::main(&args[2..]).clamp(0, 255);
+    let args = lossy; // all UTF-8, so nothing was lost
+    if let Some(skip) = bwrap_args {
+        return bwrap::main(&args[skip..]).clamp(0, 255);
     }
     let cli = Cli::parse_from(&args);
     let code = match cli.command {

@@ -695,8 +695,8 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
     );
 }
 
-/// An argument that is not UTF-8 is refused with exit 2 and a message naming it, before
-/// anything runs (std's own argument parsing would panic on it). The same bytes reach a
+/// An argument that is not UTF-8 is refused with a message naming it, before anything runs
+/// (std's own argument parsing would panic on it). The same bytes reach a
 /// command on the host, so the refusal is airlock's.
 #[test]
 fn a_non_utf8_argument_is_refused() {
@@ -705,14 +705,37 @@ fn a_non_utf8_argument_is_refused() {
     let host = Command::new("/bin/echo").arg(bad).output().unwrap();
     assert_eq!(host.stdout, b"caf\xe9\n", "the host's echo takes the bytes");
     for who in BOTH {
-        for front in [&["run", "--", "/bin/echo"][..], &["bwrap", "/bin/echo"][..]] {
+        // Each front end refuses in its own format: airlock's exits 2, bwrap's as bubblewrap
+        // fails (exit 1, `bwrap:` and --level-prefix's `<3>`).
+        let fronts: [(&[&str], i32, &str); 3] = [
+            (
+                &["run", "--", "/bin/echo"],
+                2,
+                "airlock: argument 4 is not valid UTF-8",
+            ),
+            (
+                &["bwrap", "/bin/echo"],
+                1,
+                "bwrap: argument 3 is not valid UTF-8",
+            ),
+            (
+                &["bwrap", "--level-prefix", "/bin/echo"],
+                1,
+                "<3>bwrap: argument 4",
+            ),
+        ];
+        for (front, code, message) in fronts {
             let mut cmd = airlock(who, front);
             cmd.arg(bad);
             let run = run_bounded(cmd, None, SECS_10);
-            assert_eq!(run.code(), Some(2), "{who:?} {front:?}: {}", run.show());
+            assert_eq!(run.code(), Some(code), "{who:?} {front:?}: {}", run.show());
             assert_eq!(stdout(&run.out), "", "{who:?} {front:?}");
             let err = stderr(&run.out);
-            assert!(err.contains("is not valid UTF-8"), "{who:?}: {}", run.show());
+            assert!(
+                err.starts_with(message),
+                "{who:?} {front:?}: {}",
+                run.show()
+            );
             assert!(!err.contains("panicked"), "{who:?}: {}", run.show());
         }
     }

@@ -9,14 +9,19 @@
 //! musl launch makes none of them.
 //!
 //! Only the main thread uses the region: `claim_for_this_thread` marks it (sys::main calls it
-//! first thing), and processes cloned from it copy the mark with the rest of its memory. Any
-//! other thread (the demo's loopback server) allocates from the C library, and a region block
-//! it frees is left unused. So the region needs no lock, and a process cloned while another
-//! thread allocates still inherits a consistent region. The region's pages count towards RSS
-//! only once touched.
+//! first thing; only the first call in a process claims), and processes cloned from it copy
+//! the mark with the rest of its memory. Any other thread (the demo's loopback server)
+//! allocates from the C library, and a region block it frees is left unused. So the region
+//! needs no lock, and a process cloned while another thread allocates still inherits a
+//! consistent region. A task started with CLONE_VM|CLONE_VFORK shares the region with its
+//! parent, which stays stopped until the task execs or exits; every change to the pool is one
+//! store, so the parent always finds it consistent. airlock installs no signal handler (it
+//! reads signals from a signalfd), so the allocator is never reentered. The region's pages
+//! count towards RSS only once touched.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Block sizes 16, 32, ..., 4096 bytes: one free list each. (Classes up to 64 KiB saved no
 /// time measurably, and raised the peak RSS of a launch by 190 KiB: the C library returns
@@ -50,27 +55,28 @@ impl Pool {
         free: [0; CLASSES],
     };
 
-    /// A block of size class `c` from the region `base..base + len` (LARGEST-aligned), or null
-    /// if the region is used up. A block of size N is N-aligned.
+    /// A block of size class `c` from the region `base..base + len` (LARGEST-aligned, zeroed
+    /// when first given), or None if the region is used up; and whether it was used before
+    /// (else it still holds the region's zeroes). A block of size N is N-aligned.
     ///
     /// # Safety
     /// The caller owns the region, and the free lists hold only blocks of it that are not in
     /// use (as `free` puts them there).
-    unsafe fn alloc(&mut self, base: usize, len: usize, c: usize) -> *mut u8 {
+    unsafe fn alloc(&mut self, base: usize, len: usize, c: usize) -> Option<(*mut u8, bool)> {
         let head = self.free[c];
         if head != 0 {
             // SAFETY: a free block of this size, at least 16 bytes and 16-aligned, holding the
             // address of the next free block (written by `free`).
             self.free[c] = unsafe { *(head as *const usize) };
-            return head as *mut u8;
+            return Some((head as *mut u8, true));
         }
         let size = SMALLEST << c;
         let start = self.next.next_multiple_of(size);
         if start + size > len {
-            return std::ptr::null_mut();
+            return None;
         }
         self.next = start + size;
-        (base + start) as *mut u8
+        Some(((base + start) as *mut u8, false))
     }
 
     /// Put block `p` of size class `c` on its free list.
@@ -103,11 +109,19 @@ thread_local! {
     /// Set on the one thread that may use the region.
     static MAIN: Cell<bool> = const { Cell::new(false) };
 }
+/// Whether a thread has claimed the region: only the first caller of `claim_for_this_thread`
+/// gets it.
+static CLAIMED: AtomicBool = AtomicBool::new(false);
 
-/// Let this thread, and no other, use the region. Called once, on the main thread, before any
-/// other thread exists.
+/// Let this thread use the region, if no thread has claimed it yet (sys::main calls it first
+/// thing, on the main thread). A later call, on any thread, changes nothing.
 pub fn claim_for_this_thread() {
-    MAIN.set(true);
+    if CLAIMED
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        MAIN.set(true);
+    }
 }
 
 fn base() -> usize {
@@ -135,8 +149,7 @@ unsafe impl GlobalAlloc for Heap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if let (Some(c), Some(pool)) = (class(layout), mine()) {
             // SAFETY: the region is the pool's alone.
-            let p = unsafe { pool.alloc(base(), REGION, c) };
-            if !p.is_null() {
+            if let Some((p, _)) = unsafe { pool.alloc(base(), REGION, c) } {
                 return p;
             }
         }
@@ -147,10 +160,11 @@ unsafe impl GlobalAlloc for Heap {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if let (Some(c), Some(pool)) = (class(layout), mine()) {
             // SAFETY: the region is the pool's alone.
-            let p = unsafe { pool.alloc(base(), REGION, c) };
-            if !p.is_null() {
-                // SAFETY: the block has room for `layout.size()` bytes (a reused one is dirty).
-                unsafe { p.write_bytes(0, layout.size()) };
+            if let Some((p, reused)) = unsafe { pool.alloc(base(), REGION, c) } {
+                if reused {
+                    // SAFETY: the block has room for `layout.size()` bytes.
+                    unsafe { p.write_bytes(0, layout.size()) };
+                }
                 return p;
             }
         }
@@ -182,10 +196,8 @@ unsafe impl GlobalAlloc for Heap {
         // SAFETY: `new_size`, rounded up to `layout.align()`, does not overflow (realloc's
         // contract).
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-        if let (Some(new), Some(old)) = (class(new_layout), class(layout))
-            && new <= old
-        {
-            return p; // the block has room (a smaller class's list takes it when freed)
+        if class(new_layout) == class(layout) {
+            return p; // the block has room
         }
         // SAFETY: as for alloc.
         let q = unsafe { self.alloc(new_layout) };
@@ -244,10 +256,9 @@ mod tests {
                 continue;
             }
             // SAFETY: the pool owns `mem` alone.
-            let p = unsafe { pool.alloc(base, len, c) };
-            if p.is_null() {
+            let Some((p, _)) = (unsafe { pool.alloc(base, len, c) }) else {
                 continue;
-            }
+            };
             let size = SMALLEST << c;
             assert_eq!(p as usize % size, 0, "block of {size} misaligned");
             assert!(p as usize >= base && p as usize + size <= base + len);
@@ -261,35 +272,139 @@ mod tests {
 
     /// The installed allocator, on the one thread that claims the region (no other test
     /// does): small blocks come from the region and are reused, large ones do not, contents
-    /// survive a move between the two, and another thread never gets a region block.
+    /// survive every realloc, alloc_zeroed gives zeroes, a second claim is refused, and blocks
+    /// freed on another thread are never handed out again.
     #[test]
     fn the_claiming_thread_allocates_from_the_region() {
         let elsewhere = std::thread::spawn(|| {
             let b = Box::new([1u8; 100]);
             in_region(b.as_ptr() as *mut u8)
         });
-        assert!(!elsewhere.join().unwrap(), "an unclaimed thread got a region block");
-        std::thread::spawn(|| {
+        assert!(
+            !elsewhere.join().unwrap(),
+            "an unclaimed thread got a region block"
+        );
+        let freed_elsewhere = std::thread::spawn(|| {
             claim_for_this_thread();
             let small = Box::new([7u8; 100]);
             let at = small.as_ptr() as usize;
             assert!(in_region(at as *mut u8));
             drop(small);
             let again = Box::new([9u8; 120]);
-            assert_eq!(again.as_ptr() as usize, at, "a freed block of the size was not reused");
+            assert_eq!(
+                again.as_ptr() as usize,
+                at,
+                "a freed block of the size was not reused"
+            );
             assert!(!in_region(vec![0u8; 8192].as_ptr() as *mut u8));
-            let mut grown: Vec<u32> = (0..10).collect();
-            for i in 10..5000 {
-                grown.push(i);
-            }
-            assert!(!in_region(grown.as_mut_ptr() as *mut u8));
-            assert!(grown.iter().copied().eq(0..5000), "contents lost in realloc");
-            let zeroed = vec![0u64; 64];
-            assert!(in_region(zeroed.as_ptr() as *mut u8));
-            assert!(zeroed.iter().all(|&x| x == 0), "a reused block was not zeroed");
+            stress_through_the_allocator();
+            // Region blocks handed to a thread that frees them there.
+            let l = Layout::from_size_align(64, 8).unwrap();
+            let blocks: Vec<usize> = (0..50)
+                // SAFETY: a valid layout; each block is freed once, below.
+                .map(|_| unsafe { Heap.alloc(l) } as usize)
+                .collect();
+            assert!(blocks.iter().all(|&p| in_region(p as *mut u8)));
+            let sent = blocks.clone();
+            std::thread::spawn(move || {
+                claim_for_this_thread(); // refused: the region is claimed already
+                let mine = Box::new([3u8; 64]);
+                assert!(!in_region(mine.as_ptr() as *mut u8));
+                for p in sent {
+                    // SAFETY: allocated above with `l`, freed once.
+                    unsafe { Heap.dealloc(p as *mut u8, l) };
+                }
+            })
+            .join()
+            .unwrap();
+            blocks
         })
         .join()
         .unwrap();
+        // The claiming thread has ended; its pool must not have taken those blocks back.
+        // SAFETY: the pool's state, read after the only thread that used it has ended.
+        let pool = unsafe { &*STATE.0.get() };
+        let mut free = Vec::new();
+        for &head in &pool.free {
+            let mut p = head;
+            while p != 0 {
+                free.push(p);
+                // SAFETY: a free block holds the address of the next one.
+                p = unsafe { *(p as *const usize) };
+            }
+        }
+        assert!(
+            freed_elsewhere.iter().all(|p| !free.contains(p)),
+            "a block freed on another thread went back on a free list"
+        );
+    }
+
+    /// Random alloc, alloc_zeroed, realloc and dealloc through `Heap` (sizes 1-6000 bytes,
+    /// alignments 1-128), each live block filled with its own byte and checked before it
+    /// changes: an overlap, a realloc that keeps too small a block, or a lost copy shows.
+    fn stress_through_the_allocator() {
+        let mut seed = 99u32;
+        let mut rand = move |n: u32| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (seed >> 8) % n
+        };
+        let check = |p: *mut u8, size: usize, tag: u8| {
+            // SAFETY: a live block of at least `size` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(p, size) };
+            assert!(bytes.iter().all(|&b| b == tag), "a block was overwritten");
+        };
+        let mut live: Vec<(*mut u8, Layout, u8)> = Vec::new();
+        for round in 0..20_000u32 {
+            let tag = (round % 251) as u8 + 1;
+            // At most 300 live blocks: the region must last for the checks after this.
+            let op = if live.len() >= 300 { 0 } else { rand(4) };
+            match op {
+                0 if !live.is_empty() => {
+                    let (p, l, t) = live.swap_remove(rand(live.len() as u32) as usize);
+                    check(p, l.size(), t);
+                    // SAFETY: allocated with `l`, freed once.
+                    unsafe { Heap.dealloc(p, l) };
+                }
+                1 if !live.is_empty() => {
+                    let k = rand(live.len() as u32) as usize;
+                    let (p, l, t) = live[k];
+                    check(p, l.size(), t);
+                    let size = 1 + rand(6000) as usize;
+                    // SAFETY: allocated with `l`; a valid new size.
+                    let q = unsafe { Heap.realloc(p, l, size) };
+                    assert!(!q.is_null());
+                    assert_eq!(q as usize % l.align(), 0, "realloc lost the alignment");
+                    check(q, l.size().min(size), t);
+                    // SAFETY: the new block holds `size` bytes.
+                    unsafe { q.write_bytes(tag, size) };
+                    live[k] = (q, Layout::from_size_align(size, l.align()).unwrap(), tag);
+                }
+                op => {
+                    let l = Layout::from_size_align(1 + rand(6000) as usize, 1 << rand(8)).unwrap();
+                    // SAFETY: a valid layout of non-zero size.
+                    let p = unsafe {
+                        if op == 2 {
+                            Heap.alloc_zeroed(l)
+                        } else {
+                            Heap.alloc(l)
+                        }
+                    };
+                    assert!(!p.is_null());
+                    assert_eq!(p as usize % l.align(), 0, "block misaligned");
+                    if op == 2 {
+                        check(p, l.size(), 0);
+                    }
+                    // SAFETY: a fresh block of `l.size()` bytes.
+                    unsafe { p.write_bytes(tag, l.size()) };
+                    live.push((p, l, tag));
+                }
+            }
+        }
+        for (p, l, t) in live {
+            check(p, l.size(), t);
+            // SAFETY: allocated with `l`, freed once.
+            unsafe { Heap.dealloc(p, l) };
+        }
     }
 
     #[test]
@@ -301,10 +416,10 @@ mod tests {
         let mut pool = Pool::EMPTY;
         // SAFETY: the pool owns `mem` alone.
         unsafe {
-            assert!(!pool.alloc(base, 8192, 8).is_null());
-            assert!(!pool.alloc(base, 8192, 8).is_null());
-            assert!(pool.alloc(base, 8192, 8).is_null());
-            assert!(pool.alloc(base, 8192, 0).is_null());
+            assert!(pool.alloc(base, 8192, 8).is_some());
+            assert!(pool.alloc(base, 8192, 8).is_some());
+            assert!(pool.alloc(base, 8192, 8).is_none());
+            assert!(pool.alloc(base, 8192, 0).is_none());
         }
     }
 }
