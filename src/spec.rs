@@ -321,9 +321,22 @@ impl Draft {
                 return usage(format!("input {:?} is given twice", input.name));
             }
         }
-        for (i, b) in self.binds.iter().enumerate() {
+        for b in &self.binds {
             check_bind(b)?;
-            if self.binds[..i].iter().any(|o| o.dest == b.dest) {
+        }
+        // /tmp is a link to the scratch dir, so a destination under it is placed there, where
+        // the task finds it through the link (`--ro-bind /tmp/x` shows the host's /tmp/x at
+        // /tmp/x, as under bubblewrap). A bind inside scratch is not a result file.
+        let binds: Vec<Bind> = (self.binds.into_iter())
+            .map(|mut b| {
+                if let Ok(rest) = b.dest.strip_prefix("/tmp") {
+                    b.dest = Path::new(SCRATCH).join(rest);
+                }
+                b
+            })
+            .collect();
+        for (i, b) in binds.iter().enumerate() {
+            if binds[..i].iter().any(|o| o.dest == b.dest) {
                 return usage(format!("bind destination {:?} is given twice", b.dest));
             }
         }
@@ -363,7 +376,7 @@ impl Draft {
         ]);
         // A bind covers what was bound before it at the same or a deeper path, so parents go
         // first whatever the flags' order: a --ro-bind inside a --bind stays read-only.
-        let mut binds = self.binds;
+        let mut binds = binds;
         binds.sort_by_key(|b| b.dest.components().count());
         fs.extend(binds.into_iter().map(|b| FsOp::Bind {
             src: b.src,
@@ -705,12 +718,30 @@ mod tests {
         );
         assert_eq!(parse_bind("/a", true).unwrap().dest, PathBuf::from("/a"));
         for bad in [
-            "rel:/x", "/x:rel", "/a/../b", "/x:/proc", "/x:/work", "/x:/",
+            "rel:/x", "/x:rel", "/a/../b", "/x:/proc", "/x:/work", "/x:/", "/x:/tmp", "/x:/tmp/",
         ] {
             let mut d = draft(&["true"]);
             d.binds = vec![parse_bind(bad, false).unwrap()];
             assert!(d.build(&no_env).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn binds_under_tmp_go_to_scratch_where_tmp_links() {
+        let mut d = draft(&["true"]);
+        d.binds = vec![parse_bind("/tmp/in", false).unwrap()];
+        let spec = d.build(&no_env).unwrap();
+        let binds: Vec<_> = spec
+            .binds()
+            .map(|(src, dest, _)| (src.to_path_buf(), dest.to_path_buf()))
+            .collect();
+        assert_eq!(binds, [("/tmp/in".into(), "/work/in".into())]);
+        let mut d = draft(&["true"]);
+        d.binds = vec![
+            parse_bind("/a:/tmp/x", false).unwrap(),
+            parse_bind("/b:/work/x", true).unwrap(),
+        ];
+        assert!(d.build(&no_env).unwrap_err().0.contains("twice"));
     }
 
     #[test]

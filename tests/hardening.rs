@@ -76,6 +76,35 @@ fn a_read_only_bind_inside_a_writable_one_stays_read_only() {
     }
 }
 
+/// A host directory under /tmp bound at its own path: /tmp inside is a link to the scratch
+/// dir, and the bind is placed there, so the task reads it at the same path, cannot write
+/// it, and the JSON report lists none of it as a result file. (It failed with EEXIST at step
+/// 7 before.) The host control: the same script on the host writes the file.
+#[test]
+fn a_bind_under_tmp_is_seen_at_its_own_path() {
+    let dir = tempfile::Builder::new()
+        .prefix("airlock-hardening")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let mode = |m| std::fs::Permissions::from_mode(m);
+    std::fs::set_permissions(dir.path(), mode(0o755)).unwrap();
+    std::fs::write(dir.path().join("note"), "from the host\n").unwrap();
+    std::fs::set_permissions(dir.path().join("note"), mode(0o644)).unwrap();
+    let d = dir.path().display().to_string();
+    let script = format!("cat {d}/note; echo changed > {d}/note 2>/dev/null && echo W || echo RO");
+    for who in BOTH {
+        let o = sh(who, &["--ro-bind", &d], &script);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "from the host\nRO\n", "{who:?}: {}", stderr(&o));
+        let o = sh(who, &["--json", "--ro-bind", &d], &script);
+        let rep = report(&o);
+        assert_eq!(rep["files"], serde_json::json!({}), "{who:?}: {rep}");
+        assert_eq!(rep["stdout"], "from the host\nRO\n", "{who:?}: {rep}");
+    }
+    let host = host_sh(Launcher::Root, &script);
+    assert_eq!(stdout(&host), "from the host\nW\n");
+}
+
 #[test]
 fn an_ignored_sigchld_does_not_hang_airlock() {
     // Started with SIGCHLD ignored (execve keeps SIG_IGN), as some wrappers leave it.
