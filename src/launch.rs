@@ -368,7 +368,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     drop(cgroup);
     let files = match (&spec.output, sup.scratch.take()) {
         (Output::Json { max }, Some((fd, handed))) => {
-            report::collect_files(fd.as_fd(), &handed, *max)
+            let bound: Vec<&std::ffi::OsStr> = spec
+                .binds()
+                .filter_map(|(_, dest, _)| dest.strip_prefix(crate::spec::SCRATCH).ok())
+                .filter(|rest| rest.components().count() == 1)
+                .map(|rest| rest.as_os_str())
+                .collect();
+            report::collect_files(fd.as_fd(), &handed, &bound, *max)
         }
         _ => Files::default(),
     };

@@ -76,8 +76,15 @@ pub struct Files {
 }
 
 /// Collect every regular file directly in scratch that is not an input left as handed.
-/// `handed`: (name, size, hash) of each input as copied in.
-pub fn collect_files(scratch: BorrowedFd, handed: &[(String, u64, u64)], max: usize) -> Files {
+/// `handed`: (name, size, hash) of each input as copied in. `bound`: names of binds mounted
+/// directly in scratch; through `scratch` this side sees only their empty mount points, never
+/// what the task saw there, so they are skipped ("bind"), not reported as results.
+pub fn collect_files(
+    scratch: BorrowedFd,
+    handed: &[(String, u64, u64)],
+    bound: &[&OsStr],
+    max: usize,
+) -> Files {
     let mut files = Files::default();
     let mut dir = match Dir::openat(
         scratch,
@@ -112,6 +119,10 @@ pub fn collect_files(scratch: BorrowedFd, handed: &[(String, u64, u64)], max: us
             } else {
                 not_listed += 1;
             }
+            continue;
+        }
+        if bound.contains(&OsStr::from_bytes(raw)) {
+            files.skipped.push((name, "bind".into()));
             continue;
         }
         match read_one(scratch, OsStr::from_bytes(raw), handed, max.min(budget)) {

@@ -278,7 +278,7 @@ fn read_argv(argc: libc::c_int, argv: *const *const libc::c_char) -> Vec<std::ff
 pub fn blank_argv() {
     const NAME: &[u8] = b"airlock-init\0";
     if let Some(&(start, len)) = ARGV_AREA.get() {
-        // SAFETY: the area recorded by `main`: this process's own writable copy of the
+        // SAFETY: the area recorded by `read_argv`: this process's own writable copy of the
         // argument strings, which nothing reads any more; both writes stay within `len`.
         unsafe {
             std::ptr::write_bytes(start as *mut u8, 0, len);

@@ -8,9 +8,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
 fn tempdir(mode: u32) -> tempfile::TempDir {
+    tempdir_under("/var/tmp", mode)
+}
+
+fn tempdir_under(parent: &str, mode: u32) -> tempfile::TempDir {
     let d = tempfile::Builder::new()
         .prefix("airlock-hardening")
-        .tempdir_in("/var/tmp")
+        .tempdir_in(parent)
         .unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(mode)).unwrap();
     d
@@ -77,29 +81,58 @@ fn a_read_only_bind_inside_a_writable_one_stays_read_only() {
 }
 
 /// A host directory under /tmp bound at its own path: /tmp inside is a link to the scratch
-/// dir, and the bind is placed there, so the task reads it at the same path, cannot write
-/// it, and the JSON report lists none of it as a result file. (It failed with EEXIST at step
-/// 7 before.) The host control: the same script on the host writes the file.
+/// dir, and the bind is placed there, so the task reads it at the same path and cannot write
+/// it. (It failed with EEXIST at step 7 before.) In the JSON report a bind mounted in
+/// scratch, directory or file, is skipped as "bind", never a result file (the file's empty
+/// mount point was reported as one before), while a file the task wrote there is one. The
+/// host control: the same script on the host writes the file.
 #[test]
 fn a_bind_under_tmp_is_seen_at_its_own_path() {
-    let dir = tempfile::Builder::new()
-        .prefix("airlock-hardening")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let mode = |m| std::fs::Permissions::from_mode(m);
-    std::fs::set_permissions(dir.path(), mode(0o755)).unwrap();
+    let dir = tempdir_under("/tmp", 0o755);
     std::fs::write(dir.path().join("note"), "from the host\n").unwrap();
-    std::fs::set_permissions(dir.path().join("note"), mode(0o644)).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("note"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     let d = dir.path().display().to_string();
+    let name = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
     let script = format!("cat {d}/note; echo changed > {d}/note 2>/dev/null && echo W || echo RO");
     for who in BOTH {
         let o = sh(who, &["--ro-bind", &d], &script);
         assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
         assert_eq!(stdout(&o), "from the host\nRO\n", "{who:?}: {}", stderr(&o));
-        let o = sh(who, &["--json", "--ro-bind", &d], &script);
+        let note = format!("{d}/note:/work/note.txt");
+        let flags = ["--json", "--ro-bind", &d, "--ro-bind", &note];
+        let o = sh(
+            who,
+            &flags,
+            &format!("{script}; cat note.txt; echo out > out.txt"),
+        );
         let rep = report(&o);
-        assert_eq!(rep["files"], serde_json::json!({}), "{who:?}: {rep}");
-        assert_eq!(rep["stdout"], "from the host\nRO\n", "{who:?}: {rep}");
+        assert_eq!(
+            rep["stdout"], "from the host\nRO\nfrom the host\n",
+            "{who:?}: {rep}"
+        );
+        assert_eq!(
+            rep["files"],
+            serde_json::json!({"out.txt": "out\n"}),
+            "{who:?}: {rep}"
+        );
+        let mut skipped: Vec<_> = rep["files_skipped"].as_array().unwrap().clone();
+        skipped.sort_by_key(|e| e["name"].to_string());
+        let mut want = vec![
+            serde_json::json!({"name": name, "reason": "bind"}),
+            serde_json::json!({"name": "note.txt", "reason": "bind"}),
+        ];
+        want.sort_by_key(|e| e["name"].to_string());
+        assert_eq!(skipped, want, "{who:?}: {rep}");
     }
     let host = host_sh(Launcher::Root, &script);
     assert_eq!(stdout(&host), "from the host\nW\n");
