@@ -3,7 +3,9 @@
 //! isolation, and it reads top to bottom in kernel order; the step numbers match the README.
 //!
 //! The launcher (`launch.rs`) has already created every namespace with one clone3 call (step 1)
-//! and, for a root caller, writes the id maps (step 2) while this side waits; an unprivileged
+//! but the network one, which it makes in this side's user namespace while steps 2-9 run and
+//! hands over for step 10. For a root caller it writes the id maps (step 2) while this side
+//! waits; an unprivileged
 //! caller's maps are written by this side. If any step fails, the error (naming the step, the
 //! syscall, its path and the errno) goes to the launcher and the task never runs.
 
@@ -48,6 +50,9 @@ pub struct Inherited<'a> {
     /// The launcher is making a cgroup v1 for this run and will hand over its `tasks` files;
     /// this init joins it before it starts the task.
     pub cgroup_v1: bool,
+    /// The launcher makes the network namespace: this init sends it its user namespace at
+    /// once and joins the network namespace it gets back at step 10.
+    pub net_by_launcher: bool,
     /// Resource limits set before the task starts (inherited by all its processes).
     pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
 }
@@ -160,6 +165,21 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     sys::close_fds_except(&kept_fds(inh)).step("3 sanitize descriptors")?;
     die_with_launcher(sock).step("3 die with the launcher")?;
 
+    // 1 (this side). The launcher makes the network namespace in this user namespace while
+    //    the steps below run (see step 10).
+    if inh.net_by_launcher {
+        let userns = named(
+            nix::fcntl::open(
+                "/proc/self/ns/user",
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ),
+            || "open(\"/proc/self/ns/user\")".into(),
+        )
+        .step("1 network namespace")?;
+        channel::send(sock, &Msg::UserNs(userns)).step("1 network namespace")?;
+    }
+
     // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
     match &inh.own_maps {
         Some((uid_map, gid_map)) => {
@@ -248,7 +268,18 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         })
         .step("10 hostname")?;
     }
-    if spec.ns.net {
+    //     The launcher made the network namespace (loopback up) meanwhile, unless it was
+    //     created with the others.
+    if inh.net_by_launcher {
+        let step = "10 network namespace";
+        match channel::recv(sock, false, channel::SMALL).step(step)? {
+            Some(Msg::NetNs(Ok(net))) => {
+                sys::join_namespace(net.as_raw_fd(), libc::CLONE_NEWNET).step(step)?
+            }
+            Some(Msg::NetNs(Err(err))) => return Err(StepError { step, err }),
+            _ => return Err(lost(step)),
+        }
+    } else if spec.ns.net {
         sys::loopback_up().step("10 loopback")?;
     }
 
@@ -1862,6 +1893,19 @@ pub fn hint(err: &SysError) -> Option<String> {
                     .into(),
             );
         }
+    }
+    if err.errno == Errno::ENOSPC
+        && (err.call.starts_with("clone3(") || err.call.starts_with("unshare("))
+    {
+        let sysctl = if err.call.starts_with("unshare(0x40000000)") {
+            "user.max_net_namespaces"
+        } else {
+            "a user.max_*_namespaces sysctl"
+        };
+        return Some(format!(
+            "a namespace limit is reached: {sysctl}, on the host or in an enclosing user \
+             namespace, or the nesting depth of user namespaces (32)"
+        ));
     }
     if err.call.starts_with("mount(\"proc\"") && err.errno == Errno::EPERM {
         return Some(

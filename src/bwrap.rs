@@ -8,6 +8,8 @@
 use std::io::Read;
 use std::path::PathBuf;
 
+use nix::errno::Errno;
+
 use crate::boundary::StepError;
 use crate::spec::{
     Access, BwrapIo, FsOp, Lockdown, Namespaces, Output, OverlayUpper, Seccomp, Spec, UsageError,
@@ -635,6 +637,9 @@ pub fn message(e: &StepError) -> String {
     if e.step.starts_with("2 write id maps") {
         return format!("setting up uid map: {errno}");
     }
+    if e.step.starts_with("10 network namespace") {
+        return new_namespace_failed(e.err.errno);
+    }
     if e.step.starts_with("10 loopback") {
         return format!("loopback: Failed RTM_NEWADDR: {errno}");
     }
@@ -642,6 +647,17 @@ pub fn message(e: &StepError) -> String {
         return format!("sethostname: {errno}");
     }
     format!("{}: {errno}", call.replace("\"/newroot", "\""))
+}
+
+/// bubblewrap's words when a namespace cannot be created (ENOSPC: a limit or the nesting
+/// depth).
+pub fn new_namespace_failed(errno: Errno) -> String {
+    if errno == Errno::ENOSPC {
+        return "Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces \
+                exceeded (ENOSPC)"
+            .into();
+    }
+    format!("Creating new namespace failed: {}", errno.desc())
 }
 
 /// Run `bwrap ARGS...`; returns the exit status.

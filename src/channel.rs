@@ -9,7 +9,7 @@ use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, sendmsg,
 };
 
-use crate::sys::{SysResult, named};
+use crate::sys::{SysError, SysResult, named};
 
 /// For each input as copied in: (name, size, content hash).
 pub type Handed = Vec<(String, u64, u64)>;
@@ -44,6 +44,12 @@ pub enum Msg {
     /// launcher → init: the `tasks` files of the run's cgroup v1 hierarchies (SCM_RIGHTS),
     /// which the init joins before it starts the task.
     JoinCgroup(Vec<OwnedFd>),
+    /// init → launcher: a descriptor of the sandbox's user namespace (SCM_RIGHTS), in which
+    /// the launcher makes the network namespace while the init builds the filesystem.
+    UserNs(OwnedFd),
+    /// launcher → init: the sandbox's network namespace, loopback up (SCM_RIGHTS), or the
+    /// call that failed making it.
+    NetNs(Result<OwnedFd, SysError>),
     /// init → launcher: a descriptor of the scratch directory (carried as SCM_RIGHTS), and for
     /// each input as copied in: (name, size, content hash), so the launcher can tell an input
     /// left as handed from one the task changed.
@@ -91,6 +97,19 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
                 buf.extend_from_slice(name.as_bytes());
                 buf.push(0);
             }
+        }
+        Msg::UserNs(fd) => {
+            buf.push(b'U');
+            fds.push(fd.as_raw_fd());
+        }
+        Msg::NetNs(Ok(fd)) => {
+            buf.push(b'N');
+            fds.push(fd.as_raw_fd());
+        }
+        Msg::NetNs(Err(e)) => {
+            buf.push(b'n');
+            buf.extend_from_slice(&(e.errno as i32).to_le_bytes());
+            buf.extend_from_slice(cut(&e.call));
         }
         Msg::SetupFailed(text) => {
             buf.push(b'E');
@@ -180,6 +199,15 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<O
             Some(fd) => Msg::Scratch(fd, parse_inputs(body)),
             None => Msg::SetupFailed("scratch descriptor missing from message".into()),
         },
+        b'U' | b'N' => match (buf[0], fds.pop()) {
+            (b'U', Some(fd)) => Msg::UserNs(fd),
+            (_, Some(fd)) => Msg::NetNs(Ok(fd)),
+            (_, None) => Msg::SetupFailed("namespace descriptor missing from message".into()),
+        },
+        b'n' => Msg::NetNs(Err(SysError {
+            call: text(body.get(4..).unwrap_or(&[])),
+            errno: nix::errno::Errno::from_raw(int(body)),
+        })),
         b'E' => Msg::SetupFailed(text(body)),
         b'X' => Msg::ExecFailed(int(body), text(body.get(4..).unwrap_or(&[]))),
         b'S' => Msg::TaskEnded {
@@ -251,6 +279,50 @@ mod tests {
                 assert!(long.starts_with(&t));
             }
             other => panic!("expected a setup failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn namespace_messages_carry_a_descriptor_or_the_failed_call() {
+        use std::os::fd::AsRawFd;
+        let (a, b) = pair().unwrap();
+        let ino = |fd: &OwnedFd| nix::sys::stat::fstat(fd).unwrap().st_ino;
+        let user = OwnedFd::from(std::fs::File::open("/proc/self/ns/user").unwrap());
+        let want = ino(&user);
+        send(a.as_fd(), &Msg::UserNs(user)).unwrap();
+        match recv(b.as_fd(), false, SMALL).unwrap() {
+            Some(Msg::UserNs(fd)) => assert_eq!(ino(&fd), want),
+            other => panic!("expected a user namespace, got {other:?}"),
+        }
+        let net = OwnedFd::from(std::fs::File::open("/proc/self/ns/net").unwrap());
+        let want = ino(&net);
+        send(a.as_fd(), &Msg::NetNs(Ok(net))).unwrap();
+        match recv(b.as_fd(), false, SMALL).unwrap() {
+            Some(Msg::NetNs(Ok(fd))) => {
+                assert_eq!(ino(&fd), want);
+                assert!(fd.as_raw_fd() > 2);
+            }
+            other => panic!("expected a network namespace, got {other:?}"),
+        }
+        let failed = SysError {
+            call: "unshare(0x40000000)".into(),
+            errno: nix::errno::Errno::ENOSPC,
+        };
+        send(a.as_fd(), &Msg::NetNs(Err(failed))).unwrap();
+        match recv(b.as_fd(), false, SMALL).unwrap() {
+            Some(Msg::NetNs(Err(e))) => {
+                assert_eq!(
+                    (e.call.as_str(), e.errno),
+                    ("unshare(0x40000000)", nix::errno::Errno::ENOSPC)
+                )
+            }
+            other => panic!("expected the failed call, got {other:?}"),
+        }
+        // A descriptor message without its descriptor is a failure, never a bare number.
+        nix::sys::socket::send(a.as_raw_fd(), b"N", MsgFlags::empty()).unwrap();
+        match recv(b.as_fd(), false, SMALL).unwrap() {
+            Some(Msg::SetupFailed(t)) => assert!(t.contains("missing"), "{t}"),
+            other => panic!("expected a failure, got {other:?}"),
         }
     }
 

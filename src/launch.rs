@@ -124,7 +124,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     .map_err(setup)?;
 
     // 1. Every namespace at once: user, mount, pid, ipc, uts, cgroup, and network unless the
-    //    caller shares it on purpose (bwrap mode: only those the command line unshares).
+    //    caller shares it on purpose (bwrap mode: only those the command line unshares); the
+    //    network one is usually made in parallel instead (below).
     // bwrap's --userns: the sandbox's first process joins that user namespace and creates the
     // others inside it (boundary::join_namespaces), so clone3 creates none here. --pidns
     // without it: this launcher joins the pid namespace, and its child is born there.
@@ -135,7 +136,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             Failure::Setup(format!("Can't enter pid namespace: {}", e.errno.desc()))
         })?;
     }
-    let flags = if joins { 0 } else { namespace_flags(spec) };
     // An unprivileged caller's init maps its own ids (saves a round trip through the
     // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller, or
     // --info-fd/--json-status-fd want the namespaces read from /proc/PID/ns while the init
@@ -148,6 +148,16 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         id_maps(spec, false, euid.as_raw(), egid.as_raw())
     });
     let maps_by_init = own_maps.is_some();
+    // The network namespace is the dearest to create (about 0.5 ms): unless it must exist at
+    // clone3 (bwrap's status descriptors report it, --userns creates namespaces in the init),
+    // the launcher makes it in the sandbox's user namespace while the init builds the
+    // filesystem, and hands it over for step 10.
+    let net_by_launcher = spec.ns.net && !joins && !launcher_maps;
+    let flags = match (joins, net_by_launcher) {
+        (true, _) => 0,
+        (false, false) => namespace_flags(spec),
+        (false, true) => namespace_flags(spec) & !(libc::CLONE_NEWNET as u64),
+    };
     let into = cgroup
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
@@ -157,10 +167,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
         if spec.bwrap.is_some() {
-            return Failure::Setup(if e.errno == nix::errno::Errno::EPERM {
-                format!("No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces{hint}")
-            } else {
-                format!("Creating new namespace failed: {}{hint}", e.errno.desc())
+            let failed = crate::bwrap::new_namespace_failed(e.errno);
+            return Failure::Setup(match e.errno {
+                nix::errno::Errno::EPERM => format!("No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces{hint}"),
+                // bubblewrap's own words name the limits.
+                nix::errno::Errno::ENOSPC => failed,
+                _ => format!("{failed}{hint}"),
             });
         }
         Failure::Setup(format!("step 1 create namespaces: {e}{hint}"))
@@ -176,6 +188,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 caller_is_root,
                 own_maps,
                 cgroup_v1: v1_plan.is_some(),
+                net_by_launcher,
                 rlimits: spec
                     .limits
                     .as_ref()
@@ -232,6 +245,20 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if !maps_by_init {
         let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
     }
+    let mut sup = Supervisor::new(pid, spec);
+    // 1 (this side): the network namespace, made in the user namespace the init sends.
+    if net_by_launcher {
+        match channel::recv(parent_sock.as_fd(), false, sup.msg_capacity) {
+            Ok(Some(Msg::UserNs(userns))) => {
+                let made = sys::new_net_namespace(userns.as_fd());
+                // If the init already died, the send fails and the wait below reports why.
+                let _ = channel::send(parent_sock.as_fd(), &Msg::NetNs(made));
+            }
+            Ok(Some(other)) => sup.take(other),
+            // The init ended before it sent it: the wait below reports why.
+            Ok(None) | Err(_) => {}
+        }
+    }
     let mut handover_failed = None;
     if let (Some(plan), Some(l)) = (v1_plan, &spec.limits) {
         match make_cgroup(plan, l) {
@@ -255,21 +282,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
     }
 
-    let max = match spec.output {
-        Output::Json { max } => max,
-        Output::Stream => 0,
-    };
-    let mut sup = Supervisor {
-        pid,
-        stdout: Capture::new(max),
-        stderr: Capture::new(max),
-        scratch: None,
-        setup_failed: None,
-        exec_failed: None,
-        task_end: None,
-        task_cpu_ms: 0,
-        msg_capacity: channel::launcher_capacity(spec.inputs.iter().map(|i| i.name.as_str())),
-    };
     let deadline = spec.timeout.map(|t| start + t);
     let timed_out = sup.wait(
         &pidfd,
@@ -474,6 +486,24 @@ struct Supervisor {
 }
 
 impl Supervisor {
+    fn new(pid: Pid, spec: &Spec) -> Supervisor {
+        let max = match spec.output {
+            Output::Json { max } => max,
+            Output::Stream => 0,
+        };
+        Supervisor {
+            pid,
+            stdout: Capture::new(max),
+            stderr: Capture::new(max),
+            scratch: None,
+            setup_failed: None,
+            exec_failed: None,
+            task_end: None,
+            task_cpu_ms: 0,
+            msg_capacity: channel::launcher_capacity(spec.inputs.iter().map(|i| i.name.as_str())),
+        }
+    }
+
     /// Wait for the init to exit, forwarding signals, reading captured output and enforcing
     /// the deadline. Returns whether the deadline fired.
     fn wait(
@@ -611,7 +641,7 @@ impl Supervisor {
                 });
             }
             // Messages of the launcher's own; dropped if the sandbox sends them.
-            Msg::MapsReady | Msg::JoinCgroup(_) => {}
+            Msg::MapsReady | Msg::JoinCgroup(_) | Msg::UserNs(_) | Msg::NetNs(_) => {}
         }
     }
 }

@@ -9,7 +9,7 @@ pub mod heap;
 
 use std::ffi::CString;
 use std::fmt;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -126,6 +126,9 @@ pub enum Start {
     /// clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no page tables copied, no page
     /// copied on write; this process sleeps until the child has exec'd or exited.
     SharedMemory,
+    /// The same, and the child shares this process's descriptor table (CLONE_FILES): what it
+    /// opens stays open here. For a helper that exits instead of exec'ing.
+    SharedMemoryAndFiles,
     /// fork(2): for a child that may wait before it execs (this process keeps running).
     Fork,
 }
@@ -182,6 +185,10 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
         Err(last(|| "mprotect(<guard page>, PROT_NONE)".into()))
     } else {
         let mut arg: &mut dyn FnMut() = child;
+        let files = match how {
+            Start::SharedMemoryAndFiles => libc::CLONE_FILES,
+            _ => 0,
+        };
         // SAFETY: with CLONE_VFORK this process sleeps until the child execs or exits, so
         // only the child runs on the shared memory meanwhile; it runs `enter` on its own stack
         // (the mapping's top: stacks grow down), never returns into this frame, and `arg`
@@ -190,12 +197,12 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
             libc::clone(
                 enter,
                 base.cast::<u8>().add(STACK + GUARD).cast(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                libc::CLONE_VM | libc::CLONE_VFORK | files | libc::SIGCHLD,
                 (&mut arg as *mut &mut dyn FnMut()).cast(),
             )
         };
         match pid {
-            -1 => Err(last(|| "clone(CLONE_VM|CLONE_VFORK)".into())),
+            -1 => Err(last(|| format!("clone(CLONE_VM|CLONE_VFORK, {files:#x})"))),
             pid => Ok(Pid::from_raw(pid)),
         }
     };
@@ -541,9 +548,48 @@ pub fn dup_fd(fd: RawFd) -> SysResult<OwnedFd> {
 // ---------------------------------------------------------------------------------------------
 // Network
 
+/// A new network namespace, owned by the user namespace `userns` (a sandbox's, which this
+/// process's user owns), with its loopback up: made by a short-lived helper sharing this
+/// process's memory and descriptors, which joins `userns`, unshares the network namespace and
+/// exits. The namespace lives on in the returned descriptor. This process sleeps meanwhile.
+pub fn new_net_namespace(userns: BorrowedFd) -> SysResult<OwnedFd> {
+    let mut made = None;
+    let helper = start_task(Start::SharedMemoryAndFiles, &mut || {
+        made = Some(
+            join_namespace(userns.as_raw_fd(), libc::CLONE_NEWUSER)
+                .and_then(|()| unshare_namespaces(libc::CLONE_NEWNET))
+                .and_then(|()| loopback_up())
+                .and_then(|sock| namespace_of_socket(sock.as_fd())),
+        );
+        exit_now(0)
+    })?;
+    let reaped = named(nix::sys::wait::waitpid(helper, None), || {
+        format!("waitpid({helper}) for the network namespace's helper")
+    })?;
+    made.unwrap_or_else(|| {
+        Err(SysError {
+            call: format!("the network namespace's helper ended early: {reaped:?}"),
+            errno: Errno::ECHILD,
+        })
+    })
+}
+
+/// The network namespace a socket belongs to, as a descriptor (ioctl SIOCGSKNS).
+fn namespace_of_socket(sock: BorrowedFd) -> SysResult<OwnedFd> {
+    const SIOCGSKNS: libc::c_ulong = 0x894C;
+    // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor or -1.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _) };
+    if r == -1 {
+        return Err(last(|| "ioctl(<socket>, SIOCGSKNS)".into()));
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
 /// Bring the loopback interface of this network namespace up (SIOCSIFFLAGS with IFF_UP); the
-/// kernel then assigns 127.0.0.1/8 and ::1 itself.
-pub fn loopback_up() -> SysResult<()> {
+/// kernel then assigns 127.0.0.1/8 and ::1 itself. Returns the socket used, which belongs to
+/// this namespace.
+pub fn loopback_up() -> SysResult<OwnedFd> {
     #[repr(C)]
     struct IfReqFlags {
         name: [u8; libc::IFNAMSIZ],
@@ -575,7 +621,7 @@ pub fn loopback_up() -> SysResult<()> {
     if r == -1 {
         return Err(last(|| "ioctl(lo, SIOCSIFFLAGS, IFF_UP)".into()));
     }
-    Ok(())
+    Ok(sock)
 }
 
 /// Take ownership of a descriptor nothing else in this process will close: one the kernel has

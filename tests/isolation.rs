@@ -623,6 +623,96 @@ fn host_network_is_unreachable_but_own_loopback_works() {
     }
 }
 
+/// `NETNS_LIMITED LIMIT ARGV...`: runs ARGV in a user namespace of its own whose
+/// user.max_net_namespaces is LIMIT (namespaces made in any user namespace below count against
+/// it). The ids map to themselves: 0-65535 for root (so airlock inside still runs as root), the
+/// caller's alone otherwise. The parent writes the maps, as only it may map a range.
+const NETNS_LIMITED: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+uid, gid = os.getuid(), os.getgid()
+n = 65536 if uid == 0 else 1
+def put(path, text):
+    with open(path, 'w') as f:
+        f.write(text)
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    if libc.unshare(0x10000000) != 0:
+        sys.exit('unshare(CLONE_NEWUSER): ' + os.strerror(ctypes.get_errno()))
+    os.write(ready_w, b'u')
+    if os.read(go_r, 1) != b'm':
+        os._exit(99)
+    put('/proc/sys/user/max_net_namespaces', sys.argv[1])
+    os.execv(sys.argv[2], sys.argv[2:])
+os.read(ready_r, 1)
+if uid != 0:
+    put(f'/proc/{pid}/setgroups', 'deny')
+put(f'/proc/{pid}/uid_map', f'{uid} {uid} {n}')
+put(f'/proc/{pid}/gid_map', f'{gid} {gid} {n}')
+os.write(go_w, b'm')
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"#;
+
+/// If the network namespace cannot be made, the launch stops (exit 125, naming the step and the
+/// call) and the task never runs; bwrap's front end fails as bubblewrap does.
+#[test]
+fn no_network_namespace_means_no_launch() {
+    let bin = binary().to_str().unwrap();
+    let task = ["sh", "-c", "echo TASK-RAN"];
+    let limited = |who, limit: &str, args: &[&str]| {
+        let mut argv = py(NETNS_LIMITED, &[limit, bin]);
+        argv.extend_from_slice(args);
+        run_host(who, &argv)
+    };
+    let with = |front: &[&'static str], tail: &[&'static str]| -> Vec<&'static str> {
+        [front, tail].concat()
+    };
+    let bwrap = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"];
+    for who in BOTH {
+        // Controls: with room for one namespace the task runs; with none, --share-net runs too.
+        for (limit, args) in [
+            ("1", with(&["run", "--"], &task)),
+            ("0", with(&["run", "--share-net", "--"], &task)),
+            ("1", with(&bwrap, &with(&["--unshare-all", "--"], &task))),
+        ] {
+            let o = limited(who, limit, &args);
+            let ctx = format!("{who:?} control: limit {limit}, {args:?}");
+            assert_exit(&o, 0, &ctx);
+            assert_line(&o, "TASK-RAN", &ctx);
+        }
+
+        let ctx = format!("{who:?} limit 0");
+        let o = limited(who, "0", &with(&["run", "--"], &task));
+        assert_exit(&o, 125, &ctx);
+        assert!(!stdout(&o).contains("TASK-RAN"), "{ctx}\n{}", show(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("network namespace")
+                && err.contains("unshare(")
+                && err.contains("ENOSPC")
+                && err.contains("user.max_net_namespaces"),
+            "{ctx}\n{}",
+            show(&o)
+        );
+
+        let o = limited(
+            who,
+            "0",
+            &with(&bwrap, &with(&["--unshare-all", "--"], &task)),
+        );
+        assert_exit(&o, 1, &ctx);
+        assert!(!stdout(&o).contains("TASK-RAN"), "{ctx}\n{}", show(&o));
+        assert_eq!(
+            stderr(&o),
+            "bwrap: Creating new namespace failed: nesting depth or \
+             /proc/sys/user/max_*_namespaces exceeded (ENOSPC)\n",
+            "{ctx}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. Filesystem writes and mount flags
 
