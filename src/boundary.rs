@@ -226,16 +226,16 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     })
     .step("6 become the sandbox user")?;
 
-    // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root and the host,
-    //    moved to /oldroot, is detached before any operation of the plan runs: a path the
-    //    plan writes through (an absolute symlink planted in a writable bind, say) resolves
-    //    inside the scaffold, never to a host directory. The kernel lets a user namespace mount
-    //    a new proc only while a fully visible one exists in the mount namespace, so a
-    //    read-only proc of the sandbox's pid namespace is kept in the scaffold until the end.
+    // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root, and the host,
+    //    moved to /oldroot, is covered by an empty directory before any operation of the plan
+    //    runs: a path the plan writes through (an absolute symlink planted in a writable bind,
+    //    say) resolves inside the scaffold, never to a host directory. The host stays in the
+    //    mount namespace, unreachable, until step 8 detaches it with the scaffold; meanwhile
+    //    its /proc is what lets the plan mount a new one (the kernel lets a user namespace
+    //    mount proc only while a fully visible one exists in the mount namespace).
     //    The sandbox's root is a second tmpfs at /newroot, filled by the plan in order.
-    let wants_proc = own_pid_ns(spec) && spec.fs.iter().any(|op| matches!(op, FsOp::Proc(_)));
     let disable_userns = spec.bwrap.as_ref().is_some_and(|b| b.disable_userns);
-    enter_scaffold(wants_proc, disable_userns).step("7 new root")?;
+    enter_scaffold(disable_userns).step("7 new root")?;
     let mut scratch = None;
     for (op, prep) in spec.fs.iter().zip(prepared) {
         apply(op, prep, inh, &mut scratch).map_err(|err| StepError {
@@ -244,7 +244,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         })?;
     }
 
-    // 8. pivot_root into the new root and detach the scaffold: nothing else stays reachable.
+    // 8. pivot_root into the new root and detach the scaffold with the host under it: nothing
+    //    else stays reachable.
     enter_new_root().step("8 pivot_root")?;
 
     // 9. The root itself becomes read-only in airlock run (scratch, /dev/shm and /dev/pts are
@@ -945,14 +946,19 @@ fn open_path(p: &str) -> Result<OwnedFd, SysError> {
 }
 
 /// The scaffold: a tmpfs over /tmp (in this mount namespace only) entered with pivot_root,
-/// the sandbox's root tmpfs at /newroot, and the host detached; with `proc_anchor`, a
-/// read-only proc at /proc-anchor keeps new proc mounts allowed.
-fn enter_scaffold(proc_anchor: bool, disable_userns: bool) -> Result<(), SysError> {
+/// with the sandbox's root tmpfs at /newroot. pivot_root moves the host to /oldroot, which an
+/// empty directory of the scaffold covers at once: no path resolves into the host while the
+/// plan runs. The host is detached with the scaffold at step 8, in the same detach, so the
+/// launch waits for one RCU grace period there instead of two. Its /proc stays in this mount
+/// namespace until then, which is what lets the plan mount a new proc (the kernel refuses
+/// one in a user namespace unless a fully visible proc exists in the mount namespace).
+fn enter_scaffold(disable_userns: bool) -> Result<(), SysError> {
     let base = Path::new(SCAFFOLD);
     mount_tmpfs(base, "mode=0755")?;
     named(nix::unistd::chdir(base), || format!("chdir({SCAFFOLD:?})"))?;
-    make_dirs(Path::new("newroot"))?;
-    make_dirs(Path::new("oldroot"))?;
+    for dir in ["newroot", "oldroot", "cover"] {
+        make_dirs(Path::new(dir))?;
+    }
     named(nix::unistd::pivot_root(".", "oldroot"), || {
         format!("pivot_root({SCAFFOLD:?}, \"oldroot\")")
     })?;
@@ -966,28 +972,15 @@ fn enter_scaffold(proc_anchor: bool, disable_userns: bool) -> Result<(), SysErro
             })
         })?;
     }
-    if proc_anchor {
-        let anchor = Path::new(PROC_ANCHOR);
-        make_dirs(anchor)?;
-        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-        mount_fs("proc", anchor, "proc", flags, None)?;
-        // Read-only as a mount, not as a superblock: the sandbox's own proc mounts share this
-        // superblock, and a read-only superblock would make them all read-only.
-        let fd = open_path(PROC_ANCHOR)?;
-        sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, anchor)?;
-    }
-    named(
-        nix::mount::umount2("/oldroot", nix::mount::MntFlags::MNT_DETACH),
-        || "umount2(\"/oldroot\", MNT_DETACH)".into(),
-    )
+    mount_fs("/cover", Path::new("/oldroot"), "", MsFlags::MS_BIND, None)
 }
 
 fn enter_new_root() -> Result<(), SysError> {
     named(nix::unistd::chdir(NEWROOT), || {
         format!("chdir({NEWROOT:?})")
     })?;
-    // pivot_root(".", "."): the scaffold ends up stacked on the new root and is detached at
-    // once, so nothing but the new root remains.
+    // pivot_root(".", "."): the scaffold, with the covered host under it, ends up stacked on
+    // the new root and is detached at once, so nothing but the new root remains.
     named(nix::unistd::pivot_root(".", "."), || {
         format!("pivot_root({NEWROOT:?}, {NEWROOT:?})")
     })?;
@@ -998,7 +991,6 @@ fn enter_new_root() -> Result<(), SysError> {
     named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())
 }
 
-const PROC_ANCHOR: &str = "/proc-anchor";
 const SCAFFOLD: &str = "/tmp";
 const NEWROOT: &str = "/newroot";
 
