@@ -89,6 +89,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // before it starts the task.
     let plan = spec.limits.map(|_| limits::detect(caller_is_root));
     let mechanism = plan.as_ref().map_or(Mechanism::Rlimit, |p| p.mechanism());
+    let cgroup_parents = plan.as_ref().map(|p| p.parents()).unwrap_or_default();
     let make_cgroup = |plan, l| {
         Cgroup::create(plan, l).map_err(|e| Failure::Setup(format!("step 1 create cgroup: {e}")))
     };
@@ -282,6 +283,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
     }
 
+    // Cgroups left by launchers killed mid-run are removed now, while the sandbox finishes
+    // its setup, rather than on the way to it.
+    for parent in &cgroup_parents {
+        limits::remove_stale(parent);
+    }
     let deadline = spec.timeout.map(|t| start + t);
     let timed_out = sup.wait(
         &pidfd,

@@ -175,8 +175,9 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// Remove cgroups left by airlock processes that no longer exist (SIGKILLed mid-run). A
-/// cgroup is named airlock-PID-START-N after the launcher that made it.
-fn remove_stale(parent: &Path) {
+/// cgroup is named airlock-PID-START-N after the launcher that made it. The launcher calls
+/// this once its own sandbox is set up, while the task runs, not on the way to it.
+pub fn remove_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
@@ -219,6 +220,15 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// The directories this plan makes its cgroups in.
+    pub fn parents(&self) -> Vec<PathBuf> {
+        match self {
+            Plan::V2(parent) => vec![parent.clone()],
+            Plan::V1 { memory, pids } => vec![memory.clone(), pids.clone()],
+            Plan::Rlimits => vec![],
+        }
+    }
+
     pub fn mechanism(&self) -> Mechanism {
         match self {
             Plan::V2(_) => Mechanism::CgroupV2,
@@ -262,7 +272,6 @@ impl Cgroup {
     pub fn create(plan: Plan, l: &Limits) -> Result<Option<Cgroup>, SysError> {
         match plan {
             Plan::V2(parent) => {
-                remove_stale(&parent);
                 let dir = parent.join(unique_name());
                 make_dir(&dir)?;
                 let mut cg = Cgroup {
@@ -291,8 +300,6 @@ impl Cgroup {
                 Ok(Some(cg))
             }
             Plan::V1 { memory, pids } => {
-                remove_stale(&memory);
-                remove_stale(&pids);
                 let name = unique_name();
                 let (mdir, pdir) = (memory.join(&name), pids.join(&name));
                 let mut cg = Cgroup {
