@@ -165,21 +165,6 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     sys::close_fds_except(&kept_fds(inh)).step("3 sanitize descriptors")?;
     die_with_launcher(sock).step("3 die with the launcher")?;
 
-    // 1 (this side). The launcher makes the network namespace in this user namespace while
-    //    the steps below run (see step 10).
-    if inh.net_by_launcher {
-        let userns = named(
-            nix::fcntl::open(
-                "/proc/self/ns/user",
-                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            ),
-            || "open(\"/proc/self/ns/user\")".into(),
-        )
-        .step("1 network namespace")?;
-        channel::send(sock, &Msg::UserNs(userns)).step("1 network namespace")?;
-    }
-
     // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
     match &inh.own_maps {
         Some((uid_map, gid_map)) => {
@@ -217,14 +202,10 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         .step("5 copy host paths")?;
 
     // 6. Become the sandbox user (on the host: the caller's uid, or an unprivileged uid when
-    //    the caller is root). This clears PR_SET_PDEATHSIG and the dumpable flag, so both are
-    //    set again: non-dumpable keeps the task out of /proc/1/{environ,mem,fd} of this init.
+    //    the caller is root). This clears PR_SET_PDEATHSIG, so it is set again (the dumpable
+    //    flag too, for a root caller; it is cleared for every caller at step 10).
     become_sandbox_user(spec, inh.caller_is_root).step("6 become the sandbox user")?;
     die_with_launcher(sock).step("6 die with the launcher")?;
-    named(nix::sys::prctl::set_dumpable(false), || {
-        "prctl(PR_SET_DUMPABLE, 0)".into()
-    })
-    .step("6 become the sandbox user")?;
 
     // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root, and the host,
     //    moved to /oldroot, is covered by an empty directory before any operation of the plan
@@ -269,20 +250,17 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         })
         .step("10 hostname")?;
     }
-    //     The launcher made the network namespace (loopback up) meanwhile, unless it was
-    //     created with the others.
-    if inh.net_by_launcher {
-        let step = "10 network namespace";
-        match channel::recv(sock, false, channel::SMALL).step(step)? {
-            Some(Msg::NetNs(Ok(net))) => {
-                sys::join_namespace(net.as_raw_fd(), libc::CLONE_NEWNET).step(step)?
-            }
-            Some(Msg::NetNs(Err(err))) => return Err(StepError { step, err }),
-            _ => return Err(lost(step)),
-        }
-    } else if spec.ns.net {
-        sys::loopback_up().step("10 loopback")?;
-    }
+    //     The launcher made the network namespace (loopback up) meanwhile, in this user
+    //     namespace, unless clone3 made it with the others.
+    let network = set_network(inh)?;
+    //     From here on this init is non-dumpable: that keeps the task out of its
+    //     /proc/1/{environ,mem,fd}. (Not earlier: the launcher opens this user namespace
+    //     through /proc, which takes a dumpable process from an unprivileged caller; nothing
+    //     but this init runs in the sandbox before step 13.)
+    named(nix::sys::prctl::set_dumpable(false), || {
+        "prctl(PR_SET_DUMPABLE, 0)".into()
+    })
+    .step("10 non-dumpable")?;
 
     // 11. Hand the launcher a descriptor of scratch so it can collect result files after the
     //     whole sandbox is gone (the descriptor keeps the tmpfs alive; nothing is on disk).
@@ -325,7 +303,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //     SIGCHLD blocked (SIGINT, SIGTERM and SIGHUP arrive blocked from the launcher). With
     //     as_pid_1 (bwrap mode only) the task replaces this init instead. The task's last
     //     steps (new session, descriptors, seccomp) are in `exec_task`.
-    let exec = ExecPlan::new(spec, cwd);
+    let exec = ExecPlan::new(spec, cwd, network);
     if spec.lockdown.as_pid_1 {
         exec_task(inh, &exec, None);
     }
@@ -351,6 +329,29 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         .step("13 start task")?;
     std::mem::forget(locks);
     Ok(pid)
+}
+
+/// Proof that step 10 set the task's network up: the task is only ever started with one, so no
+/// path to it can skip joining the namespace the launcher made.
+pub struct NetworkSet(());
+
+/// Step 10's network part: join the network namespace the launcher made (or fail with the
+/// call that failed making it), bring up the loopback of the one clone3 made, or keep the
+/// host's (`--share-net`, bwrap without `--unshare-net`).
+fn set_network(inh: &Inherited) -> Result<NetworkSet, StepError> {
+    if inh.net_by_launcher {
+        let step = "10 network namespace";
+        match channel::recv(inh.sock.as_fd(), false, channel::SMALL).step(step)? {
+            Some(Msg::NetNs(Ok(net))) => {
+                sys::join_namespace(net.as_raw_fd(), libc::CLONE_NEWNET).step(step)?
+            }
+            Some(Msg::NetNs(Err(err))) => return Err(StepError { step, err }),
+            _ => return Err(lost(step)),
+        }
+    } else if inh.spec.ns.net {
+        sys::loopback_up().step("10 loopback")?;
+    }
+    Ok(NetworkSet(()))
 }
 
 /// bwrap's --userns (step 1 for this case): enter the caller's user namespace (and pid
@@ -1662,7 +1663,8 @@ struct ExecPlan {
 }
 
 impl ExecPlan {
-    fn new(spec: &Spec, cwd: PathBuf) -> ExecPlan {
+    /// Takes step 10's proof that the network is set: no way to the task skips it.
+    fn new(spec: &Spec, cwd: PathBuf, _network: NetworkSet) -> ExecPlan {
         let mut env = spec.env.clone();
         if spec.bwrap.is_some() {
             // bwrap sets PWD to the directory it entered.
@@ -1889,15 +1891,18 @@ pub fn hint(err: &SysError) -> Option<String> {
     if err.errno == Errno::ENOSPC
         && (err.call.starts_with("clone3(") || err.call.starts_with("unshare("))
     {
-        let sysctl = if err.call.starts_with("unshare(0x40000000)") {
-            "user.max_net_namespaces"
-        } else {
-            "a user.max_*_namespaces sysctl"
-        };
-        return Some(format!(
-            "a namespace limit is reached: {sysctl}, on the host or in an enclosing user \
-             namespace, or the nesting depth of user namespaces (32)"
-        ));
+        if err.call.starts_with("unshare(CLONE_NEWNET)") {
+            return Some(
+                "the network namespace limit is reached: user.max_net_namespaces, on the host \
+                 or in an enclosing user namespace"
+                    .into(),
+            );
+        }
+        return Some(
+            "a namespace limit is reached: a user.max_*_namespaces sysctl, on the host or in an \
+             enclosing user namespace, or the nesting depth of user namespaces (32)"
+                .into(),
+        );
     }
     if err.call.starts_with("mount(\"proc\"") && err.errno == Errno::EPERM {
         return Some(

@@ -637,10 +637,13 @@ pub fn message(e: &StepError) -> String {
     if e.step.starts_with("2 write id maps") {
         return format!("setting up uid map: {errno}");
     }
-    if e.step.starts_with("10 network namespace") {
+    // The launcher's helper made the namespace and brought its loopback up: bubblewrap's words
+    // for whichever part failed.
+    let loopback = call.starts_with("socket(") || call.starts_with("ioctl(lo");
+    if e.step.starts_with("10 network namespace") && !loopback {
         return new_namespace_failed(e.err.errno);
     }
-    if e.step.starts_with("10 loopback") {
+    if e.step.starts_with("10 loopback") || e.step.starts_with("10 network namespace") {
         return format!("loopback: Failed RTM_NEWADDR: {errno}");
     }
     if e.step.starts_with("10 hostname") {

@@ -44,11 +44,8 @@ pub enum Msg {
     /// launcher → init: the `tasks` files of the run's cgroup v1 hierarchies (SCM_RIGHTS),
     /// which the init joins before it starts the task.
     JoinCgroup(Vec<OwnedFd>),
-    /// init → launcher: a descriptor of the sandbox's user namespace (SCM_RIGHTS), in which
-    /// the launcher makes the network namespace while the init builds the filesystem.
-    UserNs(OwnedFd),
-    /// launcher → init: the sandbox's network namespace, loopback up (SCM_RIGHTS), or the
-    /// call that failed making it.
+    /// launcher → init: the sandbox's network namespace, loopback up (SCM_RIGHTS), made while
+    /// the init built the filesystem; or the call that failed making it.
     NetNs(Result<OwnedFd, SysError>),
     /// init → launcher: a descriptor of the scratch directory (carried as SCM_RIGHTS), and for
     /// each input as copied in: (name, size, content hash), so the launcher can tell an input
@@ -97,10 +94,6 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
                 buf.extend_from_slice(name.as_bytes());
                 buf.push(0);
             }
-        }
-        Msg::UserNs(fd) => {
-            buf.push(b'U');
-            fds.push(fd.as_raw_fd());
         }
         Msg::NetNs(Ok(fd)) => {
             buf.push(b'N');
@@ -199,10 +192,9 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<O
             Some(fd) => Msg::Scratch(fd, parse_inputs(body)),
             None => Msg::SetupFailed("scratch descriptor missing from message".into()),
         },
-        b'U' | b'N' => match (buf[0], fds.pop()) {
-            (b'U', Some(fd)) => Msg::UserNs(fd),
-            (_, Some(fd)) => Msg::NetNs(Ok(fd)),
-            (_, None) => Msg::SetupFailed("namespace descriptor missing from message".into()),
+        b'N' => match fds.pop() {
+            Some(fd) => Msg::NetNs(Ok(fd)),
+            None => Msg::SetupFailed("namespace descriptor missing from message".into()),
         },
         b'n' => Msg::NetNs(Err(SysError {
             call: text(body.get(4..).unwrap_or(&[])),
@@ -287,13 +279,6 @@ mod tests {
         use std::os::fd::AsRawFd;
         let (a, b) = pair().unwrap();
         let ino = |fd: &OwnedFd| nix::sys::stat::fstat(fd).unwrap().st_ino;
-        let user = OwnedFd::from(std::fs::File::open("/proc/self/ns/user").unwrap());
-        let want = ino(&user);
-        send(a.as_fd(), &Msg::UserNs(user)).unwrap();
-        match recv(b.as_fd(), false, SMALL).unwrap() {
-            Some(Msg::UserNs(fd)) => assert_eq!(ino(&fd), want),
-            other => panic!("expected a user namespace, got {other:?}"),
-        }
         let net = OwnedFd::from(std::fs::File::open("/proc/self/ns/net").unwrap());
         let want = ino(&net);
         send(a.as_fd(), &Msg::NetNs(Ok(net))).unwrap();

@@ -29,7 +29,10 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         format!("uid {caller_uid} (the caller's own)")
     };
     let _ = writeln!(w, "command: {:?}", spec.argv);
-    let _ = writeln!(w, "\nnamespaces (created by one clone3):");
+    let _ = writeln!(
+        w,
+        "\nnamespaces (one clone3; the network one made alongside, joined at step 10):"
+    );
     let net = if !spec.ns.net {
         "network: SHARED with the host (--share-net)"
     } else {

@@ -1,4 +1,5 @@
-//! The launcher's side: create every namespace with one clone3 call, write the id maps, then
+//! The launcher's side: create the namespaces (one clone3 call, and the network namespace in
+//! parallel with the init's setup), write the id maps, then
 //! supervise the sandbox (signals, timeout, captured output) until its init has exited, and
 //! collect the results. It never touches the sandbox's filesystem except through the scratch
 //! descriptor the init hands over.
@@ -140,7 +141,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // An unprivileged caller's init maps its own ids (saves a round trip through the
     // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller, or
     // --info-fd/--json-status-fd want the namespaces read from /proc/PID/ns while the init
-    // still waits (it becomes non-dumpable at step 6, and the reading would race it).
+    // still waits (it becomes non-dumpable at step 10, and the reading would race it).
     let launcher_maps = io.is_some_and(|b| {
         b.userns_block_fd.is_some() || b.info_fd.is_some() || b.json_status_fd.is_some()
     });
@@ -149,11 +150,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         id_maps(spec, false, euid.as_raw(), egid.as_raw())
     });
     let maps_by_init = own_maps.is_some();
-    // The network namespace is the dearest to create (about 0.5 ms): unless it must exist at
-    // clone3 (bwrap's status descriptors report it, --userns creates namespaces in the init),
-    // the launcher makes it in the sandbox's user namespace while the init builds the
-    // filesystem, and hands it over for step 10.
-    let net_by_launcher = spec.ns.net && !joins && !launcher_maps;
+    // The network namespace is the dearest to create (about 0.5 ms): the launcher makes it in
+    // the sandbox's user namespace while the init builds the filesystem, and hands it over for
+    // step 10. Not when it must exist at clone3 (bwrap's status descriptors report it), when
+    // the init creates the namespaces itself (--userns), or when this launcher has joined
+    // another pid namespace (--pidns): its helper would be born there, visible to it.
+    let pidns_joined = io.is_some_and(|b| b.pidns_fd.is_some());
+    let net_by_launcher = spec.ns.net && !joins && !launcher_maps && !pidns_joined;
     let flags = match (joins, net_by_launcher) {
         (true, _) => 0,
         (false, false) => namespace_flags(spec),
@@ -201,6 +204,20 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     };
     drop(child_sock);
     drop(inputs);
+    // The init's user namespace, for the network namespace's helper (below). Opening it takes
+    // ptrace-mode access to the init, which holds now: it is dumpable until step 10, which
+    // waits for that namespace, and a root caller's init waits for the id maps at step 2.
+    let userns = net_by_launcher.then(|| {
+        let path = format!("/proc/{pid}/ns/user");
+        named(
+            nix::fcntl::open(
+                path.as_str(),
+                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            ),
+            || format!("open({path:?})"),
+        )
+    });
     // The write ends belong to the sandbox alone: dropping ours lets the pipes reach EOF.
     let (out_r, err_r) = match capture {
         Some(((or, ow), (er, ew))) => {
@@ -246,21 +263,18 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if !maps_by_init {
         let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
     }
-    let mut sup = Supervisor::new(pid, spec);
-    // 1 (this side): the network namespace, made in the user namespace the init sends.
-    if net_by_launcher {
-        match channel::recv(parent_sock.as_fd(), false, sup.msg_capacity) {
-            Ok(Some(Msg::UserNs(userns))) => {
-                let made = sys::new_net_namespace(userns.as_fd());
-                // If the init already died, the send fails and the wait below reports why.
-                let _ = channel::send(parent_sock.as_fd(), &Msg::NetNs(made));
-            }
-            Ok(Some(other)) => sup.take(other),
-            // The init ended before it sent it: the wait below reports why.
-            Ok(None) | Err(_) => {}
+    let mut handover_failed = None;
+    // 1 (this side): the network namespace, made in the init's user namespace while the init
+    // runs steps 2-9. A failure goes to the init, which stops at step 10 with it.
+    if let Some(userns) = userns {
+        let made = userns.and_then(|u| sys::new_net_namespace(u.as_fd()));
+        if let Err(e) = channel::send(parent_sock.as_fd(), &Msg::NetNs(made)) {
+            // The init would wait for it forever: end it. If it had already failed (its end
+            // closed), its own report, read below, says why.
+            let _ = kill(pid, Signal::SIGKILL);
+            handover_failed = Some(("the network namespace", e));
         }
     }
-    let mut handover_failed = None;
     if let (Some(plan), Some(l)) = (v1_plan, &spec.limits) {
         match make_cgroup(plan, l) {
             Ok(mut cg) => {
@@ -269,10 +283,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 let msg = Msg::JoinCgroup(tasks.unwrap_or_default());
                 cgroup = cg;
                 if let Err(e) = channel::send(parent_sock.as_fd(), &msg) {
-                    // The init would wait for it forever: end it. If it had already failed
-                    // (its end closed), its own report, read below, says why.
                     let _ = kill(pid, Signal::SIGKILL);
-                    handover_failed = Some(e);
+                    handover_failed = Some(("the cgroup", e));
                 }
             }
             Err(e) => {
@@ -288,6 +300,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     for parent in &cgroup_parents {
         limits::remove_stale(parent);
     }
+    let mut sup = Supervisor::new(pid, spec);
     let deadline = spec.timeout.map(|t| start + t);
     let timed_out = sup.wait(
         &pidfd,
@@ -309,8 +322,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if let Some(msg) = sup.setup_failed {
         return Err(Failure::Setup(msg));
     }
-    if let Some(e) = handover_failed {
-        return Err(Failure::Setup(format!("step 1 hand over the cgroup: {e}")));
+    if let Some((what, e)) = handover_failed {
+        return Err(Failure::Setup(format!("step 1 hand over {what}: {e}")));
     }
     if let Some((code, msg)) = sup.exec_failed {
         return Err(Failure::Exec(code, msg));
@@ -647,7 +660,7 @@ impl Supervisor {
                 });
             }
             // Messages of the launcher's own; dropped if the sandbox sends them.
-            Msg::MapsReady | Msg::JoinCgroup(_) | Msg::UserNs(_) | Msg::NetNs(_) => {}
+            Msg::MapsReady | Msg::JoinCgroup(_) | Msg::NetNs(_) => {}
         }
     }
 }

@@ -9,7 +9,7 @@ pub mod heap;
 
 use std::ffi::CString;
 use std::fmt;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -202,7 +202,10 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
             )
         };
         match pid {
-            -1 => Err(last(|| format!("clone(CLONE_VM|CLONE_VFORK, {files:#x})"))),
+            -1 => Err(last(|| match how {
+                Start::SharedMemoryAndFiles => "clone(CLONE_VM|CLONE_VFORK|CLONE_FILES)".into(),
+                _ => "clone(CLONE_VM|CLONE_VFORK)".into(),
+            })),
             pid => Ok(Pid::from_raw(pid)),
         }
     };
@@ -548,48 +551,97 @@ pub fn dup_fd(fd: RawFd) -> SysResult<OwnedFd> {
 // ---------------------------------------------------------------------------------------------
 // Network
 
-/// A new network namespace, owned by the user namespace `userns` (a sandbox's, which this
-/// process's user owns), with its loopback up: made by a short-lived helper sharing this
-/// process's memory and descriptors, which joins `userns`, unshares the network namespace and
-/// exits. The namespace lives on in the returned descriptor. This process sleeps meanwhile.
+/// A new network namespace with its loopback up, owned by the user namespace `userns` (the
+/// sandbox's, which this process's user owns). A short-lived helper sharing this process's
+/// memory and descriptors joins that user namespace, unshares a network namespace, brings
+/// loopback up and exits; the namespace lives on in the returned descriptor. This process
+/// sleeps meanwhile.
+///
+/// The helper allocates nothing and reports through atomics, the last one a Release flag: a
+/// helper killed at any point leaves no half-written value, only a report that is missing.
 pub fn new_net_namespace(userns: BorrowedFd) -> SysResult<OwnedFd> {
-    let mut made = None;
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+    const CALLS: [&str; 5] = [
+        "setns(<user namespace of the init>, CLONE_NEWUSER)",
+        "unshare(CLONE_NEWNET)",
+        LO_SOCKET,
+        LO_IOCTL,
+        "ioctl(<socket>, SIOCGSKNS)",
+    ];
+    const SIOCGSKNS: libc::c_ulong = 0x894C;
+    let (netns, failed, errno, done) = (
+        AtomicI32::new(-1),
+        AtomicUsize::new(0),
+        AtomicI32::new(0),
+        AtomicBool::new(false),
+    );
+    let userns = userns.as_raw_fd();
     let helper = start_task(Start::SharedMemoryAndFiles, &mut || {
-        made = Some(
-            join_namespace(userns.as_raw_fd(), libc::CLONE_NEWUSER)
-                .and_then(|()| unshare_namespaces(libc::CLONE_NEWNET))
-                .and_then(|()| loopback_up())
-                .and_then(|sock| namespace_of_socket(sock.as_fd())),
-        );
+        let made = (|| {
+            // SAFETY: plain syscalls on integers; errors are read from errno at once.
+            if unsafe { libc::setns(userns, libc::CLONE_NEWUSER) } == -1 {
+                return Err((0, Errno::last_raw()));
+            }
+            // SAFETY: as above.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } == -1 {
+                return Err((1, Errno::last_raw()));
+            }
+            let sock = lo_up().map_err(|(call, e)| (2 + call, e as i32))?;
+            // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor or -1.
+            match unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _) } {
+                -1 => Err((4, Errno::last_raw())),
+                fd => Ok(fd),
+            }
+        })();
+        match made {
+            Ok(fd) => netns.store(fd, Ordering::Relaxed),
+            Err((call, e)) => {
+                failed.store(call, Ordering::Relaxed);
+                errno.store(e, Ordering::Relaxed);
+            }
+        }
+        done.store(true, Ordering::Release);
         exit_now(0)
     })?;
     let reaped = named(nix::sys::wait::waitpid(helper, None), || {
         format!("waitpid({helper}) for the network namespace's helper")
     })?;
-    made.unwrap_or_else(|| {
-        Err(SysError {
-            call: format!("the network namespace's helper ended early: {reaped:?}"),
-            errno: Errno::ECHILD,
-        })
+    if !done.load(Ordering::Acquire) {
+        let how = match reaped {
+            nix::sys::wait::WaitStatus::Signaled(_, sig, _) => format!("killed by {sig}"),
+            other => format!("{other:?}"),
+        };
+        return Err(SysError {
+            call: format!("the network namespace's helper ended before it reported ({how})"),
+            errno: Errno::ECANCELED,
+        });
+    }
+    match netns.load(Ordering::Relaxed) {
+        -1 => Err(SysError {
+            call: CALLS[failed.load(Ordering::Relaxed)].into(),
+            errno: Errno::from_raw(errno.load(Ordering::Relaxed)),
+        }),
+        // SAFETY: the helper shared this descriptor table; the kernel installed this
+        // descriptor there for it, and nothing else owns it.
+        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+    }
+}
+
+const LO_SOCKET: &str = "socket(AF_INET, SOCK_DGRAM) for lo";
+const LO_IOCTL: &str = "ioctl(lo, SIOCSIFFLAGS, IFF_UP)";
+
+/// Bring the loopback interface of this network namespace up (SIOCSIFFLAGS with IFF_UP); the
+/// kernel then assigns 127.0.0.1/8 and ::1 itself.
+pub fn loopback_up() -> SysResult<()> {
+    lo_up().map(drop).map_err(|(call, errno)| SysError {
+        call: [LO_SOCKET, LO_IOCTL][call].into(),
+        errno,
     })
 }
 
-/// The network namespace a socket belongs to, as a descriptor (ioctl SIOCGSKNS).
-fn namespace_of_socket(sock: BorrowedFd) -> SysResult<OwnedFd> {
-    const SIOCGSKNS: libc::c_ulong = 0x894C;
-    // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor or -1.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _) };
-    if r == -1 {
-        return Err(last(|| "ioctl(<socket>, SIOCGSKNS)".into()));
-    }
-    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(r) })
-}
-
-/// Bring the loopback interface of this network namespace up (SIOCSIFFLAGS with IFF_UP); the
-/// kernel then assigns 127.0.0.1/8 and ::1 itself. Returns the socket used, which belongs to
-/// this namespace.
-pub fn loopback_up() -> SysResult<OwnedFd> {
+/// [`loopback_up`] without allocating (the network namespace's helper runs it): returns the
+/// socket used, which belongs to this namespace, or which call failed (0: socket, 1: ioctl).
+fn lo_up() -> Result<OwnedFd, (usize, Errno)> {
     #[repr(C)]
     struct IfReqFlags {
         name: [u8; libc::IFNAMSIZ],
@@ -599,7 +651,7 @@ pub fn loopback_up() -> SysResult<OwnedFd> {
     // SAFETY: plain syscall; the returned descriptor is owned below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd == -1 {
-        return Err(last(|| "socket(AF_INET, SOCK_DGRAM) for lo".into()));
+        return Err((0, Errno::last()));
     }
     // SAFETY: fresh descriptor owned by nothing else.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -619,7 +671,7 @@ pub fn loopback_up() -> SysResult<OwnedFd> {
         )
     };
     if r == -1 {
-        return Err(last(|| "ioctl(lo, SIOCSIFFLAGS, IFF_UP)".into()));
+        return Err((1, Errno::last()));
     }
     Ok(sock)
 }
