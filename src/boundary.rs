@@ -5,9 +5,9 @@
 //! The launcher (`launch.rs`) has already created every namespace with one clone3 call (step 1)
 //! but the network one, which it makes in this side's user namespace while steps 2-9 run and
 //! hands over for step 10. For a root caller it writes the id maps (step 2) while this side
-//! waits; an unprivileged
-//! caller's maps are written by this side. If any step fails, the error (naming the step, the
-//! syscall, its path and the errno) goes to the launcher and the task never runs.
+//! waits; an unprivileged caller's maps are written by this side. If any step fails, the
+//! error (naming the step, the syscall, its path and the errno) goes to the launcher and the
+//! task never runs.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -50,8 +50,8 @@ pub struct Inherited<'a> {
     /// The launcher is making a cgroup v1 for this run and will hand over its `tasks` files;
     /// this init joins it before it starts the task.
     pub cgroup_v1: bool,
-    /// The launcher makes the network namespace: this init sends it its user namespace at
-    /// once and joins the network namespace it gets back at step 10.
+    /// The launcher makes the network namespace (in this init's user namespace, which it opens
+    /// through /proc) and hands it over; this init joins it at step 10.
     pub net_by_launcher: bool,
     /// Resource limits set before the task starts (inherited by all its processes).
     pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
@@ -202,10 +202,19 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         .step("5 copy host paths")?;
 
     // 6. Become the sandbox user (on the host: the caller's uid, or an unprivileged uid when
-    //    the caller is root). This clears PR_SET_PDEATHSIG, so it is set again (the dumpable
-    //    flag too, for a root caller; it is cleared for every caller at step 10).
+    //    the caller is root). This clears PR_SET_PDEATHSIG, so it is set again. Non-dumpable
+    //    keeps every other process (the task, other processes of the same host uid) out of
+    //    this init's /proc/PID/{environ,mem,fd}: set here for a root caller, whose init holds
+    //    trees it opened as root. An unprivileged caller's init, which runs as the caller's
+    //    own uid and holds nothing the caller could not open, stays dumpable until step 10 if
+    //    the launcher is making the network namespace: the launcher opens this user namespace
+    //    through /proc, which an unprivileged process may do only to a dumpable one.
     become_sandbox_user(spec, inh.caller_is_root).step("6 become the sandbox user")?;
     die_with_launcher(sock).step("6 die with the launcher")?;
+    let dumpable_until_10 = !inh.caller_is_root && inh.net_by_launcher;
+    if !dumpable_until_10 {
+        non_dumpable().step("6 non-dumpable")?;
+    }
 
     // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root, and the host,
     //    moved to /oldroot, is covered by an empty directory before any operation of the plan
@@ -253,14 +262,11 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //     The launcher made the network namespace (loopback up) meanwhile, in this user
     //     namespace, unless clone3 made it with the others.
     let network = set_network(inh)?;
-    //     From here on this init is non-dumpable: that keeps the task out of its
-    //     /proc/1/{environ,mem,fd}. (Not earlier: the launcher opens this user namespace
-    //     through /proc, which takes a dumpable process from an unprivileged caller; nothing
-    //     but this init runs in the sandbox before step 13.)
-    named(nix::sys::prctl::set_dumpable(false), || {
-        "prctl(PR_SET_DUMPABLE, 0)".into()
-    })
-    .step("10 non-dumpable")?;
+    //     The init left dumpable at step 6 becomes non-dumpable now; nothing but this init
+    //     runs in the sandbox before step 13.
+    if dumpable_until_10 {
+        non_dumpable().step("10 non-dumpable")?;
+    }
 
     // 11. Hand the launcher a descriptor of scratch so it can collect result files after the
     //     whole sandbox is gone (the descriptor keeps the tmpfs alive; nothing is on disk).
@@ -329,6 +335,12 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         .step("13 start task")?;
     std::mem::forget(locks);
     Ok(pid)
+}
+
+fn non_dumpable() -> Result<(), SysError> {
+    named(nix::sys::prctl::set_dumpable(false), || {
+        "prctl(PR_SET_DUMPABLE, 0)".into()
+    })
 }
 
 /// Proof that step 10 set the task's network up: the task is only ever started with one, so no

@@ -61,9 +61,9 @@ JSON report (--json, --request), every key present every time:
                     task created or changed (inputs left as handed are not listed)
   files_truncated   names of files cut at the cap
   files_skipped     list of {name, reason}: directory, symlink, fifo, socket, device,
-                    bind (a --ro-bind/--bind mounted in scratch), unreadable, count limit (1000 entries are examined; the next 100 are
-                    listed, the rest counted in one entry named \"*\"), total size limit
-                    (1 MiB of file text in all)
+                    bind (a --ro-bind/--bind mounted in scratch), unreadable, count limit
+                    (1000 entries are examined; the next 100 are listed, the rest counted in
+                    one entry named \"*\"), total size limit (1 MiB of file text in all)
   utf8_replaced     fields whose bytes were not UTF-8 and were replaced (\"stdout\",
                     \"stderr\", \"files/NAME\")
   limit_hit         the limit that ended the task: memory, pids, cpu, file_size,

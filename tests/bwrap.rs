@@ -1965,12 +1965,17 @@ fn host_sysctls_are_read_only_for_a_root_caller() {
 }
 
 /// bubblewrap's pid 1 (its reaper) carries the caller's environment and the task can read it
-/// in /proc/1/environ; airlock's init is not dumpable.
+/// in /proc/1/environ; airlock's init is not dumpable. With --unshare-net the launcher makes
+/// the network namespace while the init builds the sandbox, and an unprivileged caller's init
+/// becomes non-dumpable only at step 10: checked both ways.
 #[test]
 fn the_launchers_environment_is_not_readable_from_pid_1() {
     let probe = r#"if e=$(tr '\0' '\n' < /proc/1/environ 2>/dev/null); then echo "$e" | grep '^SECRET_TOKEN=' || echo no-secret; else echo unreadable; fi"#;
-    for who in BOTH {
-        let base = case(&[
+    for (who, net) in BOTH
+        .into_iter()
+        .flat_map(|w| [(w, None), (w, Some("--unshare-net"))])
+    {
+        let mut args = vec![
             "--ro-bind",
             "/",
             "/",
@@ -1980,11 +1985,17 @@ fn the_launchers_environment_is_not_readable_from_pid_1() {
             "--dev",
             "/dev",
             "--clearenv",
-        ])
-        .env("SECRET_TOKEN", "hunter2");
+        ];
+        args.extend(net);
+        let base = case(&args).env("SECRET_TOKEN", "hunter2");
         let [b, a] = base.clone().sh(probe).run_all(who);
-        assert_eq!(b.stdout, "SECRET_TOKEN=hunter2\n", "{who:?} {}", b.show());
-        assert_eq!(a.stdout, "unreadable\n", "{who:?} {}", a.show());
+        assert_eq!(
+            b.stdout,
+            "SECRET_TOKEN=hunter2\n",
+            "{who:?} {net:?} {}",
+            b.show()
+        );
+        assert_eq!(a.stdout, "unreadable\n", "{who:?} {net:?} {}", a.show());
         // The task's own environment is as asked in both.
         let [b, _] = same(&base.sh("env | grep -c SECRET_TOKEN"), who);
         assert_eq!(b.stdout, "0\n");
