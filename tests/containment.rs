@@ -787,18 +787,24 @@ fn timeout_kills_a_task_ignoring_sigterm() {
 #[test]
 fn sigint_and_sighup_to_airlock_reach_the_task() {
     let m = mark("sigint_and_sighup_to_airlock_reach_the_task");
-    for (sig, name) in [
+    // Each round has its own sleeper, and the sleeper must be the script's child: a sleeper
+    // still dying from the round before must not let the signal go out before the trap is set.
+    for (j, (sig, name)) in [
         (nix::sys::signal::Signal::SIGINT, "INT"),
         (nix::sys::signal::Signal::SIGHUP, "HUP"),
-    ] {
-        let sleeper = "sleep 9.79";
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sleeper = format!("sleep 9.7{j}");
         let script = format!("trap 'exit 7' {name}; {sleeper} & wait");
         let mut host = Command::new("sh")
             .args(["-c", &script])
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
-        let left = wait_for_process(sleeper, Duration::from_secs(10));
+        let left = wait_for_process(&sleeper, Duration::from_secs(10));
+        assert_eq!(left.ppid, host.id(), "host control: {left:?}");
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(host.id() as i32), sig).unwrap();
         let code = host.wait().unwrap().code();
         let _ = nix::sys::signal::kill(
@@ -810,13 +816,17 @@ fn sigint_and_sighup_to_airlock_reach_the_task() {
             Some(7),
             "host control: SIG{name} to the script itself"
         );
+        assert_none_left(&sleeper, Duration::from_secs(5), "host control");
     }
     for (i, who) in BOTH.into_iter().enumerate() {
-        for (sig, name) in [
+        for (j, (sig, name)) in [
             (nix::sys::signal::Signal::SIGINT, "INT"),
             (nix::sys::signal::Signal::SIGHUP, "HUP"),
-        ] {
-            let sleeper = format!("sleep 9.8{i}");
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let sleeper = format!("sleep 9.8{i}{j}");
             let script = format!(": {m}; trap 'exit 7' {name}; {sleeper} & wait");
             let p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
             wait_for_process(&sleeper, Duration::from_secs(10));
