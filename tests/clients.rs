@@ -564,7 +564,14 @@ if (echo x > '{outside}/probe-outside') 2>/dev/null; then echo "probe:outside-wr
 if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo "probe:loopback-tcp=connected"; else echo "probe:loopback-tcp=failed"; fi
 echo "probe:netdevs=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ')"
 if [ -n "$HTTP_PROXY" ] && command -v curl >/dev/null; then
-  echo "probe:proxy-denied-domain=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://example.com/)"
+  # The client starts its proxy bridge in the background just before this script: until it
+  # listens, curl gets no answer (000). Retry for up to 15 s.
+  code=000; start=$SECONDS
+  while [ "$code" = 000 ] && [ $((SECONDS - start)) -lt 15 ]; do
+    code=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 http://example.com/)
+    [ "$code" = 000 ] && sleep 0.1
+  done
+  echo "probe:proxy-denied-domain=$code"
 fi
 n=0
 for p in /proc/[0-9]*; do case "$(tr '\0' ' ' 2>/dev/null < $p/cmdline)" in socat*) n=$((n+1));; esac; done

@@ -798,8 +798,10 @@ fn sigint_and_sighup_to_airlock_reach_the_task() {
     {
         let sleeper = format!("sleep 9.7{j}");
         let script = format!("trap 'exit 7' {name}; {sleeper} & wait");
-        let mut host = Command::new("sh")
-            .args(["-c", &script])
+        // A caller that ignores SIGINT (a background job of a script) would pass that on, and
+        // a trap cannot undo it; airlock's task starts with default dispositions.
+        let mut host = Command::new("env")
+            .args(["--default-signal=INT,HUP", "sh", "-c", &script])
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
