@@ -490,6 +490,7 @@ fn run_client(
     reads: bool,
 ) -> Traced {
     let prefix = prefix();
+    remove_dead_srt_sockets();
     let trace = sb.path().join(format!("trace-{}", rand_tag()));
     std::fs::create_dir(&trace).unwrap();
     chmod(&trace, 0o700);
@@ -524,6 +525,27 @@ fn run_client(
     let execs = read_traces(&trace);
     let _ = std::fs::remove_dir_all(&trace);
     Traced { out, execs }
+}
+
+/// srt leaves its socket `$TMPDIR/srt-mux-PID-N.sock` behind, and a later srt that gets the
+/// same pid fails with EADDRINUSE. Remove those whose process is gone (a live run keeps its).
+fn remove_dead_srt_sockets() {
+    let Ok(dir) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("srt-mux-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && name.ends_with(".sock")
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 fn rand_tag() -> String {
