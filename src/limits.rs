@@ -97,7 +97,9 @@ pub struct Cgroup {
     /// credentials) and handed to the sandbox's init, which writes "0" to each to move itself
     /// in before it starts the task. Moving oneself as a single thread avoids the global lock
     /// a write of another pid to cgroup.procs takes, which costs a whole RCU grace period
-    /// (about 12 ms here) when launches are spaced.
+    /// (about 12 ms here) when launches are spaced. Then, in the same order, the parents'
+    /// `tasks` files: the init moves itself back once the task and everything it left are
+    /// gone, so the launcher can remove the cgroup without waiting for the init's exit.
     pub v1_tasks: Vec<OwnedFd>,
 }
 
@@ -321,7 +323,7 @@ impl Cgroup {
                     )?;
                 }
                 write(&pdir.join("pids.max"), &l.pids.to_string())?;
-                for d in [&mdir, &pdir] {
+                for d in [&mdir, &pdir, &memory, &pids] {
                     let tasks = d.join("tasks");
                     let f = fs::OpenOptions::new()
                         .write(true)
@@ -365,17 +367,22 @@ impl Cgroup {
         }
     }
 
-    /// Remove the cgroup (all its processes are gone by now).
-    pub fn remove(&self) {
-        for d in &self.dirs {
-            let _ = fs::remove_dir(d);
-        }
+    /// Remove the cgroup (all its processes are gone by now). Returns false if a directory is
+    /// still there (a process still in it).
+    pub fn remove(&self) -> bool {
+        // Every directory is tried, whatever the one before did.
+        let gone: Vec<bool> = self
+            .dirs
+            .iter()
+            .map(|d| fs::remove_dir(d).is_ok() || !d.exists())
+            .collect();
+        gone.into_iter().all(|g| g)
     }
 }
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        self.remove();
+        let _ = self.remove();
     }
 }
 

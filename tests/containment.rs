@@ -1074,6 +1074,51 @@ fn init_killed_from_outside_is_reported_and_nothing_is_left() {
     }
 }
 
+/// airlock returns as soon as the task has ended and the init has killed and reaped what it
+/// left, without waiting for the init's own exit. What the task left must be gone by then, not
+/// only dying: the leftover here holds 1000 MiB, whose teardown takes tens of milliseconds
+/// after its SIGKILL, and its /proc entry (found by pid and start time: a dying process's
+/// command line reads empty) lasts until it is reaped. The report is the task's, and (root)
+/// the run's cgroups are gone too.
+#[test]
+fn what_the_task_left_is_gone_when_airlock_returns() {
+    let m = mark("what_the_task_left_is_gone_when_airlock_returns");
+    let hog = format!(
+        "import time; b = b'x' * (1000 << 20); print('ready', flush=True); time.sleep(60) # {m}"
+    );
+    let script = format!(
+        ": {m}; python3 -c \"{hog}\" > ready & \
+         until grep -q ready ready 2>/dev/null; do sleep 0.01; done; sleep 0.3; echo done; exit 5"
+    );
+    let start_time = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after_name = &stat[stat.rfind(')')? + 2..];
+        after_name.split(' ').nth(19).map(str::to_string)
+    };
+    for who in BOTH {
+        let p = start(who, &["--json", "--timeout", "30s"], &["sh", "-c", &script]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let hog_pid = loop {
+            let found = procs_with(&m)
+                .into_iter()
+                .find(|q| q.cmdline.starts_with("python3 -c import time"));
+            match found {
+                Some(q) => break q.pid,
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                None => panic!("{who:?}: the leftover never started"),
+            }
+        };
+        let born = start_time(hog_pid).expect("the leftover's start time");
+        let r = p.finish(SECS_30);
+        let left = start_time(hog_pid).filter(|t| *t == born);
+        assert_eq!(left, None, "{who:?}: the leftover {hog_pid} is still there");
+        let rep = r.report();
+        assert_end(&r, &rep, exited(5, Value::Null));
+        assert_eq!(rep["stdout"], json!("done\n"), "{}", r.show());
+        assert_clean(&m, &[r.pid], &format!("leftover as {who:?}"));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cgroups
 // ---------------------------------------------------------------------------------------------
