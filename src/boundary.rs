@@ -128,7 +128,7 @@ pub const DEV_LINKS: &[(&str, &str)] = &[
 ];
 
 /// The entry point of the sandbox's init after clone3. Never returns.
-pub fn init(mut inh: Inherited) -> ! {
+pub fn init(inh: Inherited) -> ! {
     // The task can read this process's /proc/1/cmdline: it is not to show the caller's line.
     sys::blank_argv();
     let sock = inh.sock.as_fd();
@@ -141,15 +141,7 @@ pub fn init(mut inh: Inherited) -> ! {
         }
     }
     match build(&inh) {
-        Ok((task, leave_cgroup)) => {
-            // The task has its own copies now. Without this init's, the capture pipes and the
-            // caller's stdio reach end of file as soon as the sandbox's last process is gone.
-            drop(inh.capture.take());
-            for fd in 0..3 {
-                let _ = nix::unistd::close(fd);
-            }
-            supervise(task, sock, &leave_cgroup)
-        }
+        Ok(task) => supervise(task, sock),
         Err(e) => {
             let text = match inh.spec.bwrap {
                 Some(_) => crate::bwrap::message(&e),
@@ -162,7 +154,7 @@ pub fn init(mut inh: Inherited) -> ! {
 }
 
 /// Steps 3 to 13, in order. Returns the pid of the running task.
-fn build(inh: &Inherited) -> Result<(Pid, Vec<OwnedFd>), StepError> {
+fn build(inh: &Inherited) -> Result<Pid, StepError> {
     let spec = inh.spec;
     let sock = inh.sock.as_fd();
 
@@ -292,10 +284,9 @@ fn build(inh: &Inherited) -> Result<(Pid, Vec<OwnedFd>), StepError> {
     //     terminal (TIOCSTI injection, CVE-2017-5226) when the task has this init as reaper.
     //     The seccomp filters come last, in the task (step 13), because they deny calls the
     //     steps before need.
-    let leave_cgroup = match inh.cgroup_v1 {
-        true => join_cgroup(sock)?,
-        false => vec![],
-    };
+    if inh.cgroup_v1 {
+        join_cgroup(sock)?;
+    }
     for (res, soft, hard) in &inh.rlimits {
         named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
             format!("setrlimit({res:?}, {soft}, {hard})")
@@ -343,7 +334,7 @@ fn build(inh: &Inherited) -> Result<(Pid, Vec<OwnedFd>), StepError> {
     let pid = sys::start_task(how, &mut || exec_task(inh, &exec, Some(init_pid)))
         .step("13 start task")?;
     std::mem::forget(locks);
-    Ok((pid, leave_cgroup))
+    Ok(pid)
 }
 
 fn non_dumpable() -> Result<(), SysError> {
@@ -511,37 +502,34 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
 
 /// Move this (single-threaded) process into the run's cgroup v1 hierarchies, whose `tasks`
 /// files the launcher hands over (it made the cgroup while this init built the sandbox), by
-/// writing "0" to each. Returns the parents' `tasks` files, handed over with them, to leave
-/// by at the end (see `report_end`).
-fn join_cgroup(sock: BorrowedFd) -> Result<Vec<OwnedFd>, StepError> {
+/// writing "0" to each.
+fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
     const STEP: &str = "12 join the cgroup";
     let Some(Msg::JoinCgroup(tasks)) = channel::recv(sock, false, channel::SMALL).step(STEP)?
     else {
         return Err(lost(STEP));
     };
-    // One tasks file per hierarchy (memory, pids), then one of each parent: fewer would leave
-    // the task outside a limit the report says applied, with no rlimit in its place.
-    if tasks.len() != 4 {
+    // One tasks file per hierarchy (memory, pids): fewer would leave the task outside a limit
+    // the report says applied, with no rlimit in its place.
+    if tasks.len() != 2 {
         return Err(StepError {
             step: STEP,
             err: SysError {
                 call: format!(
-                    "recvmsg(<channel>): {} cgroup tasks descriptors, not 4",
+                    "recvmsg(<channel>): {} cgroup tasks descriptors, not 2",
                     tasks.len()
                 ),
                 errno: Errno::EBADMSG,
             },
         });
     }
-    let mut tasks = tasks;
-    let leave = tasks.split_off(2);
     for f in tasks {
         named(nix::unistd::write(&f, b"0"), || {
             "write(<cgroup tasks file>, \"0\")".into()
         })
         .step(STEP)?;
     }
-    Ok(leave)
+    Ok(())
 }
 
 /// Write the id maps of the process whose proc directory is `proc_dir` (`/proc/self` when the
@@ -1834,12 +1822,8 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
 }
 
 /// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP to the task, and report the
-/// task's end. As pid 1 of the sandbox's own pid namespace, it first ends and reaps whatever
-/// the task left and leaves the run's cgroup v1 (`leave_cgroup`), and says so: the launcher
-/// need not wait for this init's exit (the kernel's teardown of the namespaces), as nothing
-/// of the sandbox runs any more. Otherwise (bwrap without --unshare-pid, or a joined pid
-/// namespace) only its exit ends the rest.
-fn supervise(task: Pid, sock: BorrowedFd, leave_cgroup: &[OwnedFd]) -> ! {
+/// task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
+fn supervise(task: Pid, sock: BorrowedFd) -> ! {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -1860,11 +1844,9 @@ fn supervise(task: Pid, sock: BorrowedFd, leave_cgroup: &[OwnedFd]) -> ! {
         }
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid == task => {
-                    report_end(sock, false, code, leave_cgroup)
-                }
+                Ok(WaitStatus::Exited(pid, code)) if pid == task => report_end(sock, false, code),
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == task => {
-                    report_end(sock, true, sig as i32, leave_cgroup)
+                    report_end(sock, true, sig as i32)
                 }
                 Ok(WaitStatus::StillAlive) | Err(_) => break,
                 Ok(_) => {}
@@ -1873,12 +1855,7 @@ fn supervise(task: Pid, sock: BorrowedFd, leave_cgroup: &[OwnedFd]) -> ! {
     }
 }
 
-fn report_end(sock: BorrowedFd, signaled: bool, value: i32, leave_cgroup: &[OwnedFd]) -> ! {
-    let sandbox_empty = nix::unistd::getpid().as_raw() == 1
-        && end_the_rest()
-        && leave_cgroup
-            .iter()
-            .all(|f| nix::unistd::write(f, b"0").is_ok());
+fn report_end(sock: BorrowedFd, signaled: bool, value: i32) -> ! {
     let cpu_ms = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
         .map(|u| {
             let ms =
@@ -1892,32 +1869,9 @@ fn report_end(sock: BorrowedFd, signaled: bool, value: i32, leave_cgroup: &[Owne
             signaled,
             value,
             cpu_ms,
-            sandbox_empty,
         },
     );
     sys::exit_now(0)
-}
-
-/// As pid 1 of a pid namespace: SIGKILL every other process in it (kill(-1) spares the
-/// caller; a fork racing it fails, as its parent has the signal pending) and reap them all.
-/// Returns true once none is left. Whatever the task left behind is this init's child now.
-fn end_the_rest() -> bool {
-    let reap = |flags| waitpid(Pid::from_raw(-1), flags);
-    match reap(Some(WaitPidFlag::WNOHANG)) {
-        Err(Errno::ECHILD) => return true,
-        Err(_) => return false,
-        Ok(_) => {}
-    }
-    if kill(Pid::from_raw(-1), Signal::SIGKILL).is_err() {
-        return false;
-    }
-    loop {
-        match reap(None) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(Errno::ECHILD) => return true,
-            Err(_) => return false,
-        }
-    }
 }
 
 /// A hint for the failures whose usual cause is known.

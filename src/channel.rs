@@ -61,9 +61,6 @@ pub enum Msg {
         signaled: bool,
         value: i32,
         cpu_ms: u64,
-        /// The init, pid 1 of the sandbox's pid namespace, has ended and reaped every other
-        /// process in it, and left the run's cgroup v1 if there is one.
-        sandbox_empty: bool,
     },
 }
 
@@ -120,13 +117,11 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
             signaled,
             value,
             cpu_ms,
-            sandbox_empty,
         } => {
             buf.push(b'S');
             buf.push(*signaled as u8);
             buf.extend_from_slice(&value.to_le_bytes());
             buf.extend_from_slice(&cpu_ms.to_le_bytes());
-            buf.push(*sandbox_empty as u8);
         }
     }
     let cmsg = [ControlMessage::ScmRights(&fds)];
@@ -149,8 +144,7 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
 /// because zeroing one larger than the message costs page faults on every launch.
 pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<Option<Msg>> {
     let mut buf = vec![0u8; capacity];
-    // The most a message carries: JoinCgroup's four tasks files.
-    let mut space = nix::cmsg_space!([RawFd; 4]);
+    let mut space = nix::cmsg_space!([RawFd; 2]);
     let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
     if nonblocking {
         flags |= MsgFlags::MSG_DONTWAIT;
@@ -215,7 +209,6 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<O
                 .get(5..13)
                 .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
                 .unwrap_or(0),
-            sandbox_empty: body.get(13) == Some(&1),
         },
         other => Msg::SetupFailed(format!("unexpected message {other:#x} on channel")),
     }))

@@ -302,25 +302,14 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     }
     let mut sup = Supervisor::new(pid, spec);
     let deadline = spec.timeout.map(|t| start + t);
-    // A v2 cgroup can be removed only once the init, which clone3 put in it, has exited; a
-    // v1 one the init leaves itself before it reports the end.
-    let early = cgroup
-        .as_ref()
-        .is_none_or(|c| c.mech == Mechanism::CgroupV1);
     let timed_out = sup.wait(
         &pidfd,
         &parent_sock,
         &sigfd,
         [out_r.as_ref(), err_r.as_ref()],
         deadline,
-        early,
     );
-    // Left early, the init is not waited for: it exits by itself (or by its parent-death
-    // signal once this launcher is gone) and is reaped by whoever inherits it.
-    let init_status = match early && !timed_out && sup.left_early() {
-        true => Ok(WaitStatus::StillAlive),
-        false => waitpid(pid, None),
-    };
+    let init_status = waitpid(pid, None);
     // Everything in the sandbox is gone now; read what is left in the channel and pipes.
     sup.drain_channel(&parent_sock);
     for (fd, cap) in [(&out_r, &mut sup.stdout), (&err_r, &mut sup.stderr)] {
@@ -407,14 +396,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     } else {
         scratch_full.then_some("scratch_full")
     };
-    // The init reported it had left the cgroup; if the kernel still counts a process in it,
-    // the init's exit is waited for after all.
-    if let Some(cg) = &cgroup
-        && !cg.remove()
-        && matches!(init_status, Ok(WaitStatus::StillAlive))
-    {
-        let _ = waitpid(pid, None);
-    }
     drop(cgroup);
     let files = match (&spec.output, sup.scratch.take()) {
         (Output::Json { max }, Some((fd, handed))) => {
@@ -519,8 +500,6 @@ struct Supervisor {
     exec_failed: Option<(i32, String)>,
     task_end: Option<End>,
     task_cpu_ms: u64,
-    /// The init has reaped every other process of the sandbox (see `boundary::supervise`).
-    sandbox_empty: bool,
     /// Receive buffer for the init's messages (see `channel::launcher_capacity`).
     msg_capacity: usize,
 }
@@ -540,16 +519,12 @@ impl Supervisor {
             exec_failed: None,
             task_end: None,
             task_cpu_ms: 0,
-            sandbox_empty: false,
             msg_capacity: channel::launcher_capacity(spec.inputs.iter().map(|i| i.name.as_str())),
         }
     }
 
     /// Wait for the init to exit, forwarding signals, reading captured output and enforcing
-    /// the deadline; or, when `early`, only until the init reports the task's end with no
-    /// other process of the sandbox left (the init's own exit, the kernel's teardown of the
-    /// namespaces, then goes on without the caller waiting for it). Returns whether the
-    /// deadline fired.
+    /// the deadline. Returns whether the deadline fired.
     fn wait(
         &mut self,
         pidfd: &OwnedFd,
@@ -557,7 +532,6 @@ impl Supervisor {
         sigfd: &SignalFd,
         pipes: [Option<&OwnedFd>; 2],
         deadline: Option<Instant>,
-        early: bool,
     ) -> bool {
         let mut timed_out = false;
         let mut kill_at: Option<Instant> = None;
@@ -639,15 +613,10 @@ impl Supervisor {
                     open[i] = cap.read_from(pipes[i].unwrap().as_fd()) != Pipe::Closed;
                 }
             }
-            if init_exited || (early && self.left_early()) {
+            if init_exited {
                 return timed_out;
             }
         }
-    }
-
-    /// The task has ended and the init has reaped everything else: nothing of the sandbox runs.
-    fn left_early(&self) -> bool {
-        self.sandbox_empty && self.task_end.is_some()
     }
 
     /// Read every queued message; returns false once the channel is closed.
@@ -682,10 +651,8 @@ impl Supervisor {
                 signaled,
                 value,
                 cpu_ms,
-                sandbox_empty,
             } => {
                 self.task_cpu_ms = cpu_ms;
-                self.sandbox_empty = sandbox_empty;
                 self.task_end = Some(if signaled {
                     End::Signaled(value)
                 } else {

@@ -97,9 +97,7 @@ pub struct Cgroup {
     /// credentials) and handed to the sandbox's init, which writes "0" to each to move itself
     /// in before it starts the task. Moving oneself as a single thread avoids the global lock
     /// a write of another pid to cgroup.procs takes, which costs a whole RCU grace period
-    /// (about 12 ms here) when launches are spaced. Then, in the same order, the parents'
-    /// `tasks` files: the init moves itself back once the task and everything it left are
-    /// gone, so the launcher can remove the cgroup without waiting for the init's exit.
+    /// (about 12 ms here) when launches are spaced.
     pub v1_tasks: Vec<OwnedFd>,
 }
 
@@ -323,7 +321,7 @@ impl Cgroup {
                     )?;
                 }
                 write(&pdir.join("pids.max"), &l.pids.to_string())?;
-                for d in [&mdir, &pdir, &memory, &pids] {
+                for d in [&mdir, &pdir] {
                     let tasks = d.join("tasks");
                     let f = fs::OpenOptions::new()
                         .write(true)
@@ -367,22 +365,17 @@ impl Cgroup {
         }
     }
 
-    /// Remove the cgroup (all its processes are gone by now). Returns false if a directory is
-    /// still there (a process still in it).
-    pub fn remove(&self) -> bool {
-        // Every directory is tried, whatever the one before did.
-        let gone: Vec<bool> = self
-            .dirs
-            .iter()
-            .map(|d| fs::remove_dir(d).is_ok() || !d.exists())
-            .collect();
-        gone.into_iter().all(|g| g)
+    /// Remove the cgroup (all its processes are gone by now).
+    pub fn remove(&self) {
+        for d in &self.dirs {
+            let _ = fs::remove_dir(d);
+        }
     }
 }
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        let _ = self.remove();
+        self.remove();
     }
 }
 

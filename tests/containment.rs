@@ -1074,12 +1074,11 @@ fn init_killed_from_outside_is_reported_and_nothing_is_left() {
     }
 }
 
-/// airlock returns as soon as the task has ended and the init has killed and reaped what it
-/// left, without waiting for the init's own exit. What the task left must be gone by then, not
-/// only dying: the leftover here holds 1000 MiB, whose teardown takes tens of milliseconds
-/// after its SIGKILL, and its /proc entry (found by pid and start time: a dying process's
-/// command line reads empty) lasts until it is reaped. The report is the task's, and (root)
-/// the run's cgroups are gone too.
+/// What the task left must be gone when airlock returns, not only dying: the leftover here
+/// holds 1000 MiB, whose teardown takes tens of milliseconds after its SIGKILL, and its /proc
+/// entry (found by pid and start time: a dying process's command line reads empty) lasts until
+/// it is reaped. (The init's exit, as pid 1, ends it; airlock waits for that exit.) The report
+/// is the task's, and (root) the run's cgroups are gone too.
 #[test]
 fn what_the_task_left_is_gone_when_airlock_returns() {
     let m = mark("what_the_task_left_is_gone_when_airlock_returns");
@@ -1116,6 +1115,110 @@ fn what_the_task_left_is_gone_when_airlock_returns() {
         assert_end(&r, &rep, exited(5, Value::Null));
         assert_eq!(rep["stdout"], json!("done\n"), "{}", r.show());
         assert_clean(&m, &[r.pid], &format!("leftover as {who:?}"));
+    }
+}
+
+/// A leftover this init may not signal (bwrap mode as root with CAP_SETUID kept: the task starts
+/// a sleeper as another uid, and the init, without CAP_KILL, cannot kill it) does not hold the
+/// answer back: the init's bounded wait gives up, its exit as pid 1 ends the sleeper, and
+/// airlock returns the task's status well before the sleeper would have ended by itself (30 s).
+/// Control: the sleeper runs, as uid 1234, while the task is still there.
+#[test]
+fn a_leftover_the_init_cannot_signal_does_not_hold_the_answer() {
+    let sleeper = "sleep 30.6543";
+    let script = format!("setpriv --reuid=1234 {sleeper} & sleep 1; exit 3");
+    let args = [
+        "bwrap",
+        "--unshare-pid",
+        "--cap-add",
+        "CAP_SETUID",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let p = spawn(airlock(Launcher::Root, &args), format!("airlock {args:?}"));
+    let seen = wait_for_process(sleeper, Duration::from_secs(10));
+    let uid = std::fs::read_to_string(format!("/proc/{}/status", seen.pid)).unwrap_or_default();
+    assert!(
+        uid.lines().any(|l| l.starts_with("Uid:\t1234\t")),
+        "control: the sleeper runs as uid 1234: {uid}"
+    );
+    let r = p.finish(Duration::from_secs(15));
+    assert_eq!(r.code(), Some(3), "{}", r.show());
+    assert_none_left(sleeper, Duration::ZERO, "a leftover of another uid");
+    assert_no_orphaned_init(Duration::from_secs(2), "a leftover of another uid");
+}
+
+/// Every sandbox's init is reaped by airlock itself: a caller that is a child subreaper and
+/// never reaps what it did not start (a container's pid 1, an agent's runner) inherits no
+/// zombie from a run. Control: under the same caller, a command that leaves an orphan leaves
+/// it a zombie there, so the count can see one.
+#[test]
+fn the_init_is_reaped_by_airlock_not_left_to_the_caller() {
+    let harness = "import ctypes, os, subprocess, sys, time\n\
+        assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER\n\
+        for _ in range(5):\n\
+        \x20   subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+        time.sleep(0.3)\n\
+        me = os.getpid()\n\
+        print(len(open(f'/proc/{me}/task/{me}/children').read().split()))\n";
+    let count = |who: Launcher, argv: &[&str]| -> usize {
+        let mut c = match as_user(who).split_first() {
+            None => Command::new("/usr/bin/python3"),
+            Some((prog, rest)) => {
+                let mut c = Command::new(prog);
+                c.args(rest).arg("/usr/bin/python3");
+                c
+            }
+        };
+        c.args(["-c", harness]).args(argv);
+        let r = spawn(c, format!("subreaper harness {argv:?}")).finish(SECS_30);
+        assert!(r.out.status.success(), "{}", r.show());
+        let text = String::from_utf8_lossy(&r.out.stdout).trim().to_string();
+        text.parse()
+            .unwrap_or_else(|_| panic!("harness printed {text:?}"))
+    };
+    for who in BOTH {
+        let orphan = count(who, &["sh", "-c", "(sleep 0 &); true"]);
+        assert!(
+            orphan >= 1,
+            "control as {who:?}: an orphan is seen ({orphan})"
+        );
+        let bin = binary().to_str().unwrap();
+        let runs = count(who, &[bin, "run", "--", "/bin/true"]);
+        assert_eq!(
+            runs, 0,
+            "as {who:?}: children left to the subreaping caller"
+        );
+    }
+}
+
+/// The CPU time a report compares with --cpu-time is the task's: what it leaves behind, killed
+/// by the init after the task's end, is not counted. Here the task starts 4 busy loops (about
+/// 3 s of CPU between them, under 1 s each) and SIGKILLs itself: no limit ended it.
+#[test]
+fn cpu_time_of_what_the_task_left_is_not_the_tasks() {
+    let m = mark("cpu_time_of_what_the_task_left_is_not_the_tasks");
+    let script = format!(
+        ": {m}; for i in 1 2 3 4; do sh -c ': {m}; while :; do :; done' & done; sleep 0.9; kill -9 $$"
+    );
+    for who in BOTH {
+        let (r, rep) = json_sh(
+            who,
+            &["--cpu-time", "1s", "--timeout", "20s"],
+            &script,
+            SECS_30,
+        );
+        assert_end(&r, &rep, signaled(libc::SIGKILL, Value::Null));
+        assert_clean(&m, &[r.pid], &format!("cpu time of leftovers as {who:?}"));
     }
 }
 
