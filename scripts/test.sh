@@ -35,4 +35,11 @@ for t in "${targets[@]}"; do
     cargo build --release --locked 2>/dev/null || cargo build --release
     cargo test --release --no-fail-fast -- --test-threads=2 "$@" || status=1
 done
+# The tests' copies of the binary (tests/common/mod.rs: PREFIX-PID-XXXXXX): every test process
+# has exited now, so those whose process is gone are removed.
+for d in "${TMPDIR:-/tmp}"/airlock-test-bin-* "${TMPDIR:-/tmp}"/airlock-test-bwrap-*; do
+    [[ -d $d ]] || continue
+    pid=${d##*/airlock-test-}; pid=${pid#bin-}; pid=${pid#bwrap-}; pid=${pid%%-*}
+    [[ -d /proc/$pid ]] || rm -rf -- "$d"
+done
 exit $status

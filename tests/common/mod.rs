@@ -2,7 +2,7 @@
 //! unprivileged user (uid 65534 through setpriv), from a 0755 copy that user can reach.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -17,6 +17,32 @@ pub enum Launcher {
 
 pub const BOTH: [Launcher; 2] = [Launcher::Root, Launcher::Unprivileged];
 
+/// A new directory in the temporary directory, 0755 so that uid 65534 can reach what is in
+/// it, named PREFIX-PID-XXXXXX. Those of test processes that no longer run are removed first,
+/// and scripts/test.sh removes them all once the suite is over: a test binary has no hook at
+/// its exit (the harness's lints forbid the unsafe call that would register one).
+fn own_dir(prefix: &str) -> PathBuf {
+    let tmp = std::env::temp_dir();
+    for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{prefix}-{}-", std::process::id()))
+        .tempdir_in(&tmp)
+        .unwrap()
+        .keep();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    dir
+}
+
 /// The binary under test, copied once into a world-readable directory.
 pub fn binary() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -25,14 +51,7 @@ pub fn binary() -> &'static PathBuf {
             nix::unistd::geteuid().is_root(),
             "the integration tests launch airlock both as root and as uid 65534: run them as root"
         );
-        let dir = tempfile::Builder::new()
-            .prefix("airlock-test-bin")
-            .tempdir()
-            .unwrap()
-            .keep();
-        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let dest = dir.join("airlock");
+        let dest = own_dir("airlock-test-bin").join("airlock");
         std::fs::copy(env!("CARGO_BIN_EXE_airlock"), &dest).unwrap();
         dest
     })
@@ -113,14 +132,7 @@ pub fn report(o: &Output) -> serde_json::Value {
 pub fn bwrap_binary() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("airlock-test-bwrap")
-            .tempdir()
-            .unwrap()
-            .keep();
-        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let dest = dir.join("bwrap");
+        let dest = own_dir("airlock-test-bwrap").join("bwrap");
         std::fs::copy(binary(), &dest).unwrap();
         dest
     })
