@@ -35,11 +35,13 @@ for t in "${targets[@]}"; do
     cargo build --release --locked 2>/dev/null || cargo build --release
     cargo test --release --no-fail-fast -- --test-threads=2 "$@" || status=1
 done
-# The tests' copies of the binary (tests/common/mod.rs: PREFIX-PID-XXXXXX): every test process
-# has exited now, so those whose process is gone are removed.
-for d in "${TMPDIR:-/tmp}"/airlock-test-bin-* "${TMPDIR:-/tmp}"/airlock-test-bwrap-*; do
-    [[ -d $d ]] || continue
-    pid=${d##*/airlock-test-}; pid=${pid#bin-}; pid=${pid#bwrap-}; pid=${pid%%-*}
-    [[ -d /proc/$pid ]] || rm -rf -- "$d"
+# What the tests leave in the temporary directory once their processes are gone: the copies of
+# the binary (tests/common/mod.rs: airlock-test-{bin,bwrap}-PID-XXXXXX) and srt's sockets
+# (srt-mux-PID-N.sock, tests/clients.rs). Every test process has exited now.
+for f in "${TMPDIR:-/tmp}"/airlock-test-bin-* "${TMPDIR:-/tmp}"/airlock-test-bwrap-* /tmp/srt-mux-*.sock; do
+    [[ -e $f ]] || continue
+    pid=${f##*/}; pid=${pid#airlock-test-bin-}; pid=${pid#airlock-test-bwrap-}; pid=${pid#srt-mux-}
+    pid=${pid%%-*}
+    [[ -d /proc/$pid ]] || rm -rf -- "$f"
 done
 exit $status

@@ -30,7 +30,7 @@ use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Value, json};
 
-use common::{Launcher, stderr, stdout};
+use common::{Launcher, remove_left_by_dead_processes, stderr, stdout};
 
 const DEFAULT_PREFIX: &str = "/opt/airlock-clients";
 /// Seconds one client run may take (killed by `timeout` after that).
@@ -530,22 +530,7 @@ fn run_client(
 /// srt leaves its socket `$TMPDIR/srt-mux-PID-N.sock` behind, and a later srt that gets the
 /// same pid fails with EADDRINUSE. Remove those whose process is gone (a live run keeps its).
 fn remove_dead_srt_sockets() {
-    let Ok(dir) = std::fs::read_dir("/tmp") else {
-        return;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let pid = name
-            .strip_prefix("srt-mux-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && name.ends_with(".sock")
-            && !Path::new(&format!("/proc/{pid}")).exists()
-        {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
+    remove_left_by_dead_processes(Path::new("/tmp"), "srt-mux-");
 }
 
 fn rand_tag() -> String {

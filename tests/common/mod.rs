@@ -17,23 +17,32 @@ pub enum Launcher {
 
 pub const BOTH: [Launcher; 2] = [Launcher::Root, Launcher::Unprivileged];
 
+/// Remove the entries of `dir` named PREFIX + PID + ("-" or "." and anything) whose process
+/// PID no longer runs: what test processes, or the tools they ran, left when they ended.
+pub fn remove_left_by_dead_processes(dir: &Path, prefix: &str) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split(['-', '.']).next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let path = e.path();
+            let _ = match e.file_type().is_ok_and(|t| t.is_dir()) {
+                true => std::fs::remove_dir_all(&path),
+                false => std::fs::remove_file(&path),
+            };
+        }
+    }
+}
+
 /// A new directory in the temporary directory, 0755 so that uid 65534 can reach what is in
 /// it, named PREFIX-PID-XXXXXX. Those of test processes that no longer run are removed first,
 /// and scripts/test.sh removes them all once the suite is over: a test binary has no hook at
 /// its exit (the harness's lints forbid the unsafe call that would register one).
 fn own_dir(prefix: &str) -> PathBuf {
     let tmp = std::env::temp_dir();
-    for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let pid = name
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.strip_prefix('-'))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok());
-        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
+    remove_left_by_dead_processes(&tmp, &format!("{prefix}-"));
     let dir = tempfile::Builder::new()
         .prefix(&format!("{prefix}-{}-", std::process::id()))
         .tempdir_in(&tmp)
