@@ -30,8 +30,10 @@ RSS_RUNS=15       # /usr/bin/time runs per launcher (median reported)
 CPU_LAUNCHES=200  # launches per launcher counted by perf stat (CPU time per launch)
 BIG_ROUNDS=3      # hyperfine rounds for the 1 GiB task
 BIG_RUNS=4        # runs per command per round (through a pipe, and --json)
-BIG_NULL_RUNS=12  # runs per command per round, streamed to /dev/null (the issue's target row:
-                  # about 0.1 s each, and its spread is as wide as the difference it measures)
+BIG_NULL_RUNS=36  # runs per command streamed to /dev/null (the issue's target row), one at a
+                  # time and interleaved: about 0.1 s each, with a spread as wide as the
+                  # difference measured, and a block of 12 runs of one command after another's
+                  # biased it by up to 0.2x
 FILES_ROUNDS=2    # hyperfine rounds for the 1000-file task
 FILES_RUNS=10     # runs per command per round
 BINDS_ROUNDS=2    # hyperfine rounds for the 2000-bind bwrap line
@@ -260,7 +262,7 @@ measure() {
     fi
 
     # -- 4. 1 GiB to stdout. hyperfine sends each command's stdout to /dev/null.
-    hf bignull "$BIG_ROUNDS" "$BIG_NULL_RUNS" 1 -- \
+    hf bignull "$BIG_NULL_RUNS" 1 0 -- \
         "none >null" "$(q "$WF" 9 "$BLOB" /bin/sh -c "$BIG")" \
         "airlock stream >null" "$(q "$WF" 9 "$BLOB" "$A" run -- sh -c "$BIG")" \
         "bwrap+seccomp stream >null" "$(q "$WF" 9 "$BLOB" "${BWS[@]}" -- sh -c "$BIG")"
@@ -470,7 +472,7 @@ export BENCH_LAYOUT=$LAYOUT
 export BENCH_BIN_DIR=$BIN_DIR
 export BENCH_WORK_DIR=$WORK_DIR
 export BENCH_UNPRIV_ID=$UNPRIV_ID
-export BENCH_PARAMS="latency: $LAT_ROUNDS rounds x $LAT_RUNS runs (+$LAT_WARMUP warmup each); throughput: $TPUT_ROUNDS rounds x ${TPUT_SECS}s per launcher; RSS: $RSS_RUNS runs; 1 GiB: $BIG_ROUNDS rounds x $BIG_NULL_RUNS runs to /dev/null, x $BIG_RUNS runs through a pipe and --json (+1 warmup); files: $FILES_ROUNDS rounds x $FILES_RUNS runs (+2 warmup); 2000 binds: $BINDS_ROUNDS rounds x $BINDS_RUNS runs"
+export BENCH_PARAMS="latency: $LAT_ROUNDS rounds x $LAT_RUNS runs (+$LAT_WARMUP warmup each); throughput: $TPUT_ROUNDS rounds x ${TPUT_SECS}s per launcher; RSS: $RSS_RUNS runs; 1 GiB: $BIG_NULL_RUNS runs to /dev/null interleaved one by one, $BIG_ROUNDS rounds x $BIG_RUNS runs through a pipe and --json (+1 warmup); files: $FILES_ROUNDS rounds x $FILES_RUNS runs (+2 warmup); 2000 binds: $BINDS_ROUNDS rounds x $BINDS_RUNS runs"
 export BENCH_SECONDS=$(($(date +%s) - T_START))
 
 /usr/bin/python3 "$HERE/bench/report.py" "$WORK_DIR/root/out" "$WORK_DIR/unpriv/out" \
