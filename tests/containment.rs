@@ -189,6 +189,16 @@ fn json_sh(who: Launcher, flags: &[&str], script: &str, limit: Duration) -> (Run
     (r, rep)
 }
 
+/// `json_sh` with --cpu-time 1s and a 20 s timeout, bounded at 30 s.
+fn json_sh_cpu_1s(who: Launcher, script: &str) -> (Run, Value) {
+    json_sh(
+        who,
+        &["--cpu-time", "1s", "--timeout", "20s"],
+        script,
+        SECS_30,
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // Report assertions
 // ---------------------------------------------------------------------------------------------
@@ -881,12 +891,7 @@ fn cpu_time_limit_ends_a_busy_loop() {
     let m = mark("cpu_time_limit_ends_a_busy_loop");
     let script = format!(": {m}; while :; do :; done");
     for who in BOTH {
-        let (r, rep) = json_sh(
-            who,
-            &["--cpu-time", "1s", "--timeout", "20s"],
-            &script,
-            SECS_30,
-        );
+        let (r, rep) = json_sh_cpu_1s(who, &script);
         // RLIMIT_CPU soft 1 s: SIGXCPU (24) ends the shell.
         assert_end(&r, &rep, signaled(libc::SIGXCPU, json!("cpu")));
         assert_limits(&r, &rep, who, &[("cpu_time_ms", 1000)]);
@@ -910,12 +915,7 @@ fn cpu_time_hard_limit_kill_is_attributed() {
     let script = format!(": {m}; trap '' XCPU; while :; do :; done");
     let mut seen = Vec::new();
     for who in BOTH {
-        let (r, rep) = json_sh(
-            who,
-            &["--cpu-time", "1s", "--timeout", "20s"],
-            &script,
-            SECS_30,
-        );
+        let (r, rep) = json_sh_cpu_1s(who, &script);
         assert_limits(&r, &rep, who, &[("cpu_time_ms", 1000)]);
         let ms = duration_ms(&rep);
         assert!(
@@ -1160,13 +1160,14 @@ fn a_leftover_the_init_cannot_signal_does_not_hold_the_answer() {
 /// Every sandbox's init is reaped by airlock itself: a caller that is a child subreaper and
 /// never reaps what it did not start (a container's pid 1, an agent's runner) inherits no
 /// zombie from a run. Control: under the same caller, a command that leaves an orphan leaves
-/// it a zombie there, so the count can see one.
+/// it a zombie there, so the count can see one. Every run must exit 0 (check=True), so a
+/// count of 0 cannot come from runs that never started a sandbox.
 #[test]
 fn the_init_is_reaped_by_airlock_not_left_to_the_caller() {
     let harness = "import ctypes, os, subprocess, sys, time\n\
         assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER\n\
         for _ in range(5):\n\
-        \x20   subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+        \x20   subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)\n\
         time.sleep(0.3)\n\
         me = os.getpid()\n\
         print(len(open(f'/proc/{me}/task/{me}/children').read().split()))\n";
@@ -1202,8 +1203,9 @@ fn the_init_is_reaped_by_airlock_not_left_to_the_caller() {
 }
 
 /// The CPU time a report compares with --cpu-time is the task's: what it leaves behind, killed
-/// by the init after the task's end, is not counted. Here the task starts 4 busy loops (about
-/// 3 s of CPU between them, under 1 s each) and SIGKILLs itself: no limit ended it.
+/// by the init after the task's end, is not counted. Here the task starts 4 busy loops (up to
+/// 1.8 s of CPU between them on 2 cores, under 1 s each) and SIGKILLs itself: no limit ended
+/// it.
 #[test]
 fn cpu_time_of_what_the_task_left_is_not_the_tasks() {
     let m = mark("cpu_time_of_what_the_task_left_is_not_the_tasks");
@@ -1211,12 +1213,7 @@ fn cpu_time_of_what_the_task_left_is_not_the_tasks() {
         ": {m}; for i in 1 2 3 4; do sh -c ': {m}; while :; do :; done' & done; sleep 0.9; kill -9 $$"
     );
     for who in BOTH {
-        let (r, rep) = json_sh(
-            who,
-            &["--cpu-time", "1s", "--timeout", "20s"],
-            &script,
-            SECS_30,
-        );
+        let (r, rep) = json_sh_cpu_1s(who, &script);
         assert_end(&r, &rep, signaled(libc::SIGKILL, Value::Null));
         assert_clean(&m, &[r.pid], &format!("cpu time of leftovers as {who:?}"));
     }
