@@ -573,17 +573,20 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
     Ok(())
 }
 
-/// One host entry of the minimal /etc. A small world-readable regular file is opened now and
-/// copied (with its permission bits) into the root at step 7, kernel to kernel, into a root
-/// that is read-only by the time the task runs: cheaper than a mount for the kernel to make and
-/// to tear down. A directory, or a file not every user may read, is bound read-only as it is.
+/// One host entry of the minimal /etc. A world-readable regular file of at most one page is
+/// opened now and copied (with its permission bits) into the root at step 7, kernel to kernel,
+/// into a root that is read-only by the time the task runs: cheaper than a mount for the
+/// kernel to make and to tear down. A larger file, a directory, or a file not every user may
+/// read, is bound read-only as it is: every page copied is a fresh page of the sandbox's
+/// tmpfs, and the two largest files (ld.so.cache and mime.types, 26 pages here) cost more to
+/// copy than to bind.
 enum EtcEntry {
     Copy { from: File, mode: u32 },
     Tree { fd: OwnedFd, is_dir: bool },
 }
 
-/// A host /etc file at most this large is copied rather than bound.
-const ETC_COPY_MAX: u64 = 1 << 20;
+/// A host /etc file at most this large (one page) is copied rather than bound.
+const ETC_COPY_MAX: u64 = 4096;
 
 /// The minimal /etc's entry for `host`: `None` when it does not exist. Symlinks are followed,
 /// as a bind of the path would follow them.

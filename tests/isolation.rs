@@ -906,14 +906,24 @@ for arg in sys.argv[1:]:
         print('MOUNT:%s:%s' % (p, p in mounts))
 "#;
 
-/// airlock run's /etc: the listed small host files are copies (same bytes, not mount points)
-/// that the task can neither append to nor chmod, although they belong to its uid, because
-/// the root is read-only; directories (ssl/certs) are read-only binds; host files not listed
-/// (shadow, fstab, login.defs) are absent. Controls: on the host the files exist with the same
-/// hashes; the same write and chmod probes succeed on the task's own file in /work inside and
-/// on the caller's own file on the host.
+/// airlock run's /etc: a listed host file of at most 4 KiB (protocols) is a copy (same bytes,
+/// not a mount point) that the task can neither append to nor chmod, although it belongs to
+/// its uid, because the root is read-only; a larger one (ld.so.cache) is a bind with the same
+/// bytes, and directories (ssl/certs) are read-only binds; host files not listed (shadow, fstab,
+/// login.defs) are absent. Controls: on the host the files exist with the same hashes and
+/// sizes on either side of 4 KiB; the same write and chmod probes succeed on the task's own
+/// file in /work inside and on the caller's own file on the host.
 #[test]
 fn etc_holds_read_only_copies_and_nothing_else_of_the_host() {
+    let size = |p: &str| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size("/etc/protocols") <= 4096,
+        "the test needs a small /etc/protocols"
+    );
+    assert!(
+        size("/etc/ld.so.cache") > 4096,
+        "the test needs a large /etc/ld.so.cache"
+    );
     let own_dir = world_readable_dir("/var/tmp", "airlock-etc-control");
     std::fs::set_permissions(own_dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     for who in BOTH {
@@ -924,7 +934,7 @@ fn etc_holds_read_only_copies_and_nothing_else_of_the_host() {
             &py(
                 FILE_PROBE,
                 &[
-                    "hash:/etc/services",
+                    "hash:/etc/protocols",
                     "hash:/etc/ld.so.cache",
                     "exists:/etc/shadow",
                     "exists:/etc/fstab",
@@ -962,13 +972,13 @@ fn etc_holds_read_only_copies_and_nothing_else_of_the_host() {
                 "-c",
                 &format!("echo mine > /work/own && exec {PYTHON} -c \"$0\" \"$@\"",),
                 FILE_PROBE,
-                "hash:/etc/services",
+                "hash:/etc/protocols",
                 "hash:/etc/ld.so.cache",
-                "mount:/etc/services",
+                "mount:/etc/protocols",
                 "mount:/etc/ld.so.cache",
                 "mount:/etc/ssl/certs",
-                "write:/etc/services",
-                "chmod:/etc/services",
+                "write:/etc/protocols",
+                "chmod:/etc/protocols",
                 "write:/etc/ssl/certs/probe",
                 "write:/work/own",
                 "chmod:/work/own",
@@ -983,11 +993,11 @@ fn etc_holds_read_only_copies_and_nothing_else_of_the_host() {
         assert_lines(
             &o,
             &[
-                "MOUNT:/etc/services:False",
-                "MOUNT:/etc/ld.so.cache:False",
+                "MOUNT:/etc/protocols:False",
+                "MOUNT:/etc/ld.so.cache:True",
                 "MOUNT:/etc/ssl/certs:True",
-                "WRITE:/etc/services:EROFS",
-                "CHMOD:/etc/services:EROFS",
+                "WRITE:/etc/protocols:EROFS",
+                "CHMOD:/etc/protocols:EROFS",
                 "WRITE:/etc/ssl/certs/probe:EROFS",
                 "WRITE:/work/own:OK",
                 "CHMOD:/work/own:OK",
