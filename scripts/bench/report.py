@@ -296,6 +296,7 @@ def main():
         ("airlock", f"{env('BENCH_AIRLOCK_VERSION', '')}, git {env('BENCH_AIRLOCK_REV', '')}, "
                     f"release build for {env('BENCH_TARGET', '?')} ({env('BENCH_RUSTC', '')})"),
         ("code layout", env("BENCH_LAYOUT", "?")),
+        ("floor build", env("BENCH_FLOOR_BUILD", "?")),
         ("bwrap", env("BENCH_BWRAP_VERSION", "")),
         ("hyperfine", env("BENCH_HYPERFINE_VERSION", "")),
         ("seccomp", f"airlock installs its policy compiled at build time into one program "
@@ -349,7 +350,9 @@ def main():
   and ipc namespaces, the id maps, a tmpfs root with read-only binds of /usr and /etc, the
   usr-merge links and /proc, pivot_root, then a forked task that drops its capabilities,
   sets no_new_privs, installs a one-instruction seccomp filter and execs. No /dev, no
-  loopback, no uts or cgroup namespace, no limits, no error reporting.
+  loopback, no uts or cgroup namespace, no limits, no error reporting. It is built static
+  with musl (see "floor build" above), as airlock is, so that neither carries a C library's
+  start-up.
 - **CPU ms per launch**: `perf stat -e task-clock` over a bash loop of launches, divided by
   the number of launches. task-clock is inherited by every descendant, reaped or not, so it
   covers the launcher, the sandbox's init and the task, in user and kernel mode (as uid
