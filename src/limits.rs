@@ -177,7 +177,17 @@ fn start_time(pid: u32) -> Option<u64> {
 /// Remove cgroups left by airlock processes that no longer exist (SIGKILLed mid-run). A
 /// cgroup is named airlock-PID-START-N after the launcher that made it. The launcher calls
 /// this once its own sandbox is set up, while the task runs, not on the way to it.
+///
+/// A cgroup directory's link count is 2 plus its subdirectories (the kernel keeps it so):
+/// when `parent` holds no subdirectory but this run's own cgroup, there is nothing to list.
+/// The listing, and its competition with the sandbox's start for two cores, cost a launch of
+/// `/bin/true` about 0.13 ms (500 interleaved launches as root). A link count the filesystem
+/// does not keep (1) or anything larger means a listing, as before.
 pub fn remove_stale(parent: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    if fs::metadata(parent).is_ok_and(|m| matches!(m.nlink(), 2 | 3)) {
+        return;
+    }
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
