@@ -578,7 +578,7 @@ fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
 /// into a root that is read-only by the time the task runs: cheaper than a mount for the
 /// kernel to make and to tear down. A larger file, a directory, or a file not every user may
 /// read, is bound read-only as it is: every page copied is a fresh page of the sandbox's
-/// tmpfs, and the two largest files (ld.so.cache and mime.types, 26 pages here) cost more to
+/// tmpfs, and the two largest files (ld.so.cache and mime.types, 28 pages here) cost more to
 /// copy than to bind.
 enum EtcEntry {
     Copy { from: File, mode: u32 },
@@ -587,6 +587,10 @@ enum EtcEntry {
 
 /// A host /etc file at most this large (one page) is copied rather than bound.
 const ETC_COPY_MAX: u64 = 4096;
+
+/// How much of a copied /etc file is copied at most, should it have grown since step 5 chose
+/// to copy it: a file that grew a little is copied whole, not cut at ETC_COPY_MAX.
+const ETC_COPY_CAP: u64 = 1 << 20;
 
 /// The minimal /etc's entry for `host`: `None` when it does not exist. Symlinks are followed,
 /// as a bind of the path would follow them.
@@ -633,13 +637,13 @@ fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SysError> {
 }
 
 /// Create a file that must not exist yet holding the content of `from` (at most
-/// ETC_COPY_MAX bytes, should it have grown since it was checked), copied by sendfile(2): no
+/// ETC_COPY_CAP bytes, should it have grown since it was checked), copied by sendfile(2): no
 /// buffer in this process, so no page faults for it.
 fn copy_new(path: &Path, from: &File, mode: u32) -> Result<(), SysError> {
     let to = create_new(path, mode)?;
     let mut offset: libc::off_t = 0;
-    while (offset as u64) < ETC_COPY_MAX {
-        let left = (ETC_COPY_MAX - offset as u64) as usize;
+    while (offset as u64) < ETC_COPY_CAP {
+        let left = (ETC_COPY_CAP - offset as u64) as usize;
         let n = named(
             nix::sys::sendfile::sendfile(&to, from, Some(&mut offset), left),
             || format!("sendfile({path:?})"),

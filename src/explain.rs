@@ -87,7 +87,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     );
     let _ = writeln!(
         w,
-        "                    read-only host binds of: {}",
+        "                    read-only from the host (files of at most 4 KiB copied, the rest bound): {}",
         etc.join(", ")
     );
     let _ = writeln!(
