@@ -190,6 +190,14 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     )
     .step("4 make mounts private")?;
 
+    //    The sandbox's own files (the root's directories, /etc, /dev, scratch, the inputs,
+    //    bwrap's --dir and --file) get the modes airlock gives them whatever the caller's
+    //    umask (under 0377 the task could not even read /etc); the task gets the caller's
+    //    umask back at step 12. bwrap mode builds under umask 0, as bubblewrap does (its
+    //    --dir is 0755 and its --file 0666 under any umask).
+    let build_umask = if spec.bwrap.is_some() { 0 } else { 0o022 };
+    let caller_umask = nix::sys::stat::umask(Mode::from_bits_truncate(build_umask));
+
     // 5. Take detached copies of every host tree the sandbox will see, while we still hold the
     //    caller's identity (a root caller can name paths the sandbox user could not reach).
     //    Each copy gets its mount flags (read-only, nosuid, nodev unless asked otherwise),
@@ -296,6 +304,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
         sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
     }
+    nix::sys::stat::umask(caller_umask);
     drop_caps_except(&spec.lockdown.keep_caps).step("12 drop capabilities")?;
     named(nix::sys::prctl::set_no_new_privs(), || {
         "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()

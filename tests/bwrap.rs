@@ -782,6 +782,38 @@ fn created_paths_have_the_asked_permissions() {
     }
 }
 
+/// The caller's umask shapes only the task: under umask 0377 bubblewrap still makes --dir
+/// 0755, --tmpfs 0755 and --file 0666 (and their parents), and the task runs with 0377.
+/// airlock had applied the umask to what it made (a --dir was 0400). Control: the task's own
+/// mkdir inside gets 0400 under both.
+#[test]
+fn the_callers_umask_shapes_only_the_task() {
+    let args = with(
+        MIN,
+        &[
+            "--tmpfs",
+            "/t",
+            "--dir",
+            "/t/d",
+            "--dir",
+            "/new/parent/d",
+            "--file",
+            "5",
+            "/t/f",
+        ],
+    );
+    let probe =
+        "umask; mkdir /t/own; stat -c '%n %a' /t /t/d /new /new/parent /new/parent/d /t/f /t/own";
+    for who in BOTH {
+        let c = case(&args).pre("umask 0377\nexec 5</dev/null").sh(probe);
+        let [b, _] = same(&c, who);
+        assert!(b.stdout.starts_with("0377\n"), "{}", b.show());
+        assert!(b.stdout.contains("/t/d 755\n"), "{}", b.show());
+        assert!(b.stdout.contains("/t/f 666\n"), "{}", b.show());
+        assert!(b.stdout.contains("/t/own 400\n"), "{}", b.show());
+    }
+}
+
 /// The parents bubblewrap creates for an entry whose --perms deny group or other access deny
 /// that access too ("least astonishment": 0755 without the group bits, the other bits, or
 /// both); airlock creates every parent 0755.

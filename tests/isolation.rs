@@ -1011,6 +1011,42 @@ fn etc_holds_read_only_copies_and_nothing_else_of_the_host() {
     }
 }
 
+/// The caller's umask shapes only the task's own files: under umask 0377 the task can still
+/// read /etc (passwd names it, ssl/certs lists) and /work is 0755, and the task itself runs
+/// with umask 0377, so what it writes is 0400. airlock had built the root under the caller's
+/// umask: /etc was mode 0400 and unreadable to the task. Control: the same umask on the host
+/// makes a new directory 0400.
+#[test]
+fn the_callers_umask_shapes_only_the_tasks_files() {
+    let bin = common::binary().to_str().unwrap();
+    for who in BOTH {
+        let ctx = format!("{who:?}");
+        let host = common::host_sh(
+            who,
+            "d=$(mktemp -d); umask 0377; mkdir $d/x; stat -c '%a' $d/x; rm -r $d",
+        );
+        assert_eq!(
+            stdout(&host),
+            "400\n",
+            "host control as {ctx}: {}",
+            show(&host)
+        );
+        let inside = "umask; id -un; ls /etc/ssl/certs >/dev/null && echo certs; \
+                      stat -c '%n %a' /etc /work; echo x > /work/f; stat -c '%n %a' /work/f";
+        let o = common::host_sh(
+            who,
+            &format!("umask 0377; exec {bin} run -- sh -c \"{inside}\""),
+        );
+        assert_eq!(
+            stdout(&o),
+            "0377\nairlock\ncerts\n/etc 755\n/work 755\n/work/f 400\n",
+            "{ctx}: {}",
+            show(&o)
+        );
+        assert_exit(&o, 0, &ctx);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Processes
 
