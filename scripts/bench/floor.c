@@ -10,7 +10,9 @@
  * with its status. No /dev, no loopback, no uts or cgroup namespace, no error reporting
  * beyond perror: a measuring stick, not a sandbox.
  *
- * Build: gcc -O2 -o floor floor.c        Usage: floor COMMAND [ARG...]
+ * Build (as bench.sh does): musl-gcc -O2 -static -idirafter /usr/include
+ *     -idirafter /usr/include/x86_64-linux-gnu -o floor floor.c
+ * Usage: floor COMMAND [ARG...]
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -350,9 +350,9 @@ def main():
   and ipc namespaces, the id maps, a tmpfs root with read-only binds of /usr and /etc, the
   usr-merge links and /proc, pivot_root, then a forked task that drops its capabilities,
   sets no_new_privs, installs a one-instruction seccomp filter and execs. No /dev, no
-  loopback, no uts or cgroup namespace, no limits, no error reporting. It is built static
-  with musl (see "floor build" above), as airlock is, so that neither carries a C library's
-  start-up.
+  loopback, no uts or cgroup namespace, no limits, no error reporting. It is built as the
+  "floor build" row above says: static with musl, so that it carries no C library's
+  start-up, unless musl-gcc was missing.
 - **CPU ms per launch**: `perf stat -e task-clock` over a bash loop of launches, divided by
   the number of launches. task-clock is inherited by every descendant, reaped or not, so it
   covers the launcher, the sandbox's init and the task, in user and kernel mode (as uid
