@@ -344,18 +344,16 @@ if ((${#missing[@]})); then
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}" >&2
 fi
-# Wanted: musl-gcc, for the floor (below); without it the floor is built with glibc, and says so.
-if ! command -v musl-gcc >/dev/null; then
-    echo "-- installing musl-tools (for the floor)" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >&2 ||
-        echo "-- musl-tools not installed; the floor will be built with glibc" >&2
-fi
-# Optional: perf, for CPU time per launch; without it that row reads n/a.
-if ! command -v perf >/dev/null; then
-    echo "-- installing linux-perf (optional)" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >&2 ||
-        echo "-- linux-perf not installed; CPU time per launch will not be measured" >&2
-fi
+# Optional packages: the run goes on without them and says what it lost.
+#   optional COMMAND PACKAGE WHAT-IS-LOST
+optional() {
+    command -v "$1" >/dev/null && return
+    echo "-- installing $2 (optional)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >&2 ||
+        echo "-- $2 not installed; $3" >&2
+}
+optional musl-gcc musl-tools "the floor will be built with glibc (the 'floor build' row says so)"
+optional perf linux-perf "CPU time per launch will not be measured"
 if ! hyperfine --help | grep -q -- '--shell'; then
     echo "bench.sh: this hyperfine has no --shell=none (-N); need hyperfine >= 1.13" >&2
     exit 1
