@@ -7,7 +7,9 @@
 # Measured (each for airlock and bwrap, plus the airlock/bwrap ratio):
 #   1. launch latency of /bin/true (hyperfine, interleaved rounds), also for issue 7's floor
 #      (scripts/bench/floor.c, built static with musl: namespaces, id maps, tmpfs root,
-#      pivot_root, fork, exec)
+#      pivot_root, fork, exec), and for the floor's own sandbox built by airlock's bwrap front
+#      end (the same namespaces, mounts and one-instruction filter: what airlock's launch
+#      machinery costs, apart from what `airlock run` puts in its sandbox)
 #   2. launches per second with 2 parallel workers
 #   3. peak RSS (GNU time %M) for /bin/true
 #   4. a task writing 1 GiB to stdout: captured (--json, capped) and streamed
@@ -69,6 +71,7 @@ measure() {
     WF=$BIN/withfd
     FL=$BIN/floor         # scripts/bench/floor.c: issue 7's floor
     BLOB=$BIN/seccomp.bpf
+    ONE=$BIN/allow.bpf    # one instruction, "allow": floor.c's filter
     S=$W/scratch          # the directory bwrap binds at /work
     OUT=$W/out
     mkdir -p "$S" "$OUT"
@@ -83,6 +86,13 @@ measure() {
         --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin --ro-bind /etc /etc
         --proc /proc --dev /dev --tmpfs /tmp --bind "$S" /work --chdir /work)
     BWS=("${BW[@]}" --seccomp 9)     # FD 9: the filter blob (opened by withfd or 9<)
+    # floor.c's sandbox, built by airlock's bwrap front end: the same five namespaces, a tmpfs
+    # root with read-only /usr and /etc, the usr-merge links, /proc, /work as the working
+    # directory, no capabilities, no_new_privs and the one-instruction filter on FD 9.
+    FSB=("$A" bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --cap-drop ALL
+        --ro-bind /usr /usr --ro-bind /etc /etc --symlink usr/bin /bin --symlink usr/lib /lib
+        --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin --proc /proc --dir /work
+        --chdir /work --seccomp 9)
 
     local BIG='head -c 1G /dev/zero'
     local TASK='i=0; while [ $i -lt 1000 ]; do printf 0123456789 > f$i; i=$((i+1)); done'
@@ -95,9 +105,15 @@ measure() {
     local r
     r=$("${BWS[@]}" -- /bin/sh -c 'unshare -U true 2>&1; echo "rc=$?"' 9<"$BLOB" | tail -1)
     [[ $r == rc=1 ]] || { echo "bench: bwrap's seccomp filter did not deny unshare ($r)" >&2; exit 1; }
+    local fsb
+    fsb=$("${FSB[@]}" -- /bin/sh -c 'grep -E "^(CapEff|NoNewPrivs|Seccomp_filters)" /proc/self/status
+        echo / $(ls /); pwd' 9<"$ONE" | tr -s '\n\t' '  ')
+    [[ $fsb == "CapEff: 0000000000000000 NoNewPrivs: 1 Seccomp_filters: 1 / bin etc lib lib64 proc sbin usr work /work " ]] ||
+        { echo "bench: airlock did not build floor.c's sandbox: $fsb" >&2; exit 1; }
     {
         echo "bwrap+seccomp: unshare -U inside -> $r (EPERM from the filter)"
         echo "airlock: $("$A" run -- /bin/sh -c 'unshare -U true 2>&1; echo "rc=$?"' | tail -1) for unshare -U inside"
+        echo "airlock, floor's sandbox (bwrap front end): $fsb"
         echo "airlock --json capped 1 GiB: $("$A" run --json --max-output 8000 --timeout 120s -- sh -c "$BIG" \
             | jq -c '{exit_code, stdout_len: (.stdout|length), stdout_truncated}')"
         echo "airlock --json 1000 files: $("$A" run --json -- sh -c "$TASK" \
@@ -155,6 +171,7 @@ measure() {
         none "$(q "$WF" 9 "$BLOB" /bin/true)" \
         floor "$(q "$WF" 9 "$BLOB" "$FL" /bin/true)" \
         airlock "$(q "$WF" 9 "$BLOB" "$A" run -- /bin/true)" \
+        "airlock, floor's sandbox" "$(q "$WF" 9 "$ONE" "${FSB[@]}" -- /bin/true)" \
         bwrap+seccomp "$(q "$WF" 9 "$BLOB" "${BWS[@]}" -- /bin/true)" \
         bwrap "$(q "$WF" 9 "$BLOB" "${BW[@]}" -- /bin/true)"
 
@@ -415,7 +432,10 @@ else
     FLOOR_BUILD="dynamic, glibc: its start-up (about 1 ms here) is part of every floor figure"
 fi
 BLOB_INSNS=$("$BIN_DIR/seccomp-blob" "$BIN_DIR/seccomp.bpf")
-chmod 0644 "$BIN_DIR/seccomp.bpf"
+# floor.c's filter as a program for --seccomp: one struct sock_filter, BPF_RET|BPF_K (code 6)
+# returning SECCOMP_RET_ALLOW (0x7fff0000), little-endian as on x86-64 and aarch64.
+printf '\x06\x00\x00\x00\x00\x00\xff\x7f' >"$BIN_DIR/allow.bpf"
+chmod 0644 "$BIN_DIR/seccomp.bpf" "$BIN_DIR/allow.bpf"
 
 # airlock's own filter size, from the BPF build.rs generated for this build.
 gen=$(ls -t "$OUT_REL"/build/airlock-*/out/seccomp_filters.rs 2>/dev/null | head -1 || true)

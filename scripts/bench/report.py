@@ -110,6 +110,15 @@ def rows_for(d):
         ratio(med(lat, "airlock"), med(lat, "floor")), cell_lat("none"),
     ))
 
+    # The same measure for floor.c's sandbox built by airlock's bwrap front end: its ratio to
+    # the floor is airlock's launch machinery alone; `airlock run` puts more in its sandbox.
+    rows.append((
+        "launch /bin/true, floor.c's own sandbox built by airlock's bwrap front end, ms: "
+        "median (p10-p90)",
+        cell_lat("airlock, floor's sandbox"), "", "", "", cell_lat("floor"),
+        ratio(med(lat, "airlock, floor's sandbox"), med(lat, "floor")), "",
+    ))
+
     def sd(label):
         t = lat.get(label)
         return fmt_ms(statistics.stdev(t)) if t and len(t) > 1 else "n/a"
@@ -238,6 +247,14 @@ def rows_for(d):
         ("bwrap+seccomp launch median minus floor, ms",
          fmt_ms(med(lat, "bwrap+seccomp") - med(lat, "floor"))
          if med(lat, "bwrap+seccomp") and med(lat, "floor") else "n/a"),
+        ("airlock run minus airlock building floor.c's sandbox, ms (airlock run's larger "
+         "sandbox: /dev, the minimal /etc, scratch, limits, its seccomp policy, uts and cgroup "
+         "namespaces)",
+         fmt_ms(med(lat, "airlock") - med(lat, "airlock, floor's sandbox"))
+         if med(lat, "airlock") and med(lat, "airlock, floor's sandbox") else "n/a"),
+        ("airlock building floor.c's sandbox minus floor, ms (airlock's launch machinery)",
+         fmt_ms(med(lat, "airlock, floor's sandbox") - med(lat, "floor"))
+         if med(lat, "airlock, floor's sandbox") and med(lat, "floor") else "n/a"),
         ("(airlock - floor) / (bwrap+seccomp - floor), launch",
          ratio(med(lat, "airlock") - med(lat, "floor"),
                med(lat, "bwrap+seccomp") - med(lat, "floor"))
@@ -337,7 +354,7 @@ def main():
     md.append("""## What is measured
 
 - **launch /bin/true**: hyperfine `--shell=none`, stdout to /dev/null. The commands run in
-  interleaved rounds (all five commands per round, the order reversed every other round) and
+  interleaved rounds (all six commands per round, the order reversed every other round) and
   the rounds' runs are merged; median, 10th and 90th percentile, standard deviation. Every
   command is started through `withfd 9 BLOB` (scripts/bench/withfd.c), which opens the
   seccomp blob at descriptor 9 and execs the rest: bwrap's `--seccomp 9` reads that
@@ -352,7 +369,12 @@ def main():
   sets no_new_privs, installs a one-instruction seccomp filter and execs. No /dev, no
   loopback, no uts or cgroup namespace, no limits, no error reporting. It is built as the
   "floor build" row above says: static with musl, so that it carries no C library's
-  start-up, unless musl-gcc was missing.
+  start-up, unless musl-gcc was missing. **floor.c's own sandbox** is the same sandbox built
+  by `airlock bwrap` (the same five namespaces, mounts, working directory, no capabilities,
+  no_new_privs, and floor.c's one-instruction filter given with `--seccomp 9`, from
+  `withfd 9 allow.bpf`): its ratio to the floor is what airlock's launch machinery costs,
+  apart from what `airlock run` adds to its sandbox (/dev, the minimal /etc, scratch, limits,
+  its seccomp policy, the uts and cgroup namespaces).
 - **CPU ms per launch**: `perf stat -e task-clock` over a bash loop of launches, divided by
   the number of launches. task-clock is inherited by every descendant, reaped or not, so it
   covers the launcher, the sandbox's init and the task, in user and kernel mode (as uid
@@ -396,7 +418,8 @@ def main():
 
     md.append("## Exact commands\n")
     md.append("`$BIN` is a 0755 temporary directory holding copies of `target/<host>/release/airlock`, "
-              "`withfd`, `floor` and the seccomp blob `seccomp.bpf`; `$SCRATCH` is a directory owned by "
+              "`withfd`, `floor`, the seccomp blob `seccomp.bpf` and the one-instruction program "
+              "`allow.bpf`; `$SCRATCH` is a directory owned by "
               "the launching user on /dev/shm. The same commands run as root and, under "
               f"`setpriv --reuid={uid} --regid={uid} --clear-groups`, as uid {uid}.\n")
     md.append("```")
