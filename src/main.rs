@@ -322,7 +322,8 @@ fn parse_run(args: &[String]) -> Option<RunArgs> {
     RunArgs::from_arg_matches(&matches).ok()
 }
 
-fn draft_from_flags(a: &RunArgs) -> Result<Draft, UsageError> {
+/// The run the flags describe, with the limit flags applied over `limits`.
+fn draft_from_flags(a: &RunArgs, limits: limits::Limits) -> Result<Draft, UsageError> {
     let mut binds = Vec::new();
     for b in &a.ro_bind {
         binds.push(spec::parse_bind(b, false)?);
@@ -349,7 +350,7 @@ fn draft_from_flags(a: &RunArgs) -> Result<Draft, UsageError> {
             .map(|s| spec::parse_size(s).map(|n| n as usize))
             .transpose()?,
         json: a.json,
-        limits: limits_from_flags(a, limits::Limits::default())?,
+        limits: limits_from_flags(a, limits)?,
     })
 }
 
@@ -391,15 +392,21 @@ fn read_request(path: &PathBuf) -> Result<Draft, UsageError> {
 fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
     let draft = match &args.request {
         Some(path) => read_request(path).and_then(|mut d| {
-            // Flags that still make sense beside a request add to it.
-            d.share_net |= args.share_net;
-            d.host_uid = args.host_uid;
-            d.host_gid = args.host_gid;
-            d.env.extend(args.env.iter().cloned());
-            d.limits = limits_from_flags(args, d.limits)?;
+            // Flags beside a request add to it (environment, binds, the network) and
+            // override its keys (timeout_ms, max_output, the limits). clap refuses the flags
+            // that only say what a request says (the command, --input, --json).
+            let f = draft_from_flags(args, d.limits)?;
+            d.env.extend(f.env);
+            d.binds.extend(f.binds);
+            d.share_net |= f.share_net;
+            d.host_uid = f.host_uid;
+            d.host_gid = f.host_gid;
+            d.timeout = f.timeout.or(d.timeout);
+            d.max_output = f.max_output.or(d.max_output);
+            d.limits = f.limits;
             Ok(d)
         }),
-        None => draft_from_flags(args),
+        None => draft_from_flags(args, limits::Limits::default()),
     };
     draft.and_then(|d| d.build(&|n| std::env::var(n).ok()))
 }

@@ -917,6 +917,58 @@ fn bad_requests_are_refused_naming_the_key() {
     }
 }
 
+/// Flags beside `--request` are not dropped: binds add to the request, `--timeout` and
+/// `--max-output` override its keys (a caller's safety bound must hold whatever the request
+/// says).
+#[test]
+fn flags_beside_a_request_add_to_it_and_override_its_keys() {
+    let dir = tmpdir();
+    write_file(&dir.path().join("mark"), b"MARK\n", 0o644);
+    let bind = format!("{}:/hostdir", dir.path().display());
+    for who in BOTH {
+        let text = r#"{"command": "sh", "max_output": 50,
+            "args": ["-c", "cat /hostdir/mark && head -c 100 /dev/zero | tr '\\0' x"]}"#;
+        let flags = [
+            "run",
+            "--request",
+            "-",
+            "--max-output",
+            "10",
+            "--ro-bind",
+            &bind,
+        ];
+        let run = al_stdin(who, &flags, text.as_bytes(), SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["stdout"], json!("MARK\nxxxxx"), "{who:?}: {rep}");
+        assert_eq!(rep["stdout_truncated"], json!(true), "{who:?}: {rep}");
+        // The request's own key applies when no flag overrides it.
+        let run = al_stdin(
+            who,
+            &["run", "--request", "-", "--ro-bind", &bind],
+            text.as_bytes(),
+            SECS_10,
+        );
+        assert_eq!(
+            run.report()["stdout"].as_str().map(str::len),
+            Some(50),
+            "{who:?}: {}",
+            run.show()
+        );
+
+        let sleeper = br#"{"command": "sleep", "args": ["20"], "timeout_ms": 15000}"#;
+        let run = al_stdin(
+            who,
+            &["run", "--request", "-", "--timeout", "300ms"],
+            sleeper,
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(124), "{who:?}: {}", run.show());
+        assert!(run.took < Duration::from_secs(5), "{who:?}: {}", run.show());
+        assert_eq!(run.report()["timed_out"], json!(true), "{who:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // C. Hostile results in scratch
 // ---------------------------------------------------------------------------------------------
