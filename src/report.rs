@@ -125,6 +125,13 @@ pub fn collect_files(
             files.skipped.push((name, "bind".into()));
             continue;
         }
+        // A JSON key is text: names differing only in bytes that are not UTF-8 would collapse
+        // into one key (and one could pass for an input left as handed), so such a file is
+        // named, with U+FFFD, among the skipped rather than reported under a name it lacks.
+        if std::str::from_utf8(raw).is_err() {
+            files.skipped.push((name, "name not UTF-8".into()));
+            continue;
+        }
         match read_one(scratch, OsStr::from_bytes(raw), handed, max.min(budget)) {
             Ok(None) => {}
             Ok(Some((_, _))) if budget == 0 => {

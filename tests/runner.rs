@@ -1000,6 +1000,31 @@ fn assert_clean_exit(who: Launcher, run: &Run, rep: &Value) {
     assert_eq!(rep["timed_out"], json!(false), "{who:?}");
 }
 
+/// File names that are not UTF-8 cannot be JSON keys: two that differ only in such bytes must
+/// not collapse into one reported file, nor pass for an input left as handed.
+#[test]
+fn files_named_in_bytes_that_are_not_utf8_are_skipped_not_merged() {
+    for who in BOTH {
+        let text = r#"{"command": "sh", "inputs": {"a\ufffd": "same"}, "args": ["-c",
+            "printf one > \"$(printf 'a\\377')\"; printf same > \"$(printf 'a\\376')\"; printf three > b"]}"#;
+        let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
+        let rep = run.report();
+        assert_clean_exit(who, &run, &rep);
+        // The input was left as handed; the one file with a UTF-8 name is reported.
+        assert_eq!(rep["files"], json!({"b": "three"}), "{who:?}: {rep}");
+        assert_eq!(
+            skipped(&rep),
+            pairs(&[("a\u{fffd}", "name not UTF-8")]),
+            "{who:?}: {rep}"
+        );
+        assert_eq!(
+            rep["files_skipped"].as_array().unwrap().len(),
+            2,
+            "{who:?}: {rep}"
+        );
+    }
+}
+
 #[test]
 fn symlinks_out_of_scratch_are_skipped_and_never_followed() {
     let dir = tmpdir();
