@@ -136,7 +136,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let _ = writeln!(w, "\nlimits:");
     let mech = crate::limits::detect(caller_is_root).mechanism();
     let limits = spec.limits.unwrap_or_default();
-    if let Some(obj) = crate::limits::to_json(&limits, mech).as_object() {
+    let applied = crate::limits::applicable(&limits, mech);
+    if let Some(obj) = crate::limits::to_json(&limits, &applied, mech).as_object() {
         for (name, v) in obj {
             let _ = writeln!(
                 w,

@@ -42,6 +42,8 @@ pub struct Outcome {
     /// How memory and pids were limited.
     pub mechanism: Mechanism,
     pub limits: Option<limits::Limits>,
+    /// `limits` as they applied: rlimits at most the caller's own hard limits.
+    pub applied_limits: Option<limits::Limits>,
     pub duration: Duration,
     pub stdout: Capture,
     pub stderr: Capture,
@@ -90,6 +92,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // before it starts the task.
     let plan = spec.limits.map(|_| limits::detect(caller_is_root));
     let mechanism = plan.as_ref().map_or(Mechanism::Rlimit, |p| p.mechanism());
+    // What the limits come to under the caller's own rlimits (the report shows both).
+    let applied = spec.limits.map(|l| limits::applicable(&l, mechanism));
     let cgroup_parents = plan.as_ref().map(|p| p.parents()).unwrap_or_default();
     let make_cgroup = |plan, l| {
         Cgroup::create(plan, l).map_err(|e| Failure::Setup(format!("step 1 create cgroup: {e}")))
@@ -193,8 +197,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 own_maps,
                 cgroup_v1: v1_plan.is_some(),
                 net_by_launcher,
-                rlimits: spec
-                    .limits
+                rlimits: applied
                     .as_ref()
                     .map(|l| limits::rlimits(l, mechanism))
                     .unwrap_or_default(),
@@ -367,9 +370,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // Which limit ended the task: the timeout; the cgroup's own counters (OOM kill, refused
     // fork); RLIMIT_CPU (SIGXCPU, or SIGKILL at the hard limit, with the CPU time to show for
     // it); RLIMIT_FSIZE (SIGXFSZ, or a shell's 128+SIGXFSZ report of it); a full scratch.
-    let cpu_over = spec
-        .limits
-        .is_some_and(|l| sup.task_cpu_ms >= l.cpu_time.as_millis() as u64);
+    let cpu_over = applied.is_some_and(|l| sup.task_cpu_ms >= l.cpu_time.as_millis() as u64);
     let (signal, code) = match end {
         End::Signaled(s) => (Some(s), None),
         End::Exited(c) => (None, Some(c)),
@@ -414,6 +415,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         limit_hit,
         mechanism,
         limits: spec.limits,
+        applied_limits: applied,
         duration,
         stdout: sup.stdout,
         stderr: sup.stderr,

@@ -66,15 +66,46 @@ impl Mechanism {
     }
 }
 
+/// This process's hard limit of `r` (the sandbox's init inherits it): no limit if unreadable.
+fn caller_hard(r: nix::sys::resource::Resource) -> u64 {
+    nix::sys::resource::getrlimit(r).map_or(u64::MAX, |(_, hard)| hard)
+}
+
+/// The limits as they apply: the sandbox's init has no privilege over the host, so it can
+/// lower an rlimit but never raise it above the caller's own hard limit. Each rlimit the run
+/// sets is therefore at most the caller's (a cgroup's memory and pids limits are not
+/// rlimits). The report shows both what was asked and this.
+pub fn applicable(l: &Limits, mech: Mechanism) -> Limits {
+    use nix::sys::resource::Resource;
+    let at_most = |v: u64, r| v.min(caller_hard(r));
+    let cpu_hard = caller_hard(Resource::RLIMIT_CPU);
+    let mut a = Limits {
+        cpu_time: match l.cpu_time.as_secs().max(1) > cpu_hard {
+            true => Duration::from_secs(cpu_hard.max(1)),
+            false => l.cpu_time,
+        },
+        file_size: at_most(l.file_size, Resource::RLIMIT_FSIZE),
+        nofile: at_most(l.nofile, Resource::RLIMIT_NOFILE),
+        ..*l
+    };
+    if mech == Mechanism::Rlimit {
+        a.memory = at_most(l.memory, Resource::RLIMIT_DATA);
+        a.pids = at_most(l.pids, Resource::RLIMIT_NPROC);
+    }
+    a
+}
+
 /// The rlimits the sandbox's init sets before it starts the task (inherited by every process
-/// of the task), as (resource, soft, hard). Memory and process count are here only when no
-/// cgroup holds them. The CPU hard limit sits 2 s above the soft one, so the kernel's SIGXCPU
-/// (which names the cause) comes before its SIGKILL.
+/// of the task), as (resource, soft, hard), from limits `applicable` returned. Memory and
+/// process count are here only when no cgroup holds them. The CPU hard limit sits 2 s above
+/// the soft one (where the caller's own allows), so the kernel's SIGXCPU (which names the
+/// cause) comes before its SIGKILL.
 pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource, u64, u64)> {
     use nix::sys::resource::Resource;
     let cpu = l.cpu_time.as_secs().max(1);
+    let cpu_hard = (cpu + 2).min(caller_hard(Resource::RLIMIT_CPU)).max(cpu);
     let mut v = vec![
-        (Resource::RLIMIT_CPU, cpu, cpu + 2),
+        (Resource::RLIMIT_CPU, cpu, cpu_hard),
         (Resource::RLIMIT_FSIZE, l.file_size, l.file_size),
         (Resource::RLIMIT_NOFILE, l.nofile, l.nofile),
         (Resource::RLIMIT_CORE, 0, 0),
@@ -390,18 +421,18 @@ impl Drop for Cgroup {
 }
 
 /// The report's `limits` object: for each limit, what was asked, what was applied and how.
-pub fn to_json(l: &Limits, mech: Mechanism) -> Value {
+pub fn to_json(l: &Limits, applied: &Limits, mech: Mechanism) -> Value {
     let cg = |what: &str| match mech {
         Mechanism::Rlimit => format!("rlimit ({what})"),
         m => m.describe().to_string(),
     };
-    let entry = |v: u64, how: String| json!({"requested": v, "applied": v, "mechanism": how});
+    let entry = |f: fn(&Limits) -> u64, how: String| json!({"requested": f(l), "applied": f(applied), "mechanism": how});
     json!({
-        "memory": entry(l.memory, cg("RLIMIT_DATA, per process")),
-        "pids": entry(l.pids, cg("RLIMIT_NPROC, per sandbox user")),
-        "cpu_time_ms": entry(l.cpu_time.as_millis() as u64, "rlimit (RLIMIT_CPU, per process)".into()),
-        "file_size": entry(l.file_size, "rlimit (RLIMIT_FSIZE)".into()),
-        "nofile": entry(l.nofile, "rlimit (RLIMIT_NOFILE)".into()),
-        "scratch_size": entry(l.scratch_size, "tmpfs size".into()),
+        "memory": entry(|l| l.memory, cg("RLIMIT_DATA, per process")),
+        "pids": entry(|l| l.pids, cg("RLIMIT_NPROC, per sandbox user")),
+        "cpu_time_ms": entry(|l| l.cpu_time.as_millis() as u64, "rlimit (RLIMIT_CPU, per process)".into()),
+        "file_size": entry(|l| l.file_size, "rlimit (RLIMIT_FSIZE)".into()),
+        "nofile": entry(|l| l.nofile, "rlimit (RLIMIT_NOFILE)".into()),
+        "scratch_size": entry(|l| l.scratch_size, "tmpfs size".into()),
     })
 }

@@ -274,10 +274,9 @@ pub fn to_json(o: &Outcome) -> Value {
         .iter()
         .map(|(n, r)| json!({"name": n, "reason": r}))
         .collect();
-    let limits = o
-        .limits
-        .as_ref()
-        .map_or(Value::Null, |l| crate::limits::to_json(l, o.mechanism));
+    let limits = o.limits.as_ref().map_or(Value::Null, |l| {
+        crate::limits::to_json(l, o.applied_limits.as_ref().unwrap_or(l), o.mechanism)
+    });
     json!({
         "exit_code": exit_code,
         "signal": signal,

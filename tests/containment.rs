@@ -1592,3 +1592,37 @@ fn sigkill_at_random_moments_leaves_nothing() {
     assert!(total < Duration::from_secs(60), "took {total:?}");
     assert_host_healthy("after 200 SIGKILLs");
 }
+
+/// The sandbox's init can lower an rlimit but never raise it above the caller's own hard
+/// limit: a limit above the caller's applies at the caller's (the report says so) instead of
+/// failing the run at step 12.
+#[test]
+fn the_callers_lower_hard_rlimits_cap_the_runs() {
+    let bin = binary().display().to_string();
+    for who in BOTH {
+        // Control: the defaults apply when the caller's limits allow them.
+        let run = format!("{bin} run --json -- sh -c 'ulimit -Hn; ulimit -Ht'");
+        let out = host_sh(who, &run);
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", stderr(&out));
+        let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(rep["stdout"], json!("8192\n1802\n"), "{who:?}: {rep}");
+        assert_eq!(rep["limits"]["nofile"]["applied"], json!(8192), "{who:?}");
+
+        let out = host_sh(
+            who,
+            &format!("prlimit --nofile=1024:4096 --cpu=100:100 {run}"),
+        );
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", stderr(&out));
+        let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(rep["stdout"], json!("4096\n100\n"), "{who:?}: {rep}");
+        let limits = &rep["limits"];
+        assert_eq!(limits["nofile"]["requested"], json!(8192), "{who:?}: {rep}");
+        assert_eq!(limits["nofile"]["applied"], json!(4096), "{who:?}: {rep}");
+        assert_eq!(
+            limits["cpu_time_ms"]["requested"],
+            json!(1_800_000),
+            "{who:?}"
+        );
+        assert_eq!(limits["cpu_time_ms"]["applied"], json!(100_000), "{who:?}");
+    }
+}
