@@ -408,7 +408,19 @@ fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
         }),
         None => draft_from_flags(args, limits::Limits::default()),
     };
-    draft.and_then(|d| d.build(&|n| std::env::var(n).ok()))
+    draft.and_then(|d| {
+        // A forwarded variable crosses as text: one whose value is not UTF-8 is refused, not
+        // dropped (the task would find it unset with no word why).
+        let not_text = |n: &&String| {
+            !n.contains('=') && std::env::var_os(n.as_str()).is_some_and(|v| v.to_str().is_none())
+        };
+        if let Some(n) = d.env.iter().find(not_text) {
+            return Err(UsageError(format!(
+                "--env {n}: the caller's value is not UTF-8"
+            )));
+        }
+        d.build(&|n| std::env::var(n).ok())
+    })
 }
 
 fn explain(args: RunArgs) -> i32 {

@@ -1,6 +1,7 @@
 //! The validated, immutable description of one sandbox. Every front end (the `run` flags, a JSON
 //! request) only produces a `Spec`; the boundary only reads one. Nothing here makes a syscall.
 
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -340,10 +341,33 @@ impl Draft {
                 return usage(format!("bind destination {:?} is given twice", b.dest));
             }
         }
+        // An input and a bind at the same name in scratch: one would hide the other, or the
+        // bind's mount point could not be made.
+        for b in &binds {
+            let first = b
+                .dest
+                .strip_prefix(SCRATCH)
+                .ok()
+                .and_then(|r| r.iter().next());
+            if let Some(i) = self
+                .inputs
+                .iter()
+                .find(|i| first == Some(OsStr::new(&i.name)))
+            {
+                return usage(format!(
+                    "input {:?} and the bind at {:?} would meet at the same path in scratch",
+                    i.name, b.dest
+                ));
+            }
+        }
         let host_uid = self.host_uid.unwrap_or(DEFAULT_HOST_ID);
         let host_gid = self.host_gid.unwrap_or(DEFAULT_HOST_ID);
         if host_uid == 0 || host_gid == 0 {
             return usage("--host-uid/--host-gid 0 would run the task as root on the host");
+        }
+        // (uid_t)-1 is no id: the kernel refuses it in an id map.
+        if host_uid == u32::MAX || host_gid == u32::MAX {
+            return usage("--host-uid/--host-gid 4294967295 is not a valid id");
         }
         if self.timeout == Some(Duration::ZERO) {
             return usage("--timeout must be greater than zero");
@@ -429,6 +453,17 @@ fn check_limits(l: Limits) -> Result<Limits, UsageError> {
     for (flag, v, min) in checks {
         if v < min {
             return usage(format!("{flag} {v} is below the minimum {min}"));
+        }
+    }
+    // The kernel's own ceilings: pids.max takes at most PID_MAX_LIMIT (4194304), and tmpfs
+    // rounds size= up to whole pages, so a size near 2^64 wraps to 0: no limit at all.
+    let ceilings = [
+        ("--pids", l.pids, 1 << 22),
+        ("--scratch-size", l.scratch_size, 1 << 62),
+    ];
+    for (flag, v, max) in ceilings {
+        if v > max {
+            return usage(format!("{flag} {v} is above the maximum {max}"));
         }
     }
     if l.cpu_time < Duration::from_secs(1) {
@@ -609,6 +644,53 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    /// Values the kernel would refuse (or read as "no limit") are usage errors, not failed
+    /// isolation steps: the caller's mistake gets exit 2 before anything is built.
+    #[test]
+    fn values_beyond_what_the_kernel_takes_are_refused_up_front() {
+        let refused = |f: &dyn Fn(&mut Draft), needle: &str| {
+            let mut d = draft(&["true"]);
+            f(&mut d);
+            let e = d.build(&no_env).expect_err(needle).0;
+            assert!(e.contains(needle), "{e:?} lacks {needle:?}");
+        };
+        refused(
+            &|d| d.limits.pids = u64::MAX,
+            "--pids 18446744073709551615 is above",
+        );
+        refused(&|d| d.limits.scratch_size = u64::MAX, "--scratch-size");
+        refused(
+            &|d| d.host_uid = Some(u32::MAX),
+            "4294967295 is not a valid id",
+        );
+        refused(
+            &|d| d.host_gid = Some(u32::MAX),
+            "4294967295 is not a valid id",
+        );
+        refused(
+            &|d| {
+                d.inputs = vec![parse_input("hn=/etc/hostname").unwrap()];
+                d.binds = vec![parse_bind("/etc:/work/hn/x", false).unwrap()];
+            },
+            "would meet at the same path in scratch",
+        );
+        refused(
+            &|d| {
+                d.inputs = vec![parse_input("hn=/etc/hostname").unwrap()];
+                d.binds = vec![parse_bind("/etc/hostname:/tmp/hn", false).unwrap()];
+            },
+            "would meet at the same path in scratch",
+        );
+        // The ceilings themselves, and a bind beside an input, are fine.
+        let mut d = draft(&["true"]);
+        d.limits.pids = 1 << 22;
+        d.limits.scratch_size = 1 << 62;
+        d.host_uid = Some(u32::MAX - 1);
+        d.inputs = vec![parse_input("hn=/etc/hostname").unwrap()];
+        d.binds = vec![parse_bind("/etc:/work/hn2", false).unwrap()];
+        d.build(&no_env).unwrap();
     }
 
     #[test]

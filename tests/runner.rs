@@ -917,6 +917,41 @@ fn bad_requests_are_refused_naming_the_key() {
     }
 }
 
+/// `--env NAME` forwards the caller's value as text: one that is not UTF-8 is refused (exit 2,
+/// naming it), never silently dropped.
+#[test]
+fn a_forwarded_variable_that_is_not_utf8_is_refused_not_dropped() {
+    use std::os::unix::ffi::OsStrExt;
+    let not_text = std::ffi::OsStr::from_bytes(b"x\xffy");
+    for who in BOTH {
+        let script = ["sh", "-c", "echo ${TEXT-unset} ${NOT_TEXT-unset}"];
+        let mut args = vec!["run", "--json", "--env", "TEXT", "--env", "NOT_TEXT", "--"];
+        args.extend(script);
+        let mut c = airlock(who, &args);
+        c.env("NOT_TEXT", not_text).env("TEXT", "ok");
+        let run = run_bounded(c, None, SECS_10);
+        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["error_kind"], json!("usage"), "{who:?}: {rep}");
+        assert!(
+            rep["error"].as_str().unwrap().contains("--env NOT_TEXT"),
+            "{rep}"
+        );
+        // Control: the same caller, forwarding only the text one.
+        let mut args = vec!["run", "--json", "--env", "TEXT", "--"];
+        args.extend(script);
+        let mut c = airlock(who, &args);
+        c.env("NOT_TEXT", not_text).env("TEXT", "ok");
+        let run = run_bounded(c, None, SECS_10);
+        assert_eq!(
+            run.report()["stdout"],
+            json!("ok unset\n"),
+            "{who:?}: {}",
+            run.show()
+        );
+    }
+}
+
 /// Flags beside `--request` are not dropped: binds add to the request, `--timeout` and
 /// `--max-output` override its keys (a caller's safety bound must hold whatever the request
 /// says).
