@@ -1240,6 +1240,13 @@ fn apply(
         }
         (FsOp::Dir { dest, perms }, _) => {
             let path = at(dest);
+            // As bubblewrap: an existing directory keeps its mode (--perms is for one made
+            // here; through a writable bind it would be the host's), and a symlink already
+            // there is left as it is.
+            match path.symlink_metadata() {
+                Ok(m) if m.is_dir() || m.file_type().is_symlink() => return Ok(()),
+                _ => {}
+            }
             if let Some(p) = perms {
                 make_parents(dest, *p)?;
             }
@@ -1475,11 +1482,16 @@ fn write_file_from_fd(
             PathBuf::from(format!("/bind-data-{n}"))
         }
     };
+    // An existing file keeps its mode, as under bubblewrap (through a writable bind it is the
+    // host's); --perms is for a file made here.
+    let existed = staging.symlink_metadata().is_ok();
     let mut out = make_file(&staging, perms)?;
     let mut src = File::from(sys::dup_fd(fd)?);
     std::io::copy(&mut src, &mut out)
         .map_err(|e| io_err(e, || format!("copy fd {fd} to {dest:?}")))?;
-    chmod(&staging, perms)?;
+    if !existed {
+        chmod(&staging, perms)?;
+    }
     if let Some(access) = bind {
         let t = sys::clone_tree(&staging)?;
         sys::set_mount_attrs(t.as_fd(), "", access_attrs(access), true, dest)?;
@@ -1825,6 +1837,17 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
         let e = nix::unistd::execve(c, &argv, envp).unwrap_err();
         match e {
             Errno::ENOENT | Errno::ENOTDIR => {}
+            // A file the kernel cannot start (no #! line) is a shell script to execvp(3), and so
+            // to bubblewrap: /bin/sh runs it, with its path as $0.
+            Errno::ENOEXEC => {
+                let mut sh = vec![sys::cstring("/bin/sh"), c.clone()];
+                sh.extend(argv.iter().skip(1).cloned());
+                let e = nix::unistd::execve(&sh[0], &sh, envp).unwrap_err();
+                denied = Some(denied.unwrap_or(match e {
+                    Errno::ENOENT => Errno::ENOEXEC,
+                    other => other,
+                }));
+            }
             other => denied = Some(denied.unwrap_or(other)),
         }
     }

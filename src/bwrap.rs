@@ -143,9 +143,14 @@ fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
     let mut data = Vec::new();
     f.read_to_end(&mut data)
         .map_err(|e| UsageError(format!("Failed to read --args {fd}: {e}")))?;
+    // Each argument ends with a NUL; an empty argument is a lone NUL and stays (dropping it
+    // would shift every argument after it). The last one may lack its NUL.
+    let data = data.strip_suffix(&[0]).unwrap_or(&data);
+    if data.is_empty() {
+        return Ok(vec![]);
+    }
     Ok(data
         .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect())
 }

@@ -233,9 +233,16 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
     //    unprivileged id when the caller is root.
     // bwrap's --userns-block-fd: wait for the caller before the maps are written.
+    // SIGINT, SIGTERM and SIGHUP (blocked, for the signalfd) still end airlock meanwhile, as
+    // they end bubblewrap: the init is killed and reaped first.
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns_block_fd)
         && let Ok(f) = sys::dup_fd(fd)
     {
+        if let Some(sig) = readable_or_signal(f.as_fd(), &sigfd) {
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, None);
+            sys::die_by(sig);
+        }
         let _ = nix::unistd::read(&f, &mut [0u8; 1]);
     }
     let prepared = if joins || maps_by_init {
@@ -481,6 +488,31 @@ pub fn id_maps(spec: &Spec, caller_is_root: bool, euid: u32, egid: u32) -> (Stri
         format!("{} {uid} 1\n", spec.uid),
         format!("{} {gid} 1\n", spec.gid),
     )
+}
+
+/// Wait until `fd` is readable (or closed): None; or until SIGINT, SIGTERM or SIGHUP arrives
+/// on `sigfd`: that signal.
+fn readable_or_signal(fd: std::os::fd::BorrowedFd, sigfd: &SignalFd) -> Option<Signal> {
+    loop {
+        let mut fds = [
+            PollFd::new(fd, PollFlags::POLLIN),
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+            Ok(_) => {}
+        }
+        if fds[1].revents().is_some_and(|r| !r.is_empty())
+            && let Ok(Some(info)) = sigfd.read_signal()
+            && let Ok(sig) = Signal::try_from(info.ssi_signo as i32)
+        {
+            return Some(sig);
+        }
+        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+            return None;
+        }
+    }
 }
 
 fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {

@@ -333,6 +333,20 @@ fn process_start() {
     let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn) };
 }
 
+/// End this process by `sig` as its default action would (the caller then sees 128+N, as
+/// for a process killed by it): the signal, read from a signalfd while blocked, is sent again
+/// with its default action restored and unblocked.
+pub fn die_by(sig: Signal) -> ! {
+    // SAFETY: installing SIG_DFL runs no code of ours in signal context.
+    let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
+    let _ = nix::sys::signal::raise(sig);
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(sig);
+    let _ =
+        nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+    exit_now(128 + sig as i32)
+}
+
 /// SIGCHLD back to its default action (the caller may have left it ignored).
 pub fn default_sigchld() {
     // SAFETY: installing SIG_DFL runs no code of ours in signal context.

@@ -2119,3 +2119,96 @@ fn more_than_nine_thousand_arguments() {
         .collect();
     same(&case(&few), Launcher::Unprivileged);
 }
+
+/// A program file with no `#!` line is a shell script to execvp(3), which bubblewrap uses:
+/// /bin/sh runs it with its path as $0 (CI steps that ship such scripts depend on it).
+#[test]
+fn a_script_without_an_interpreter_line_runs_under_sh() {
+    let d = tmpdir(0o755);
+    write(&d.path().join("s.sh"), b"echo ran $0 $1\n", 0o755);
+    let src = d.path().to_str().unwrap();
+    for who in BOTH {
+        let args = with(MIN, &["--ro-bind", src, "/w", "--", "/w/s.sh", "arg1"]);
+        let [b, _] = same(&case(&args), who);
+        assert_eq!(b.stdout, "ran /w/s.sh arg1\n", "{}", b.show());
+    }
+}
+
+/// --perms applies to what --dir and --file make; an existing directory or file keeps its
+/// mode (bubblewrap's manual), above all a host one seen through a writable bind.
+#[test]
+fn perms_leave_an_existing_directory_or_file_as_it_is() {
+    for who in BOTH {
+        let d = tmpdir(0o755);
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::fs::set_permissions(d.path().join("sub"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        write(&d.path().join("f"), b"old\n", 0o644);
+        if who == Launcher::Unprivileged {
+            for p in [d.path(), &d.path().join("sub"), &d.path().join("f")] {
+                std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+            }
+        }
+        let src = d.path().to_str().unwrap();
+        let args = with(
+            MIN,
+            &[
+                "--bind", src, "/h", "--perms", "0777", "--dir", "/h/sub", "--perms", "0600",
+                "--file", "5", "/h/f", "--perms", "0700", "--dir", "/h/new",
+            ],
+        );
+        let c = case(&args)
+            .pre("exec 5< <(printf 'new\\n')")
+            .sh("stat -c '%n %a' /h/sub /h/f /h/new; cat /h/f");
+        let [b, _] = same(&c, who);
+        assert_eq!(
+            b.stdout,
+            "/h/sub 755\n/h/f 644\n/h/new 700\nnew\n",
+            "{}",
+            b.show()
+        );
+        let mode = |p: &str| {
+            std::fs::metadata(d.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+        };
+        assert_eq!(mode("sub") & 0o7777, 0o755, "{who:?}: the host's directory");
+        assert_eq!(mode("f") & 0o7777, 0o644, "{who:?}: the host's file");
+    }
+}
+
+/// In --args, an empty argument is a lone NUL: it stays, or every argument after it shifts.
+#[test]
+fn empty_arguments_in_an_args_descriptor_are_kept() {
+    for who in BOTH {
+        let c = case(&["--args", "5", "--", "sh", "-c", "echo \"[$E]\""])
+            .pre("exec 5< <(printf -- '--setenv\\0E\\0\\0--ro-bind\\0/\\0/\\0')");
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "[]\n", "{}", b.show());
+    }
+}
+
+/// While airlock waits on --userns-block-fd, SIGTERM still ends it, as it ends bubblewrap (a
+/// job's timeout or cancel must not hang on a descriptor nobody writes).
+#[test]
+fn sigterm_ends_the_wait_on_userns_block_fd() {
+    let script = "d=$(mktemp -d); mkfifo $d/f; exec 8<>$d/f; rm -rf $d\n\
+                  timeout 2 $BW \"$@\" 7>/dev/null; echo rc=$?";
+    for who in BOTH {
+        let args = with(
+            MIN,
+            &[
+                "--unshare-user",
+                "--userns-block-fd",
+                "8",
+                "--info-fd",
+                "7",
+                "true",
+            ],
+        );
+        let [b, a] = same(&case(&args).script(script), who);
+        assert_eq!(b.stdout, "rc=124\n", "{}", b.show());
+        assert!(a.took < Duration::from_secs(6), "{who:?}: {}", a.show());
+    }
+}
