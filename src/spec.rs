@@ -322,6 +322,16 @@ impl Draft {
                 return usage(format!("input {:?} is given twice", input.name));
             }
         }
+        // The init hands every input's name, size and hash back in one channel message (step
+        // 11), which the socket's buffer bounds: refused here rather than failing there.
+        let handed: usize = self.inputs.iter().map(|i| 17 + i.name.len()).sum();
+        if handed > MAX_HANDED {
+            return usage(format!(
+                "{} inputs are more than one run carries: their names and sizes take {handed} \
+                 bytes, at most {MAX_HANDED} (17 per input plus its name)",
+                self.inputs.len()
+            ));
+        }
         for b in &self.binds {
             check_bind(b)?;
         }
@@ -441,6 +451,10 @@ impl Draft {
         })
     }
 }
+
+/// What the inputs' hand-over (step 11) may take: well under the 208 KiB a unix socket's
+/// default send buffer holds in one message.
+const MAX_HANDED: usize = 128 << 10;
 
 fn check_limits(l: Limits) -> Result<Limits, UsageError> {
     let checks = [
@@ -682,6 +696,14 @@ mod tests {
                 d.binds = vec![parse_bind("/etc/hostname:/tmp/hn", false).unwrap()];
             },
             "would meet at the same path in scratch",
+        );
+        refused(
+            &|d| {
+                d.inputs = (0..4000)
+                    .map(|i| parse_input(&format!("input-file-{i:05}.txt=/etc/hostname")).unwrap())
+                    .collect();
+            },
+            "4000 inputs are more than one run carries",
         );
         // The ceilings themselves, and a bind beside an input, are fine.
         let mut d = draft(&["true"]);
