@@ -276,10 +276,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
                 eprintln!("{}bwrap: {msg}", if level { "<3>" } else { "" });
                 1
             }
-            None => {
-                eprintln!("airlock: {msg}");
-                exit::USAGE
-            }
+            None => fail(json_run(&lossy), &launch::Failure::Usage(msg)),
         };
     }
     let args = lossy; // all UTF-8, so nothing was lost
@@ -288,6 +285,18 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     }
     if let Some(a) = parse_run(&args) {
         return run(a).clamp(0, 255);
+    }
+    // A run that asked for JSON gets clap's refusal as the JSON failure report too, on
+    // stdout (clap's own message still goes to stderr).
+    if json_run(&args)
+        && let Err(e) = Cli::try_parse_from(&args)
+        && e.use_stderr()
+    {
+        let _ = e.print();
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
+        return fail(true, &launch::Failure::Usage(msg));
     }
     let cli = Cli::parse_from(&args);
     let code = match cli.command {
@@ -311,6 +320,16 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
 /// through the whole parser, whose messages name the whole command. The values cannot
 /// differ from the whole parser's: `Cli` adds nothing to `run` but help texts (the test
 /// below compares the two).
+/// `airlock run` asked to report in JSON (--json or --request before any `--`).
+fn json_run<S: AsRef<str>>(args: &[S]) -> bool {
+    args.get(1).is_some_and(|a| a.as_ref() == "run")
+        && args[2..]
+            .iter()
+            .map(AsRef::as_ref)
+            .take_while(|a| *a != "--")
+            .any(|a| a == "--json" || a == "--request" || a.starts_with("--request="))
+}
+
 fn parse_run(args: &[String]) -> Option<RunArgs> {
     use clap::FromArgMatches;
     if args.get(1).map(String::as_str) != Some("run") {

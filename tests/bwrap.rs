@@ -2190,11 +2190,12 @@ fn empty_arguments_in_an_args_descriptor_are_kept() {
 }
 
 /// While airlock waits on --userns-block-fd, SIGTERM still ends it, as it ends bubblewrap (a
-/// job's timeout or cancel must not hang on a descriptor nobody writes).
+/// job's timeout or cancel must not hang on a descriptor nobody writes). A launcher that
+/// ignores SIGTERM gets SIGKILL a second later (rc=137), so a failure leaves nothing behind.
 #[test]
 fn sigterm_ends_the_wait_on_userns_block_fd() {
     let script = "d=$(mktemp -d); mkfifo $d/f; exec 8<>$d/f; rm -rf $d\n\
-                  timeout 2 $BW \"$@\" 7>/dev/null; echo rc=$?";
+                  timeout -k 1 2 $BW \"$@\" 7>/dev/null; echo rc=$?";
     for who in BOTH {
         let args = with(
             MIN,

@@ -744,21 +744,44 @@ fn a_non_utf8_argument_is_refused() {
 #[test]
 fn unknown_flag_and_missing_command_are_refused() {
     for who in BOTH {
-        // clap refuses before any mode applies: exit 2, message on stderr, nothing on stdout.
-        for json_mode in [false, true] {
+        // clap refuses: exit 2, its message on stderr; in JSON mode (--json, --request) the
+        // JSON failure report on stdout too, as for airlock's other failures.
+        for front in [&[][..], &["--json"][..], &["--request", "-"][..]] {
             let mut args = vec!["run"];
-            if json_mode {
-                args.push("--json");
-            }
+            args.extend_from_slice(front);
             args.push("--no-such-flag");
             args.extend_from_slice(&WOULD_RUN);
-            let run = al(who, &args, SECS_10);
+            let run = al_stdin(who, &args, br#"{"command": "true"}"#, SECS_10);
             assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
-            assert_eq!(stdout(&run.out), "", "{who:?} {args:?}");
             assert!(
                 stderr(&run.out).contains("unexpected argument '--no-such-flag'"),
                 "{who:?}: {}",
                 run.show()
+            );
+            if front.is_empty() {
+                assert_eq!(stdout(&run.out), "", "{who:?} {args:?}");
+                continue;
+            }
+            let rep = run.report();
+            assert_eq!(rep["error_kind"], json!("usage"), "{who:?} {args:?}: {rep}");
+            assert_eq!(rep["exit_code"], json!(2), "{who:?} {args:?}: {rep}");
+            assert!(
+                rep["error"].as_str().unwrap().contains("'--no-such-flag'"),
+                "{rep}"
+            );
+        }
+        // Non-UTF-8 arguments: refused the same way.
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let mut c = airlock(who, &["run", "--json", "--", "echo"]);
+            c.arg(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+            let run = run_bounded(c, None, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
+            let rep = run.report();
+            assert_eq!(rep["error_kind"], json!("usage"), "{who:?}: {rep}");
+            assert!(
+                rep["error"].as_str().unwrap().contains("not valid UTF-8"),
+                "{rep}"
             );
         }
         for args in [&["run"][..], &["run", "--"][..]] {
