@@ -1137,6 +1137,20 @@ fn symlink(target: &Path, dest: &Path) -> Result<(), SysError> {
     }
 }
 
+/// Set the mode of a directory this step just made, through a descriptor that does not
+/// follow a symlink: one planted at the path meanwhile (through a writable bind) is refused,
+/// not followed to whatever it names.
+fn chmod_made_dir(path: &Path, perms: u32) -> Result<(), SysError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let dir = named(nix::fcntl::open(path, flags, Mode::empty()), || {
+        format!("open({path:?}, O_DIRECTORY|O_NOFOLLOW)")
+    })?;
+    named(
+        nix::sys::stat::fchmod(&dir, Mode::from_bits_retain(perms)),
+        || format!("fchmod({path:?}, {perms:04o})"),
+    )
+}
+
 fn chmod(path: &Path, perms: u32) -> Result<(), SysError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(perms))
         .map_err(|e| io_err(e, || format!("chmod({path:?}, {perms:04o})")))
@@ -1252,7 +1266,7 @@ fn apply(
             }
             make_dirs(&path)?;
             match perms {
-                Some(p) => chmod(&path, *p),
+                Some(p) => chmod_made_dir(&path, *p),
                 None => Ok(()),
             }
         }
@@ -1489,8 +1503,11 @@ fn write_file_from_fd(
     let mut src = File::from(sys::dup_fd(fd)?);
     std::io::copy(&mut src, &mut out)
         .map_err(|e| io_err(e, || format!("copy fd {fd} to {dest:?}")))?;
+    // Through the descriptor opened with O_NOFOLLOW: a symlink planted at the path meanwhile
+    // (through a writable bind) is not followed.
     if !existed {
-        chmod(&staging, perms)?;
+        out.set_permissions(std::fs::Permissions::from_mode(perms))
+            .map_err(|e| io_err(e, || format!("fchmod({staging:?}, {perms:04o})")))?;
     }
     if let Some(access) = bind {
         let t = sys::clone_tree(&staging)?;
