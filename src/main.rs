@@ -286,19 +286,20 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     if let Some(a) = parse_run(&args) {
         return run(a).clamp(0, 255);
     }
-    // A run that asked for JSON gets clap's refusal as the JSON failure report too, on
-    // stdout (clap's own message still goes to stderr).
-    if json_run(&args)
-        && let Err(e) = Cli::try_parse_from(&args)
-        && e.use_stderr()
-    {
-        let _ = e.print();
-        let text = e.to_string();
-        let first = text.lines().next().unwrap_or_default();
-        let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
-        return fail(true, &launch::Failure::Usage(msg));
-    }
-    let cli = Cli::parse_from(&args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        // A run that asked for JSON gets clap's refusal as the JSON failure report too, on
+        // stdout (clap's own message still goes to stderr).
+        Err(e) if e.use_stderr() && json_run(&args) => {
+            let _ = e.print();
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
+            return fail(true, &launch::Failure::Usage(msg));
+        }
+        // Help, version, and plain-mode refusals: as clap prints and exits them.
+        Err(e) => e.exit(),
+    };
     let code = match cli.command {
         Command::Run(args) => run(args),
         Command::Explain(args) => explain(args),
