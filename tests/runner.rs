@@ -41,6 +41,19 @@ impl Run {
         report(&self.out)
     }
 
+    /// A refusal in JSON mode: exit 2 and the failure report saying so (error_kind usage,
+    /// exit_code 2). Returns the report's message.
+    fn usage_error(&self, ctx: &str) -> String {
+        assert_eq!(self.code(), Some(2), "{ctx}: {}", self.show());
+        let rep = self.report();
+        assert_eq!(rep["error_kind"], json!("usage"), "{ctx}: {rep}");
+        assert_eq!(rep["exit_code"], json!(2), "{ctx}: {rep}");
+        match rep["error"].as_str() {
+            Some(msg) => msg.to_string(),
+            None => panic!("{ctx}: no error text: {rep}"),
+        }
+    }
+
     /// Everything the run printed, for messages.
     fn show(&self) -> String {
         format!(
@@ -762,12 +775,10 @@ fn unknown_flag_and_missing_command_are_refused() {
                 assert_eq!(stdout(&run.out), "", "{who:?} {args:?}");
                 continue;
             }
-            let rep = run.report();
-            assert_eq!(rep["error_kind"], json!("usage"), "{who:?} {args:?}: {rep}");
-            assert_eq!(rep["exit_code"], json!(2), "{who:?} {args:?}: {rep}");
+            let msg = run.usage_error(&format!("{who:?} {args:?}"));
             assert!(
-                rep["error"].as_str().unwrap().contains("'--no-such-flag'"),
-                "{rep}"
+                msg.contains("'--no-such-flag'"),
+                "{who:?} {args:?}: {msg:?}"
             );
         }
         // Non-UTF-8 arguments: refused the same way.
@@ -776,13 +787,8 @@ fn unknown_flag_and_missing_command_are_refused() {
             let mut c = airlock(who, &["run", "--json", "--", "echo"]);
             c.arg(std::ffi::OsStr::from_bytes(b"caf\xe9"));
             let run = run_bounded(c, None, SECS_10);
-            assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
-            let rep = run.report();
-            assert_eq!(rep["error_kind"], json!("usage"), "{who:?}: {rep}");
-            assert!(
-                rep["error"].as_str().unwrap().contains("not valid UTF-8"),
-                "{rep}"
-            );
+            let msg = run.usage_error(&format!("{who:?} non-UTF-8 argument"));
+            assert!(msg.contains("not valid UTF-8"), "{who:?}: {msg:?}");
         }
         for args in [&["run"][..], &["run", "--"][..]] {
             let run = al(who, args, SECS_10);
@@ -796,11 +802,11 @@ fn unknown_flag_and_missing_command_are_refused() {
         }
         for args in [&["run", "--json"][..], &["run", "--json", "--"][..]] {
             let run = al(who, args, SECS_10);
-            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
-            let rep = run.report();
-            assert_eq!(rep["error_kind"], json!("usage"));
-            assert_eq!(rep["exit_code"], json!(2));
-            assert!(rep["error"].as_str().unwrap().contains("no command given"));
+            let msg = run.usage_error(&format!("{who:?} {args:?}"));
+            assert!(
+                msg.contains("no command given"),
+                "{who:?} {args:?}: {msg:?}"
+            );
         }
     }
 }
@@ -905,24 +911,15 @@ fn bad_requests_are_refused_naming_the_key() {
         ];
         for (text, needles) in cases {
             let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
-            assert_eq!(run.code(), Some(2), "{who:?} {text}: {}", run.show());
-            let rep = run.report();
-            assert_eq!(rep["error_kind"], json!("usage"), "{who:?} {text}");
-            assert_eq!(rep["exit_code"], json!(2), "{who:?} {text}");
-            let msg = rep["error"].as_str().unwrap();
+            let msg = run.usage_error(&format!("{who:?} {text}"));
             for n in needles {
                 assert!(msg.contains(n), "{who:?} {text}: {msg:?} lacks {n:?}");
             }
         }
         // From a file, a wrong type names the key too.
         let run = al(who, &["run", "--request", file.to_str().unwrap()], SECS_10);
-        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
-        let rep = run.report();
-        assert_eq!(rep["exit_code"], json!(2));
-        assert!(
-            rep["error"].as_str().unwrap().contains("\"timeout_ms\""),
-            "{rep}"
-        );
+        let msg = run.usage_error(&format!("{who:?} request file"));
+        assert!(msg.contains("\"timeout_ms\""), "{who:?}: {msg:?}");
         // A request file that does not exist.
         let missing = dir.path().join("missing.json");
         let run = al(
@@ -930,13 +927,8 @@ fn bad_requests_are_refused_naming_the_key() {
             &["run", "--request", missing.to_str().unwrap()],
             SECS_10,
         );
-        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
-        let rep = run.report();
-        assert_eq!(rep["error_kind"], json!("usage"));
-        assert!(
-            rep["error"].as_str().unwrap().contains("missing.json"),
-            "{rep}"
-        );
+        let msg = run.usage_error(&format!("{who:?} missing request file"));
+        assert!(msg.contains("missing.json"), "{who:?}: {msg:?}");
     }
 }
 
@@ -953,13 +945,8 @@ fn a_forwarded_variable_that_is_not_utf8_is_refused_not_dropped() {
         let mut c = airlock(who, &args);
         c.env("NOT_TEXT", not_text).env("TEXT", "ok");
         let run = run_bounded(c, None, SECS_10);
-        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
-        let rep = run.report();
-        assert_eq!(rep["error_kind"], json!("usage"), "{who:?}: {rep}");
-        assert!(
-            rep["error"].as_str().unwrap().contains("--env NOT_TEXT"),
-            "{rep}"
-        );
+        let msg = run.usage_error(&format!("{who:?} --env NOT_TEXT"));
+        assert!(msg.contains("--env NOT_TEXT"), "{who:?}: {msg:?}");
         // Control: the same caller, forwarding only the text one.
         let mut args = vec!["run", "--json", "--env", "TEXT", "--"];
         args.extend(script);
@@ -1013,6 +1000,11 @@ fn flags_beside_a_request_add_to_it_and_override_its_keys() {
             "{who:?}: {}",
             run.show()
         );
+        // Control: without the bind, the request alone does not see the host directory.
+        let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
+        let rep = run.report();
+        assert_ne!(rep["exit_code"], json!(0), "{who:?}: {rep}");
+        assert_eq!(rep["stdout"], json!(""), "{who:?}: {rep}");
 
         let sleeper = br#"{"command": "sleep", "args": ["20"], "timeout_ms": 15000}"#;
         let run = al_stdin(
