@@ -168,6 +168,43 @@ mod tests {
         }
     }
 
+    /// Sharing the returns keeps every decision and never stretches a jump past its 8-bit
+    /// offset: a program whose jump would have to cross more than 255 instructions to reach
+    /// them is left as it was.
+    #[test]
+    fn shared_returns_decide_as_before_and_never_overflow_a_jump() {
+        let eperm = 0x0005_0001;
+        // nr 1 and 2: EPERM, nr 3: ENOSYS, anything else: `filler` loads, then ALLOW.
+        let prog = |filler: usize| {
+            let mut p: Vec<Insn> = vec![
+                (0x20, 0, 0, 0),
+                (0x15, 0, 1, 1),
+                (0x06, 0, 0, eperm),
+                (0x15, 0, 1, 2),
+                (0x06, 0, 0, eperm),
+                (0x15, 0, 1, 3),
+                (0x06, 0, 0, 0x0005_0026),
+            ];
+            p.extend(std::iter::repeat_n((0x20, 0, 0, 0), filler));
+            p.push((0x06, 0, 0, policy::RET_ALLOW));
+            p.push((0x15, 0, 0, 0)); // unreachable, after a ret
+            p.push((0x06, 0, 0, eperm));
+            p
+        };
+        let short = prog(3);
+        let shared = policy::share_returns(&short);
+        assert!(shared.len() < short.len(), "{shared:?}");
+        for nr in 0..6 {
+            assert_eq!(
+                policy::run(&shared, nr, 0, [0; 6]),
+                policy::run(&short, nr, 0, [0; 6]),
+                "nr {nr}"
+            );
+        }
+        let long = prog(300);
+        assert_eq!(policy::share_returns(&long), long);
+    }
+
     /// The compiler on a policy using every operator seccompiler's JSON has for 32-bit
     /// arguments, rules with several conditions, several rules for one syscall, and syscalls
     /// named by both filters with different errnos (the later filter wins), unconditionally
