@@ -313,14 +313,6 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     code.clamp(0, 255)
 }
 
-/// `airlock run ...` parsed with the run subcommand's own definition alone. clap builds every
-/// subcommand's arguments before it reads the command line, and for a launch that was the
-/// largest part of its start-up: 254 µs, against 87 µs for `run`'s arguments alone (medians
-/// of 200 launches). Only a command line that `run` accepts as it is comes back parsed;
-/// anything else (`--help`, an unknown flag, a bad value, a conflict) returns None and goes
-/// through the whole parser, whose messages name the whole command. The values cannot
-/// differ from the whole parser's: `Cli` adds nothing to `run` but help texts (the test
-/// below compares the two).
 /// `airlock run` asked to report in JSON (--json or --request before any `--`).
 fn json_run<S: AsRef<str>>(args: &[S]) -> bool {
     args.get(1).is_some_and(|a| a.as_ref() == "run")
@@ -415,6 +407,14 @@ fn digits<T: std::str::FromStr>(text: &str) -> Option<T> {
         .flatten()
 }
 
+/// `airlock run ...` parsed with the run subcommand's own definition alone. clap builds every
+/// subcommand's arguments before it reads the command line, and for a launch that was the
+/// largest part of its start-up: 254 µs, against 87 µs for `run`'s arguments alone (medians
+/// of 200 launches). Only a command line that `run` accepts as it is comes back parsed;
+/// anything else (`--help`, an unknown flag, a bad value, a conflict) returns None and goes
+/// through the whole parser, whose messages name the whole command. The values cannot
+/// differ from the whole parser's: `Cli` adds nothing to `run` but help texts (the test
+/// below compares the two).
 fn parse_run(args: &[String]) -> Option<RunArgs> {
     use clap::FromArgMatches;
     if args.get(1).map(String::as_str) != Some("run") {
@@ -861,7 +861,10 @@ mod tests {
             "007",
             "+5",
             "-5",
+            "4294967295",
             "4294967296",
+            "9223372036854775808",
+            "18446744073709551615",
             "18446744073709551616",
             "",
             "-",

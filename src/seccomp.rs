@@ -165,6 +165,14 @@ mod tests {
             .unwrap();
             let map = seccompiler::compile_from_json(text.as_bytes(), target).unwrap();
             assert!(ours.len() < map["deny"].len(), "{arch}: {}", ours.len());
+            // Its returns are shared, one per answer at the end: a policy grown past what
+            // share_returns' 8-bit jumps reach would otherwise lose that silently.
+            let rets = ours.iter().filter(|i| i.0 == 0x06).count();
+            assert!(
+                ours[ours.len() - rets..].iter().all(|i| i.0 == 0x06),
+                "{arch}"
+            );
+            assert!(rets <= 4, "{arch}: {rets} returns");
         }
     }
 
@@ -203,6 +211,13 @@ mod tests {
         }
         let long = prog(300);
         assert_eq!(policy::share_returns(&long), long);
+        // A jump it does not emit (jeq x), or one past the end: left as it was.
+        let mut odd = short.clone();
+        odd[1] = (0x1d, 0, 1, 0);
+        assert_eq!(policy::share_returns(&odd), odd);
+        let mut past = short.clone();
+        past[1] = (0x15, 200, 1, 1);
+        assert_eq!(policy::share_returns(&past), past);
     }
 
     /// The compiler on a policy using every operator seccompiler's JSON has for 32-bit
