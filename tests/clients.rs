@@ -1056,6 +1056,31 @@ fn srt_command_cannot_see_unfiltered_helpers_as_uid_65534() {
 // codex sandbox (OpenAI's Codex CLI)
 // ---------------------------------------------------------------------------------------------
 
+/// The directories Codex makes for itself in the host's /tmp (the workspace-write sandbox
+/// binds it), named by the uid it runs as: removed when the test ends, pass or fail, unless
+/// they were there before it, so a test run leaves /tmp as it found it.
+struct CodexHostState(Vec<PathBuf>);
+
+impl CodexHostState {
+    fn new(who: Launcher) -> CodexHostState {
+        let uid = if who == Launcher::Root { 0 } else { 65534 };
+        let made = ["codex-daemon", "codex-bwrap-synthetic-mount-targets"]
+            .iter()
+            .map(|name| PathBuf::from(format!("/tmp/{name}-{uid}")))
+            .filter(|p| !p.exists())
+            .collect();
+        CodexHostState(made)
+    }
+}
+
+impl Drop for CodexHostState {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
 fn codex_workspace(who: Launcher) {
     let test = format!("codex sandbox as {}", who_name(who));
     let Some(prefix) = need_clients(&test) else {
@@ -1075,6 +1100,7 @@ fn codex_workspace(who: Launcher) {
     // not permitted"), whatever the bwrap.
     static CODEX: Mutex<()> = Mutex::new(());
     let _one = CODEX.lock().unwrap_or_else(|e| e.into_inner());
+    let _state = CodexHostState::new(who);
     let (sb, cmd) = setup();
     host_probe(who, &sb, &sb.path().join("probe.sh"));
     let t = run_client(who, &sb, airlock_bwrap_dir(), &cmd, false);
