@@ -249,15 +249,17 @@ pub fn assert_none_left(needle: &str, settle: Duration, context: &str) {
 
 /// Fail if a sandbox's init (its command line reads "airlock-init": the task cannot see the
 /// caller's) outlives its launcher for more than `settle`: alive, not a zombie, and no longer
-/// the child of a process running the binary under test. A sandbox leaked before its task started
-/// carries no marker of the test, so it is found this way.
+/// the child of a process running an airlock binary (the one under test, or any copy of it: a
+/// sandbox someone else runs on this host meanwhile is not an orphan). A sandbox leaked before
+/// its task started carries no marker of the test, so it is found this way.
 pub fn assert_no_orphaned_init(settle: Duration, context: &str) {
     let deadline = Instant::now() + settle;
     loop {
         let all = processes();
-        // A launcher runs the binary under test; a --userns stage is itself an airlock-init.
+        // A launcher runs an airlock binary; a --userns stage is itself an airlock-init.
         let ours = |pid: u32| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| &e == binary())
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|e| e.file_name() == binary().file_name())
                 || all
                     .iter()
                     .any(|p| p.pid == pid && p.cmdline.starts_with("airlock-init"))
