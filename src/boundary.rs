@@ -604,19 +604,25 @@ const ETC_COPY_CAP: u64 = 1 << 20;
 /// The minimal /etc's entry for `host`: `None` when it does not exist. Symlinks are followed,
 /// as a bind of the path would follow them.
 fn etc_entry(host: &Path) -> Result<Option<EtcEntry>, SysError> {
-    match File::open(host) {
-        Ok(from) => {
-            if let Ok(m) = from.metadata() {
-                let mode = m.permissions().mode() & 0o777;
-                if m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0 {
-                    return Ok(Some(EtcEntry::Copy { from, mode }));
+    // stat first: a bound entry costs one call here rather than an open, fstat and close.
+    match std::fs::metadata(host) {
+        Ok(m) => {
+            let mode = m.permissions().mode() & 0o777;
+            if m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0 {
+                match File::open(host) {
+                    Ok(from) => return Ok(Some(EtcEntry::Copy { from, mode })),
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                        return Ok(None);
+                    }
+                    // Not readable by the sandbox's user after all: bound, as bubblewrap would.
+                    Err(_) => {}
                 }
             }
         }
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
             return Ok(None);
         }
-        // Not readable by the sandbox's user: bound, as bubblewrap would.
+        // Not reachable by the sandbox's user: bound, as bubblewrap would.
         Err(_) => {}
     }
     match tree(host, RO) {
@@ -657,7 +663,8 @@ fn copy_new(path: &Path, from: &File, mode: u32) -> Result<(), SysError> {
             nix::sys::sendfile::sendfile(&to, from, Some(&mut offset), left),
             || format!("sendfile({path:?})"),
         )?;
-        if n == 0 {
+        // A short count is the end of the file (a regular file, checked at step 5).
+        if n < left {
             break;
         }
     }
@@ -1091,29 +1098,31 @@ fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
 
 /// Make sure something exists at `path` to mount a file on: an empty file is created (with
 /// its parents) unless an entry is already there, which is left as it is. The common case,
-/// a new file in an existing directory, costs one open.
+/// a new file in an existing directory, costs one mknod (no descriptor to open and close).
 fn ensure_file(path: &Path) -> Result<(), SysError> {
-    let open = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
+    let make = || {
+        nix::sys::stat::mknod(
+            path,
+            nix::sys::stat::SFlag::S_IFREG,
+            Mode::from_bits_truncate(0o644),
+            0,
+        )
     };
-    match open() {
-        Ok(_) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+    let err = |e: Errno| SysError {
+        call: format!("mknod({path:?}, S_IFREG)"),
+        errno: e,
+    };
+    match make() {
+        Ok(()) => Ok(()),
+        Err(Errno::ENOENT) => {
             if let Some(parent) = path.parent() {
                 make_dirs(parent)?;
             }
-            open()
-                .map(drop)
-                .map_err(|e| io_err(e, || format!("open({path:?}, O_CREAT)")))
+            make().map_err(err)
         }
-        // A directory, or a symlink to something, already there: the mount decides.
-        Err(_) if path.exists() => Ok(()),
-        Err(e) => Err(io_err(e, || format!("open({path:?}, O_CREAT)"))),
+        // A file, a directory, or a symlink to something, already there: the mount decides.
+        Err(Errno::EEXIST) if path.exists() => Ok(()),
+        Err(e) => Err(err(e)),
     }
 }
 
