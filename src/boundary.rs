@@ -682,7 +682,7 @@ enum Prepared {
     WritableTree {
         fd: OwnedFd,
         is_dir: bool,
-        kernel_fs: Vec<PathBuf>,
+        kernel_fs: Vec<KernelFs>,
     },
     Link(PathBuf),
     /// The host's /proc (no new pid namespace), with read-only copies of its knobs.
@@ -706,20 +706,53 @@ const RO: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATT
 /// Parts of proc that reach the whole kernel rather than the sandbox's own processes.
 const PROC_KNOBS: &[&str] = &["sys", "sysrq-trigger", "irq", "bus"];
 
-/// proc and sysfs mounts in a copy of the host tree at `src`, relative to `src` ("" for the
-/// tree's own root, when `src` lies inside one): a writable copy keeps these read-only. The
-/// source is canonicalized first (a /proc/self/root path, say), and an unreadable mount table
-/// is an error, not an empty answer.
-fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError> {
+/// The kernel's own interfaces, by mountinfo type and statfs magic: their files are knobs of
+/// the whole host (sysctls, cgroups, tracing, EFI variables, ...) rather than storage, and
+/// their permission checks are mostly the file's owner and mode alone, which a task that is
+/// the host's uid 0 passes.
+const KERNEL_FS: &[(&str, i64)] = &[
+    ("proc", 0x9fa0),
+    ("sysfs", 0x6265_6572),
+    ("cgroup", 0x0027_e0eb),
+    ("cgroup2", 0x6367_7270),
+    ("tracefs", 0x7472_6163),
+    ("debugfs", 0x6462_6720),
+    ("securityfs", 0x7363_6673),
+    ("bpf", 0xcafe_4a11),
+    ("configfs", 0x6265_6570),
+    ("pstore", 0x6165_676c),
+    ("efivarfs", 0xde5e_81e4),
+    ("binfmt_misc", 0x4249_4e4d),
+    ("fusectl", 0x6573_5543),
+    ("selinuxfs", 0xf97c_ff8c),
+    ("smackfs", 0x4341_5d53),
+];
+
+/// A mount of one of the kernel's interfaces in a writable copy of a host tree, relative to
+/// the copy's root ("" for the root itself).
+struct KernelFs {
+    rel: PathBuf,
+    /// proc: its global knobs (PROC_KNOBS) are covered read-only, as in a new --proc, and the
+    /// rest (the processes' own files: uid_map, oom_score_adj, ...) stays writable. Any other
+    /// type becomes read-only whole.
+    proc: bool,
+}
+
+/// Mounts of the kernel's interfaces (KERNEL_FS) in a copy of the host tree at `src`: a
+/// writable copy keeps these read-only. The source is canonicalized first (a /proc/self/root
+/// path, say), and an unreadable mount table is an error, not an empty answer.
+fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<KernelFs>, SysError> {
     const PROC_SUPER_MAGIC: i64 = 0x9fa0;
-    const SYSFS_MAGIC: i64 = 0x6265_6572;
     let mut found = Vec::new();
     let st = named(nix::sys::statfs::fstatfs(tree), || {
         format!("fstatfs(<tree of {src:?}>)")
     })?;
     let magic = st.filesystem_type().0 as i64;
-    if magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC {
-        found.push(PathBuf::new());
+    if KERNEL_FS.iter().any(|&(_, m)| m == magic) {
+        found.push(KernelFs {
+            rel: PathBuf::new(),
+            proc: magic == PROC_SUPER_MAGIC,
+        });
     }
     let src = std::fs::canonicalize(src).map_err(|e| io_err(e, || format!("realpath({src:?})")))?;
     let text = std::fs::read_to_string("/proc/self/mountinfo")
@@ -729,7 +762,7 @@ fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError>
             continue;
         };
         let fstype = post.split(' ').next().unwrap_or("");
-        if fstype != "proc" && fstype != "sysfs" {
+        if !KERNEL_FS.iter().any(|&(name, _)| name == fstype) {
             continue;
         }
         // mountinfo escapes space, tab, newline and backslash as octal.
@@ -738,7 +771,10 @@ fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError>
         if let Ok(rel) = mnt.strip_prefix(&src)
             && !rel.as_os_str().is_empty()
         {
-            found.push(rel.to_path_buf());
+            found.push(KernelFs {
+                rel: rel.to_path_buf(),
+                proc: fstype == "proc",
+            });
         }
     }
     Ok(found)
@@ -761,6 +797,28 @@ fn unescape_mountinfo(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A writable copy of a host tree for a root caller keeps the proc and sysfs mounts in it
+/// read-only: only a root caller's task can be the host's uid 0, the owner of their knobs.
+/// Whether the tree was named by path or handed over as a descriptor.
+fn guard_kernel_fs(
+    copy: Prepared,
+    src: &Path,
+    access: Access,
+    caller_is_root: bool,
+) -> Result<Prepared, SysError> {
+    match copy {
+        Prepared::Tree { fd, is_dir } if access != Access::ReadOnly && caller_is_root => {
+            let kernel_fs = kernel_fs_under(src, &fd)?;
+            Ok(Prepared::WritableTree {
+                fd,
+                is_dir,
+                kernel_fs,
+            })
+        }
+        other => Ok(other),
+    }
 }
 
 fn access_attrs(a: Access) -> u64 {
@@ -816,16 +874,8 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             Err(e) if *optional && (e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR) => {
                 Prepared::Nothing
             }
-            // Only a root caller's task can be the host's uid 0, the owner of proc's knobs.
-            Ok(Prepared::Tree { fd, is_dir }) if *access != Access::ReadOnly && caller_is_root => {
-                let kernel_fs = kernel_fs_under(src, &fd)?;
-                Prepared::WritableTree {
-                    fd,
-                    is_dir,
-                    kernel_fs,
-                }
-            }
-            other => other?,
+            Ok(copy) => guard_kernel_fs(copy, src, *access, caller_is_root)?,
+            Err(e) => return Err(e),
         },
         FsOp::Proc(_) if !own_pid_ns(spec) => {
             let Prepared::Tree { fd, .. } = tree(
@@ -874,7 +924,7 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
                     errno: Errno::EXDEV,
                 });
             }
-            copy
+            guard_kernel_fs(copy, Path::new(&path), *access, caller_is_root)?
         }
         FsOp::Overlay { sources, upper, .. } => {
             let copy = |p: &Path, attrs| -> Result<OwnedFd, SysError> {
@@ -1196,7 +1246,7 @@ fn apply(
             attach(&fd, dest, is_dir)
         }
         (
-            FsOp::Bind { dest, .. },
+            FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. },
             Prepared::WritableTree {
                 fd,
                 is_dir,
@@ -1204,9 +1254,13 @@ fn apply(
             },
         ) => {
             attach(&fd, dest, is_dir)?;
-            // A writable host tree keeps the kernel's knobs (proc, sysfs) read-only.
-            for rel in kernel_fs {
-                let p = at(dest).join(rel);
+            // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only.
+            for k in kernel_fs {
+                let p = at(dest).join(k.rel);
+                if k.proc {
+                    protect_proc_knobs(&p)?;
+                    continue;
+                }
                 let fd = open_path(&p.to_string_lossy())?;
                 sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
             }

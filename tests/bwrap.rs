@@ -2026,6 +2026,50 @@ fn host_sysctls_are_read_only_for_a_root_caller() {
     );
 }
 
+/// As root, the kernel's interfaces in a writable copy of a host tree stay read-only however
+/// the copy is named: a proc handed over as a descriptor (--bind-fd), a cgroup hierarchy or
+/// tracefs bound directly. bubblewrap lets the task write them (each probe writes a file's
+/// current value back). The processes' own files in such a proc stay writable under both
+/// (oom_score_adj), as only proc's global knobs are covered.
+#[test]
+fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
+    let back = |f: &str| format!("v=$(cat {f}) && echo $v > {f} && echo WROTE || echo REFUSED");
+    let base = ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin"];
+    let base = base.iter().chain(["--symlink", "usr/lib", "/lib"].iter());
+    let base: Vec<&str> = base
+        .chain(["--symlink", "usr/lib64", "/lib64"].iter())
+        .copied()
+        .collect();
+    let fd_proc = case(&base)
+        .pre("exec 5</proc")
+        .arg(&["--bind-fd", "5", "/hostproc"]);
+    let cgroup = case(&base).arg(&["--bind", "/sys/fs/cgroup/pids", "/k"]);
+    let tracing = case(&base).arg(&["--bind", "/sys/kernel/tracing", "/k"]);
+    for (c, file) in [
+        (fd_proc.clone(), "/hostproc/sys/vm/overcommit_ratio"),
+        (cgroup, "/k/cgroup.clone_children"),
+        (tracing, "/k/tracing_on"),
+    ] {
+        let [b, a] = c.sh(&back(file)).run_all(Launcher::Root);
+        assert_eq!(b.stdout, "WROTE\n", "{file} {}", b.show());
+        assert_eq!(a.stdout, "REFUSED\n", "{file} {}", a.show());
+        assert!(a.stderr.contains("Read-only file system"), "{}", a.show());
+    }
+    for c in [
+        fd_proc.sh(&back("/hostproc/self/oom_score_adj")),
+        case(&["--bind", "/", "/"]).sh(&back("/proc/self/oom_score_adj")),
+    ] {
+        let [b, a] = c.run_all(Launcher::Root);
+        assert_eq!(
+            (b.stdout.as_str(), a.stdout.as_str()),
+            ("WROTE\n", "WROTE\n"),
+            "{}\n{}",
+            b.show(),
+            a.show()
+        );
+    }
+}
+
 /// bubblewrap's pid 1 (its reaper) carries the caller's environment and the task can read it
 /// in /proc/1/environ; airlock's init is not dumpable. With --unshare-net the launcher makes
 /// the network namespace while the init builds the sandbox, and an unprivileged caller's init
