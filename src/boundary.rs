@@ -41,6 +41,9 @@ pub struct Inherited<'a> {
     pub inputs: Vec<Option<File>>,
     /// Write ends of the stdout/stderr pipes in JSON mode.
     pub capture: Option<(OwnedFd, OwnedFd)>,
+    /// The task's ends of the pipes the launcher relays a streamed run's regular-file streams
+    /// through (`relay.rs`), put on fds 0-2 at step 13; `None`: the stream as it is.
+    pub relayed: [Option<OwnedFd>; 3],
     /// The launcher runs as root: the task must still be unprivileged on the host.
     pub caller_is_root: bool,
     /// The uid and gid maps this init writes for itself (an unprivileged caller maps only its
@@ -488,6 +491,7 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
     if let Some((o, e)) = &inh.capture {
         keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
     }
+    keep.extend(inh.relayed.iter().flatten().map(|f| f.as_raw_fd()));
     for op in &inh.spec.fs {
         if let FsOp::BindFd { fd, .. } | FsOp::File { fd, .. } = op {
             keep.push(*fd);
@@ -1857,6 +1861,20 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
             })
         });
         if let Err(e) = ok {
+            fail(format!("step 13: {e}"));
+        }
+    }
+    for (stream, end) in inh.relayed.iter().enumerate() {
+        let dup2_to = |fd: &OwnedFd, n: usize| match n {
+            0 => nix::unistd::dup2_stdin(fd),
+            1 => nix::unistd::dup2_stdout(fd),
+            _ => nix::unistd::dup2_stderr(fd),
+        };
+        if let Some(end) = end
+            && let Err(e) = named(dup2_to(end, stream), || {
+                format!("dup2(<relay pipe>, {stream})")
+            })
+        {
             fail(format!("step 13: {e}"));
         }
     }

@@ -18,6 +18,7 @@ use nix::unistd::Pid;
 use crate::boundary::{self, Inherited};
 use crate::channel::{self, Msg};
 use crate::limits::{self, Cgroup, Mechanism};
+use crate::relay;
 use crate::report::{self, Capture, Files, Pipe};
 use crate::spec::{InputSource, Output, Spec};
 use crate::sys::{self, Forked, SysError, named};
@@ -104,9 +105,25 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         _ => (None, None),
     };
     let (parent_sock, child_sock) = channel::pair().map_err(setup)?;
+    // The task's ends of the pipes made here belong to its host uid, as pipes its caller made
+    // would: so it can reopen them too (/dev/stdout, /dev/stdin), which it could not were they
+    // root's.
+    let owner = (caller_is_root && !spec.identity_map).then_some((spec.host_uid, spec.host_gid));
     let capture = match spec.output {
-        Output::Json { .. } => Some((pipe()?, pipe()?)),
+        Output::Json { .. } => Some((relay::pipe(owner, true)?, relay::pipe(owner, true)?)),
         Output::Stream => None,
+    };
+    // A streamed run's standard streams that are files reach the task as relayed pipes
+    // (relay.rs); bwrap mode passes them as they are, as bubblewrap does.
+    let relay::Plan {
+        mut relays,
+        task_ends,
+    } = match (&spec.output, &spec.bwrap) {
+        (Output::Stream, None) => relay::plan(owner)?,
+        _ => relay::Plan {
+            relays: Vec::new(),
+            task_ends: [None, None, None],
+        },
     };
 
     // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
@@ -193,6 +210,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 sock: child_sock,
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
+                relayed: task_ends,
                 caller_is_root,
                 own_maps,
                 cgroup_v1: v1_plan.is_some(),
@@ -207,6 +225,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     };
     drop(child_sock);
     drop(inputs);
+    drop(task_ends);
     // The init's user namespace, for the network namespace's helper (below). Opening it takes
     // ptrace-mode access to the init, which holds now: it is dumpable until step 10, which
     // waits for that namespace, and a root caller's init waits for the id maps at step 2.
@@ -317,11 +336,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         &parent_sock,
         &sigfd,
         [out_r.as_ref(), err_r.as_ref()],
+        &mut relays,
         deadline,
     );
     let init_status = waitpid(pid, None);
     // Everything in the sandbox is gone now; read what is left in the channel and pipes.
     sup.drain_channel(&parent_sock);
+    relay::drain(&mut relays);
     for (fd, cap) in [(&out_r, &mut sup.stdout), (&err_r, &mut sup.stderr)] {
         if let Some(fd) = fd {
             while cap.read_from(fd.as_fd()) == Pipe::Open {}
@@ -428,20 +449,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         stderr: sup.stderr,
         files,
     })
-}
-
-/// A capture pipe; the launcher's read end never blocks (the task's write end does, as usual).
-fn pipe() -> Result<(OwnedFd, OwnedFd), Failure> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    let (r, w) = named(nix::unistd::pipe2(OFlag::O_CLOEXEC), || {
-        "pipe2(O_CLOEXEC)".into()
-    })
-    .map_err(|e| Failure::Setup(format!("step 1: {e}")))?;
-    named(fcntl(&r, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)), || {
-        "fcntl(<pipe>, F_SETFL, O_NONBLOCK)".into()
-    })
-    .map_err(|e| Failure::Setup(format!("step 1: {e}")))?;
-    Ok((r, w))
 }
 
 /// Inputs are opened here, with the caller's rights, and copied in by the init; a FIFO or a
@@ -565,6 +572,7 @@ impl Supervisor {
         sock: &OwnedFd,
         sigfd: &SignalFd,
         pipes: [Option<&OwnedFd>; 2],
+        relays: &mut [relay::Relay],
         deadline: Option<Instant>,
     ) -> bool {
         let mut timed_out = false;
@@ -611,6 +619,15 @@ impl Supervisor {
                     pipe_idx[i] = Some(fds.len() - 1);
                 }
             }
+            let relay_idx: Vec<(usize, usize)> = relays
+                .iter()
+                .enumerate()
+                .filter_map(|(r, relay)| {
+                    let p = relay.poll_fd()?;
+                    fds.push(p);
+                    Some((r, fds.len() - 1))
+                })
+                .collect();
             if poll(&mut fds, timeout).is_err() {
                 continue;
             }
@@ -622,7 +639,15 @@ impl Supervisor {
                 pipe_idx[0].is_some_and(ready),
                 pipe_idx[1].is_some_and(ready),
             ];
+            let relays_ready: Vec<usize> = relay_idx
+                .into_iter()
+                .filter(|&(_, i)| ready(i))
+                .map(|(r, _)| r)
+                .collect();
             drop(fds);
+            for r in relays_ready {
+                relays[r].pump();
+            }
             if sig_ready {
                 while let Ok(Some(info)) = sigfd.read_signal() {
                     let sig = info.ssi_signo as i32;

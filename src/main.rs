@@ -20,6 +20,7 @@ mod launch;
 mod limits;
 #[cfg(test)]
 mod policy;
+mod relay;
 mod report;
 mod request;
 mod seccomp;

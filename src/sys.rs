@@ -333,6 +333,13 @@ fn process_start() {
     let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn) };
 }
 
+/// Descriptor 0, 1 or 2 of this process.
+pub fn std_stream(n: i32) -> BorrowedFd<'static> {
+    assert!((0..3).contains(&n), "not a standard stream: {n}");
+    // SAFETY: process_start leaves 0-2 open, and airlock never closes them in this process.
+    unsafe { BorrowedFd::borrow_raw(n) }
+}
+
 /// End this process by `sig` as its default action would (the caller then sees 128+N, as
 /// for a process killed by it): the signal, read from a signalfd while blocked, is sent again
 /// with its default action restored and unblocked.

@@ -1804,3 +1804,84 @@ fn environment_is_exactly_the_fixed_set() {
         );
     }
 }
+
+/// A file redirected to or from a standard stream reaches the task as a pipe the launcher
+/// relays: reopening the stream through /proc/self/fd gives no more access than the
+/// redirection did (a read-only stdin opened for writing, an append-only stdout truncated),
+/// and a directory on a stream, a path into the host's tree, is refused before anything runs.
+/// /dev/stdin and /dev/stdout still work, also in --json mode, and stdout and stderr sent to
+/// one file keep their order. The same probe run on the host (the control) does overwrite and
+/// truncate.
+#[test]
+fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
+    let d = world_readable_dir("/tmp", "airlock-streams-");
+    let file = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        p
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    let append = |p: &Path| std::fs::OpenOptions::new().append(true).open(p).unwrap();
+    let probe = "(echo OVERWRITTEN > /proc/self/fd/0) 2>/dev/null; \
+                 (: > /proc/self/fd/1) 2>/dev/null; echo appended";
+    for who in BOTH {
+        let ctx = format!("{who:?}");
+        for inside in [true, false] {
+            let (input, log) = (file("in", "original\n"), file("log", "line1\n"));
+            let mut c = if inside {
+                airlock_run(who, &[], &["sh", "-c", probe])
+            } else {
+                host_cmd(who, &["sh", "-c", probe])
+            };
+            let status = c
+                .stdin(std::fs::File::open(&input).unwrap())
+                .stdout(append(&log))
+                .status()
+                .unwrap();
+            assert!(status.success(), "{ctx} inside={inside}: {status:?}");
+            let want = if inside {
+                ("original\n", "line1\nappended\n")
+            } else {
+                ("OVERWRITTEN\n", "appended\n")
+            };
+            assert_eq!(
+                (read(&input).as_str(), read(&log).as_str()),
+                want,
+                "{ctx} {inside}"
+            );
+        }
+
+        let o = airlock_run(who, &[], &["sh", "-c", "echo ran"])
+            .stdin(std::fs::File::open(d.path()).unwrap())
+            .output()
+            .unwrap();
+        assert_exit(&o, 2, &ctx);
+        assert!(
+            stderr(&o).contains("stdin is a directory"),
+            "{ctx}\n{}",
+            show(&o)
+        );
+        assert_eq!(stdout(&o), "", "{ctx}: the task ran");
+
+        let (input, out) = (file("in", "original\n"), file("out", ""));
+        let script = "cat /dev/stdin > /dev/stdout; echo 2 >&2; echo 3 > /dev/stderr; \
+                      i=0; while [ $i -lt 300 ]; do echo o$i; echo e$i >&2; i=$((i+1)); done";
+        let mut want = String::from("original\n2\n3\n");
+        for i in 0..300 {
+            want.push_str(&format!("o{i}\ne{i}\n"));
+        }
+        let status = airlock_run(who, &[], &["sh", "-c", script])
+            .stdin(std::fs::File::open(&input).unwrap())
+            .stdout(append(&out))
+            .stderr(append(&out))
+            .status()
+            .unwrap();
+        assert!(status.success(), "{ctx}: {status:?}");
+        assert!(read(&out) == want, "{ctx}: {}", read(&out));
+
+        let o = run_inside(who, &["--json"], &["sh", "-c", "echo hi > /dev/stdout"]);
+        assert_exit(&o, 0, &ctx);
+        assert_eq!(report(&o)["stdout"], "hi\n", "{ctx}");
+    }
+}
