@@ -1815,7 +1815,7 @@ impl ExecPlan {
     }
 }
 
-/// The task, pid 2: default signals, its stdio, every other descriptor closed at exec, then
+/// The task, pid 2: its signals (default, or bwrap mode's as the caller left them), its stdio, every other descriptor closed at exec, then
 /// execve with the environment built from nothing. Never returns.
 fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
     let sock = inh.sock.as_fd();
@@ -1824,7 +1824,14 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
         let _ = channel::send(sock, &Msg::SetupFailed(e));
         sys::exit_now(spec::exit::SETUP_FAILED)
     };
-    sys::reset_signal_dispositions();
+    // airlock run starts the task with every signal at its default; bwrap mode leaves the
+    // ones its caller ignored ignored, as bubblewrap's exec does (nohup, a script's
+    // background job).
+    if spec.bwrap.is_some() {
+        sys::caller_signal_dispositions();
+    } else {
+        sys::reset_signal_dispositions();
+    }
     if let Err(e) =
         nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
     {

@@ -129,11 +129,14 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
     // without telling the sandbox's init; the init inherits this default.
     sys::default_sigchld();
-    // SIGINT, SIGTERM and SIGHUP are read from a signalfd and forwarded; the sandbox's init
-    // inherits them blocked and waits for them the same way.
+    // SIGINT, SIGTERM and SIGHUP are read from a signalfd and forwarded (bwrap mode: they end
+    // airlock, as they end bubblewrap); the sandbox's init inherits them blocked and waits for
+    // them the same way. One the caller ignores (nohup) stays ignored: it never arrives.
     let mut forwarded = SigSet::empty();
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        forwarded.add(s);
+        if !sys::is_ignored(s) {
+            forwarded.add(s);
+        }
     }
     named(
         sigprocmask(SigmaskHow::SIG_BLOCK, Some(&forwarded), None),
@@ -543,6 +546,9 @@ struct Supervisor {
     task_cpu_ms: u64,
     /// Receive buffer for the init's messages (see `channel::launcher_capacity`).
     msg_capacity: usize,
+    /// bwrap mode: SIGINT, SIGTERM and SIGHUP end airlock (and the sandbox) at once rather
+    /// than being forwarded to the task.
+    dies_by_signals: bool,
 }
 
 impl Supervisor {
@@ -561,6 +567,7 @@ impl Supervisor {
             task_end: None,
             task_cpu_ms: 0,
             msg_capacity: channel::launcher_capacity(spec.inputs.iter().map(|i| i.name.as_str())),
+            dies_by_signals: spec.bwrap.is_some(),
         }
     }
 
@@ -650,11 +657,18 @@ impl Supervisor {
             }
             if sig_ready {
                 while let Ok(Some(info)) = sigfd.read_signal() {
-                    let sig = info.ssi_signo as i32;
-                    if let Ok(s) = Signal::try_from(sig) {
-                        let _ = kill(self.pid, s);
+                    let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
+                        continue;
+                    };
+                    if self.dies_by_signals {
+                        // bwrap mode: airlock dies of it at once, as bubblewrap does, and the
+                        // sandbox with it (as bubblewrap's with --die-with-parent).
+                        let _ = kill(self.pid, Signal::SIGKILL);
+                        let _ = waitpid(self.pid, None);
+                        sys::die_by(sig);
                     }
-                    if sig != libc::SIGINT && kill_at.is_none() {
+                    let _ = kill(self.pid, sig);
+                    if sig != Signal::SIGINT && kill_at.is_none() {
                         kill_at = Some(Instant::now() + TERM_GRACE);
                     }
                 }

@@ -330,7 +330,38 @@ fn process_start() {
         }
     }
     // SAFETY: installing SIG_IGN runs no code of ours in signal context.
-    let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn) };
+    let before = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn) };
+    CALLER_IGNORED_SIGPIPE.store(
+        matches!(before, Ok(SigHandler::SigIgn)),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// Whether the caller had SIGPIPE ignored (process_start ignores it for airlock itself).
+static CALLER_IGNORED_SIGPIPE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `sig` is ignored in this process: the caller left it so (airlock ignores only
+/// SIGPIPE itself, and not before process_start has noted the caller's).
+pub fn is_ignored(sig: Signal) -> bool {
+    if sig == Signal::SIGPIPE {
+        return CALLER_IGNORED_SIGPIPE.load(std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut now = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with a null new action, sigaction only writes the current one into `now`.
+    let r = unsafe { libc::sigaction(sig as i32, std::ptr::null(), now.as_mut_ptr()) };
+    // SAFETY: zeroed, then filled by the kernel; every field is plain data.
+    r == 0 && unsafe { now.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
+/// Signals as the caller left them, as a task started through exec would find them (the
+/// ignored ones stay ignored): only SIGPIPE, which airlock ignores for itself, goes back to
+/// its default unless the caller ignored it too. airlock installs no handler.
+pub fn caller_signal_dispositions() {
+    if !is_ignored(Signal::SIGPIPE) {
+        // SAFETY: installing SIG_DFL runs no code of ours in signal context.
+        let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+    }
 }
 
 /// Descriptor 0, 1 or 2 of this process.

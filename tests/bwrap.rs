@@ -2254,6 +2254,45 @@ fn empty_arguments_in_an_args_descriptor_are_kept() {
     }
 }
 
+/// Signals as under bubblewrap: one the caller ignores (nohup, a script's background job)
+/// stays ignored in the task and does not end the run; SIGTERM or SIGHUP to the launcher ends
+/// it at once with 128+N (SIGINT too, but a script's background job has it ignored), the sandbox with it (bubblewrap's --die-with-parent), and is not
+/// handed to a task that would catch it.
+#[test]
+fn signals_to_the_launcher_act_as_under_bubblewrap() {
+    let ignored = case(&["--ro-bind", "/", "/", "--dev", "/dev"])
+        .script(
+            "trap '' HUP INT QUIT; $BW \"$@\" & p=$!; sleep 0.5; kill -HUP $p; kill -INT $p; \
+             wait $p; echo rc=$?",
+        )
+        .sh(
+            "sleep 1; echo survived; m=$(awk '/^SigIgn/ {print $2}' /proc/self/status); \
+             echo HUP INT QUIT PIPE ignored: $(( 0x$m >> 0 & 1 )) $(( 0x$m >> 1 & 1 )) \
+             $(( 0x$m >> 2 & 1 )) $(( 0x$m >> 12 & 1 ))",
+        );
+    let ends = |sig: &str| {
+        case(&["--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent"])
+            .script(&format!(
+                "$BW \"$@\" & p=$!; sleep 0.5; kill -{sig} $p; wait $p; echo rc=$?"
+            ))
+            .sh("trap 'echo caught; exit 7' HUP TERM; sleep 5 & wait; sleep 1")
+    };
+    for who in BOTH {
+        for (c, want) in [
+            (
+                ignored.clone(),
+                "survived\nHUP INT QUIT PIPE ignored: 1 1 1 0\nrc=0\n",
+            ),
+            (ends("TERM"), "rc=143\n"),
+            (ends("HUP"), "rc=129\n"),
+        ] {
+            let [b, a] = c.run_all(who);
+            assert_eq!(b.stdout, want, "{who:?} bubblewrap {}", b.show());
+            assert_eq!(a.stdout, want, "{who:?} airlock {}", a.show());
+        }
+    }
+}
+
 /// While airlock waits on --userns-block-fd, SIGTERM still ends it, as it ends bubblewrap (a
 /// job's timeout or cancel must not hang on a descriptor nobody writes). A launcher that
 /// ignores SIGTERM gets SIGKILL a second later (rc=137), so a failure leaves nothing behind.
