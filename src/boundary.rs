@@ -1932,9 +1932,12 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
     let candidates: Vec<CString> = if name.contains('/') {
         vec![plan.argv[0].clone()]
     } else {
+        // An empty entry is the working directory, as to execvp(3).
         path.split(':')
-            .filter(|d| !d.is_empty())
-            .map(|d| sys::cstring(&format!("{d}/{name}")))
+            .map(|d| match d {
+                "" => sys::cstring(&name),
+                d => sys::cstring(&format!("{d}/{name}")),
+            })
             .collect()
     };
     let mut denied: Option<Errno> = None;

@@ -162,6 +162,27 @@ fn fd_arg(_opt: &str, v: &str) -> Result<i32, UsageError> {
     }
 }
 
+/// --size as bubblewrap reads it (strtoull in base 0): decimal, 0x hexadecimal or 0 octal
+/// digits and nothing else, starting with a digit; at least 1 and at most 2^63-1 bytes.
+fn tmpfs_size(v: &str) -> Option<u64> {
+    let (digits, radix) = if let Some(h) = v.strip_prefix("0x").or(v.strip_prefix("0X")) {
+        (h, 16)
+    } else if v.len() > 1 && v.starts_with('0') {
+        (&v[1..], 8)
+    } else {
+        (v, 10)
+    };
+    if !v.starts_with(|c: char| c.is_ascii_digit())
+        || digits.is_empty()
+        || !digits.chars().all(|c| c.is_digit(radix))
+    {
+        return None;
+    }
+    u64::from_str_radix(digits, radix)
+        .ok()
+        .filter(|&n| n > 0 && n <= i64::MAX as u64)
+}
+
 fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
     match u32::from_str_radix(v, 8) {
         Ok(p) if p <= 0o7777 => Ok(p),
@@ -236,15 +257,14 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         }
         if a == "--size" {
             let v = take!(a);
-            size = Some(
-                crate::spec::parse_size(&v)
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| UsageError(format!("Invalid size {v}")))?,
-            );
+            size = Some(tmpfs_size(&v).ok_or_else(|| UsageError(format!("Invalid size {v}")))?);
             continue;
         }
         let (p, sz) = (perms.take(), size.take());
+        // The command's first word: a --perms or --size left over applies to nothing, and
+        // bubblewrap runs the command regardless.
+        let is_option = a.starts_with("--") && a != "--";
+        let (p, sz) = if is_option { (p, sz) } else { (None, None) };
         let creates = matches!(
             a,
             "--bind-data" | "--ro-bind-data" | "--file" | "--dir" | "--tmpfs"
@@ -734,6 +754,35 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
             Err(crate::launch::Failure::Setup(msg)) | Err(crate::launch::Failure::Usage(msg)) => {
                 die(&msg)
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tmpfs_size;
+
+    /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
+    #[test]
+    fn tmpfs_size_reads_as_bubblewrap_does() {
+        for (v, want) in [
+            ("4096", Some(4096)),
+            ("0100000", Some(32768)),
+            ("0x100000", Some(1 << 20)),
+            ("0X1f", Some(31)),
+            ("9223372036854775807", Some(i64::MAX as u64)),
+            ("9223372036854775808", None),
+            ("0", None),
+            ("00", None),
+            ("0x", None),
+            ("08", None),
+            ("1k", None),
+            (" 4096", None),
+            ("+4096", None),
+            ("-1", None),
+            ("", None),
+        ] {
+            assert_eq!(tmpfs_size(v), want, "{v:?}");
         }
     }
 }

@@ -2254,6 +2254,61 @@ fn empty_arguments_in_an_args_descriptor_are_kept() {
     }
 }
 
+/// Values read as bubblewrap reads them: --size in C's base 0 (0100000 is octal, 32 KiB;
+/// 0x100000 hexadecimal, 1 MiB), a --perms or --size left over before the command ignored,
+/// and an empty PATH entry (leading or trailing) naming the working directory, as to execvp.
+#[test]
+fn option_values_read_as_bubblewrap_reads_them() {
+    let d = tmpdir(0o755);
+    write(&d.path().join("x"), b"#!/bin/sh\necho ran-x\n", 0o755);
+    let dir = d.path().to_str().unwrap();
+    let sizes = case(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--size",
+        "0100000",
+        "--tmpfs",
+        "/tmp",
+    ])
+    .arg(&["--size", "0x100000", "--tmpfs", "/mnt"])
+    .sh("grep -E ' /(tmp|mnt) ' /proc/self/mountinfo | grep -o 'size=[0-9a-z]*'");
+    for who in BOTH {
+        for (c, want) in [
+            (sizes.clone(), "size=32k\nsize=1024k\n"),
+            (
+                case(&["--ro-bind", "/", "/", "--perms", "0755", "echo", "p"]),
+                "p\n",
+            ),
+            (
+                case(&["--ro-bind", "/", "/", "--size", "100", "echo", "s"]),
+                "s\n",
+            ),
+            (
+                case(&["--ro-bind", "/", "/", "--setenv", "PATH", ":/usr/bin"])
+                    .arg(&["--chdir", dir, "x"]),
+                "ran-x\n",
+            ),
+            (
+                case(&["--ro-bind", "/", "/", "--setenv", "PATH", "/usr/bin:"])
+                    .arg(&["--chdir", dir, "x"]),
+                "ran-x\n",
+            ),
+        ] {
+            let [b, a] = c.run_all(who);
+            assert_eq!(b.stdout, want, "{who:?} bubblewrap {}", b.show());
+            assert_eq!(a.stdout, want, "{who:?} airlock {}", a.show());
+            assert_eq!(
+                (b.code, a.code),
+                (0, 0),
+                "{who:?} {}\n{}",
+                b.show(),
+                a.show()
+            );
+        }
+    }
+}
+
 /// Signals as under bubblewrap: one the caller ignores (nohup, a script's background job)
 /// stays ignored in the task and does not end the run; SIGTERM or SIGHUP to the launcher ends
 /// it at once with 128+N (SIGINT too, but a script's background job has it ignored), the sandbox with it (bubblewrap's --die-with-parent), and is not
