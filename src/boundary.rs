@@ -857,15 +857,28 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             Prepared::Etc(v)
         }
         FsOp::Dev(_) => {
+            let mut nodes: Vec<(&'static str, PathBuf)> = DEVICES
+                .iter()
+                .map(|dev| (*dev, Path::new("/dev").join(dev)))
+                .collect();
+            // bwrap mode, as bubblewrap: a terminal on stdout is bound at /dev/console, where
+            // ttyname(3) finds it (the host's /dev/pts/N is not in the sandbox's devpts).
+            if spec.bwrap.is_some()
+                && nix::unistd::isatty(sys::std_stream(1)).unwrap_or(false)
+                && let Ok(tty) = std::fs::read_link("/proc/self/fd/1")
+                && tty.starts_with("/dev/")
+            {
+                nodes.push(("console", tty));
+            }
             let mut v = Vec::new();
-            for dev in DEVICES {
+            for (name, host) in nodes {
                 // Device nodes must not be nodev; they are read-only (which does not stop
                 // writing to a device) and nosuid, noexec.
                 let attrs =
                     sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
-                let fd = sys::clone_tree(&Path::new("/dev").join(dev))?;
-                sys::set_mount_attrs(fd.as_fd(), "", attrs, true, Path::new(dev))?;
-                v.push((*dev, fd));
+                let fd = sys::clone_tree(&host)?;
+                sys::set_mount_attrs(fd.as_fd(), "", attrs, true, &host)?;
+                v.push((name, fd));
             }
             Prepared::Dev(v)
         }

@@ -2254,6 +2254,31 @@ fn empty_arguments_in_an_args_descriptor_are_kept() {
     }
 }
 
+/// --dev with a terminal on stdout: the terminal is bound at /dev/console, where tty(1) and
+/// ttyname(3) find it, as under bubblewrap (the host's /dev/pts/N is not in the sandbox's own
+/// devpts). Without a terminal there is no /dev/console.
+#[test]
+fn a_terminal_on_stdout_is_the_sandboxs_console() {
+    let probe = "tty; test -c /dev/console && echo console || echo no-console";
+    let in_pty = case(&[]).script(&format!(
+        "script -qec \"$BW --ro-bind / / --dev /dev sh -c '{probe}'\" /dev/null"
+    ));
+    let no_tty = case(&["--ro-bind", "/", "/", "--dev", "/dev"]).sh(probe);
+    for who in BOTH {
+        for (c, want) in [
+            (in_pty.clone(), "/dev/console\nconsole\n"),
+            (no_tty.clone(), "not a tty\nno-console\n"),
+        ] {
+            let [b, a] = c.run_all(who).map(|mut r| {
+                r.stdout = r.stdout.replace('\r', "");
+                r
+            });
+            assert_eq!(b.stdout, want, "{who:?} bubblewrap {}", b.show());
+            assert_eq!(a.stdout, want, "{who:?} airlock {}", a.show());
+        }
+    }
+}
+
 /// Values read as bubblewrap reads them: --size in C's base 0 (0100000 is octal, 32 KiB;
 /// 0x100000 hexadecimal, 1 MiB), a --perms or --size left over before the command ignored,
 /// and an empty PATH entry (leading or trailing) naming the working directory, as to execvp.
