@@ -44,6 +44,9 @@ pub struct Inherited<'a> {
     /// The task's ends of the pipes the launcher relays a streamed run's regular-file streams
     /// through (`relay.rs`), put on fds 0-2 at step 13; `None`: the stream as it is.
     pub relayed: [Option<OwnedFd>; 3],
+    /// bwrap mode: the descriptors the caller left open that the task gets, as under
+    /// bubblewrap (those an option names excluded).
+    pub passed_fds: Vec<i32>,
     /// The launcher runs as root: the task must still be unprivileged on the host.
     pub caller_is_root: bool,
     /// The uid and gid maps this init writes for itself (an unprivileged caller maps only its
@@ -492,6 +495,7 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
         keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
     }
     keep.extend(inh.relayed.iter().flatten().map(|f| f.as_raw_fd()));
+    keep.extend(&inh.passed_fds);
     for op in &inh.spec.fs {
         if let FsOp::BindFd { fd, .. } | FsOp::File { fd, .. } = op {
             keep.push(*fd);
@@ -1907,9 +1911,15 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
     {
         fail(format!("step 13: setsid(): {e}"));
     }
-    // Every descriptor but 0-2 closes at exec, the channel included.
+    // Every descriptor but 0-2 closes at exec, the channel included; in bwrap mode but for
+    // those the caller left open for the task.
     if let Err(e) = sys::cloexec_from(3) {
         fail(format!("step 13: {e}"));
+    }
+    for &fd in &inh.passed_fds {
+        if let Err(e) = sys::keep_across_exec(fd) {
+            fail(format!("step 13: {e}"));
+        }
     }
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.block_fd)
         && let Err(e) = wait_on_fd(fd)

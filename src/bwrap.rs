@@ -155,9 +155,13 @@ fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
         .collect())
 }
 
-fn fd_arg(_opt: &str, v: &str) -> Result<i32, UsageError> {
+/// A descriptor number an option names, noted in `named` (those never reach the task).
+fn fd_arg(named: &mut Vec<i32>, v: &str) -> Result<i32, UsageError> {
     match v.parse::<i32>() {
-        Ok(fd) if fd >= 0 => Ok(fd),
+        Ok(fd) if fd >= 0 => {
+            named.push(fd);
+            Ok(fd)
+        }
         _ => err(format!("Invalid fd: {v}")),
     }
 }
@@ -225,6 +229,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut hostname = None;
     let mut chdir = None;
     let mut io = BwrapIo::default();
+    let mut named = Vec::new();
     let mut seccomp_fds: Vec<i32> = Vec::new();
     let (mut have_seccomp, mut have_add_seccomp) = (false, false);
     let mut new_session = false;
@@ -279,7 +284,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--help" => return Ok(Parsed::Help),
             "--version" => return Ok(Parsed::Version),
             "--args" => {
-                let fd = fd_arg("args", &take!(a))?;
+                let fd = fd_arg(&mut named, &take!(a))?;
                 let extra = read_args_fd(fd)?;
                 total += extra.len();
                 if total > MAX_ARGS {
@@ -303,9 +308,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--unshare-net" => ns.net = true,
             "--unshare-uts" => ns.uts = true,
             "--unshare-cgroup" | "--unshare-cgroup-try" => ns.cgroup = true,
-            "--userns" => io.userns_fd = Some(fd_arg(a, &take!(a))?),
-            "--userns2" => io.userns2_fd = Some(fd_arg(a, &take!(a))?),
-            "--pidns" => io.pidns_fd = Some(fd_arg(a, &take!(a))?),
+            "--userns" => io.userns_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--userns2" => io.userns2_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--pidns" => io.pidns_fd = Some(fd_arg(&mut named, &take!(a))?),
             "--disable-userns" => disable_userns = true,
             "--assert-userns-disabled" => disable_userns = true,
             "--uid" => {
@@ -337,12 +342,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--lock-file" => io.lock_files.push(PathBuf::from(take!(a))),
             "--sync-fd" => {
                 // The launcher keeps it open (it inherited it) until the sandbox is gone.
-                fd_arg("sync-fd", &take!(a))?;
+                io.sync_fd = Some(fd_arg(&mut named, &take!(a))?);
             }
-            "--block-fd" => io.block_fd = Some(fd_arg("block-fd", &take!(a))?),
-            "--userns-block-fd" => io.userns_block_fd = Some(fd_arg("userns-block-fd", &take!(a))?),
-            "--info-fd" => io.info_fd = Some(fd_arg("info-fd", &take!(a))?),
-            "--json-status-fd" => io.json_status_fd = Some(fd_arg("json-status-fd", &take!(a))?),
+            "--block-fd" => io.block_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--userns-block-fd" => io.userns_block_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--info-fd" => io.info_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--json-status-fd" => io.json_status_fd = Some(fd_arg(&mut named, &take!(a))?),
             "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
             | "--ro-bind-try" => {
                 let (src, dest) = (take!(a), take!(a));
@@ -359,7 +364,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 });
             }
             "--bind-fd" | "--ro-bind-fd" => {
-                let fd = fd_arg(a, &take!(a))?;
+                let fd = fd_arg(&mut named, &take!(a))?;
                 fs.push(FsOp::BindFd {
                     fd,
                     dest: PathBuf::from(take!(a)),
@@ -420,7 +425,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 perms: p,
             }),
             "--file" | "--bind-data" | "--ro-bind-data" => {
-                let fd = fd_arg(a, &take!(a))?;
+                let fd = fd_arg(&mut named, &take!(a))?;
                 fs.push(FsOp::File {
                     fd,
                     dest: PathBuf::from(take!(a)),
@@ -455,14 +460,14 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     seccomp_fds.clear();
                 }
                 have_seccomp = true;
-                seccomp_fds.push(fd_arg("seccomp", &take!(a))?);
+                seccomp_fds.push(fd_arg(&mut named, &take!(a))?);
             }
             "--add-seccomp-fd" => {
                 if have_seccomp {
                     return err("--add-seccomp-fd cannot be combined with --seccomp");
                 }
                 have_add_seccomp = true;
-                seccomp_fds.push(fd_arg("add-seccomp-fd", &take!(a))?);
+                seccomp_fds.push(fd_arg(&mut named, &take!(a))?);
             }
             "--new-session" => new_session = true,
             // airlock's sandbox always dies with its launcher; this also ties the launcher to
@@ -573,6 +578,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         limits: None,
         bwrap: Some(BwrapIo {
             disable_userns,
+            named_fds: named,
             ..io
         }),
     })))

@@ -222,6 +222,13 @@ pub struct BwrapIo {
     /// the caller).
     pub explicit_uid: bool,
     pub explicit_gid: bool,
+    /// Every descriptor an option names (--args, --file, --sync-fd, ...): airlock uses them,
+    /// and they never reach the task. Any other descriptor the caller left open does, as
+    /// under bubblewrap.
+    pub named_fds: Vec<i32>,
+    /// --sync-fd: held open by airlock until the sandbox is gone; with --as-pid-1 (no init to
+    /// hold it) the task holds it, as under bubblewrap.
+    pub sync_fd: Option<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2108,31 +2108,34 @@ fn the_launchers_environment_is_not_readable_from_pid_1() {
     }
 }
 
-/// A descriptor the caller left open (fd 7, named by no option) reaches the task under
-/// bubblewrap, not under airlock.
+/// A descriptor the caller left open (fd 7, named by no option) reaches the task, as under
+/// bubblewrap (`cmd <&3`, a make jobserver, socket activation); those an option names (the
+/// data of --file, --sync-fd) do not, under either, but for --sync-fd with --as-pid-1.
 #[test]
-fn descriptors_the_caller_left_open_do_not_reach_the_task() {
+fn descriptors_the_caller_left_open_reach_the_task_as_under_bubblewrap() {
     let d = tmpdir(0o755);
     let f = d.path().join("secret");
     write(&f, b"left open\n", 0o600);
-    let probe = "if [ -e /proc/self/fd/7 ]; then echo visible; cat <&7; else echo absent; fi";
+    let probe = "if [ -e /proc/self/fd/7 ]; then echo visible; cat <&7; else echo absent; fi; \
+                 for n in 8 9; do [ -e /proc/self/fd/$n ] && echo fd $n open; done; true";
     for who in BOTH {
         for set in [
             &[][..],
             &["--unshare-pid"][..],
             &["--unshare-pid", "--as-pid-1"][..],
         ] {
-            let c = case(&with(&["--ro-bind", "/", "/"], set))
-                .pre(&format!("exec 7<{}", f.display()))
+            let c = case(&with(&["--ro-bind", "/", "/", "--tmpfs", "/tmp"], set))
+                .arg(&["--file", "8", "/tmp/data", "--sync-fd", "9"])
+                .pre(&format!("exec 7<{} 8</dev/null 9</dev/null", f.display()))
                 .sh(probe);
             let [b, a] = c.run_all(who);
-            assert_eq!(
-                b.stdout,
-                "visible\nleft open\n",
-                "{who:?} {set:?} {}",
-                b.show()
-            );
-            assert_eq!(a.stdout, "absent\n", "{who:?} {set:?} {}", a.show());
+            // With --as-pid-1 no init holds --sync-fd: the task does.
+            let want = match set.contains(&"--as-pid-1") {
+                true => "visible\nleft open\nfd 9 open\n",
+                false => "visible\nleft open\n",
+            };
+            assert_eq!(b.stdout, want, "{who:?} {set:?} {}", b.show());
+            assert_eq!(a.stdout, want, "{who:?} {set:?} {}", a.show());
         }
     }
 }
