@@ -875,11 +875,14 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
                 nodes.push(("console", tty));
             }
             let mut v = Vec::new();
+            // Device nodes must not be nodev; they are nosuid, noexec, and in airlock run
+            // read-only too (which does not stop writing to a device, only touch and chmod;
+            // bwrap mode leaves them writable, as bubblewrap does).
+            let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+            if spec.bwrap.is_none() {
+                attrs |= sys::MOUNT_ATTR_RDONLY;
+            }
             for (name, host) in nodes {
-                // Device nodes must not be nodev; they are read-only (which does not stop
-                // writing to a device) and nosuid, noexec.
-                let attrs =
-                    sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
                 let fd = sys::clone_tree(&host)?;
                 sys::set_mount_attrs(fd.as_fd(), "", attrs, true, &host)?;
                 v.push((name, fd));

@@ -771,14 +771,13 @@ mod bwrap_status {
     use std::os::fd::OwnedFd;
 
     use nix::unistd::Pid;
-    use serde_json::{Map, Value, json};
 
     use super::End;
     use crate::spec::{BwrapIo, Spec};
 
-    fn namespaces(pid: Pid, spec: &Spec) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("child-pid".into(), json!(pid.as_raw()));
+    /// The child's pid, then the inode of each namespace made, in bubblewrap's order.
+    fn fields(pid: Pid, spec: &Spec) -> Vec<(&'static str, u64)> {
+        let mut v = vec![("child-pid", pid.as_raw() as u64)];
         let ns = &spec.ns;
         for (on, name, file) in [
             (ns.cgroup, "cgroup-namespace", "cgroup"),
@@ -792,29 +791,40 @@ mod bwrap_status {
                 continue;
             }
             if let Ok(st) = nix::sys::stat::stat(format!("/proc/{pid}/ns/{file}").as_str()) {
-                m.insert(name.into(), json!(st.st_ino));
+                v.push((name, st.st_ino));
             }
         }
-        m
+        v
+    }
+
+    /// The documents laid out as bubblewrap writes them, for clients that scrape rather than
+    /// parse: the info one over lines indented by four, the status ones on one line each.
+    fn info_text(f: &[(&str, u64)]) -> String {
+        let body: Vec<String> = f.iter().map(|(k, v)| format!("    \"{k}\": {v}")).collect();
+        format!("{{\n{}\n}}\n", body.join(",\n"))
+    }
+
+    fn status_text(f: &[(&str, u64)]) -> String {
+        let body: Vec<String> = f.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+        format!("{{ {} }}\n", body.join(", "))
     }
 
     /// Write the info document (and close the info fd); returns the json-status fd to finish.
     pub fn announce(pid: Pid, io: &BwrapIo, spec: &Spec) -> Option<OwnedFd> {
-        let doc = Value::Object(namespaces(pid, spec));
+        let f = fields(pid, spec);
         if let Some(fd) = io.info_fd
             && let Ok(dup) = crate::sys::dup_fd(fd)
         {
-            let mut f = std::fs::File::from(dup);
-            let _ = writeln!(f, "{doc:#}");
+            let _ = std::fs::File::from(dup).write_all(info_text(&f).as_bytes());
             // bwrap closes the info fd once written; the caller's reader sees EOF.
             crate::sys::close_fd(fd);
         }
         let fd = io.json_status_fd?;
         let dup = crate::sys::dup_fd(fd).ok()?;
         crate::sys::close_fd(fd);
-        let mut f = std::fs::File::from(dup);
-        let _ = writeln!(f, "{doc}");
-        Some(std::os::fd::OwnedFd::from(f))
+        let mut file = std::fs::File::from(dup);
+        let _ = file.write_all(status_text(&f).as_bytes());
+        Some(std::os::fd::OwnedFd::from(file))
     }
 
     pub fn finish(fd: Option<OwnedFd>, end: &End) {
@@ -825,7 +835,7 @@ mod bwrap_status {
                 End::TimedOut => crate::spec::exit::TIMEOUT,
             };
             let mut f = std::fs::File::from(fd);
-            let _ = writeln!(f, "{}", json!({"exit-code": code}));
+            let _ = writeln!(f, "{{ \"exit-code\": {code} }}");
         }
     }
 }
