@@ -44,9 +44,6 @@ pub struct Inherited<'a> {
     /// The task's ends of the pipes the launcher relays a streamed run's regular-file streams
     /// through (`relay.rs`), put on fds 0-2 at step 13; `None`: the stream as it is.
     pub relayed: [Option<OwnedFd>; 3],
-    /// bwrap mode: the descriptors the caller left open that the task gets, as under
-    /// bubblewrap (those an option names excluded).
-    pub passed_fds: Vec<i32>,
     /// The launcher runs as root: the task must still be unprivileged on the host.
     pub caller_is_root: bool,
     /// The uid and gid maps this init writes for itself (an unprivileged caller maps only its
@@ -168,7 +165,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    capture pipes and the descriptors the command line names stay open.
     //    PR_SET_PDEATHSIG is set, then the launcher is checked still alive (it may have died
     //    before the call: its end of the channel is then closed).
-    sys::close_fds_except(&kept_fds(inh)).step("3 sanitize descriptors")?;
+    sanitize_fds(inh).step("3 sanitize descriptors")?;
     die_with_launcher(sock).step("3 die with the launcher")?;
 
     // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
@@ -388,7 +385,7 @@ fn set_network(inh: &Inherited) -> Result<NetworkSet, StepError> {
 fn join_namespaces(inh: &Inherited, userns: i32) -> Result<(), StepError> {
     let spec = inh.spec;
     let io = spec.bwrap.as_ref().expect("--userns is a bwrap option");
-    sys::close_fds_except(&kept_fds(inh)).step("1 sanitize descriptors")?;
+    sanitize_fds(inh).step("1 sanitize descriptors")?;
     die_with_launcher(inh.sock.as_fd()).step("1 die with the launcher")?;
     sys::join_namespace(userns, libc::CLONE_NEWUSER).step("1 enter the user namespace")?;
     if let Some(fd) = io.pidns_fd {
@@ -487,6 +484,17 @@ fn lost(step: &'static str) -> StepError {
     }
 }
 
+/// Step 3's descriptors: airlock run closes all but those it uses (kept_fds). bwrap mode keeps
+/// the caller's, which reach the task as under bubblewrap; the launcher's copies here are all
+/// close-on-exec, and its end of the channel was dropped at clone3, so the launcher's death
+/// still shows on this side's end.
+fn sanitize_fds(inh: &Inherited) -> Result<(), SysError> {
+    match inh.spec.bwrap {
+        None => sys::close_fds_except(&kept_fds(inh)),
+        Some(_) => Ok(()),
+    }
+}
+
 /// The descriptors init keeps across step 3.
 fn kept_fds(inh: &Inherited) -> Vec<i32> {
     let mut keep = vec![inh.sock.as_raw_fd()];
@@ -495,7 +503,6 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
         keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
     }
     keep.extend(inh.relayed.iter().flatten().map(|f| f.as_raw_fd()));
-    keep.extend(&inh.passed_fds);
     for op in &inh.spec.fs {
         if let FsOp::BindFd { fd, .. } | FsOp::File { fd, .. } = op {
             keep.push(*fd);
@@ -1914,15 +1921,19 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
     {
         fail(format!("step 13: setsid(): {e}"));
     }
-    // Every descriptor but 0-2 closes at exec, the channel included; in bwrap mode but for
-    // those the caller left open for the task.
-    if let Err(e) = sys::cloexec_from(3) {
+    // Every descriptor but 0-2 closes at exec, the channel included. bwrap mode, as
+    // bubblewrap: those the caller left open reach the task, but for those an option names
+    // (airlock's own are all close-on-exec).
+    let closed = match &spec.bwrap {
+        None => sys::cloexec_from(3),
+        Some(b) => b
+            .named_fds
+            .iter()
+            .filter(|&&fd| fd > 2 && !(spec.lockdown.as_pid_1 && b.sync_fd == Some(fd)))
+            .try_for_each(|&fd| sys::set_cloexec(fd)),
+    };
+    if let Err(e) = closed {
         fail(format!("step 13: {e}"));
-    }
-    for &fd in &inh.passed_fds {
-        if let Err(e) = sys::keep_across_exec(fd) {
-            fail(format!("step 13: {e}"));
-        }
     }
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.block_fd)
         && let Err(e) = wait_on_fd(fd)

@@ -190,19 +190,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
         .map(|fd| fd.as_fd());
-    // bwrap mode, as bubblewrap: the descriptors the caller left open, but for those an option
-    // names, reach the task. (Unreadable /proc/self/fd: none do, as in airlock run.)
-    let passed_fds = spec
-        .bwrap
-        .as_ref()
-        .map(|b| {
-            let fds = sys::inherited_fds().unwrap_or_default();
-            let held_by_task = |fd: &i32| spec.lockdown.as_pid_1 && b.sync_fd == Some(*fd);
-            fds.into_iter()
-                .filter(|fd| !b.named_fds.contains(fd) || held_by_task(fd))
-                .collect()
-        })
-        .unwrap_or_default();
     let forked = sys::clone_process(flags, into).map_err(|e| {
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
@@ -227,7 +214,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
                 relayed: task_ends,
-                passed_fds,
                 caller_is_root,
                 own_maps,
                 cgroup_v1: v1_plan.is_some(),

@@ -364,32 +364,14 @@ pub fn caller_signal_dispositions() {
     }
 }
 
-/// The descriptors from 3 up that this process got open across its exec (no FD_CLOEXEC: every
-/// descriptor airlock opens has it), in order.
-pub fn inherited_fds() -> SysResult<Vec<RawFd>> {
-    let dir = std::fs::read_dir("/proc/self/fd").map_err(|e| SysError {
-        call: "opendir(\"/proc/self/fd\")".into(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    })?;
-    let mut fds: Vec<RawFd> = dir
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2)
-        .filter(|&fd| {
-            // SAFETY: F_GETFD on an integer descriptor reads a flag and touches no memory.
-            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-            flags != -1 && flags & libc::FD_CLOEXEC == 0
-        })
-        .collect();
-    fds.sort_unstable();
-    Ok(fds)
-}
-
-/// Clear close-on-exec on `fd`: it reaches the program this process execs.
-pub fn keep_across_exec(fd: RawFd) -> SysResult<()> {
+/// Mark `fd` close-on-exec; one that is not open is left so.
+pub fn set_cloexec(fd: RawFd) -> SysResult<()> {
     // SAFETY: F_SETFD on an integer descriptor sets a flag and touches no memory.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == -1 {
-        return Err(last(|| format!("fcntl({fd}, F_SETFD, 0)")));
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == -1 {
+        let e = last(|| format!("fcntl({fd}, F_SETFD, FD_CLOEXEC)"));
+        if e.errno != Errno::EBADF {
+            return Err(e);
+        }
     }
     Ok(())
 }
