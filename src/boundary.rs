@@ -697,7 +697,7 @@ enum Prepared {
     WritableTree {
         fd: OwnedFd,
         is_dir: bool,
-        kernel_fs: Vec<KernelFs>,
+        kernel_fs: Vec<PathBuf>,
     },
     Link(PathBuf),
     /// The host's /proc (no new pid namespace), with read-only copies of its knobs.
@@ -743,31 +743,20 @@ const KERNEL_FS: &[(&str, i64)] = &[
     ("smackfs", 0x4341_5d53),
 ];
 
-/// A mount of one of the kernel's interfaces in a writable copy of a host tree, relative to
-/// the copy's root ("" for the root itself).
-struct KernelFs {
-    rel: PathBuf,
-    /// proc: its global knobs (PROC_KNOBS) are covered read-only, as in a new --proc, and the
-    /// rest (the processes' own files: uid_map, oom_score_adj, ...) stays writable. Any other
-    /// type becomes read-only whole.
-    proc: bool,
-}
-
-/// Mounts of the kernel's interfaces (KERNEL_FS) in a copy of the host tree at `src`: a
-/// writable copy keeps these read-only. The source is canonicalized first (a /proc/self/root
-/// path, say), and an unreadable mount table is an error, not an empty answer.
-fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<KernelFs>, SysError> {
-    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+/// Mounts of the kernel's interfaces (KERNEL_FS) in a copy of the host tree at `src`, relative
+/// to `src` ("" for the tree's own root, when `src` lies inside one): a writable copy keeps
+/// these read-only whole. (A host proc too: as the host's uid 0 a root caller's task could
+/// otherwise write other host processes' files, such as their oom_score_adj, and the host's
+/// sysctls.) The source is canonicalized first (a /proc/self/root path, say), and an
+/// unreadable mount table is an error, not an empty answer.
+fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError> {
     let mut found = Vec::new();
     let st = named(nix::sys::statfs::fstatfs(tree), || {
         format!("fstatfs(<tree of {src:?}>)")
     })?;
     let magic = st.filesystem_type().0 as i64;
     if KERNEL_FS.iter().any(|&(_, m)| m == magic) {
-        found.push(KernelFs {
-            rel: PathBuf::new(),
-            proc: magic == PROC_SUPER_MAGIC,
-        });
+        found.push(PathBuf::new());
     }
     let src = std::fs::canonicalize(src).map_err(|e| io_err(e, || format!("realpath({src:?})")))?;
     let text = std::fs::read_to_string("/proc/self/mountinfo")
@@ -786,10 +775,7 @@ fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<KernelFs>, SysError
         if let Ok(rel) = mnt.strip_prefix(&src)
             && !rel.as_os_str().is_empty()
         {
-            found.push(KernelFs {
-                rel: rel.to_path_buf(),
-                proc: fstype == "proc",
-            });
+            found.push(rel.to_path_buf());
         }
     }
     Ok(found)
@@ -882,13 +868,11 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
                 nodes.push(("console", tty));
             }
             let mut v = Vec::new();
-            // Device nodes must not be nodev; they are nosuid, noexec, and in airlock run
-            // read-only too (which does not stop writing to a device, only touch and chmod;
-            // bwrap mode leaves them writable, as bubblewrap does).
-            let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
-            if spec.bwrap.is_none() {
-                attrs |= sys::MOUNT_ATTR_RDONLY;
-            }
+            // Device nodes must not be nodev; they are nosuid, noexec and read-only: that does
+            // not stop writing to a device, only touch and chmod, which a root caller's bwrap
+            // task (the host's uid 0, their owner) could otherwise apply to the host's nodes
+            // and to the caller's terminal at /dev/console (bubblewrap lets it).
+            let attrs = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
             for (name, host) in nodes {
                 let fd = sys::clone_tree(&host)?;
                 sys::set_mount_attrs(fd.as_fd(), "", attrs, true, &host)?;
@@ -1286,12 +1270,8 @@ fn apply(
         ) => {
             attach(&fd, dest, is_dir)?;
             // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only.
-            for k in kernel_fs {
-                let p = at(dest).join(k.rel);
-                if k.proc {
-                    protect_proc_knobs(&p)?;
-                    continue;
-                }
+            for rel in kernel_fs {
+                let p = at(dest).join(rel);
                 let fd = open_path(&p.to_string_lossy())?;
                 sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
             }
