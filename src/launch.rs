@@ -229,6 +229,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     drop(child_sock);
     drop(inputs);
     drop(task_ends);
+    relay::limit_writes(&relays, applied.map(|l| l.file_size));
     // The init's user namespace, for the network namespace's helper (below). Opening it takes
     // ptrace-mode access to the init, which holds now: it is dumpable until step 10, which
     // waits for that namespace, and a root caller's init waits for the id maps at step 2.
@@ -345,7 +346,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let init_status = waitpid(pid, None);
     // Everything in the sandbox is gone now; read what is left in the channel and pipes.
     sup.drain_channel(&parent_sock);
-    relay::drain(&mut relays);
+    relay::finish(&mut relays);
     for (fd, cap) in [(&out_r, &mut sup.stdout), (&err_r, &mut sup.stderr)] {
         if let Some(fd) = fd {
             while cap.read_from(fd.as_fd()) == Pipe::Open {}

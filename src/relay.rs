@@ -2,12 +2,23 @@
 //!
 //! A task can reopen any descriptor it holds through /proc/self/fd/N, and the kernel then
 //! checks only the file's own permissions against the task's host uid: a stdin redirected
-//! read-only from a file reopens for writing, an append-only stdout reopens to truncate, and
-//! a directory on a stream is a path into the host's tree. So a stream that is a regular file
-//! or a block device reaches the task as a pipe, which the launcher relays to or from the
-//! caller's descriptor; a directory is refused. Pipes, sockets and character devices
-//! (terminals, /dev/null) go through as they are: reopening one gives nothing the descriptor
-//! did not. bwrap mode passes every stream through, as bubblewrap does.
+//! read-only from a file reopens for writing, an append-only stdout (a log, with what it held
+//! before) reopens for reading or to truncate, and a directory on a stream is a path into the
+//! host's tree. So:
+//! - a stdin that is a regular file or a block device reaches the task as a pipe the launcher
+//!   feeds. It reads at its own offset (splice or pread), and once the sandbox is gone it moves
+//!   the caller's offset by what the task took out of the pipe: a `while read` loop around
+//!   airlock keeps its place, as it does with the file itself;
+//! - a stdout or stderr that is a regular file opened for appending reaches the task as a
+//!   pipe the launcher drains into it. Its writes then carry the task's --file-size: the
+//!   launcher's own RLIMIT_FSIZE is lowered to it (see `limit_writes`). A file opened to be
+//!   written from its start (`>`) holds nothing the task did not write, and goes through as
+//!   it is;
+//! - a directory on any stream is refused (exit 2).
+//!
+//! Pipes, sockets and character devices (terminals, /dev/null) go through as they are:
+//! reopening one gives nothing the descriptor did not. bwrap mode passes every stream through,
+//! as bubblewrap does.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -20,6 +31,8 @@ use nix::unistd::{Gid, Uid};
 use crate::launch::Failure;
 use crate::sys::std_stream;
 
+const CHUNK: usize = 64 * 1024;
+
 /// One relayed stream, the launcher's side.
 pub struct Relay {
     /// 0, 1 or 2: the caller's descriptor the data comes from or goes to.
@@ -27,6 +40,21 @@ pub struct Relay {
     /// The launcher's end of the pipe (non-blocking): the write end for stdin, else the read
     /// end. Dropped once the relay is done.
     pipe: Option<OwnedFd>,
+    /// stdin: the caller's file as read so far.
+    input: Option<Input>,
+}
+
+/// What a stdin relay keeps to give the caller's file offset back at the end.
+struct Input {
+    /// Where the caller's offset stood; None for a file without one (a block device that
+    /// refuses lseek): then it is read as it comes, and the offset moves as it does.
+    start: Option<i64>,
+    /// The next byte to read (from `start`).
+    next: i64,
+    /// Read from the file, not yet in the pipe (the read/write fallback).
+    pending: Vec<u8>,
+    /// A read end of the pipe kept for FIONREAD: how much the task has not taken yet.
+    peek: OwnedFd,
 }
 
 /// What to do with the caller's streams: the launcher's relays, and for each of fds 0-2 the
@@ -46,7 +74,8 @@ pub fn plan(owner: Option<(u32, u32)>) -> Result<Plan, Failure> {
     let mut ids = [None; 3];
     for stream in 0..3 {
         let i = stream as usize;
-        let st = named(nix::sys::stat::fstat(std_stream(stream)), "fstat")?;
+        let fd = std_stream(stream);
+        let st = named(nix::sys::stat::fstat(fd), "fstat")?;
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         if kind == SFlag::S_IFDIR {
             return Err(Failure::Usage(format!(
@@ -55,11 +84,18 @@ pub fn plan(owner: Option<(u32, u32)>) -> Result<Plan, Failure> {
                 NAMES[i]
             )));
         }
-        if kind != SFlag::S_IFREG && kind != SFlag::S_IFBLK {
+        let relayed = match stream {
+            0 => kind == SFlag::S_IFREG || kind == SFlag::S_IFBLK,
+            _ => {
+                let flags = named(fcntl(fd, FcntlArg::F_GETFL), "fcntl(F_GETFL)")?;
+                kind == SFlag::S_IFREG && OFlag::from_bits_truncate(flags).contains(OFlag::O_APPEND)
+            }
+        };
+        if !relayed {
             continue;
         }
         ids[i] = Some((st.st_dev, st.st_ino));
-        // stdout and stderr on one file (2>&1): one pipe, so their order is the task's.
+        // stdout and stderr on one file (>>f 2>&1): one pipe, so their order is the task's.
         if stream == 2
             && ids[1] == ids[2]
             && let Some(out) = &task_ends[1]
@@ -68,9 +104,22 @@ pub fn plan(owner: Option<(u32, u32)>) -> Result<Plan, Failure> {
             continue;
         }
         let (ours, theirs) = pipe(owner, stream != 0)?;
+        let input = match stream {
+            0 => {
+                let start = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).ok();
+                Some(Input {
+                    start,
+                    next: start.unwrap_or(0),
+                    pending: Vec::new(),
+                    peek: named(theirs.try_clone().map_err(errno), "dup")?,
+                })
+            }
+            _ => None,
+        };
         relays.push(Relay {
             stream,
             pipe: Some(ours),
+            input,
         });
         task_ends[i] = Some(theirs);
     }
@@ -93,6 +142,24 @@ pub fn pipe(owner: Option<(u32, u32)>, ours_reads: bool) -> Result<(OwnedFd, Own
         named(nix::unistd::fchown(&ours, uid, gid), "fchown(<pipe>)")?;
     }
     Ok((ours, theirs))
+}
+
+/// With an output relay, the launcher writes the task's output into the caller's file, so the
+/// task's --file-size (`max`) must bound the launcher's writes: its soft RLIMIT_FSIZE is
+/// lowered to it, and SIGXFSZ ignored (a write past it fails with EFBIG, which ends that
+/// relay, and the task's next write gets EPIPE, or SIGPIPE). Called after clone3: the sandbox
+/// sets its own limits.
+pub fn limit_writes(relays: &[Relay], max: Option<u64>) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if !relays.iter().any(|r| !r.feeds()) {
+        return;
+    }
+    crate::sys::ignore_signal(nix::sys::signal::Signal::SIGXFSZ);
+    if let (Some(max), Ok((soft, hard))) = (max, getrlimit(Resource::RLIMIT_FSIZE))
+        && max < soft
+    {
+        let _ = setrlimit(Resource::RLIMIT_FSIZE, max, hard);
+    }
 }
 
 fn errno(e: std::io::Error) -> Errno {
@@ -122,38 +189,84 @@ impl Relay {
     /// Move what is ready, without blocking on the pipe. The relay is done (its pipe end
     /// dropped) at the end of the caller's file (stdin: the task then reads the end of its
     /// input), at the pipe's end (every writer in the sandbox gone), or on an error on either
-    /// side.
+    /// side, which an output relay reports on airlock's stderr.
     pub fn pump(&mut self) {
-        const CHUNK: usize = 64 * 1024;
         let Some(pipe) = self.pipe.as_ref() else {
             return;
         };
         let caller = std_stream(self.stream);
         let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
         loop {
-            let moved = if self.feeds() {
-                nix::fcntl::splice(caller, None, pipe.as_fd(), None, CHUNK, flags)
-            } else {
-                match nix::fcntl::splice(pipe.as_fd(), None, caller, None, CHUNK, flags) {
+            let moved = match &mut self.input {
+                Some(input) => input.feed(caller, pipe.as_fd()),
+                None => match nix::fcntl::splice(pipe.as_fd(), None, caller, None, CHUNK, flags) {
                     // A file opened O_APPEND takes no splice: copy through a buffer.
-                    Err(Errno::EINVAL) => copy(pipe.as_fd(), caller),
+                    Err(Errno::EINVAL) => copy_out(pipe.as_fd(), caller),
                     other => other,
-                }
+                },
             };
             match moved {
                 Ok(0) => break,
                 Ok(_) | Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => return,
-                Err(_) => break,
+                Err(e) => {
+                    if !self.feeds() {
+                        eprintln!(
+                            "airlock: {} of the task: writing its file failed: {}",
+                            NAMES[self.stream as usize],
+                            e.desc()
+                        );
+                    }
+                    break;
+                }
             }
         }
         self.pipe = None;
     }
 }
 
+impl Input {
+    /// Move one chunk from the caller's file into the pipe: the bytes moved, 0 at the file's
+    /// end, EAGAIN when the pipe is full. The file is read at `next`, not at the caller's
+    /// offset (splice with an offset, or pread); where splice cannot read it (some proc and
+    /// sysfs files) through a buffer, which keeps what the pipe would not take.
+    fn feed(&mut self, from: BorrowedFd, pipe: BorrowedFd) -> nix::Result<usize> {
+        if !self.pending.is_empty() {
+            let n = nix::unistd::write(pipe, &self.pending)?;
+            self.pending.drain(..n);
+            return Ok(n);
+        }
+        let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
+        let spliced = match self.start {
+            Some(_) => {
+                let mut off = self.next;
+                let r = nix::fcntl::splice(from, Some(&mut off), pipe, None, CHUNK, flags);
+                self.next = off;
+                r
+            }
+            None => nix::fcntl::splice(from, None, pipe, None, CHUNK, flags),
+        };
+        if spliced != Err(Errno::EINVAL) {
+            return spliced;
+        }
+        let mut buf = vec![0u8; CHUNK];
+        let n = match self.start {
+            Some(_) => nix::sys::uio::pread(from, &mut buf, self.next)?,
+            None => nix::unistd::read(from, &mut buf)?,
+        };
+        if n == 0 {
+            return Ok(0);
+        }
+        self.next += n as i64;
+        buf.truncate(n);
+        self.pending = buf;
+        Ok(n)
+    }
+}
+
 /// One read() from the pipe, all of it write()n to `to`.
-fn copy(from: BorrowedFd, to: BorrowedFd) -> nix::Result<usize> {
-    let mut buf = vec![0u8; 64 * 1024];
+fn copy_out(from: BorrowedFd, to: BorrowedFd) -> nix::Result<usize> {
+    let mut buf = vec![0u8; CHUNK];
     let n = nix::unistd::read(from, &mut buf)?;
     let mut done = 0;
     while done < n {
@@ -166,11 +279,25 @@ fn copy(from: BorrowedFd, to: BorrowedFd) -> nix::Result<usize> {
     Ok(n)
 }
 
-/// After the sandbox is gone: move what is left in the task's output pipes. Their write ends
-/// are all closed by then, so each reads to its end; a pipe still empty but open (a writer
-/// outside the sandbox, which nothing should be) is left rather than waited for.
-pub fn drain(relays: &mut [Relay]) {
-    for r in relays.iter_mut().filter(|r| !r.feeds()) {
+/// After the sandbox is gone: move what is left in the task's output pipes (their write ends
+/// are all closed by then, so each reads to its end; a pipe still empty but open, a writer
+/// outside the sandbox, which nothing should be, is left rather than waited for), and move
+/// the caller's stdin offset by what the task took: what was read from the file, less what is
+/// still in the pipe or was never written to it.
+pub fn finish(relays: &mut [Relay]) {
+    for r in relays.iter_mut() {
+        if let Some(input) = &r.input {
+            if let (Some(start), Ok(unread)) = (input.start, crate::sys::unread_bytes(&input.peek))
+            {
+                let taken = input.next - start - (input.pending.len() + unread) as i64;
+                let _ = nix::unistd::lseek(
+                    std_stream(0),
+                    start + taken.max(0),
+                    nix::unistd::Whence::SeekSet,
+                );
+            }
+            continue;
+        }
         loop {
             let ready = r.poll_fd().is_some_and(|mut p| {
                 nix::poll::poll(std::slice::from_mut(&mut p), nix::poll::PollTimeout::ZERO) == Ok(1)

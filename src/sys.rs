@@ -376,6 +376,22 @@ pub fn set_cloexec(fd: RawFd) -> SysResult<()> {
     Ok(())
 }
 
+/// Ignore `sig` in this process (and so in the processes it makes, unless they reset it).
+pub fn ignore_signal(sig: Signal) {
+    // SAFETY: installing SIG_IGN runs no code of ours in signal context.
+    let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigIgn) };
+}
+
+/// How many bytes wait in the pipe `fd` (either end) for a reader: FIONREAD.
+pub fn unread_bytes(fd: &OwnedFd) -> SysResult<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which lives for the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) } == -1 {
+        return Err(last(|| "ioctl(<pipe>, FIONREAD)".into()));
+    }
+    Ok(n.max(0) as usize)
+}
+
 /// Descriptor 0, 1 or 2 of this process.
 pub fn std_stream(n: i32) -> BorrowedFd<'static> {
     assert!((0..3).contains(&n), "not a standard stream: {n}");

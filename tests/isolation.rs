@@ -1805,13 +1805,14 @@ fn environment_is_exactly_the_fixed_set() {
     }
 }
 
-/// A file redirected to or from a standard stream reaches the task as a pipe the launcher
-/// relays: reopening the stream through /proc/self/fd gives no more access than the
-/// redirection did (a read-only stdin opened for writing, an append-only stdout truncated),
-/// and a directory on a stream, a path into the host's tree, is refused before anything runs.
-/// /dev/stdin and /dev/stdout still work, also in --json mode, and stdout and stderr sent to
-/// one file keep their order. The same probe run on the host (the control) does overwrite and
-/// truncate.
+/// A file redirected into stdin, or appended to from stdout or stderr, reaches the task as a
+/// pipe the launcher relays: reopening the stream through /proc/self/fd gives no more access
+/// than the redirection did (a read-only stdin opened for writing, an append-only stdout
+/// truncated), and a directory on a stream, a path into the host's tree, is refused before
+/// anything runs. /dev/stdin and /dev/stdout still work, also in --json mode; stdout and
+/// stderr appended to one file keep their order; the caller's stdin offset moves by what the
+/// task read; a file splice cannot read arrives whole; an appended stdout stops at
+/// --file-size. The same probe run on the host (the control) does overwrite and truncate.
 #[test]
 fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
     let d = world_readable_dir("/tmp", "airlock-streams-");
@@ -1883,5 +1884,49 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
         let o = run_inside(who, &["--json"], &["sh", "-c", "echo hi > /dev/stdout"]);
         assert_exit(&o, 0, &ctx);
         assert_eq!(report(&o)["stdout"], "hi\n", "{ctx}");
+
+        // A relayed stdin gives the caller's offset back as far as the task read: a `while
+        // read` loop around airlock keeps its place, and a task reading one line leaves the
+        // rest to what follows.
+        let lines = file("lines", "1\n2\n3\n4\n");
+        let bin = common::binary().display().to_string();
+        let script = format!(
+            "while read l; do echo got $l; {bin} run -- true; done; \
+             exec < {f}; read x; {bin} run -- sh -c 'read y; echo task $y'; cat",
+            f = lines.display()
+        );
+        let o = host_cmd(who, &["sh", "-c", &script])
+            .stdin(std::fs::File::open(&lines).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&o),
+            "got 1\ngot 2\ngot 3\ngot 4\ntask 2\n3\n4\n",
+            "{ctx}\n{}",
+            show(&o)
+        );
+        // A file splice cannot read (proc's kallsyms) comes through whole.
+        let size = |c: &mut Command| stdout(&c.output().unwrap());
+        let host =
+            size(host_cmd(who, &["sh", "-c", "wc -c < /proc/kallsyms"]).stdin(Stdio::null()));
+        let inside = size(
+            airlock_run(who, &[], &["wc", "-c"])
+                .stdin(std::fs::File::open("/proc/kallsyms").unwrap()),
+        );
+        assert_eq!(inside, host, "{ctx}");
+        // An appended stdout carries the task's --file-size: the file stops there, and airlock
+        // says why.
+        let big = file("big", "");
+        let o = airlock_run(
+            who,
+            &["--file-size", "64K"],
+            &["head", "-c", "1000000", "/dev/zero"],
+        )
+        .stdout(append(&big))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+        assert_eq!(std::fs::metadata(&big).unwrap().len(), 64 * 1024, "{ctx}");
+        assert!(stderr(&o).contains("File too large"), "{ctx}\n{}", show(&o));
     }
 }
