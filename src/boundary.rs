@@ -625,7 +625,16 @@ fn etc_entry(host: &Path) -> Result<Option<EtcEntry>, SysError> {
             let mode = m.permissions().mode() & 0o777;
             if m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0 {
                 match File::open(host) {
-                    Ok(from) => return Ok(Some(EtcEntry::Copy { from, mode })),
+                    // What was opened decides (the entry may have been replaced since the
+                    // stat): a device or a FIFO is never copied.
+                    Ok(from)
+                        if from
+                            .metadata()
+                            .is_ok_and(|m| m.is_file() && m.len() <= ETC_COPY_MAX) =>
+                    {
+                        return Ok(Some(EtcEntry::Copy { from, mode }));
+                    }
+                    Ok(_) => {}
                     Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                         return Ok(None);
                     }
