@@ -252,6 +252,19 @@ measure() {
         rss bwrap+seccomp "/usr/bin/time -f %M ${BWS[*]} -- /bin/true 9<BLOB" \
         rss bwrap "/usr/bin/time -f %M ${BW[*]} -- /bin/true" >>"$OUT/commands.tsv"
 
+    # A bash loop of $CPU_LAUNCHES launches of /bin/true by launcher $1 (3b, 3c).
+    launch_loop() {
+        local one
+        case $1 in
+            none) one='/bin/true' ;;
+            floor) one="$(q "$FL" /bin/true)" ;;
+            airlock) one="$(q "$A" run -- /bin/true)" ;;
+            bwrap+seccomp) one="$(q "${BWS[@]}" -- /bin/true) 9<$(q "$BLOB")" ;;
+            bwrap) one="$(q "${BW[@]}" -- /bin/true)" ;;
+        esac
+        printf '%s' "for ((i = 0; i < $CPU_LAUNCHES; i++)); do $one >/dev/null; done"
+    }
+
     # -- 3b. CPU time per launch: perf stat's task-clock follows every descendant, reaped or
     #    not (bwrap's outer process exits without reaping the sandbox's pid 1, so rusage-based
     #    figures such as hyperfine's user/sys would miss bwrap's sandbox side).
@@ -260,14 +273,7 @@ measure() {
         log "cpu: perf stat over $CPU_LAUNCHES launches per launcher"
         local loop
         for l in none floor airlock bwrap+seccomp bwrap; do
-            case $l in
-                none) loop='/bin/true' ;;
-                floor) loop="$(q "$FL" /bin/true)" ;;
-                airlock) loop="$(q "$A" run -- /bin/true)" ;;
-                bwrap+seccomp) loop="$(q "${BWS[@]}" -- /bin/true) 9<$(q "$BLOB")" ;;
-                bwrap) loop="$(q "${BW[@]}" -- /bin/true)" ;;
-            esac
-            loop="for ((i = 0; i < $CPU_LAUNCHES; i++)); do $loop >/dev/null; done"
+            loop=$(launch_loop "$l")
             printf '%s\t%s\t%s\n' cpu "$l" "perf stat -x, -e task-clock -- bash -c $(q "$loop")" \
                 >>"$OUT/commands.tsv"
             perf stat -x, -e task-clock -o "$OUT/perf.txt" -- bash -c "$loop"
@@ -278,6 +284,35 @@ measure() {
     else
         log "cpu: perf stat unavailable; CPU time per launch not measured"
     fi
+
+    # -- 3c. The whole machine's CPU per launch: every core's busy time in /proc/stat (user,
+    #    nice, system, irq, softirq) over the same loop and one second after it, so the
+    #    kernel's deferred work (a network namespace's cleanup in a kworker, RCU callbacks, a
+    #    memory cgroup's release) counts, less the machine's idle-time background (measured
+    #    over 2 s first). With 2 workers on 2 cores this is what bounds launches/s.
+    busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+    local hz b0 b1 t0 t1 bg
+    hz=$(getconf CLK_TCK)
+    b0=$(busy_ticks) t0=$(now_us)
+    sleep 2
+    b1=$(busy_ticks) t1=$(now_us)
+    bg=$(awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) -v hz="$hz" 'BEGIN { print b / hz / (t / 1e6) }')
+    : >"$OUT/mcpu.tsv"
+    log "machine cpu: /proc/stat over $CPU_LAUNCHES launches per launcher (background $bg cores)"
+    for l in none floor airlock bwrap+seccomp bwrap; do
+        local loop
+        loop=$(launch_loop "$l")
+        printf '%s\t%s\t%s\n' mcpu "$l" "busy time in /proc/stat around: bash -c $(q "$loop"); sleep 1" \
+            >>"$OUT/commands.tsv"
+        sleep 1
+        b0=$(busy_ticks) t0=$(now_us)
+        bash -c "$loop"
+        sleep 1
+        b1=$(busy_ticks) t1=$(now_us)
+        awk -v l="$l" -v b=$((b1 - b0)) -v t=$((t1 - t0)) -v hz="$hz" -v bg="$bg" \
+            -v n="$CPU_LAUNCHES" 'BEGIN { printf "%s\t%.4f\n", l, (b / hz - bg * t / 1e6) * 1000 / n }' \
+            >>"$OUT/mcpu.tsv"
+    done
 
     # -- 4. 1 GiB to stdout. hyperfine sends each command's stdout to /dev/null.
     hf bignull "$BIG_NULL_RUNS" 1 0 -- \

@@ -58,6 +58,7 @@ def load(out):
     for row in read_tsv(os.path.join(out, "big_rss.tsv")):
         d["big_rss"].setdefault(row[0], []).append(int(row[1]))
     d["cpu"] = {row[0]: float(row[1]) for row in read_tsv(os.path.join(out, "cpu.tsv"))}
+    d["mcpu"] = {row[0]: float(row[1]) for row in read_tsv(os.path.join(out, "mcpu.tsv"))}
     with open(os.path.join(out, "sanity.txt")) as f:
         d["sanity"] = f.read().strip().splitlines()
     d["commands"] = read_tsv(os.path.join(out, "commands.tsv"))
@@ -137,6 +138,19 @@ def rows_for(d):
                  cell_cpu("airlock"), cell_cpu("bwrap+seccomp"),
                  ratio(cpu("airlock"), cpu("bwrap+seccomp")), cell_cpu("bwrap"),
                  cell_cpu("floor"), ratio(cpu("airlock"), cpu("floor")), cell_cpu("none")))
+
+    def mcpu(label):
+        return d["mcpu"].get(label)
+
+    def cell_mcpu(label):
+        v = mcpu(label)
+        return "n/a" if v is None else fmt_ms(v)
+
+    rows.append(("launch /bin/true, machine CPU ms per launch (all cores, /proc/stat, "
+                 "deferred kernel work included)",
+                 cell_mcpu("airlock"), cell_mcpu("bwrap+seccomp"),
+                 ratio(mcpu("airlock"), mcpu("bwrap+seccomp")), cell_mcpu("bwrap"),
+                 cell_mcpu("floor"), ratio(mcpu("airlock"), mcpu("floor")), cell_mcpu("none")))
 
     def rate(label):
         t = d["tput"].get(label)
@@ -384,6 +398,13 @@ def main():
   and the outer bwrap process exits without reaping the sandbox's pid 1 (seen with strace),
   so they would leave out bwrap's sandbox side. no sandbox: the loop running `/bin/true`;
   floor: the loop running `floor /bin/true`.
+- **machine CPU per launch**: every core's busy time from /proc/stat (user, nice, system,
+  irq, softirq) over the same loop of launches and the second after it, less the machine's
+  own background (its busy rate over 2 s before the first launcher, times the same span),
+  divided by the launches. Unlike perf's task-clock it counts the work the kernel defers to
+  its own threads (a network namespace's cleanup, RCU callbacks, a memory cgroup's release),
+  which with two workers on two cores is what bounds launches/s. /proc/stat counts in
+  ticks of 10 ms: about 1% of the loop's total.
 - **launches/s**: two background bash loops, each launching the command back to back until a
   deadline, for 2.5 s per launcher in each of 2 rounds (order reversed in round 2, a 1 s pause
   before each launcher so deferred namespace teardown of the previous one can finish); the
