@@ -2053,7 +2053,10 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
         .pre("exec 5</proc")
         .arg(&["--bind-fd", "5", "/hostproc"]);
     let cgroup = case(&base).arg(&["--bind", "/sys/fs/cgroup/pids", "/k"]);
-    let tracing = case(&base).arg(&["--bind", "/sys/kernel/tracing", "/k"]);
+    // The host's /sys/kernel/tracing may be an empty directory (tracefs not mounted there):
+    // the test mounts one of its own.
+    let tracefs = Tracefs::mount();
+    let tracing = case(&base).arg(&["--bind", tracefs.path(), "/k"]);
     for (c, file) in [
         (fd_proc.clone(), "/hostproc/sys/vm/overcommit_ratio"),
         (cgroup, "/k/cgroup.clone_children"),
@@ -2076,6 +2079,32 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
             b.show(),
             a.show()
         );
+    }
+}
+
+/// A tracefs mounted on a temporary directory, unmounted (lazily) when dropped.
+struct Tracefs(tempfile::TempDir);
+
+impl Tracefs {
+    fn mount() -> Tracefs {
+        let d = tmpdir(0o700);
+        let st = Command::new("mount")
+            .args(["-t", "tracefs", "nodev"])
+            .arg(d.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tracefs: {st}");
+        Tracefs(d)
+    }
+
+    fn path(&self) -> &str {
+        self.0.path().to_str().unwrap()
+    }
+}
+
+impl Drop for Tracefs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
     }
 }
 
