@@ -456,7 +456,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--seccomp cannot be combined with --add-seccomp-fd");
                 }
                 if have_seccomp {
-                    eprintln!("bwrap: Only the last --seccomp option will take effect");
+                    crate::say!("bwrap: Only the last --seccomp option will take effect");
                     seccomp_fds.clear();
                 }
                 have_seccomp = true;
@@ -701,7 +701,7 @@ pub fn main(args: &[String]) -> i32 {
     let level_prefix = args.iter().any(|a| a == "--level-prefix");
     let die = |msg: &str| -> i32 {
         let prefix = if level_prefix { "<3>" } else { "" };
-        eprintln!("{prefix}bwrap: {msg}");
+        crate::say!("{prefix}bwrap: {msg}");
         1
     };
     match parse(args, &caller) {

@@ -127,7 +127,7 @@ pub fn run(json_out: bool) -> i32 {
     match demo(json_out) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("airlock demo: {e}");
+            crate::say!("airlock demo: {e}");
             crate::spec::exit::SETUP_FAILED
         }
     }

@@ -117,13 +117,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // (relay.rs); bwrap mode passes them as they are, as bubblewrap does.
     let relay::Plan {
         mut relays,
+        mut feed,
         task_ends,
     } = match (&spec.output, &spec.bwrap) {
-        (Output::Stream, None) => relay::plan(owner)?,
-        _ => relay::Plan {
-            relays: Vec::new(),
-            task_ends: [None, None, None],
-        },
+        (Output::Stream, None) => relay::plan(owner, applied.map(|l| l.file_size))?,
+        _ => relay::Plan::none(),
     };
 
     // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
@@ -229,7 +227,14 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     drop(child_sock);
     drop(inputs);
     drop(task_ends);
-    relay::limit_writes(&relays, applied.map(|l| l.file_size));
+    relay::start(&relays);
+    if let Some(feed) = &mut feed
+        && let Err(e) = feed.start()
+    {
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
+        return Err(Failure::Setup(format!("step 1 start the stdin relay: {e}")));
+    }
     // The init's user namespace, for the network namespace's helper (below). Opening it takes
     // ptrace-mode access to the init, which holds now: it is dumpable until step 10, which
     // waits for that namespace, and a root caller's init waits for the id maps at step 2.
@@ -347,6 +352,10 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // Everything in the sandbox is gone now; read what is left in the channel and pipes.
     sup.drain_channel(&parent_sock);
     relay::finish(&mut relays);
+    if let Some(feed) = &feed {
+        feed.finish();
+    }
+    let cut = relays.iter().any(relay::Relay::cut);
     for (fd, cap) in [(&out_r, &mut sup.stdout), (&err_r, &mut sup.stderr)] {
         if let Some(fd) = fd {
             while cap.read_from(fd.as_fd()) == Pipe::Open {}
@@ -365,6 +374,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     }
     let end = if timed_out {
         End::TimedOut
+    } else if cut {
+        // The kernel would have killed the writer with SIGXFSZ (see relay.rs).
+        End::Signaled(libc::SIGXFSZ)
     } else if let Some(end) = sup.task_end {
         end
     } else if spec.lockdown.as_pid_1 {
@@ -587,6 +599,7 @@ impl Supervisor {
         let mut kill_at: Option<Instant> = None;
         let mut open = [pipes[0].is_some(), pipes[1].is_some()];
         let mut sock_open = true;
+        let mut cut = false;
         loop {
             let now = Instant::now();
             let next = [deadline.filter(|_| !timed_out), kill_at]
@@ -655,6 +668,12 @@ impl Supervisor {
             drop(fds);
             for r in relays_ready {
                 relays[r].pump();
+                // Output past --file-size: the writer would have died of SIGXFSZ, and what it
+                // wrote since is lost; the sandbox ends now (relay.rs).
+                if relays[r].cut() && !cut {
+                    cut = true;
+                    let _ = kill(self.pid, Signal::SIGKILL);
+                }
             }
             if sig_ready {
                 while let Ok(Some(info)) = sigfd.read_signal() {

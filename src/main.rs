@@ -10,6 +10,17 @@
 
 #![cfg_attr(not(test), no_main)]
 
+/// Print a line on airlock's stderr, as eprintln! does, but a write that fails (a full disk, a
+/// file past the caller's RLIMIT_FSIZE, a closed pipe) is ignored: eprintln! would panic, and
+/// airlock (built with panic=abort) would end with SIGABRT in place of its exit status.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod audit;
 mod boundary;
 mod bwrap;
@@ -252,7 +263,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     if nix::unistd::getuid() != nix::unistd::geteuid()
         || nix::unistd::getgid() != nix::unistd::getegid()
     {
-        eprintln!("airlock: refusing to run setuid or setgid: install it as an ordinary binary");
+        crate::say!("airlock: refusing to run setuid or setgid: install it as an ordinary binary");
         return exit::SETUP_FAILED;
     }
     // Started as `bwrap` (a link or copy of that name), or as `airlock bwrap ARGS...`: the
@@ -274,7 +285,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         return match bwrap_args {
             Some(_) => {
                 let level = lossy.iter().any(|a| a == "--level-prefix");
-                eprintln!("{}bwrap: {msg}", if level { "<3>" } else { "" });
+                crate::say!("{}bwrap: {msg}", if level { "<3>" } else { "" });
                 1
             }
             None => fail(json_run(&lossy), &launch::Failure::Usage(msg)),
@@ -581,7 +592,7 @@ fn run_audit(kind: AuditKind) -> i32 {
             if a.json {
                 out(&format!("{}\n", serde_json::json!({"error": e})));
             } else {
-                eprintln!("airlock audit: {e}");
+                crate::say!("airlock audit: {e}");
             }
             exit::USAGE
         }
@@ -618,7 +629,7 @@ fn check_docker_args(a: &DockerArgs) -> Result<(), String> {
 
 fn docker_args(a: DockerArgs) -> i32 {
     if let Err(e) = check_docker_args(&a) {
-        eprintln!("airlock docker-args: {e}");
+        crate::say!("airlock docker-args: {e}");
         return exit::USAGE;
     }
     let argv = audit::docker_args(&audit::DockerOpts {
@@ -669,7 +680,7 @@ fn install_bwrap(dir: &std::path::Path, force: bool) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("airlock install-bwrap: {e}");
+            crate::say!("airlock install-bwrap: {e}");
             exit::USAGE
         }
     }
@@ -685,14 +696,14 @@ fn run(args: RunArgs) -> i32 {
         .binds()
         .filter(|(_, _, a)| *a != spec::Access::ReadOnly)
     {
-        eprintln!(
+        crate::say!(
             "airlock: warning: {} is writable inside at {}: a channel out of the sandbox",
             src.display(),
             dest.display()
         );
     }
     if !spec.ns.net {
-        eprintln!("airlock: warning: --share-net: the task shares the host's network");
+        crate::say!("airlock: warning: --share-net: the task shares the host's network");
     }
     match launch::run(&spec) {
         Ok(outcome) => {
@@ -718,8 +729,8 @@ fn fail(json_mode: bool, f: &launch::Failure) -> i32 {
     } else {
         let msg = value["error"].as_str().unwrap_or("");
         match f {
-            launch::Failure::Setup(_) => eprintln!("airlock: setup failed: {msg}"),
-            _ => eprintln!("airlock: {msg}"),
+            launch::Failure::Setup(_) => crate::say!("airlock: setup failed: {msg}"),
+            _ => crate::say!("airlock: {msg}"),
         }
     }
     code

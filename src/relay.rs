@@ -5,15 +5,18 @@
 //! read-only from a file reopens for writing, an append-only stdout (a log, with what it held
 //! before) reopens for reading or to truncate, and a directory on a stream is a path into the
 //! host's tree. So:
-//! - a stdin that is a regular file or a block device reaches the task as a pipe the launcher
-//!   feeds. It reads at its own offset (splice or pread), and once the sandbox is gone it moves
-//!   the caller's offset by what the task took out of the pipe: a `while read` loop around
-//!   airlock keeps its place, as it does with the file itself;
+//! - a stdin that is a regular file or a block device reaches the task as a pipe that a thread
+//!   of the launcher feeds (a read of the file may block: a FUSE or network file, a tracefs
+//!   pipe; the launcher's own loop must not). It reads at its own offset (pread), and once
+//!   the sandbox is gone the launcher moves the caller's offset by what the task took out of
+//!   the pipe: a `while read` loop around airlock keeps its place, as it does with the file
+//!   itself;
 //! - a stdout or stderr that is a regular file opened for appending reaches the task as a
-//!   pipe the launcher drains into it. Its writes then carry the task's --file-size: the
-//!   launcher's own RLIMIT_FSIZE is lowered to it (see `limit_writes`). A file opened to be
-//!   written from its start (`>`) holds nothing the task did not write, and goes through as
-//!   it is;
+//!   pipe the launcher drains into it. The launcher writes no further than the task's
+//!   --file-size would let the task write: what goes past it is dropped, the sandbox is
+//!   killed and the run ends as if the writer had died of SIGXFSZ (128+25), with a message.
+//!   A file opened to be written from its start (`>`) holds nothing the task did not write,
+//!   and goes through as it is;
 //! - a directory on any stream is refused (exit 2).
 //!
 //! Pipes, sockets and character devices (terminals, /dev/null) go through as they are:
@@ -21,10 +24,11 @@
 //! as bubblewrap does.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl};
-use nix::poll::{PollFd, PollFlags};
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::SFlag;
 use nix::unistd::{Gid, Uid};
 
@@ -33,44 +37,66 @@ use crate::sys::std_stream;
 
 const CHUNK: usize = 64 * 1024;
 
-/// One relayed stream, the launcher's side.
+/// A relayed stdout or stderr, the launcher's side.
 pub struct Relay {
-    /// 0, 1 or 2: the caller's descriptor the data comes from or goes to.
+    /// 1 or 2: the caller's descriptor the task's output goes to.
     stream: i32,
-    /// The launcher's end of the pipe (non-blocking): the write end for stdin, else the read
-    /// end. Dropped once the relay is done.
+    /// The read end of the pipe (non-blocking). Dropped once the relay is done.
     pipe: Option<OwnedFd>,
-    /// stdin: the caller's file as read so far.
-    input: Option<Input>,
+    /// The task's --file-size: the file is not written past it.
+    max: Option<u64>,
+    /// The output went past `max`, and the rest was dropped.
+    cut: bool,
+    buf: Vec<u8>,
 }
 
-/// What a stdin relay keeps to give the caller's file offset back at the end.
-struct Input {
+/// A relayed stdin, the launcher's side: the thread that feeds the pipe, once started, and
+/// what it takes to give the caller's file offset back at the end.
+pub struct Feed {
     /// Where the caller's offset stood; None for a file without one (a block device that
     /// refuses lseek): then it is read as it comes, and the offset moves as it does.
     start: Option<i64>,
-    /// The next byte to read (from `start`).
-    next: i64,
-    /// Read from the file, not yet in the pipe (the read/write fallback).
-    pending: Vec<u8>,
+    /// The write end of the pipe, until the thread takes it.
+    pipe: Option<OwnedFd>,
     /// A read end of the pipe kept for FIONREAD: how much the task has not taken yet.
     peek: OwnedFd,
+    progress: Arc<Mutex<Progress>>,
+}
+
+/// How far the feeding thread has gone: the next byte to read (from `start`), and how many of
+/// the bytes read are not in the pipe yet. Changed only with the lock held, after the read or
+/// write it counts, so the two always agree with the pipe.
+#[derive(Default)]
+struct Progress {
+    next: i64,
+    pending: usize,
 }
 
 /// What to do with the caller's streams: the launcher's relays, and for each of fds 0-2 the
 /// descriptor the task gets instead (`None`: the stream as it is).
 pub struct Plan {
     pub relays: Vec<Relay>,
+    pub feed: Option<Feed>,
     pub task_ends: [Option<OwnedFd>; 3],
+}
+
+impl Plan {
+    /// Every stream as it is (bwrap mode, JSON mode).
+    pub fn none() -> Plan {
+        Plan {
+            relays: Vec::new(),
+            feed: None,
+            task_ends: [None, None, None],
+        }
+    }
 }
 
 const NAMES: [&str; 3] = ["stdin", "stdout", "stderr"];
 
 /// Decide for each stream. A directory on a stream is refused (bad input, exit 2). `owner`:
-/// as for `pipe`.
-pub fn plan(owner: Option<(u32, u32)>) -> Result<Plan, Failure> {
-    let mut relays = Vec::new();
-    let mut task_ends: [Option<OwnedFd>; 3] = [None, None, None];
+/// as for `pipe`; `max`: the task's --file-size.
+pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure> {
+    let mut plan = Plan::none();
     let mut ids = [None; 3];
     for stream in 0..3 {
         let i = stream as usize;
@@ -98,32 +124,35 @@ pub fn plan(owner: Option<(u32, u32)>) -> Result<Plan, Failure> {
         // stdout and stderr on one file (>>f 2>&1): one pipe, so their order is the task's.
         if stream == 2
             && ids[1] == ids[2]
-            && let Some(out) = &task_ends[1]
+            && let Some(out) = &plan.task_ends[1]
         {
-            task_ends[2] = Some(named(out.try_clone().map_err(errno), "dup")?);
+            plan.task_ends[2] = Some(named(out.try_clone().map_err(errno), "dup")?);
             continue;
         }
         let (ours, theirs) = pipe(owner, stream != 0)?;
-        let input = match stream {
-            0 => {
-                let start = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).ok();
-                Some(Input {
-                    start,
+        if stream == 0 {
+            let start = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).ok();
+            plan.feed = Some(Feed {
+                start,
+                peek: named(theirs.try_clone().map_err(errno), "dup")?,
+                pipe: Some(ours),
+                progress: Arc::new(Mutex::new(Progress {
                     next: start.unwrap_or(0),
-                    pending: Vec::new(),
-                    peek: named(theirs.try_clone().map_err(errno), "dup")?,
-                })
-            }
-            _ => None,
-        };
-        relays.push(Relay {
-            stream,
-            pipe: Some(ours),
-            input,
-        });
-        task_ends[i] = Some(theirs);
+                    pending: 0,
+                })),
+            });
+        } else {
+            plan.relays.push(Relay {
+                stream,
+                pipe: Some(ours),
+                max,
+                cut: false,
+                buf: Vec::new(),
+            });
+        }
+        plan.task_ends[i] = Some(theirs);
     }
-    Ok(Plan { relays, task_ends })
+    Ok(plan)
 }
 
 /// A pipe between the launcher and the task: (the launcher's end, which never blocks; the
@@ -144,24 +173,6 @@ pub fn pipe(owner: Option<(u32, u32)>, ours_reads: bool) -> Result<(OwnedFd, Own
     Ok((ours, theirs))
 }
 
-/// With an output relay, the launcher writes the task's output into the caller's file, so the
-/// task's --file-size (`max`) must bound the launcher's writes: its soft RLIMIT_FSIZE is
-/// lowered to it, and SIGXFSZ ignored (a write past it fails with EFBIG, which ends that
-/// relay, and the task's next write gets EPIPE, or SIGPIPE). Called after clone3: the sandbox
-/// sets its own limits.
-pub fn limit_writes(relays: &[Relay], max: Option<u64>) {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if !relays.iter().any(|r| !r.feeds()) {
-        return;
-    }
-    crate::sys::ignore_signal(nix::sys::signal::Signal::SIGXFSZ);
-    if let (Some(max), Ok((soft, hard))) = (max, getrlimit(Resource::RLIMIT_FSIZE))
-        && max < soft
-    {
-        let _ = setrlimit(Resource::RLIMIT_FSIZE, max, hard);
-    }
-}
-
 fn errno(e: std::io::Error) -> Errno {
     Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
@@ -170,53 +181,62 @@ fn named<T>(r: nix::Result<T>, call: &str) -> Result<T, Failure> {
     r.map_err(|e| Failure::Setup(format!("step 1: {call}: {e}")))
 }
 
-impl Relay {
-    /// Whether the launcher feeds the pipe (stdin) rather than drains it.
-    fn feeds(&self) -> bool {
-        self.stream == 0
+/// Start the output relays' side of the launcher (after clone3: the sandbox sets its own
+/// limits). Its own writes to the caller's files must not die of the caller's soft
+/// RLIMIT_FSIZE (SIGXFSZ): past it they fail with EFBIG, which cuts the output as --file-size
+/// does.
+pub fn start(relays: &[Relay]) {
+    if !relays.is_empty() {
+        crate::sys::ignore_signal(nix::sys::signal::Signal::SIGXFSZ);
     }
+}
 
+impl Relay {
     /// What to poll for, while the relay moves data.
     pub fn poll_fd(&self) -> Option<PollFd<'_>> {
-        let events = if self.feeds() {
-            PollFlags::POLLOUT
-        } else {
-            PollFlags::POLLIN
-        };
-        self.pipe.as_ref().map(|p| PollFd::new(p.as_fd(), events))
+        let pipe = self.pipe.as_ref()?;
+        Some(PollFd::new(pipe.as_fd(), PollFlags::POLLIN))
+    }
+
+    /// The task's output went past its --file-size.
+    pub fn cut(&self) -> bool {
+        self.cut
     }
 
     /// Move what is ready, without blocking on the pipe. The relay is done (its pipe end
-    /// dropped) at the end of the caller's file (stdin: the task then reads the end of its
-    /// input), at the pipe's end (every writer in the sandbox gone), or on an error on either
-    /// side, which an output relay reports on airlock's stderr.
+    /// dropped) at the pipe's end (every writer in the sandbox gone), at the --file-size cut,
+    /// or on an error writing the caller's file; those two are reported on airlock's stderr.
     pub fn pump(&mut self) {
         let Some(pipe) = self.pipe.as_ref() else {
             return;
         };
-        let caller = std_stream(self.stream);
-        let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; CHUNK];
+        }
+        let to = std_stream(self.stream);
+        let name = NAMES[self.stream as usize];
         loop {
-            let moved = match &mut self.input {
-                Some(input) => input.feed(caller, pipe.as_fd()),
-                None => match nix::fcntl::splice(pipe.as_fd(), None, caller, None, CHUNK, flags) {
-                    // A file opened O_APPEND takes no splice: copy through a buffer.
-                    Err(Errno::EINVAL) => copy_out(pipe.as_fd(), caller),
-                    other => other,
-                },
-            };
-            match moved {
+            match copy_out(pipe.as_fd(), to, &mut self.buf, self.max) {
                 Ok(0) => break,
                 Ok(_) | Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => return,
+                Err(Errno::EFBIG) => {
+                    self.cut = true;
+                    let max = self
+                        .max
+                        .map(|m| format!(" ({m} bytes)"))
+                        .unwrap_or_default();
+                    crate::say!(
+                        "airlock: {name} of the task: its file reached the file size limit{max}: \
+                         the rest was not written, and the sandbox was stopped"
+                    );
+                    break;
+                }
                 Err(e) => {
-                    if !self.feeds() {
-                        eprintln!(
-                            "airlock: {} of the task: writing its file failed: {}",
-                            NAMES[self.stream as usize],
-                            e.desc()
-                        );
-                    }
+                    crate::say!(
+                        "airlock: {name} of the task: writing its file failed: {}",
+                        e.desc()
+                    );
                     break;
                 }
             }
@@ -225,82 +245,112 @@ impl Relay {
     }
 }
 
-impl Input {
-    /// Move one chunk from the caller's file into the pipe: the bytes moved, 0 at the file's
-    /// end, EAGAIN when the pipe is full. The file is read at `next`, not at the caller's
-    /// offset (splice with an offset, or pread); where splice cannot read it (some proc and
-    /// sysfs files) through a buffer, which keeps what the pipe would not take.
-    fn feed(&mut self, from: BorrowedFd, pipe: BorrowedFd) -> nix::Result<usize> {
-        if !self.pending.is_empty() {
-            let n = nix::unistd::write(pipe, &self.pending)?;
-            self.pending.drain(..n);
-            return Ok(n);
-        }
-        let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
-        let spliced = match self.start {
-            Some(_) => {
-                let mut off = self.next;
-                let r = nix::fcntl::splice(from, Some(&mut off), pipe, None, CHUNK, flags);
-                self.next = off;
-                r
-            }
-            None => nix::fcntl::splice(from, None, pipe, None, CHUNK, flags),
-        };
-        if spliced != Err(Errno::EINVAL) {
-            return spliced;
-        }
-        let mut buf = vec![0u8; CHUNK];
-        let n = match self.start {
-            Some(_) => nix::sys::uio::pread(from, &mut buf, self.next)?,
-            None => nix::unistd::read(from, &mut buf)?,
-        };
-        if n == 0 {
-            return Ok(0);
-        }
-        self.next += n as i64;
-        buf.truncate(n);
-        self.pending = buf;
-        Ok(n)
-    }
-}
-
-/// One read() from the pipe, all of it write()n to `to`.
-fn copy_out(from: BorrowedFd, to: BorrowedFd) -> nix::Result<usize> {
-    let mut buf = vec![0u8; CHUNK];
-    let n = nix::unistd::read(from, &mut buf)?;
+/// One read() from the pipe, written to `to`: as much of it as keeps the file within `max`
+/// (its size counted at each write, as RLIMIT_FSIZE counts an appending writer's), and
+/// EFBIG if that was not all.
+fn copy_out(
+    from: BorrowedFd,
+    to: BorrowedFd,
+    buf: &mut [u8],
+    max: Option<u64>,
+) -> nix::Result<usize> {
+    let n = nix::unistd::read(from, buf)?;
+    let room = match max {
+        Some(max) if n > 0 => max.saturating_sub(nix::sys::stat::fstat(to)?.st_size as u64),
+        _ => u64::MAX,
+    };
+    let keep = n.min(usize::try_from(room).unwrap_or(usize::MAX));
     let mut done = 0;
-    while done < n {
-        match nix::unistd::write(to, &buf[done..n]) {
+    while done < keep {
+        match nix::unistd::write(to, &buf[done..keep]) {
             Ok(m) => done += m,
             Err(Errno::EINTR) => {}
             Err(e) => return Err(e),
         }
     }
+    if keep < n {
+        return Err(Errno::EFBIG);
+    }
     Ok(n)
+}
+
+impl Feed {
+    /// Start the thread that feeds the task's stdin (after clone3). It blocks on the caller's
+    /// file and on the pipe as it must, and ends at the file's end (the task then reads the end
+    /// of its input), on an error, or with the launcher.
+    pub fn start(&mut self) -> std::io::Result<()> {
+        let (Some(pipe), start) = (self.pipe.take(), self.start) else {
+            return Ok(());
+        };
+        let progress = Arc::clone(&self.progress);
+        std::thread::Builder::new()
+            .spawn(move || feed(pipe, start, &progress))
+            .map(drop)
+    }
+
+    /// After the sandbox is gone: move the caller's stdin offset by what the task took, that
+    /// is what was read from the file, less what is still in the pipe or was never written to
+    /// it.
+    pub fn finish(&self) {
+        let Some(start) = self.start else {
+            return;
+        };
+        let p = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Ok(unread) = crate::sys::unread_bytes(&self.peek) {
+            let taken = p.next - start - (p.pending + unread) as i64;
+            let _ = nix::unistd::lseek(
+                std_stream(0),
+                start + taken.max(0),
+                nix::unistd::Whence::SeekSet,
+            );
+        }
+    }
+}
+
+/// The feeding thread: read a chunk at the relay's own offset (or as it comes, without one),
+/// then write it into the pipe as the task makes room.
+fn feed(pipe: OwnedFd, start: Option<i64>, progress: &Mutex<Progress>) {
+    let from = std_stream(0);
+    let mut buf = vec![0u8; CHUNK];
+    let mut next = start.unwrap_or(0);
+    loop {
+        let read = match start {
+            Some(_) => nix::sys::uio::pread(from, &mut buf, next),
+            None => nix::unistd::read(from, &mut buf),
+        };
+        let n = match read {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return,
+        };
+        next += n as i64;
+        *progress.lock().unwrap_or_else(PoisonError::into_inner) = Progress { next, pending: n };
+        let mut done = 0;
+        while done < n {
+            let mut room = [PollFd::new(pipe.as_fd(), PollFlags::POLLOUT)];
+            let _ = nix::poll::poll(&mut room, PollTimeout::NONE);
+            let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+            match nix::unistd::write(&pipe, &buf[done..n]) {
+                Ok(m) => {
+                    done += m;
+                    p.pending -= m;
+                }
+                Err(Errno::EAGAIN | Errno::EINTR) => {}
+                Err(_) => return,
+            }
+        }
+    }
 }
 
 /// After the sandbox is gone: move what is left in the task's output pipes (their write ends
 /// are all closed by then, so each reads to its end; a pipe still empty but open, a writer
-/// outside the sandbox, which nothing should be, is left rather than waited for), and move
-/// the caller's stdin offset by what the task took: what was read from the file, less what is
-/// still in the pipe or was never written to it.
+/// outside the sandbox, which nothing should be, is left rather than waited for).
 pub fn finish(relays: &mut [Relay]) {
     for r in relays.iter_mut() {
-        if let Some(input) = &r.input {
-            if let (Some(start), Ok(unread)) = (input.start, crate::sys::unread_bytes(&input.peek))
-            {
-                let taken = input.next - start - (input.pending.len() + unread) as i64;
-                let _ = nix::unistd::lseek(
-                    std_stream(0),
-                    start + taken.max(0),
-                    nix::unistd::Whence::SeekSet,
-                );
-            }
-            continue;
-        }
         loop {
             let ready = r.poll_fd().is_some_and(|mut p| {
-                nix::poll::poll(std::slice::from_mut(&mut p), nix::poll::PollTimeout::ZERO) == Ok(1)
+                nix::poll::poll(std::slice::from_mut(&mut p), PollTimeout::ZERO) == Ok(1)
             });
             if !ready {
                 break;

@@ -2055,7 +2055,7 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
     let cgroup = case(&base).arg(&["--bind", "/sys/fs/cgroup/pids", "/k"]);
     // The host's /sys/kernel/tracing may be an empty directory (tracefs not mounted there):
     // the test mounts one of its own.
-    let tracefs = Tracefs::mount();
+    let tracefs = common::Tracefs::mount();
     let tracing = case(&base).arg(&["--bind", tracefs.path(), "/k"]);
     for (c, file) in [
         (fd_proc.clone(), "/hostproc/sys/vm/overcommit_ratio"),
@@ -2079,32 +2079,6 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
             b.show(),
             a.show()
         );
-    }
-}
-
-/// A tracefs mounted on a temporary directory, unmounted (lazily) when dropped.
-struct Tracefs(tempfile::TempDir);
-
-impl Tracefs {
-    fn mount() -> Tracefs {
-        let d = tmpdir(0o700);
-        let st = Command::new("mount")
-            .args(["-t", "tracefs", "nodev"])
-            .arg(d.path())
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount -t tracefs: {st}");
-        Tracefs(d)
-    }
-
-    fn path(&self) -> &str {
-        self.0.path().to_str().unwrap()
-    }
-}
-
-impl Drop for Tracefs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
     }
 }
 

@@ -1914,19 +1914,70 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
                 .stdin(std::fs::File::open("/proc/kallsyms").unwrap()),
         );
         assert_eq!(inside, host, "{ctx}");
-        // An appended stdout carries the task's --file-size: the file stops there, and airlock
-        // says why.
-        let big = file("big", "");
-        let o = airlock_run(
-            who,
-            &["--file-size", "64K"],
-            &["head", "-c", "1000000", "/dev/zero"],
-        )
-        .stdout(append(&big))
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-        assert_eq!(std::fs::metadata(&big).unwrap().len(), 64 * 1024, "{ctx}");
-        assert!(stderr(&o).contains("File too large"), "{ctx}\n{}", show(&o));
+        // An appended stdout carries the task's --file-size: the file stops there, the
+        // sandbox ends at once (the sleep does not run out, nor the timeout) and the run
+        // ends as if the writer had died of SIGXFSZ, and airlock says why. Exactly the limit
+        // goes through.
+        for (n, pause, code) in [(65536, 0, 0), (1_000_000, 20, 128 + libc::SIGXFSZ)] {
+            let big = file("big", "");
+            let script = format!("head -c {n} /dev/zero; sleep {pause}");
+            let o = airlock_run(
+                who,
+                &["--file-size", "64K", "--timeout", "15s"],
+                &["sh", "-c", &script],
+            )
+            .stdout(append(&big))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+            assert_exit(&o, code, &ctx);
+            assert_eq!(std::fs::metadata(&big).unwrap().len(), 64 * 1024, "{ctx}");
+            let said = stderr(&o).contains("file size limit (65536 bytes)");
+            assert_eq!(said, code != 0, "{ctx}\n{}", show(&o));
+        }
+        // airlock's own messages are not bound by the task's --file-size: an appended stderr
+        // already past it still gets the whole of one.
+        let (out, err) = (file("out", ""), file("err", &"x".repeat(100)));
+        let o = airlock_run(who, &["--file-size", "10"], &["no-such-command"])
+            .stdout(append(&out))
+            .stderr(append(&err))
+            .status()
+            .unwrap();
+        assert_eq!(o.code(), Some(127), "{ctx}: {o:?}");
+        assert!(
+            read(&err).ends_with("no-such-command: command not found\n"),
+            "{ctx}: {}",
+            read(&err)
+        );
+    }
+}
+
+/// A relayed stdin whose reads block (a tracefs pipe, as a FUSE or network file may) holds
+/// neither the launcher's timeout nor its exit: the task that does not read it ends at once,
+/// the one that does is stopped by --timeout. Root only: the file takes root to open.
+#[test]
+fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
+    let tracefs = Tracefs::mount();
+    let pipe = format!("{}/trace_pipe", tracefs.path());
+    for (cmd, code) in [("true", 0), ("cat", 124)] {
+        let started = Instant::now();
+        let mut c = airlock_run(Launcher::Root, &["--timeout", "2s"], &[cmd]);
+        let mut child = c
+            .stdin(std::fs::File::open(&pipe).unwrap())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.and_then(|s| s.code()), Some(code), "{cmd}");
     }
 }

@@ -296,3 +296,33 @@ pub fn wait_for_process(cmdline: &str, within: Duration) -> Proc {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A tracefs mounted (as root) on a 0700 temporary directory, unmounted (lazily) when dropped:
+/// the host's /sys/kernel/tracing may be an empty directory, nothing having mounted it there.
+pub struct Tracefs(tempfile::TempDir);
+
+impl Tracefs {
+    pub fn mount() -> Tracefs {
+        let d = tempfile::Builder::new()
+            .prefix("airlock-tracefs-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tracefs", "nodev"])
+            .arg(d.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tracefs: {st}");
+        Tracefs(d)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.path().to_str().unwrap()
+    }
+}
+
+impl Drop for Tracefs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
