@@ -622,19 +622,24 @@ fn etc_entry(host: &Path) -> Result<Option<EtcEntry>, SysError> {
     // stat first: a bound entry costs one call here rather than an open, fstat and close.
     match std::fs::metadata(host) {
         Ok(m) => {
-            let mode = m.permissions().mode() & 0o777;
-            if m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0 {
-                match File::open(host) {
-                    // What was opened decides (the entry may have been replaced since the
-                    // stat): a device or a FIFO is never copied.
-                    Ok(from)
-                        if from
-                            .metadata()
-                            .is_ok_and(|m| m.is_file() && m.len() <= ETC_COPY_MAX) =>
-                    {
-                        return Ok(Some(EtcEntry::Copy { from, mode }));
+            let copied = |m: &std::fs::Metadata| {
+                let mode = m.permissions().mode() & 0o777;
+                (m.is_file() && m.len() <= ETC_COPY_MAX && mode & 0o004 != 0).then_some(mode)
+            };
+            if copied(&m).is_some() {
+                // The entry may have been replaced since the stat: O_NONBLOCK, so that a FIFO
+                // does not hold the open, O_NOCTTY for a terminal, and what was opened decides
+                // (a device or a FIFO is never copied).
+                let opened = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                    .open(host);
+                match opened {
+                    Ok(from) => {
+                        if let Some(mode) = from.metadata().ok().as_ref().and_then(copied) {
+                            return Ok(Some(EtcEntry::Copy { from, mode }));
+                        }
                     }
-                    Ok(_) => {}
                     Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                         return Ok(None);
                     }
