@@ -203,7 +203,7 @@ impl Relay {
         self.cut
     }
 
-    /// Move what is ready, without blocking on the pipe. The relay is done (its pipe end
+    /// Move what is ready (up to 1 MiB), without blocking on the pipe. The relay is done (its pipe end
     /// dropped) at the pipe's end (every writer in the sandbox gone), at the --file-size cut,
     /// or on an error writing the caller's file; those two are reported on airlock's stderr.
     pub fn pump(&mut self) {
@@ -215,9 +215,11 @@ impl Relay {
         }
         let to = std_stream(self.stream);
         let name = NAMES[self.stream as usize];
-        loop {
+        // At most 1 MiB a call, so that a writer as fast as the file does not keep the
+        // launcher's loop from its signals and deadline.
+        for _ in 0..16 {
             match copy_out(pipe.as_fd(), to, &mut self.buf, self.max) {
-                Ok(0) => break,
+                Ok(0) => {}
                 Ok(_) | Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => return,
                 Err(Errno::EFBIG) => {
@@ -230,18 +232,17 @@ impl Relay {
                         "airlock: {name} of the task: its file reached the file size limit{max}: \
                          the rest was not written, and the sandbox was stopped"
                     );
-                    break;
                 }
                 Err(e) => {
                     crate::say!(
                         "airlock: {name} of the task: writing its file failed: {}",
                         e.desc()
                     );
-                    break;
                 }
             }
+            self.pipe = None;
+            return;
         }
-        self.pipe = None;
     }
 }
 
