@@ -487,12 +487,20 @@ fn lost(step: &'static str) -> StepError {
 /// Step 3's descriptors: airlock run closes all but those it uses (kept_fds). bwrap mode keeps
 /// the caller's, which reach the task as under bubblewrap; the launcher's copies here are all
 /// close-on-exec, and its end of the channel was dropped at clone3, so the launcher's death
-/// still shows on this side's end.
+/// still shows on this side's end. But it closes those only the launcher uses (--info-fd,
+/// --json-status-fd, --userns-block-fd): their readers and writers see the launcher's close
+/// alone, as under bubblewrap (the info document's reader its end at once).
 fn sanitize_fds(inh: &Inherited) -> Result<(), SysError> {
-    match inh.spec.bwrap {
-        None => sys::close_fds_except(&kept_fds(inh)),
-        Some(_) => Ok(()),
-    }
+    let Some(b) = &inh.spec.bwrap else {
+        return sys::close_fds_except(&kept_fds(inh));
+    };
+    let kept = kept_fds(inh);
+    [b.info_fd, b.json_status_fd, b.userns_block_fd]
+        .into_iter()
+        .flatten()
+        .filter(|fd| !kept.contains(fd))
+        .for_each(sys::close_fd);
+    Ok(())
 }
 
 /// The descriptors init keeps across step 3.
@@ -995,10 +1003,11 @@ fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
 
 fn become_sandbox_user(spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
     if let Some(io) = &spec.bwrap
-        && io.userns_fd.is_some()
+        && (io.userns_fd.is_some() || io.userns_block_fd.is_some())
     {
-        // A joined user namespace maps the caller as it was made to; an id changes only if
-        // asked.
+        // A joined user namespace maps the caller as it was made to, and so does one whose
+        // maps the caller wrote (--userns-block-fd; the launcher dropped a root caller's
+        // supplementary groups before clone3): an id changes only if asked.
         if io.explicit_gid {
             let gid = Gid::from_raw(spec.gid);
             named(nix::unistd::setresgid(gid, gid, gid), || {
@@ -1923,7 +1932,7 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
         Some(b) => b
             .named_fds
             .iter()
-            .filter(|&&fd| fd > 2 && !(spec.lockdown.as_pid_1 && b.sync_fd == Some(fd)))
+            .filter(|&&fd| !(spec.lockdown.as_pid_1 && b.sync_fd == Some(fd)))
             .try_for_each(|&fd| sys::set_cloexec(fd)),
     };
     if let Err(e) = closed {

@@ -184,6 +184,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         (false, false) => namespace_flags(spec),
         (false, true) => namespace_flags(spec) & !(libc::CLONE_NEWNET as u64),
     };
+    // bwrap's --userns-block-fd: the caller writes the maps (below) and may deny setgroups
+    // in them, so a root caller's supplementary groups are dropped here, where the init
+    // would drop them at step 10.
+    if caller_is_root && io.is_some_and(|b| b.userns_block_fd.is_some()) {
+        nix::unistd::setgroups(&[])
+            .map_err(|e| Failure::Setup(format!("step 1: setgroups([]): {e}")))?;
+    }
     let into = cgroup
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
@@ -258,12 +265,21 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         None => (None, None),
     };
 
+    // bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces, before the
+    // --userns-block-fd wait (the caller reads the pid to act on it, then lets the maps go).
+    let status_fds = spec
+        .bwrap
+        .as_ref()
+        .map(|b| bwrap_status::announce(pid, b, spec))
+        .unwrap_or_default();
     // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
     //    unprivileged id when the caller is root.
-    // bwrap's --userns-block-fd: wait for the caller before the maps are written.
-    // SIGINT, SIGTERM and SIGHUP (blocked, for the signalfd) still end airlock meanwhile, as
-    // they end bubblewrap: the init is killed and reaped first.
-    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns_block_fd)
+    // bwrap's --userns-block-fd: the caller writes the maps itself (newuidmap, from the pid
+    // --info-fd gave it), then writes to the descriptor; airlock waits for that and writes
+    // none, as bubblewrap. SIGINT, SIGTERM and SIGHUP (blocked, for the signalfd) still end
+    // airlock meanwhile, as they end bubblewrap: the init is killed and reaped first.
+    let block = spec.bwrap.as_ref().and_then(|b| b.userns_block_fd);
+    if let Some(fd) = block
         && let Ok(f) = sys::dup_fd(fd)
     {
         if let Some(sig) = readable_or_signal(f.as_fd(), &sigfd) {
@@ -273,7 +289,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
         let _ = nix::unistd::read(&f, &mut [0u8; 1]);
     }
-    let prepared = if joins || maps_by_init {
+    let prepared = if joins || maps_by_init || block.is_some() {
         Ok(())
     } else {
         write_id_maps(pid, spec, caller_is_root).map_err(|e| ("write id maps", e))
@@ -292,11 +308,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
         return Err(Failure::Setup(format!("step 2 {step}: {e}{hint}")));
     }
-    let status_fds = spec
-        .bwrap
-        .as_ref()
-        .map(|b| bwrap_status::announce(pid, b, spec))
-        .unwrap_or_default();
     // If the init already died, the send fails and the wait below reports why.
     if !maps_by_init {
         let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);

@@ -2405,6 +2405,101 @@ fn signals_to_the_launcher_act_as_under_bubblewrap() {
     }
 }
 
+/// The --info-fd reader sees the document's end as soon as it is written, while the sandbox
+/// still runs, as under bubblewrap: here the task waits for that reader's word through a FIFO,
+/// so a descriptor left open in the sandbox would hang both until the deadline.
+#[test]
+fn the_info_fd_reader_sees_its_end_while_the_sandbox_runs() {
+    let script = "d=$(mktemp -d); chmod 755 $d; mkfifo -m 666 $d/go\n\
+                  { $BW --ro-bind $d $d \"$@\" $d/go 3>&1 1>&4 | \
+                  { cat >/dev/null; timeout 5 sh -c \"echo go > $d/go\"; }; } 4>&1\n\
+                  echo rc=$?; rm -rf $d";
+    for who in BOTH {
+        for pid in [&[][..], &["--unshare-pid"][..]] {
+            let args = with(
+                &with(MIN, pid),
+                &[
+                    "--info-fd",
+                    "3",
+                    "timeout",
+                    "5",
+                    "sh",
+                    "-c",
+                    "read x < \"$0\"; echo task got $x",
+                ],
+            );
+            // The task and the FIFO's writer are bounded by `timeout` (not the launcher: a
+            // `timeout` around it would hold the info pipe itself): a regression ends in 5 s
+            // and leaves nothing.
+            let c = case(&args).script(script).deadline(Duration::from_secs(20));
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, "task got go\nrc=0\n", "{}", b.show());
+        }
+    }
+}
+
+/// A standard stream an option names is used and closed like any other named descriptor: the
+/// task of `--file 0` finds no stdin, as under bubblewrap.
+#[test]
+fn a_standard_stream_named_by_an_option_does_not_reach_the_task() {
+    let probe = "cat /tmp/x 2>/dev/null; for n in 0 1; do \
+                 [ -e /proc/self/fd/$n ] && echo $n open >&2 || echo $n closed >&2; done";
+    let base = ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"];
+    for who in BOTH {
+        for (named, pre, closed) in [
+            (
+                &["--file", "0", "/tmp/x"][..],
+                "exec 0< <(echo hi)",
+                "0 closed",
+            ),
+            (&["--info-fd", "1"][..], "", "1 closed"),
+        ] {
+            // (The info document's numbers differ: stdout is not compared.)
+            let [b, a] = case(&with(&base, named)).pre(pre).sh(probe).run_all(who);
+            assert!(b.stderr.contains(closed), "{}", b.show());
+            assert_eq!(a.stderr, b.stderr, "{}", a.show());
+        }
+    }
+}
+
+/// --userns-block-fd as bubblewrap's own demo uses it: the info document comes first, the
+/// client reads the sandbox's pid from it, writes the id maps itself, then lets the sandbox go
+/// on by writing to the block fd; the launcher writes no map of its own.
+#[test]
+fn a_client_writes_the_maps_before_releasing_userns_block_fd() {
+    let script = "d=$(mktemp -d); mkfifo $d/b $d/i; exec 8<>$d/b\n\
+                  $BW \"$@\" 7>$d/i &\n\
+                  pid=$(timeout 5 cat $d/i | sed -n '/child-pid/s/[^0-9]//gp')\n\
+                  u=$(stat -c %u /proc/$pid); g=$(stat -c %g /proc/$pid)\n\
+                  echo \"0 $u 1\" > /proc/$pid/uid_map; echo deny > /proc/$pid/setgroups\n\
+                  echo \"0 $g 1\" > /proc/$pid/gid_map\n\
+                  echo go >&8; wait $!; echo rc=$?; rm -rf $d";
+    for (who, id) in [(Launcher::Root, 0), (Launcher::Unprivileged, 65534)] {
+        let args = [
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-user",
+            "--userns-block-fd",
+            "8",
+            "--info-fd",
+            "7",
+            "sh",
+            "-c",
+            "id -u; cat /proc/self/uid_map; grep ^Groups: /proc/self/status",
+        ];
+        let [b, _] = same(&case(&args).script(script), who);
+        let map = format!("0 {id} 1");
+        let words: Vec<&str> = b.stdout.split_whitespace().collect();
+        assert_eq!(
+            words.join(" "),
+            format!("0 {map} Groups: rc=0"),
+            "{}",
+            b.show()
+        );
+    }
+}
+
 /// While airlock waits on --userns-block-fd, SIGTERM still ends it, as it ends bubblewrap (a
 /// job's timeout or cancel must not hang on a descriptor nobody writes). A launcher that
 /// ignores SIGTERM gets SIGKILL a second later (rc=137), so a failure leaves nothing behind.
