@@ -670,6 +670,40 @@ fn etc_entry(host: &Path) -> Result<Option<EtcEntry>, SysError> {
     }
 }
 
+/// The path of the terminal on stdout, found as ttyname(3) finds it: the name /proc/self/fd/1
+/// gives, if that is the same terminal, else the first character device in /dev/pts or /dev
+/// that is (inside another sandbox the name may be absent, or another terminal's). None when
+/// stdout is no terminal or none is found.
+fn stdout_terminal() -> Option<PathBuf> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let stdout = sys::std_stream(1);
+    if !nix::unistd::isatty(stdout).unwrap_or(false) {
+        return None;
+    }
+    let st = nix::sys::stat::fstat(stdout).ok()?;
+    // The same inode, not only the same device number: each devpts instance numbers its
+    // terminals from 0.
+    let same = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| {
+            m.file_type().is_char_device()
+                && (m.rdev(), m.dev(), m.ino()) == (st.st_rdev, st.st_dev, st.st_ino)
+        })
+    };
+    if let Ok(named) = std::fs::read_link("/proc/self/fd/1")
+        && named.starts_with("/dev/")
+        && same(&named)
+    {
+        return Some(named);
+    }
+    ["/dev/pts", "/dev"].into_iter().find_map(|dir| {
+        std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| same(p))
+    })
+}
+
 /// Create a file that must not exist yet (in a directory that does), with permission bits
 /// `mode`.
 fn create_new(path: &Path, mode: u32) -> Result<File, SysError> {
@@ -883,9 +917,7 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
             // bwrap mode, as bubblewrap: a terminal on stdout is bound at /dev/console, where
             // ttyname(3) finds it (the host's /dev/pts/N is not in the sandbox's devpts).
             if spec.bwrap.is_some()
-                && nix::unistd::isatty(sys::std_stream(1)).unwrap_or(false)
-                && let Ok(tty) = std::fs::read_link("/proc/self/fd/1")
-                && tty.starts_with("/dev/")
+                && let Some(tty) = stdout_terminal()
             {
                 nodes.push(("console", tty));
             }

@@ -2275,17 +2275,30 @@ fn empty_arguments_in_an_args_descriptor_are_kept() {
 
 /// --dev with a terminal on stdout: the terminal is bound at /dev/console, where tty(1) and
 /// ttyname(3) find it, as under bubblewrap (the host's /dev/pts/N is not in the sandbox's own
-/// devpts). Without a terminal there is no /dev/console.
+/// devpts), also inside another sandbox. Without a terminal there is no /dev/console.
 #[test]
 fn a_terminal_on_stdout_is_the_sandboxs_console() {
     let probe = "tty; test -c /dev/console && echo console || echo no-console";
     let in_pty = case(&[]).script(&format!(
         "script -qec \"$BW --ro-bind / / --dev /dev sh -c '{probe}'\" /dev/null"
     ));
+    // Inside another sandbox (bubblewrap's, root, with its own devpts) the terminal's name
+    // /dev/pts/0 names no file, or (once a terminal is opened there) another terminal: the
+    // terminal is found as ttyname(3) finds it, at the outer /dev/console.
+    let nested = case(&[]).script(&format!(
+        "f=$(mktemp); cat > $f <<EOF\n$1\n$BW --ro-bind / / --dev /dev sh -c '{probe}'\nEOF\n\
+         script -qec \"/usr/bin/bwrap --bind / / --dev /dev --proc /proc --cap-add ALL \
+         bash $f\" /dev/null; rm -f $f"
+    ));
     let no_tty = case(&["--ro-bind", "/", "/", "--dev", "/dev"]).sh(probe);
     for who in BOTH {
         for (c, want) in [
             (in_pty.clone(), "/dev/console\nconsole\n"),
+            (nested.clone(), "/dev/console\nconsole\n"),
+            (
+                nested.clone().arg(&["exec 5<>/dev/ptmx"]),
+                "/dev/console\nconsole\n",
+            ),
             (no_tty.clone(), "not a tty\nno-console\n"),
         ] {
             let [b, a] = c.run_all(who).map(|mut r| {
