@@ -9,10 +9,11 @@
 //! error (naming the step, the syscall, its path and the errno) goes to the launcher and the
 //! task never runs.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -815,21 +816,27 @@ fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError>
         found.push(PathBuf::new());
     }
     let src = std::fs::canonicalize(src).map_err(|e| io_err(e, || format!("realpath({src:?})")))?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo")
+    // Bytes, not text: a mount point need not be UTF-8.
+    let table = std::fs::read("/proc/self/mountinfo")
         .map_err(|e| io_err(e, || "read(\"/proc/self/mountinfo\")".into()))?;
-    for l in text.lines() {
-        let Some((pre, post)) = l.split_once(" - ") else {
+    for l in table.split(|&b| b == b'\n') {
+        let Some(sep) = l.windows(3).position(|w| w == b" - ") else {
             continue;
         };
-        let fstype = post.split(' ').next().unwrap_or("");
-        if !KERNEL_FS.iter().any(|&(name, _)| name == fstype) {
+        let (pre, post) = (&l[..sep], &l[sep + 3..]);
+        let fstype = post.split(|&b| b == b' ').next().unwrap_or(b"");
+        if !KERNEL_FS.iter().any(|&(name, _)| name.as_bytes() == fstype) {
             continue;
         }
+        let mut fields = pre.split(|&b| b == b' ');
+        let id = fields.next().unwrap_or(b"");
         // mountinfo escapes space, tab, newline and backslash as octal.
-        let raw = pre.split(' ').nth(4).unwrap_or("");
-        let mnt = PathBuf::from(unescape_mountinfo(raw));
+        let mnt = PathBuf::from(OsString::from_vec(unescape_mountinfo(
+            fields.nth(3).unwrap_or(b""),
+        )));
         if let Ok(rel) = mnt.strip_prefix(&src)
             && !rel.as_os_str().is_empty()
+            && mounted_at(&mnt, id)?
         {
             found.push(rel.to_path_buf());
         }
@@ -837,23 +844,42 @@ fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError>
     Ok(found)
 }
 
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
+/// Whether `path` reaches the mount `id` (of /proc/self/mountinfo), rather than one mounted
+/// over it or over a directory above it: a mount so covered is unreachable in the copy too
+/// (the kernel locks such covers in a copy made for another user namespace), and no path
+/// there would name it.
+fn mounted_at(path: &Path, id: &[u8]) -> Result<bool, SysError> {
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    let fd = match nix::fcntl::open(path, flags, Mode::empty()) {
+        Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(false),
+        r => named(r, || format!("open({path:?}, O_PATH)"))?,
+    };
+    let info = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
+    let text = std::fs::read(&info).map_err(|e| io_err(e, || format!("read({info:?})")))?;
+    Ok(text
+        .split(|&b| b == b'\n')
+        .filter_map(|l| l.strip_prefix(b"mnt_id:"))
+        .any(|v| v.trim_ascii() == id))
+}
+
+fn unescape_mountinfo(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
         if b[i] == b'\\'
-            && i + 3 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+            && let Some(d) = octal
         {
-            out.push(v);
+            out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
             i += 4;
             continue;
         }
         out.push(b[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// A writable copy of a host tree for a root caller keeps the proc and sysfs mounts in it

@@ -2082,6 +2082,52 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
     }
 }
 
+/// As root, the search for kernel interfaces in a writable copy reads any mount table: a mount
+/// point that is not UTF-8, and a proc covered by a later mount (no path reaches it, in the
+/// host or the copy) fail neither launcher. Control: a proc mounted again over that cover is
+/// found and kept read-only (bubblewrap lets the task write the host's sysctl through it).
+/// Each case runs in a mount namespace of its own (unshare -m), leaving the host's as it was.
+#[test]
+fn unusual_mount_tables_do_not_fail_a_writable_copy() {
+    // (Inside bash -c '...' and sh -c "...", each \$ is left for the task's shell.)
+    let write_back = "f=\\$1/p/sys/vm/overcommit_ratio; v=\\$(cat \\$f 2>/dev/null) && \
+                      echo \\$v > \\$f 2>/dev/null && echo WROTE || echo no";
+    for (setup, want_b, want_a) in [
+        (
+            "n=$(printf \"\\\\377\"); mkdir -p $1/$n; mount -t tmpfs t $1/$n; \
+             grep -c \"$n\" /proc/self/mountinfo >/dev/null || exit 9",
+            "no",
+            "no",
+        ),
+        (
+            "mkdir -p $1/p; mount -t proc proc $1/p; mount -t tmpfs t $1",
+            "no",
+            "no",
+        ),
+        (
+            "mkdir -p $1/p; mount -t proc proc $1/p; mount -t tmpfs t $1; mkdir -p $1/p; \
+             mount -t proc proc $1/p",
+            "WROTE",
+            "no",
+        ),
+    ] {
+        let d = tmpdir(0o755);
+        let dir = d.path().display().to_string();
+        let script = format!(
+            "exec unshare -m --propagation private bash -c '{setup}\n\
+             $0 --bind / / --dev /dev -- sh -c \"echo ran; {write_back}\" sh $1' \"$BW\" {dir}"
+        );
+        let [b, a] = case(&[]).script(&script).run_all(Launcher::Root);
+        assert_eq!(
+            b.stdout,
+            format!("ran\n{want_b}\n"),
+            "bubblewrap {}",
+            b.show()
+        );
+        assert_eq!(a.stdout, format!("ran\n{want_a}\n"), "airlock {}", a.show());
+    }
+}
+
 /// bubblewrap's pid 1 (its reaper) carries the caller's environment and the task can read it
 /// in /proc/1/environ; airlock's init is not dumpable. With --unshare-net the launcher makes
 /// the network namespace while the init builds the sandbox, and an unprivileged caller's init
