@@ -1048,7 +1048,17 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
 
 /// A detached copy of a host tree with the given mount attributes.
 fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
-    let fd = sys::clone_tree(path)?;
+    // A path through a magic link (/proc/self/fd/N) reaches a mount of the namespace the
+    // descriptor was opened in, the caller's, which open_tree cannot clone from this one
+    // (EINVAL); the path it resolves to names the same tree in this namespace's copy, as
+    // bubblewrap resolves bind sources before its namespaces exist.
+    let fd = match sys::clone_tree(path) {
+        Err(e) if e.errno == Errno::EINVAL => match std::fs::canonicalize(path) {
+            Ok(real) if real != path => sys::clone_tree(&real).map_err(|_| e)?,
+            _ => return Err(e),
+        },
+        r => r?,
+    };
     sys::set_mount_attrs(fd.as_fd(), "", attrs, true, path)?;
     let is_dir = nix::sys::stat::fstat(&fd)
         .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)

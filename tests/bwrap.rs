@@ -2082,6 +2082,21 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
     }
 }
 
+/// A bind source named through a descriptor's magic link (/proc/self/fd/N) is the directory
+/// the descriptor holds, as under bubblewrap, read-only and writable alike.
+#[test]
+fn a_bind_source_through_proc_self_fd_is_the_descriptors_directory() {
+    for who in BOTH {
+        let d = host_tree(who, &[], &["f"], &[]);
+        let pre = format!("exec 5<{}", d.path().display());
+        for bind in ["--ro-bind", "--bind"] {
+            let args = with(MIN, &[bind, "/proc/self/fd/5", "/mnt", "cat", "/mnt/f"]);
+            let [b, _] = same(&case(&args).pre(&pre), who);
+            assert_eq!(b.stdout, "old\n", "{who:?} {bind} {}", b.show());
+        }
+    }
+}
+
 /// As root, the search for kernel interfaces in a writable copy reads any mount table: a mount
 /// point that is not UTF-8, and a proc covered by a later mount (no path reaches it, in the
 /// host or the copy) fail neither launcher. Control: a proc mounted again over that cover is
