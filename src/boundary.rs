@@ -59,6 +59,8 @@ pub struct Inherited<'a> {
     pub net_by_launcher: bool,
     /// Resource limits set before the task starts (inherited by all its processes).
     pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
+    /// The signals the caller had blocked: bwrap mode's task starts with them blocked.
+    pub caller_mask: SigSet,
 }
 
 /// A failed step: which one, what failed, and a hint when one exists.
@@ -1922,18 +1924,18 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
         let _ = channel::send(sock, &Msg::SetupFailed(e));
         sys::exit_now(spec::exit::SETUP_FAILED)
     };
-    // airlock run starts the task with every signal at its default; bwrap mode leaves the
-    // ones its caller ignored ignored, as bubblewrap's exec does (nohup, a script's
-    // background job).
-    if spec.bwrap.is_some() {
+    // airlock run starts the task with every signal at its default and none blocked; bwrap
+    // mode leaves the ones its caller ignored ignored and blocked blocked, as bubblewrap's
+    // exec does (nohup, a script's background job).
+    let mask = if spec.bwrap.is_some() {
         sys::caller_signal_dispositions();
+        inh.caller_mask
     } else {
         sys::reset_signal_dispositions();
-    }
-    if let Err(e) =
-        nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
-    {
-        fail(format!("step 13: sigprocmask(SIG_SETMASK, {{}}): {e}"));
+        SigSet::empty()
+    };
+    if let Err(e) = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&mask), None) {
+        fail(format!("step 13: sigprocmask(SIG_SETMASK): {e}"));
     }
     // The task dies with its init (which dies with the launcher); checked after setting, as
     // the init may already be gone (without a pid namespace the task would be reparented).

@@ -136,8 +136,15 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             forwarded.add(s);
         }
     }
+    // The caller's own mask comes back with it: bwrap mode gives it to the task, as
+    // bubblewrap's exec does.
+    let mut caller_mask = SigSet::empty();
     named(
-        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&forwarded), None),
+        sigprocmask(
+            SigmaskHow::SIG_BLOCK,
+            Some(&forwarded),
+            Some(&mut caller_mask),
+        ),
         || "sigprocmask(SIG_BLOCK)".into(),
     )
     .map_err(setup)?;
@@ -227,6 +234,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                     .as_ref()
                     .map(|l| limits::rlimits(l, mechanism))
                     .unwrap_or_default(),
+                caller_mask,
             })
         }
         Forked::Parent { pid, pidfd } => (pid, pidfd),

@@ -2441,7 +2441,7 @@ fn option_values_read_as_bubblewrap_reads_them() {
 }
 
 /// Signals as under bubblewrap: one the caller ignores (nohup, a script's background job)
-/// stays ignored in the task and does not end the run; SIGTERM or SIGHUP to the launcher ends
+/// stays ignored in the task and does not end the run, one it blocks stays blocked; SIGTERM or SIGHUP to the launcher ends
 /// it at once with 128+N (SIGINT too, but a script's background job has it ignored), the sandbox with it (bubblewrap's --die-with-parent), and is not
 /// handed to a task that would catch it.
 #[test]
@@ -2463,12 +2463,22 @@ fn signals_to_the_launcher_act_as_under_bubblewrap() {
             ))
             .sh("trap 'echo caught; exit 7' HUP TERM; sleep 5 & wait; sleep 1")
     };
+    // Blocked ones stay blocked in the task too (SIGUSR1 and SIGALRM: bits 9 and 13; awk
+    // reads its own mask, as a shell would clear it).
+    let blocked = case(&["--ro-bind", "/", "/"])
+        .script(
+            "exec python3 -c 'import os, signal, sys; \
+             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGALRM}); \
+             os.execvp(sys.argv[1], sys.argv[1:])' $BW \"$@\"",
+        )
+        .arg(&["--", "awk", "/^SigBlk/ {print $2}", "/proc/self/status"]);
     for who in BOTH {
         for (c, want) in [
             (
                 ignored.clone(),
                 "survived\nHUP INT QUIT PIPE ignored: 1 1 1 0\nrc=0\n",
             ),
+            (blocked.clone(), "0000000000002200\n"),
             (ends("TERM"), "rc=143\n"),
             (ends("HUP"), "rc=129\n"),
         ] {
