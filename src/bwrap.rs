@@ -187,9 +187,20 @@ fn tmpfs_size(v: &str) -> Option<u64> {
         .filter(|&n| n > 0 && n <= i64::MAX as u64)
 }
 
+/// A mode as bubblewrap reads one, with C's strtoul in base 8: leading white space and a sign
+/// are taken (a negative value wraps past 07777, but for -0), then octal digits to the end.
 fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
-    match u32::from_str_radix(v, 8) {
-        Ok(p) if p <= 0o7777 => Ok(p),
+    let t = v.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let parsed = match digits.starts_with(|c: char| c.is_digit(8)) {
+        true => u32::from_str_radix(digits, 8).ok(),
+        false => None,
+    };
+    match parsed {
+        Some(p) if p <= 0o7777 && !(negative && p != 0) => Ok(p),
         _ => err(format!(
             "--{opt} takes a permissions argument in octal, not {v:?}"
         )),
@@ -766,7 +777,7 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::tmpfs_size;
+    use super::{octal, tmpfs_size};
 
     /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
     #[test]
@@ -789,6 +800,28 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(tmpfs_size(v), want, "{v:?}");
+        }
+    }
+
+    /// --perms and --chmod as strtoul(.., 8) reads them, with bubblewrap's 07777 ceiling.
+    #[test]
+    fn modes_read_as_bubblewrap_does() {
+        for (v, want) in [
+            ("755", Some(0o755)),
+            ("0700", Some(0o700)),
+            (" 7", Some(7)),
+            ("\t+644", Some(0o644)),
+            ("-0", Some(0)),
+            ("7777", Some(0o7777)),
+            ("10000", None),
+            ("-1", None),
+            ("8", None),
+            ("7 ", None),
+            ("+-7", None),
+            (" ", None),
+            ("", None),
+        ] {
+            assert_eq!(octal("perms", v).ok(), want, "{v:?}");
         }
     }
 }
