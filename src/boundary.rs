@@ -821,47 +821,111 @@ fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError>
     // Bytes, not text: a mount point need not be UTF-8.
     let table = std::fs::read("/proc/self/mountinfo")
         .map_err(|e| io_err(e, || "read(\"/proc/self/mountinfo\")".into()))?;
-    for l in table.split(|&b| b == b'\n') {
-        let Some(sep) = l.windows(3).position(|w| w == b" - ") else {
-            continue;
-        };
-        let (pre, post) = (&l[..sep], &l[sep + 3..]);
-        let fstype = post.split(|&b| b == b' ').next().unwrap_or(b"");
-        if !KERNEL_FS.iter().any(|&(name, _)| name.as_bytes() == fstype) {
+    let mounts: Vec<Mount> = table
+        .split(|&b| b == b'\n')
+        .filter_map(Mount::parse)
+        .collect();
+    for m in &mounts {
+        if !KERNEL_FS
+            .iter()
+            .any(|&(name, _)| name.as_bytes() == m.fstype)
+        {
             continue;
         }
-        let mut fields = pre.split(|&b| b == b' ');
-        let id = fields.next().unwrap_or(b"");
-        // mountinfo escapes space, tab, newline and backslash as octal.
-        let mnt = PathBuf::from(OsString::from_vec(unescape_mountinfo(
-            fields.nth(3).unwrap_or(b""),
-        )));
-        if let Ok(rel) = mnt.strip_prefix(&src)
-            && !rel.as_os_str().is_empty()
-            && mounted_at(&mnt, id)?
-        {
-            found.push(rel.to_path_buf());
+        let Ok(rel) = m.path.strip_prefix(&src) else {
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        // What the path reaches: this mount, or one that covers it (mounted over it or over
+        // a directory above it; what its deepest existing part reaches, where the cover
+        // lacks the rest). A covered mount is unreachable in the copy too (the kernel locks
+        // such covers in a copy made for another user namespace), and no path there names it.
+        let mut reached = None;
+        for p in m.path.ancestors() {
+            if let Some(id) = mount_id(p)? {
+                reached = Some(id);
+                break;
+            }
+        }
+        match reached {
+            Some(id) if id == m.id => found.push(rel.to_path_buf()),
+            Some(id) if !m.below(&mounts).contains(&id.as_slice()) => {}
+            // Reached one it is mounted on: the table changed under us (a directory above
+            // it renamed?). Left writable it could be reachable in the copy: stop.
+            _ => {
+                return Err(SysError {
+                    call: format!("open({:?}): not the kernel mount listed there", m.path),
+                    errno: Errno::ESTALE,
+                });
+            }
         }
     }
     Ok(found)
 }
 
-/// Whether `path` reaches the mount `id` (of /proc/self/mountinfo), rather than one mounted
-/// over it or over a directory above it: a mount so covered is unreachable in the copy too
-/// (the kernel locks such covers in a copy made for another user namespace), and no path
-/// there would name it.
-fn mounted_at(path: &Path, id: &[u8]) -> Result<bool, SysError> {
+/// A line of /proc/self/mountinfo: the mount's id, its parent's, where it is and its type.
+struct Mount<'a> {
+    id: &'a [u8],
+    parent: &'a [u8],
+    path: PathBuf,
+    fstype: &'a [u8],
+}
+
+impl<'a> Mount<'a> {
+    fn parse(line: &'a [u8]) -> Option<Mount<'a>> {
+        let sep = line.windows(3).position(|w| w == b" - ")?;
+        let mut fields = line[..sep].split(|&b| b == b' ');
+        let (id, parent) = (fields.next()?, fields.next()?);
+        // mountinfo escapes space, tab, newline and backslash as octal.
+        let path = PathBuf::from(OsString::from_vec(unescape_mountinfo(fields.nth(2)?)));
+        let fstype = line[sep + 3..].split(|&b| b == b' ').next()?;
+        Some(Mount {
+            id,
+            parent,
+            path,
+            fstype,
+        })
+    }
+
+    /// This mount's id and those of the mounts it sits on, down to the root.
+    fn below<'b>(&self, all: &[Mount<'b>]) -> Vec<&'b [u8]>
+    where
+        'a: 'b,
+    {
+        let mut below: Vec<&[u8]> = vec![self.id];
+        while let Some(m) = all.iter().find(|m| m.id == below[below.len() - 1]) {
+            if below.contains(&m.parent) {
+                break;
+            }
+            below.push(m.parent);
+        }
+        below
+    }
+}
+
+/// The id (as /proc/self/mountinfo shows it) of the mount `path` reaches, or None if there is
+/// no such path.
+fn mount_id(path: &Path) -> Result<Option<Vec<u8>>, SysError> {
     let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
     let fd = match nix::fcntl::open(path, flags, Mode::empty()) {
-        Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(false),
+        Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
         r => named(r, || format!("open({path:?}, O_PATH)"))?,
     };
     let info = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
     let text = std::fs::read(&info).map_err(|e| io_err(e, || format!("read({info:?})")))?;
-    Ok(text
+    let id = text
         .split(|&b| b == b'\n')
-        .filter_map(|l| l.strip_prefix(b"mnt_id:"))
-        .any(|v| v.trim_ascii() == id))
+        .find_map(|l| l.strip_prefix(b"mnt_id:"))
+        .map(|v| v.trim_ascii().to_vec());
+    match id {
+        Some(id) => Ok(Some(id)),
+        None => Err(SysError {
+            call: format!("read({info:?}): no mnt_id"),
+            errno: Errno::EIO,
+        }),
+    }
 }
 
 fn unescape_mountinfo(b: &[u8]) -> Vec<u8> {
@@ -2184,4 +2248,33 @@ pub fn hint(err: &SysError) -> Option<String> {
         return Some("airlock needs Linux 5.12 or newer (clone3, open_tree, mount_setattr)".into());
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mount;
+
+    /// The mounts a mount sits on, as the search for kernel interfaces tells a covered one
+    /// (the path reaches a mount not among them) from a stale table (it reaches one of them).
+    #[test]
+    fn a_mount_sits_on_its_parents_down_to_the_root() {
+        let table = b"1 0 0:1 / / rw - ext4 /dev/root rw\n\
+                      2 1 0:2 / /m/p rw - proc proc rw\n\
+                      3 1 0:3 / /m rw - tmpfs t rw\n\
+                      4 3 0:4 / /m/p rw - proc proc rw\n\
+                      5 1 0:5 / /x\\040y/p rw - proc proc rw\n";
+        let all: Vec<Mount> = table
+            .split(|&b| b == b'\n')
+            .filter_map(Mount::parse)
+            .collect();
+        assert_eq!(all.len(), 5);
+        assert_eq!(all[4].path, std::path::Path::new("/x y/p"));
+        assert_eq!(all[1].fstype, b"proc");
+        let below = |i: usize| all[i].below(&all);
+        // (The root's parent, 0 here, is outside the table and ends the walk.)
+        assert_eq!(below(1), [b"2", b"1", b"0"]);
+        assert_eq!(below(3), [b"4", b"3", b"1", b"0"]);
+        // /m/p reaches 4 (the later proc, on the tmpfs): not under 2, so 2 is covered.
+        assert!(!below(1).contains(&&b"4"[..]));
+    }
 }
