@@ -686,8 +686,9 @@ fn stdout_terminal() -> Option<PathBuf> {
     let st = nix::sys::stat::fstat(stdout).ok()?;
     // The same inode, not only the same device number: each devpts instance numbers its
     // terminals from 0.
+    // The node itself, not a link to it (/dev/stdout and /dev/fd lead there too).
     let same = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| {
             m.file_type().is_char_device()
                 && (m.rdev(), m.dev(), m.ino()) == (st.st_rdev, st.st_dev, st.st_ino)
         })
@@ -906,12 +907,19 @@ impl<'a> Mount<'a> {
 }
 
 /// The id (as /proc/self/mountinfo shows it) of the mount `path` reaches, or None if there is
-/// no such path.
+/// no such path. No symlink is followed (mountinfo's paths hold none): one put in since, by
+/// whoever owns a directory on the way, could lead the path to another mount and have this
+/// one taken for covered; it fails the step instead (ELOOP).
 fn mount_id(path: &Path) -> Result<Option<Vec<u8>>, SysError> {
-    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
-    let fd = match nix::fcntl::open(path, flags, Mode::empty()) {
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let fd = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
         Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
-        r => named(r, || format!("open({path:?}, O_PATH)"))?,
+        r => named(r, || {
+            format!("openat2({path:?}, O_PATH, RESOLVE_NO_SYMLINKS)")
+        })?,
     };
     let info = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
     let text = std::fs::read(&info).map_err(|e| io_err(e, || format!("read({info:?})")))?;

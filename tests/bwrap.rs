@@ -2345,29 +2345,38 @@ fn a_terminal_on_stdout_is_the_sandboxs_console() {
     ));
     // Inside another sandbox (bubblewrap's, root, with its own devpts) the terminal's name
     // /dev/pts/0 names no file, or (once a terminal is opened there) another terminal: the
-    // terminal is found as ttyname(3) finds it, at the outer /dev/console.
+    // terminal is found as ttyname(3) finds it, at the outer /dev/console, the node itself.
     let nested = case(&[]).script(&format!(
         "f=$(mktemp); cat > $f <<EOF\n$1\n$BW --ro-bind / / --dev /dev sh -c '{probe}'\nEOF\n\
          script -qec \"/usr/bin/bwrap --bind / / --dev /dev --proc /proc --cap-add ALL \
          bash $f\" /dev/null; rm -f $f"
     ));
     let no_tty = case(&["--ro-bind", "/", "/", "--dev", "/dev"]).sh(probe);
+    let console = "/dev/console\nconsole\n";
+    // A link to the terminal made after the console (listed first in the tmpfs /dev) is not
+    // the node: airlock still finds the console; bubblewrap (glibc's ttyname, which follows
+    // it) takes the link and fails to bind it, which shows the link is seen first.
+    let link = nested.clone().arg(&["ln -s /proc/self/fd/1 /dev/tty-link"]);
+    let link_b = "bwrap: Can't bind mount /oldroot/dev/tty-link on /newroot/dev/console: \
+                  Unable to mount source on destination: No such file or directory\n";
     for who in BOTH {
-        for (c, want) in [
-            (in_pty.clone(), "/dev/console\nconsole\n"),
-            (nested.clone(), "/dev/console\nconsole\n"),
+        for (c, want_b, want_a) in [
+            (in_pty.clone(), console, console),
+            (nested.clone(), console, console),
+            (nested.clone().arg(&["exec 5<>/dev/ptmx"]), console, console),
+            (link.clone(), link_b, console),
             (
-                nested.clone().arg(&["exec 5<>/dev/ptmx"]),
-                "/dev/console\nconsole\n",
+                no_tty.clone(),
+                "not a tty\nno-console\n",
+                "not a tty\nno-console\n",
             ),
-            (no_tty.clone(), "not a tty\nno-console\n"),
         ] {
             let [b, a] = c.run_all(who).map(|mut r| {
                 r.stdout = r.stdout.replace('\r', "");
                 r
             });
-            assert_eq!(b.stdout, want, "{who:?} bubblewrap {}", b.show());
-            assert_eq!(a.stdout, want, "{who:?} airlock {}", a.show());
+            assert_eq!(b.stdout, want_b, "{who:?} bubblewrap {}", b.show());
+            assert_eq!(a.stdout, want_a, "{who:?} airlock {}", a.show());
         }
     }
 }
