@@ -230,9 +230,19 @@ pub fn reset_signal_dispositions() {
         if sig == Signal::SIGKILL || sig == Signal::SIGSTOP {
             continue;
         }
-        // SAFETY: installing SIG_DFL runs no code of ours in signal context.
-        let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
+        set_disposition(sig, SigHandler::SigDfl);
     }
+}
+
+/// Set `sig` to its default action or to ignored; returns the disposition it had. The one
+/// place airlock changes a disposition: it installs no handler of its own.
+fn set_disposition(sig: Signal, to: SigHandler) -> Option<SigHandler> {
+    assert!(
+        matches!(to, SigHandler::SigDfl | SigHandler::SigIgn),
+        "airlock installs no signal handler"
+    );
+    // SAFETY: SIG_DFL and SIG_IGN (asserted above) run no code of ours in signal context.
+    unsafe { nix::sys::signal::signal(sig, to) }.ok()
 }
 
 /// The process entry point, called once by the C runtime (main.rs is `no_main`). The command
@@ -329,10 +339,9 @@ fn process_start() {
             }
         }
     }
-    // SAFETY: installing SIG_IGN runs no code of ours in signal context.
-    let before = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn) };
+    let before = set_disposition(Signal::SIGPIPE, SigHandler::SigIgn);
     CALLER_IGNORED_SIGPIPE.store(
-        matches!(before, Ok(SigHandler::SigIgn)),
+        matches!(before, Some(SigHandler::SigIgn)),
         std::sync::atomic::Ordering::Relaxed,
     );
 }
@@ -359,8 +368,7 @@ pub fn is_ignored(sig: Signal) -> bool {
 /// its default unless the caller ignored it too. airlock installs no handler.
 pub fn caller_signal_dispositions() {
     if !is_ignored(Signal::SIGPIPE) {
-        // SAFETY: installing SIG_DFL runs no code of ours in signal context.
-        let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+        set_disposition(Signal::SIGPIPE, SigHandler::SigDfl);
     }
 }
 
@@ -378,8 +386,7 @@ pub fn set_cloexec(fd: RawFd) -> SysResult<()> {
 
 /// Ignore `sig` in this process (and so in the processes it makes, unless they reset it).
 pub fn ignore_signal(sig: Signal) {
-    // SAFETY: installing SIG_IGN runs no code of ours in signal context.
-    let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigIgn) };
+    set_disposition(sig, SigHandler::SigIgn);
 }
 
 /// How many bytes wait in the pipe `fd` (either end) for a reader: FIONREAD.
@@ -403,8 +410,7 @@ pub fn std_stream(n: i32) -> BorrowedFd<'static> {
 /// for a process killed by it): the signal, read from a signalfd while blocked, is sent again
 /// with its default action restored and unblocked.
 pub fn die_by(sig: Signal) -> ! {
-    // SAFETY: installing SIG_DFL runs no code of ours in signal context.
-    let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
+    set_disposition(sig, SigHandler::SigDfl);
     let _ = nix::sys::signal::raise(sig);
     let mut set = nix::sys::signal::SigSet::empty();
     set.add(sig);
@@ -415,8 +421,7 @@ pub fn die_by(sig: Signal) -> ! {
 
 /// SIGCHLD back to its default action (the caller may have left it ignored).
 pub fn default_sigchld() {
-    // SAFETY: installing SIG_DFL runs no code of ours in signal context.
-    let _ = unsafe { nix::sys::signal::signal(Signal::SIGCHLD, SigHandler::SigDfl) };
+    set_disposition(Signal::SIGCHLD, SigHandler::SigDfl);
 }
 
 /// Mark every descriptor from `first` up close-on-exec (close_range(2), CLOSE_RANGE_CLOEXEC).
