@@ -87,12 +87,12 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     );
     let _ = writeln!(
         w,
-        "                    read-only from the host (files of at most 4 KiB copied, the rest bound): {}",
+        "                    bound read-only from the host: {}",
         etc.join(", ")
     );
     let _ = writeln!(
         w,
-        "  /dev              {} (host nodes, read-only binds, nosuid, noexec); links {}; \
+        "  /dev              root dir: {} (host nodes, read-only binds, nosuid, noexec); links {}; \
          /dev/pts (devpts, new instance); /dev/shm (tmpfs, writable)",
         DEVICES.join(" "),
         DEV_LINKS
