@@ -1945,11 +1945,20 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
 
 /// A relayed stdin whose reads block (a tracefs pipe, as a FUSE or network file may) holds
 /// neither the launcher's timeout nor its exit: the task that does not read it ends at once,
-/// the one that does is stopped by --timeout. Root only: the file takes root to open.
+/// the one that does is stopped by --timeout. Root only: the file takes root to open. The
+/// pipe is a tracing instance's of its own (its buffer empty, its tracing on), so what the
+/// machine's global trace buffer holds or whether its tracing is off (then the global pipe
+/// gives EOF once read) cannot end the read.
 #[test]
 fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
     let tracefs = Tracefs::mount();
-    let pipe = format!("{}/trace_pipe", tracefs.path());
+    let instance = format!(
+        "{}/instances/airlock-test-{}",
+        tracefs.path(),
+        std::process::id()
+    );
+    std::fs::create_dir(&instance).unwrap();
+    let pipe = format!("{instance}/trace_pipe");
     for (cmd, code) in [("true", 0), ("cat", 124)] {
         let started = Instant::now();
         let mut c = airlock_run(Launcher::Root, &["--timeout", "2s"], &[cmd]);
@@ -1971,4 +1980,5 @@ fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
         };
         assert_eq!(status.and_then(|s| s.code()), Some(code), "{cmd}");
     }
+    std::fs::remove_dir(&instance).unwrap();
 }
