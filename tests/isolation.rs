@@ -1952,13 +1952,8 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
 #[test]
 fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
     let tracefs = Tracefs::mount();
-    let instance = format!(
-        "{}/instances/airlock-test-{}",
-        tracefs.path(),
-        std::process::id()
-    );
-    std::fs::create_dir(&instance).unwrap();
-    let pipe = format!("{instance}/trace_pipe");
+    let instance = tracefs.instance("airlock-test");
+    let pipe = format!("{}/trace_pipe", instance.path());
     for (cmd, code) in [("true", 0), ("cat", 124)] {
         let started = Instant::now();
         let mut c = airlock_run(Launcher::Root, &["--timeout", "2s"], &[cmd]);
@@ -1980,5 +1975,4 @@ fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
         };
         assert_eq!(status.and_then(|s| s.code()), Some(code), "{cmd}");
     }
-    std::fs::remove_dir(&instance).unwrap();
 }

@@ -319,6 +319,29 @@ impl Tracefs {
     pub fn path(&self) -> &str {
         self.0.path().to_str().unwrap()
     }
+
+    /// A tracing instance of this test's own (instances/NAME-PID: an empty buffer, tracing
+    /// on), removed when dropped, a failed assertion included. Tracing instances belong to the
+    /// whole machine, not to this mount: drop it before the mount.
+    pub fn instance(&self, name: &str) -> TraceInstance {
+        let dir = format!("{}/instances/{name}-{}", self.path(), std::process::id());
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {dir}: {e}"));
+        TraceInstance(dir)
+    }
+}
+
+pub struct TraceInstance(String);
+
+impl TraceInstance {
+    pub fn path(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for TraceInstance {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 impl Drop for Tracefs {
