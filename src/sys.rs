@@ -6,6 +6,8 @@
 #![allow(unsafe_code)]
 
 pub mod heap;
+#[cfg(all(target_env = "musl", target_arch = "x86_64"))]
+mod mem;
 
 use std::ffi::CString;
 use std::fmt;
