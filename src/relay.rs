@@ -11,12 +11,15 @@
 //!   the sandbox is gone the launcher moves the caller's offset by what the task took out of
 //!   the pipe: a `while read` loop around airlock keeps its place, as it does with the file
 //!   itself;
-//! - a stdout or stderr that is a regular file opened for appending reaches the task as a
-//!   pipe the launcher drains into it. The launcher writes no further than the task's
-//!   --file-size would let the task write: what goes past it is dropped, the sandbox is
-//!   killed and the run ends as if the writer had died of SIGXFSZ (128+25), with a message.
-//!   A file opened to be written from its start (`>`) holds nothing the task did not write,
-//!   and goes through as it is;
+//! - a stdout or stderr that is a regular file reaches the task as a pipe the launcher drains
+//!   into it when the file holds anything already (bytes, or an offset past its start) or is
+//!   open for appending: the task could otherwise read what the caller wrote before it (as
+//!   `{ echo token; airlock run ...; } > log` or `exec >> log` leave it), overwrite it or
+//!   truncate it. The launcher writes no further than the task's --file-size would let the
+//!   task write: what goes past it is dropped, the sandbox is killed and the run ends as if
+//!   the writer had died of SIGXFSZ (128+25), with a message. An empty file not open for
+//!   appending (a fresh `>`) holds nothing the task did not write, and goes through as it is,
+//!   seekable;
 //! - a directory on any stream is refused (exit 2).
 //!
 //! Pipes, sockets and character devices (terminals, /dev/null) go through as they are:
@@ -43,6 +46,9 @@ pub struct Relay {
     stream: i32,
     /// The read end of the pipe (non-blocking). Dropped once the relay is done.
     pipe: Option<OwnedFd>,
+    /// The caller's file was opened for appending: the task's writes land at its end, not at
+    /// the descriptor's offset.
+    append: bool,
     /// The task's --file-size: the file is not written past it.
     max: Option<u64>,
     /// The output went past `max`, and the rest was dropped.
@@ -110,11 +116,14 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
                 NAMES[i]
             )));
         }
+        let mut append = false;
         let relayed = match stream {
             0 => kind == SFlag::S_IFREG || kind == SFlag::S_IFBLK,
+            _ if kind != SFlag::S_IFREG => false,
             _ => {
                 let flags = named(fcntl(fd, FcntlArg::F_GETFL), "fcntl(F_GETFL)")?;
-                kind == SFlag::S_IFREG && OFlag::from_bits_truncate(flags).contains(OFlag::O_APPEND)
+                append = OFlag::from_bits_truncate(flags).contains(OFlag::O_APPEND);
+                append || st.st_size > 0 || position(fd) > 0
             }
         };
         if !relayed {
@@ -145,6 +154,7 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
             plan.relays.push(Relay {
                 stream,
                 pipe: Some(ours),
+                append,
                 max,
                 cut: false,
                 buf: Vec::new(),
@@ -171,6 +181,11 @@ pub fn pipe(owner: Option<(u32, u32)>, ours_reads: bool) -> Result<(OwnedFd, Own
         named(nix::unistd::fchown(&ours, uid, gid), "fchown(<pipe>)")?;
     }
     Ok((ours, theirs))
+}
+
+/// The descriptor's offset; 0 for one that has none (lseek refused).
+fn position(fd: BorrowedFd) -> i64 {
+    nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).unwrap_or(0)
 }
 
 fn errno(e: std::io::Error) -> Errno {
@@ -218,7 +233,7 @@ impl Relay {
         // At most 1 MiB a call, so that a writer as fast as the file does not keep the
         // launcher's loop from its signals and deadline.
         for _ in 0..16 {
-            match copy_out(pipe.as_fd(), to, &mut self.buf, self.max) {
+            match copy_out(pipe.as_fd(), to, &mut self.buf, self.max, self.append) {
                 Ok(0) => {}
                 Ok(_) | Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => return,
@@ -246,18 +261,25 @@ impl Relay {
     }
 }
 
-/// One read() from the pipe, written to `to`: as much of it as keeps the file within `max`
-/// (its size counted at each write, as RLIMIT_FSIZE counts an appending writer's), and
-/// EFBIG if that was not all.
+/// One read() from the pipe, written to `to`: as much of it as keeps the writes within `max`
+/// (counted from where each write lands, as RLIMIT_FSIZE counts them: the file's end for an
+/// appending writer, the descriptor's offset for another), and EFBIG if that was not all.
 fn copy_out(
     from: BorrowedFd,
     to: BorrowedFd,
     buf: &mut [u8],
     max: Option<u64>,
+    append: bool,
 ) -> nix::Result<usize> {
     let n = nix::unistd::read(from, buf)?;
     let room = match max {
-        Some(max) if n > 0 => max.saturating_sub(nix::sys::stat::fstat(to)?.st_size as u64),
+        Some(max) if n > 0 => {
+            let at = match append {
+                true => nix::sys::stat::fstat(to)?.st_size,
+                false => nix::unistd::lseek(to, 0, nix::unistd::Whence::SeekCur)?,
+            };
+            max.saturating_sub(at as u64)
+        }
         _ => u64::MAX,
     };
     let keep = n.min(usize::try_from(room).unwrap_or(usize::MAX));

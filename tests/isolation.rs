@@ -1844,6 +1844,40 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
             );
         }
 
+        // A file opened to be written from its start (`>`) that the caller wrote to first, as
+        // `{ echo token; airlock run ...; } > log` leaves it: the task can neither read the
+        // caller's line back nor truncate it. A fresh empty one still reaches the task as the
+        // file itself (seekable, so a writer that seeks works).
+        let secret = "caller-secret\n";
+        let probe = "exec 3>&1; dd if=/proc/self/fd/3 iflag=nonblock bs=100 count=1 status=none \
+                     >&2; (: > /proc/self/fd/1) 2>/dev/null; echo task";
+        for inside in [true, false] {
+            let log = file("log", "");
+            let mut out = std::fs::File::create(&log).unwrap();
+            out.write_all(secret.as_bytes()).unwrap();
+            let mut c = if inside {
+                airlock_run(who, &[], &["sh", "-c", probe])
+            } else {
+                host_cmd(who, &["sh", "-c", probe])
+            };
+            let o = c.stdout(out).stderr(Stdio::piped()).output().unwrap();
+            assert!(o.status.success(), "{ctx} inside={inside}\n{}", show(&o));
+            let (kept, leaked) = (read(&log) == "caller-secret\ntask\n", stderr(&o) == secret);
+            assert_eq!(
+                (kept, leaked),
+                (inside, !inside),
+                "{ctx} inside={inside}\n{}",
+                show(&o)
+            );
+        }
+        let log = file("log", "");
+        let o = airlock_run(who, &[], &["sh", "-c", "test -f /dev/stdout && echo file"])
+            .stdout(std::fs::File::create(&log).unwrap())
+            .status()
+            .unwrap();
+        assert!(o.success(), "{ctx}: {o:?}");
+        assert_eq!(read(&log), "file\n", "{ctx}");
+
         let o = airlock_run(who, &[], &["sh", "-c", "echo ran"])
             .stdin(std::fs::File::open(d.path()).unwrap())
             .output()
