@@ -23,7 +23,7 @@ use nix::mount::MsFlags;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::sys::stat::Mode;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Gid, Pid, Uid};
+use nix::unistd::{AccessFlags, Gid, Pid, Uid};
 
 use crate::channel::{self, Handed, Msg};
 use crate::spec::{
@@ -2031,6 +2031,10 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
 
 /// execve argv[0], searching `path` when it has no '/'. Returns only on failure: 127 when no
 /// such command exists, 126 when one exists but cannot be executed.
+/// Why a file that is there could not be started: execve's ENOENT for an existing file.
+pub const NO_INTERPRETER: &str =
+    "the interpreter its #! line names (or its ELF loader) is not in the sandbox";
+
 fn exec_search(plan: &ExecPlan) -> (i32, String) {
     let (envp, path) = (&plan.envp, plan.path.as_str());
     // bwrap's --argv0: the program is looked up by its real name, started under another.
@@ -2054,6 +2058,12 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
     for c in &candidates {
         let e = nix::unistd::execve(c, &argv, envp).unwrap_err();
         match e {
+            // The file is there, but what it names to start it with is not: the interpreter of
+            // its #! line or its ELF loader (a venv's script naming a host python, say). It
+            // cannot be executed, as a shell says (126), rather than not found.
+            Errno::ENOENT if nix::unistd::access(c.as_c_str(), AccessFlags::F_OK).is_ok() => {
+                denied.get_or_insert(Errno::ENOENT);
+            }
             Errno::ENOENT | Errno::ENOTDIR => {}
             // A file the kernel cannot start (no #! line) is a shell script to execvp(3), and so
             // to bubblewrap: /bin/sh runs it, with its path as $0.
@@ -2070,6 +2080,10 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
         }
     }
     match denied {
+        Some(Errno::ENOENT) => (
+            spec::exit::NOT_EXECUTABLE,
+            format!("{name}: cannot execute: {NO_INTERPRETER}"),
+        ),
         Some(e) => (
             spec::exit::NOT_EXECUTABLE,
             format!("{name}: cannot execute: {}", sys::errno_text(e)),

@@ -760,8 +760,12 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
     {
         match crate::launch::run(spec) {
             Ok(outcome) => outcome.exit_code(),
-            Err(crate::launch::Failure::Exec(code, _)) => {
-                let why = if code == crate::spec::exit::NOT_FOUND {
+            Err(crate::launch::Failure::Exec(code, msg)) => {
+                // execvp's errno, as bubblewrap reports it: ENOENT also for a file whose
+                // interpreter is missing.
+                let why = if code == crate::spec::exit::NOT_FOUND
+                    || msg.ends_with(crate::boundary::NO_INTERPRETER)
+                {
                     "No such file or directory"
                 } else {
                     "Permission denied"

@@ -2275,16 +2275,30 @@ fn more_than_nine_thousand_arguments() {
 }
 
 /// A program file with no `#!` line is a shell script to execvp(3), which bubblewrap uses:
-/// /bin/sh runs it with its path as $0 (CI steps that ship such scripts depend on it).
+/// /bin/sh runs it with its path as $0 (CI steps that ship such scripts depend on it). One
+/// whose `#!` line names a missing interpreter fails as execvp's ENOENT, as bubblewrap says.
 #[test]
 fn a_script_without_an_interpreter_line_runs_under_sh() {
     let d = tmpdir(0o755);
     write(&d.path().join("s.sh"), b"echo ran $0 $1\n", 0o755);
+    write(
+        &d.path().join("b"),
+        b"#!/no/such/interpreter\necho ran\n",
+        0o755,
+    );
     let src = d.path().to_str().unwrap();
     for who in BOTH {
         let args = with(MIN, &["--ro-bind", src, "/w", "--", "/w/s.sh", "arg1"]);
         let [b, _] = same(&case(&args), who);
         assert_eq!(b.stdout, "ran /w/s.sh arg1\n", "{}", b.show());
+        let args = with(MIN, &["--ro-bind", src, "/w", "--", "/w/b"]);
+        let [b, _] = same(&case(&args), who);
+        assert_eq!(
+            b.stderr,
+            "bwrap: execvp /w/b: No such file or directory\n",
+            "{}",
+            b.show()
+        );
     }
 }
 

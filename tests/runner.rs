@@ -820,6 +820,12 @@ fn command_not_found_and_not_executable() {
         0o644,
     );
     let input = format!("s.sh={}", script.display());
+    let bad = write_file(
+        &dir.path().join("b"),
+        b"#!/no/such/interpreter\necho RAN\n",
+        0o755,
+    );
+    let shebang = format!("b={}", bad.display());
     for who in BOTH {
         let run = al(
             who,
@@ -866,6 +872,25 @@ fn command_not_found_and_not_executable() {
                 .unwrap()
                 .contains("./s.sh: cannot execute"),
             "{who:?}: {rep}"
+        );
+
+        // Found and executable, but its #! line names an interpreter the sandbox does not
+        // hold (a venv's script naming a host python): 126 too, saying so; not "not found".
+        let run = al(
+            who,
+            &["run", "--json", "--input", &shebang, "--", "./b"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
+        assert_eq!(
+            run.report(),
+            json!({
+                "error": "./b: cannot execute: the interpreter its #! line names (or its ELF \
+                          loader) is not in the sandbox",
+                "error_kind": "command_not_executable",
+                "exit_code": 126,
+            }),
+            "{who:?}"
         );
     }
 }
