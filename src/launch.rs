@@ -242,7 +242,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     drop(child_sock);
     drop(inputs);
     drop(task_ends);
-    relay::start(&relays);
     if let Some(feed) = &mut feed
         && let Err(e) = feed.start()
     {

@@ -706,13 +706,30 @@ fn run(args: RunArgs) -> i32 {
         crate::say!("airlock: warning: --share-net: the task shares the host's network");
     }
     match launch::run(&spec) {
-        Ok(outcome) => {
-            if json_mode {
-                out(&format!("{}\n", report::to_json(&outcome)));
-            }
-            outcome.exit_code()
-        }
+        Ok(outcome) if json_mode => emit_report(
+            &format!("{}\n", report::to_json(&outcome)),
+            outcome.exit_code(),
+        ),
+        Ok(outcome) => outcome.exit_code(),
         Err(f) => fail(json_mode, &f),
+    }
+}
+
+/// Write the JSON report to stdout and return the run's exit status. A report that cannot be
+/// written whole (a full disk, the caller's file size limit, an I/O error) is said on stderr,
+/// with the status, and the run exits 2: the caller must not take the status for a delivered
+/// report. A reader that closed its end (`| head`) wanted no more, and the status stays.
+fn emit_report(text: &str, code: i32) -> i32 {
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            crate::say!(
+                "airlock: the JSON report could not be written to stdout: {e} (the run's exit \
+                 status was {code})"
+            );
+            spec::exit::USAGE
+        }
+        _ => code,
     }
 }
 
@@ -725,7 +742,7 @@ pub fn out(text: &str) {
 fn fail(json_mode: bool, f: &launch::Failure) -> i32 {
     let (value, code) = report::failure_json(f);
     if json_mode {
-        out(&format!("{value}\n"));
+        return emit_report(&format!("{value}\n"), code);
     } else {
         let msg = value["error"].as_str().unwrap_or("");
         match f {

@@ -196,16 +196,6 @@ fn named<T>(r: nix::Result<T>, call: &str) -> Result<T, Failure> {
     r.map_err(|e| Failure::Setup(format!("step 1: {call}: {e}")))
 }
 
-/// Start the output relays' side of the launcher (after clone3: the sandbox sets its own
-/// limits). Its own writes to the caller's files must not die of the caller's soft
-/// RLIMIT_FSIZE (SIGXFSZ): past it they fail with EFBIG, which cuts the output as --file-size
-/// does.
-pub fn start(relays: &[Relay]) {
-    if !relays.is_empty() {
-        crate::sys::ignore_signal(nix::sys::signal::Signal::SIGXFSZ);
-    }
-}
-
 impl Relay {
     /// What to poll for, while the relay moves data.
     pub fn poll_fd(&self) -> Option<PollFd<'_>> {

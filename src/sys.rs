@@ -311,7 +311,7 @@ pub fn blank_argv() {
 
 /// What airlock keeps of std's runtime start-up (see main.rs): descriptors 0-2 opened on
 /// /dev/null if they are closed (so no file airlock opens can become its stdout or stderr),
-/// and SIGPIPE ignored (a closed output is an EPIPE error to report, not a silent death).
+/// and SIGPIPE ignored; airlock also ignores SIGXFSZ (see [`SELF_IGNORED`]).
 #[cfg(not(test))]
 fn process_start() {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -341,22 +341,32 @@ fn process_start() {
             }
         }
     }
-    let before = set_disposition(Signal::SIGPIPE, SigHandler::SigIgn);
-    CALLER_IGNORED_SIGPIPE.store(
-        matches!(before, Some(SigHandler::SigIgn)),
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    for (sig, caller) in SELF_IGNORED.iter().zip(&CALLER_IGNORED) {
+        let before = set_disposition(*sig, SigHandler::SigIgn);
+        caller.store(
+            matches!(before, Some(SigHandler::SigIgn)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
 }
 
-/// Whether the caller had SIGPIPE ignored (process_start ignores it for airlock itself).
-static CALLER_IGNORED_SIGPIPE: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+/// The signals airlock ignores for itself from its start: a closed output (SIGPIPE) and the
+/// caller's file size limit (SIGXFSZ) are errors to report (EPIPE, EFBIG), not a silent death
+/// halfway through a report or a relayed file. The task gets the caller's dispositions of
+/// them back ([`caller_signal_dispositions`]) or the defaults (airlock run).
+const SELF_IGNORED: [Signal; 2] = [Signal::SIGPIPE, Signal::SIGXFSZ];
+
+/// Whether the caller had each of [`SELF_IGNORED`] ignored.
+static CALLER_IGNORED: [std::sync::atomic::AtomicBool; 2] = [
+    std::sync::atomic::AtomicBool::new(false),
+    std::sync::atomic::AtomicBool::new(false),
+];
 
 /// Whether `sig` is ignored in this process: the caller left it so (airlock ignores only
-/// SIGPIPE itself, and not before process_start has noted the caller's).
+/// [`SELF_IGNORED`] itself, and not before process_start has noted the caller's).
 pub fn is_ignored(sig: Signal) -> bool {
-    if sig == Signal::SIGPIPE {
-        return CALLER_IGNORED_SIGPIPE.load(std::sync::atomic::Ordering::Relaxed);
+    if let Some(i) = SELF_IGNORED.iter().position(|s| *s == sig) {
+        return CALLER_IGNORED[i].load(std::sync::atomic::Ordering::Relaxed);
     }
     let mut now = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
     // SAFETY: with a null new action, sigaction only writes the current one into `now`.
@@ -366,11 +376,13 @@ pub fn is_ignored(sig: Signal) -> bool {
 }
 
 /// Signals as the caller left them, as a task started through exec would find them (the
-/// ignored ones stay ignored): only SIGPIPE, which airlock ignores for itself, goes back to
-/// its default unless the caller ignored it too. airlock installs no handler.
+/// ignored ones stay ignored): only [`SELF_IGNORED`], which airlock ignores for itself, go
+/// back to their defaults unless the caller ignored them too. airlock installs no handler.
 pub fn caller_signal_dispositions() {
-    if !is_ignored(Signal::SIGPIPE) {
-        set_disposition(Signal::SIGPIPE, SigHandler::SigDfl);
+    for sig in SELF_IGNORED {
+        if !is_ignored(sig) {
+            set_disposition(sig, SigHandler::SigDfl);
+        }
     }
 }
 
@@ -384,11 +396,6 @@ pub fn set_cloexec(fd: RawFd) -> SysResult<()> {
         }
     }
     Ok(())
-}
-
-/// Ignore `sig` in this process (and so in the processes it makes, unless they reset it).
-pub fn ignore_signal(sig: Signal) {
-    set_disposition(sig, SigHandler::SigIgn);
 }
 
 /// How many bytes wait in the pipe `fd` (either end) for a reader: FIONREAD.

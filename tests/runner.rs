@@ -895,6 +895,48 @@ fn command_not_found_and_not_executable() {
     }
 }
 
+/// A JSON report airlock cannot write whole (stdout a full device, or a file past the caller's
+/// own file size limit, whose SIGXFSZ would have killed airlock halfway through the report) is
+/// said on stderr with the run's status, and the run exits 2: never a silent 0, nor 153 with
+/// half a report. A reader that closes its end early (`| head`) keeps the status.
+#[test]
+fn a_report_that_cannot_be_written_is_said_not_lost() {
+    let dir = tmpdir();
+    let script = "head -c 4000 /dev/zero | tr '\\0' a";
+    for who in BOTH {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let file = std::fs::File::create(dir.path().join("report.json")).unwrap();
+        for (stdout, fsize) in [(full, "unlimited"), (file, "1")] {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("ulimit -f {fsize}; exec \"$@\""), "sh"])
+                .args(as_user(who))
+                .arg(binary())
+                .args(["run", "--json", "--", "sh", "-c", script]);
+            let o = c.stdout(stdout).stderr(Stdio::piped()).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{who:?} {fsize}: {o:?}");
+            assert!(
+                err.contains("the JSON report could not be written to stdout")
+                    && err.contains("(the run's exit status was 0)"),
+                "{who:?} {fsize}: {err}"
+            );
+        }
+        // The reader is gone before the report is written: EPIPE, and the task's status.
+        let o = Command::new("bash")
+            .args(["-c", "\"$@\" | true; echo ${PIPESTATUS[0]}", "bash"])
+            .args(as_user(who))
+            .arg(binary())
+            .args(["run", "--json", "--", "sh", "-c", "sleep 0.5; exit 3"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n", "{who:?}: {o:?}");
+        assert!(o.stderr.is_empty(), "{who:?}: {o:?}");
+    }
+}
+
 #[test]
 fn bad_requests_are_refused_naming_the_key() {
     let dir = tmpdir();
