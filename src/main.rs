@@ -39,7 +39,7 @@ mod spec;
 mod sys;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -494,14 +494,30 @@ fn limits_from_flags(a: &RunArgs, base: limits::Limits) -> Result<limits::Limits
     Ok(l)
 }
 
-fn read_request(path: &PathBuf) -> Result<Draft, UsageError> {
-    let mut text = String::new();
-    let r = if path.as_os_str() == "-" {
-        std::io::stdin().read_to_string(&mut text)
-    } else {
-        std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text))
+/// The most a JSON request or an audited command line may hold: what a caller means fits
+/// (inputs larger than this go as host files, by `run --input NAME=PATH`), and
+/// `--request /dev/zero` is an error, not all of the machine's memory.
+const TEXT_MAX: u64 = 64 << 20;
+
+/// The text of the file at `path`, or of stdin for `-`: UTF-8, at most [`TEXT_MAX`] bytes.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let from: Box<dyn Read> = match path.as_os_str() == "-" {
+        true => Box::new(std::io::stdin()),
+        false => Box::new(std::fs::File::open(path)?),
     };
-    r.map_err(|e| UsageError(format!("request {path:?}: {e}")))?;
+    let mut text = String::new();
+    from.take(TEXT_MAX + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > TEXT_MAX {
+        return Err(std::io::Error::other(format!(
+            "longer than {} MiB",
+            TEXT_MAX >> 20
+        )));
+    }
+    Ok(text)
+}
+
+fn read_request(path: &Path) -> Result<Draft, UsageError> {
+    let text = read_text(path).map_err(|e| UsageError(format!("request {path:?}: {e}")))?;
     request::parse(&text)
 }
 
@@ -556,18 +572,10 @@ fn run_audit(kind: AuditKind) -> i32 {
         AuditKind::Bwrap(a) => (a, false),
     };
     let argv = match (&a.file, a.args.is_empty()) {
-        (Some(path), true) => {
-            let mut text = String::new();
-            let r = if path.as_os_str() == "-" {
-                std::io::stdin().read_to_string(&mut text)
-            } else {
-                std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text))
-            };
-            match r {
-                Ok(_) => audit::parse_command_line(&text),
-                Err(e) => Err(format!("{}: {e}", path.display())),
-            }
-        }
+        (Some(path), true) => match read_text(path) {
+            Ok(text) => audit::parse_command_line(&text),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        },
         (None, false) => Ok(a.args.clone()),
         (Some(_), false) => Err("give the command line either after -- or with --file".into()),
         (None, true) => Err("no command line given (after -- or with --file FILE|-)".into()),

@@ -996,6 +996,10 @@ fn bad_requests_are_refused_naming_the_key() {
         );
         let msg = run.usage_error(&format!("{who:?} missing request file"));
         assert!(msg.contains("missing.json"), "{who:?}: {msg:?}");
+        // A request without end is refused once past 64 MiB, not read into memory forever.
+        let run = al(who, &["run", "--request", "/dev/zero"], SECS_10);
+        let msg = run.usage_error(&format!("{who:?} endless request"));
+        assert!(msg.contains("longer than 64 MiB"), "{who:?}: {msg:?}");
     }
 }
 
