@@ -369,7 +369,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let init_status = waitpid(pid, None);
     // Everything in the sandbox is gone now; read what is left in the channel and pipes.
     sup.drain_channel(&parent_sock);
-    relay::finish(&mut relays);
+    relay::finish(&mut relays, deadline);
     if let Some(feed) = &feed {
         feed.finish();
     }

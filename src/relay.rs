@@ -20,17 +20,26 @@
 //!   the writer had died of SIGXFSZ (128+25), with a message. An empty file not open for
 //!   appending (a fresh `>`) holds nothing the task did not write, and goes through as it is,
 //!   seekable;
+//! - a pipe (or FIFO) the task's host uid owns, as an unprivileged caller's own pipes are, or
+//!   one open to others, reaches the task as a pipe of the launcher's: reopened the other way,
+//!   the caller's stdin would take writes into what the caller reads next (injected lines in
+//!   a `while read` loop) and its stdout would give up what others wrote into it before. An
+//!   output pipe is moved with splice, waiting for room as the task would have; a stdin pipe
+//!   is copied with tee and taken out of the caller's pipe only as far as the task has read,
+//!   so the rest stays for the caller, as with the pipe itself. A root caller's pipes are
+//!   root's (0600), which the task cannot reopen: they go through as they are;
 //! - a directory on any stream is refused (exit 2).
 //!
-//! Pipes, sockets and character devices (terminals, /dev/null) go through as they are:
-//! reopening one gives nothing the descriptor did not. bwrap mode passes every stream through,
-//! as bubblewrap does.
+//! Sockets and character devices go through as they are: a socket cannot be reopened, and
+//! /dev/null gives nothing. A terminal is the caller's own (README, "Known limits"). bwrap
+//! mode passes every stream through, as bubblewrap does.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::SFlag;
 use nix::unistd::{Gid, Uid};
@@ -39,6 +48,9 @@ use crate::launch::Failure;
 use crate::sys::std_stream;
 
 const CHUNK: usize = 64 * 1024;
+/// The size of a relay's pipe into a caller's pipe (the most an unprivileged process may ask
+/// by default: /proc/sys/fs/pipe-max-size).
+const PIPE_SIZE: i32 = 1 << 20;
 
 /// A relayed stdout or stderr, the launcher's side.
 pub struct Relay {
@@ -49,6 +61,11 @@ pub struct Relay {
     /// The caller's file was opened for appending: the task's writes land at its end, not at
     /// the descriptor's offset.
     append: bool,
+    /// The caller's stream is a pipe (or FIFO), not a file: moved with splice, and it may be
+    /// full.
+    to_pipe: bool,
+    /// The caller's pipe was full at the last move: wait until it has room.
+    blocked: bool,
     /// The task's --file-size: the file is not written past it.
     max: Option<u64>,
     /// The output went past `max`, and the rest was dropped.
@@ -62,6 +79,9 @@ pub struct Feed {
     /// Where the caller's offset stood; None for a file without one (a block device that
     /// refuses lseek): then it is read as it comes, and the offset moves as it does.
     start: Option<i64>,
+    /// The caller's stdin is a pipe (or FIFO): copied with tee, and taken out of it only as
+    /// far as the task has read (see `feed_pipe`).
+    from_pipe: bool,
     /// The write end of the pipe, until the thread takes it.
     pipe: Option<OwnedFd>,
     /// A read end of the pipe kept for FIONREAD: how much the task has not taken yet.
@@ -76,6 +96,10 @@ pub struct Feed {
 struct Progress {
     next: i64,
     pending: usize,
+    /// A pipe source: bytes copied into the task's pipe and not yet taken out of the caller's.
+    given: usize,
+    /// The sandbox is gone: a pipe source's thread takes nothing more out of the caller's pipe.
+    stop: bool,
 }
 
 /// What to do with the caller's streams: the launcher's relays, and for each of fds 0-2 the
@@ -102,6 +126,7 @@ const NAMES: [&str; 3] = ["stdin", "stdout", "stderr"];
 /// Decide for each stream. A directory on a stream is refused (bad input, exit 2). `owner`:
 /// as for `pipe`; `max`: the task's --file-size.
 pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure> {
+    let task_uid = owner.map_or_else(|| nix::unistd::geteuid().as_raw(), |(uid, _)| uid);
     let mut plan = Plan::none();
     let mut ids = [None; 3];
     for stream in 0..3 {
@@ -116,8 +141,13 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
                 NAMES[i]
             )));
         }
+        // A pipe the task's host uid owns (an unprivileged caller's), or one open to others,
+        // would reopen the other way: a stdin to write into what the caller reads next (the
+        // rest of a `while read` loop's input), a stdout to read what others wrote to it.
+        let to_pipe = kind == SFlag::S_IFIFO && (st.st_uid == task_uid || st.st_mode & 0o066 != 0);
         let mut append = false;
         let relayed = match stream {
+            _ if to_pipe => true,
             0 => kind == SFlag::S_IFREG || kind == SFlag::S_IFBLK,
             _ if kind != SFlag::S_IFREG => false,
             _ => {
@@ -139,15 +169,28 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
             continue;
         }
         let (ours, theirs) = pipe(owner, stream != 0)?;
+        if to_pipe {
+            // Larger pipes between the task and the caller's: fewer hand-overs per megabyte.
+            // A stdin's copies are as large as the caller's pipe holds, so it grows too (a
+            // larger buffer changes nothing else for its other readers and writers).
+            let _ = fcntl(&ours, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+            if stream == 0 {
+                let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+            }
+        }
         if stream == 0 {
-            let start = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).ok();
+            let start = match to_pipe {
+                true => None,
+                false => nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).ok(),
+            };
             plan.feed = Some(Feed {
                 start,
+                from_pipe: to_pipe,
                 peek: named(theirs.try_clone().map_err(errno), "dup")?,
                 pipe: Some(ours),
                 progress: Arc::new(Mutex::new(Progress {
                     next: start.unwrap_or(0),
-                    pending: 0,
+                    ..Progress::default()
                 })),
             });
         } else {
@@ -155,6 +198,8 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
                 stream,
                 pipe: Some(ours),
                 append,
+                to_pipe,
+                blocked: false,
                 max,
                 cut: false,
                 buf: Vec::new(),
@@ -197,10 +242,14 @@ fn named<T>(r: nix::Result<T>, call: &str) -> Result<T, Failure> {
 }
 
 impl Relay {
-    /// What to poll for, while the relay moves data.
+    /// What to poll for, while the relay moves data: the task's output, or room in the
+    /// caller's pipe once it was full.
     pub fn poll_fd(&self) -> Option<PollFd<'_>> {
         let pipe = self.pipe.as_ref()?;
-        Some(PollFd::new(pipe.as_fd(), PollFlags::POLLIN))
+        Some(match self.blocked {
+            true => PollFd::new(std_stream(self.stream), PollFlags::POLLOUT),
+            false => PollFd::new(pipe.as_fd(), PollFlags::POLLIN),
+        })
     }
 
     /// The task's output went past its --file-size.
@@ -212,6 +261,9 @@ impl Relay {
     /// dropped) at the pipe's end (every writer in the sandbox gone), at the --file-size cut,
     /// or on an error writing the caller's file; those two are reported on airlock's stderr.
     pub fn pump(&mut self) {
+        if self.to_pipe {
+            return self.pump_to_pipe();
+        }
         let Some(pipe) = self.pipe.as_ref() else {
             return;
         };
@@ -248,6 +300,47 @@ impl Relay {
             self.pipe = None;
             return;
         }
+    }
+}
+
+impl Relay {
+    /// [`Relay::pump`] into the caller's pipe: splice, which never blocks on either pipe
+    /// (the caller's may be shared, so its O_NONBLOCK is not ours to set). A full caller's
+    /// pipe is waited for by poll; a caller's pipe with no reader left ends the relay, and
+    /// the task's next write fails with EPIPE, as it would have.
+    fn pump_to_pipe(&mut self) {
+        let Some(pipe) = self.pipe.as_ref() else {
+            return;
+        };
+        let to = std_stream(self.stream);
+        // At most 16 moves a call, as pump: the launcher's loop keeps its signals and deadline.
+        for moves in 1.. {
+            let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+            match nix::fcntl::splice(pipe, None, to, None, PIPE_SIZE as usize, flags) {
+                Ok(0) => break,
+                Ok(_) | Err(Errno::EINTR) => {
+                    self.blocked = false;
+                    if moves == 16 {
+                        return;
+                    }
+                }
+                // Nothing to move, or no room: which one, the task's pipe tells.
+                Err(Errno::EAGAIN) => {
+                    self.blocked = crate::sys::unread_bytes(pipe).is_ok_and(|n| n > 0);
+                    return;
+                }
+                Err(Errno::EPIPE) => break,
+                Err(e) => {
+                    crate::say!(
+                        "airlock: {} of the task: writing to its pipe failed: {}",
+                        NAMES[self.stream as usize],
+                        e.desc()
+                    );
+                    break;
+                }
+            }
+        }
+        self.pipe = None;
     }
 }
 
@@ -296,8 +389,12 @@ impl Feed {
             return Ok(());
         };
         let progress = Arc::clone(&self.progress);
+        let from_pipe = self.from_pipe;
         std::thread::Builder::new()
-            .spawn(move || feed(pipe, start, &progress))
+            .spawn(move || match from_pipe {
+                true => feed_pipe(pipe, &progress),
+                false => feed(pipe, start, &progress),
+            })
             .map(drop)
     }
 
@@ -305,6 +402,16 @@ impl Feed {
     /// is what was read from the file, less what is still in the pipe or was never written to
     /// it.
     pub fn finish(&self) {
+        if self.from_pipe {
+            // What the task read of the last copy comes out of the caller's pipe; the thread
+            // takes nothing more.
+            let mut p = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+            p.stop = true;
+            if let Ok(unread) = crate::sys::unread_bytes(&self.peek) {
+                take_out(p.given.saturating_sub(unread), &mut vec![0u8; CHUNK]);
+            }
+            return;
+        }
         let Some(start) = self.start else {
             return;
         };
@@ -338,7 +445,9 @@ fn feed(pipe: OwnedFd, start: Option<i64>, progress: &Mutex<Progress>) {
             Err(_) => return,
         };
         next += n as i64;
-        *progress.lock().unwrap_or_else(PoisonError::into_inner) = Progress { next, pending: n };
+        let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+        (p.next, p.pending) = (next, n);
+        drop(p);
         let mut done = 0;
         while done < n {
             let mut room = [PollFd::new(pipe.as_fd(), PollFlags::POLLOUT)];
@@ -356,15 +465,106 @@ fn feed(pipe: OwnedFd, start: Option<i64>, progress: &Mutex<Progress>) {
     }
 }
 
+/// The feeding thread for a pipe: tee copies what the caller's pipe holds into the task's
+/// pipe without taking it out; once the task has read all of it, as much is taken out of the
+/// caller's pipe and the next copy is made. So the caller's pipe loses exactly what the task
+/// read, and the rest stays for whoever reads it next (a `while read` loop around airlock), as
+/// with the pipe itself. One copy (up to 64 KiB) at a time waits in the task's pipe.
+fn feed_pipe(pipe: OwnedFd, progress: &Mutex<Progress>) {
+    let from = std_stream(0);
+    let mut buf = vec![0u8; CHUNK];
+    // Its naps are short while the task reads: no 50 µs of timer slack on each.
+    let _ = nix::sys::prctl::set_timerslack(1);
+    loop {
+        let mut ready = [PollFd::new(from, PollFlags::POLLIN)];
+        match nix::poll::poll(&mut ready, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+        {
+            // Counted under the lock with the copy, so finish() never misses a copy the task
+            // may have read from.
+            let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+            if p.stop {
+                return;
+            }
+            match nix::fcntl::tee(
+                from,
+                &pipe,
+                PIPE_SIZE as usize,
+                SpliceFFlags::SPLICE_F_NONBLOCK,
+            ) {
+                Ok(0) => return,
+                Ok(n) => p.given = n,
+                Err(Errno::EAGAIN | Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+        // Wait until the task has read the copy: checked every 20 µs while it reads, up to
+        // every 20 ms while it does not.
+        let (mut nap, mut last) = (Duration::from_micros(20), usize::MAX);
+        loop {
+            match crate::sys::unread_bytes(&pipe) {
+                Ok(0) => break,
+                Ok(left) => {
+                    nap = match left < last {
+                        true => Duration::from_micros(20),
+                        false => (nap * 2).min(Duration::from_millis(20)),
+                    };
+                    last = left;
+                    std::thread::sleep(nap);
+                }
+                Err(_) => return,
+            }
+        }
+        let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+        if p.stop {
+            return;
+        }
+        take_out(p.given, &mut buf);
+        p.given = 0;
+    }
+}
+
+/// Take `n` bytes out of the caller's stdin pipe, which holds them (tee copied them from its
+/// head); should another reader have taken some meanwhile, stop at what is there.
+fn take_out(mut n: usize, buf: &mut [u8]) {
+    let from = std_stream(0);
+    let most = buf.len();
+    while n > 0 {
+        let mut ready = [PollFd::new(from, PollFlags::POLLIN)];
+        if nix::poll::poll(&mut ready, PollTimeout::ZERO) != Ok(1) {
+            return;
+        }
+        match nix::unistd::read(from, &mut buf[..n.min(most)]) {
+            Ok(0) => return,
+            Ok(m) => n -= m,
+            Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// After the sandbox is gone: move what is left in the task's output pipes (their write ends
 /// are all closed by then, so each reads to its end; a pipe still empty but open, a writer
-/// outside the sandbox, which nothing should be, is left rather than waited for).
-pub fn finish(relays: &mut [Relay]) {
+/// outside the sandbox, which nothing should be, is left rather than waited for). A caller's
+/// pipe that is full is waited for, as the task would have waited, until `deadline` if the
+/// run has one.
+pub fn finish(relays: &mut [Relay], deadline: Option<std::time::Instant>) {
     for r in relays.iter_mut() {
         loop {
-            let ready = r.poll_fd().is_some_and(|mut p| {
-                nix::poll::poll(std::slice::from_mut(&mut p), PollTimeout::ZERO) == Ok(1)
-            });
+            let wait = match (r.blocked, deadline) {
+                (false, _) => PollTimeout::ZERO,
+                (true, None) => PollTimeout::NONE,
+                (true, Some(d)) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32)
+                        .unwrap_or(PollTimeout::ZERO)
+                }
+            };
+            let ready = r
+                .poll_fd()
+                .is_some_and(|mut p| nix::poll::poll(std::slice::from_mut(&mut p), wait) == Ok(1));
             if !ready {
                 break;
             }

@@ -1977,6 +1977,61 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
     }
 }
 
+/// A pipe on a standard stream that the task's host uid owns (an unprivileged caller's own
+/// pipes) reaches it through a pipe the launcher relays: reopening its stdin through
+/// /proc/self/fd for writing cannot inject lines into what the caller reads next (a `while
+/// read` loop), and reopening its stdout for reading cannot take what the caller wrote into
+/// the pipe before. The relayed stdin gives back exactly what the task did not read, and the
+/// output arrives whole and in order. The same probes run on the host (the control) inject
+/// and steal. A root caller's pipes are root's, which the task cannot reopen at all.
+#[test]
+fn a_pipe_on_a_standard_stream_cannot_be_reopened_the_other_way() {
+    let bin = common::binary().display().to_string();
+    let inject = "echo INJECTED > /proc/self/fd/0";
+    let steal = "exec 3>&1; dd if=/proc/self/fd/3 iflag=nonblock bs=100 count=1 status=none \
+                 2>/dev/null | sed s/^/stolen:/ >&2";
+    for who in BOTH {
+        for inside in [true, false] {
+            let run = |probe: &str| match inside {
+                true => format!("{bin} run -- sh -c '{probe}'"),
+                false => format!("sh -c '{probe}'"),
+            };
+            let script = format!(
+                "printf 'item1\\nitem2\\n' | while read f; do echo got $f; {i} 2>/dev/null; \
+                 done | head -4; (echo EARLIER; {s}) 2>&1 | (sleep 0.5; sed s/^/consumer:/)",
+                i = run(inject),
+                s = run(steal),
+            );
+            let o = host_cmd(who, &["sh", "-c", &script]).output().unwrap();
+            let want = match inside {
+                true => "got item1\ngot item2\nconsumer:EARLIER\n",
+                false => {
+                    "got item1\ngot item2\ngot INJECTED\ngot INJECTED\nconsumer:stolen:EARLIER\n"
+                }
+            };
+            let ctx = format!("{who:?} inside={inside}\n{}", show(&o));
+            if !inside && who == Launcher::Root {
+                continue; // root's pipes: the control runs as root, which reopens anything
+            }
+            assert_eq!(stdout(&o), want, "{ctx}");
+        }
+        // The relayed stdin keeps the caller's place; the output comes whole, in order.
+        let script = format!(
+            "printf '1\\n2\\n3\\n' | while read l; do echo got $l; {bin} run -- true; done; \
+             printf 'a\\nb\\nc\\n' | {{ read x; {bin} run -- sh -c 'read y; echo task $y'; cat; }}; \
+             seq 1 200000 | {bin} run -- sh -c 'cat; echo end >&2' 2>&1 | tail -n 2; \
+             {bin} run -- head -c 3000000 /dev/zero | (sleep 0.3; wc -c)"
+        );
+        let o = host_cmd(who, &["sh", "-c", &script]).output().unwrap();
+        assert_eq!(
+            stdout(&o),
+            "got 1\ngot 2\ngot 3\ntask b\nc\n200000\nend\n3000000\n",
+            "{who:?}\n{}",
+            show(&o)
+        );
+    }
+}
+
 /// A relayed stdin whose reads block (a tracefs pipe, as a FUSE or network file may) holds
 /// neither the launcher's timeout nor its exit: the task that does not read it ends at once,
 /// the one that does is stopped by --timeout. Root only: the file takes root to open. The
