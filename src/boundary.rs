@@ -147,7 +147,7 @@ pub fn init(inh: Inherited) -> ! {
         }
     }
     match build(&inh) {
-        Ok(task) => supervise(task, sock),
+        Ok(task) => supervise(task, sock, inh.spec.bwrap.is_none()),
         Err(e) => {
             let text = match inh.spec.bwrap {
                 Some(_) => crate::bwrap::message(&e),
@@ -2092,9 +2092,9 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
     }
 }
 
-/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP to the task, and report the
+/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP to the task (airlock run), and report the
 /// task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
-fn supervise(task: Pid, sock: BorrowedFd) -> ! {
+fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -2109,8 +2109,13 @@ fn supervise(task: Pid, sock: BorrowedFd) -> ! {
             Ok(s) => s,
             Err(_) => continue,
         };
+        // airlock run: the launcher's forwarded signal, for the task in its own session.
+        // bwrap mode forwards nothing, as bubblewrap: a task in the caller's process group
+        // already got what the group got (Ctrl-C), and must not get it twice.
         if sig != Signal::SIGCHLD {
-            let _ = kill(task, sig);
+            if forward {
+                let _ = kill(task, sig);
+            }
             continue;
         }
         loop {

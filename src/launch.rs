@@ -577,9 +577,16 @@ struct Supervisor {
     task_cpu_ms: u64,
     /// Receive buffer for the init's messages (see `channel::launcher_capacity`).
     msg_capacity: usize,
-    /// bwrap mode: SIGINT, SIGTERM and SIGHUP end airlock (and the sandbox) at once rather
-    /// than being forwarded to the task.
+    /// bwrap mode: SIGINT, SIGTERM and SIGHUP end airlock by the signal rather than being
+    /// forwarded to the task, as they end bubblewrap.
     dies_by_signals: bool,
+    /// bwrap mode with --die-with-parent: and the sandbox with it, at once, as bubblewrap's.
+    /// Without it, bubblewrap's task outlives bubblewrap and handles what its process group
+    /// got (a build step cleaning up on Ctrl-C or a CI cancel): airlock waits for the
+    /// sandbox to end, at most TERM_GRACE, before it ends it and dies by the signal.
+    dies_at_once: bool,
+    /// The signal airlock dies by once the sandbox has ended (bwrap mode).
+    dying: Option<Signal>,
 }
 
 impl Supervisor {
@@ -599,6 +606,8 @@ impl Supervisor {
             task_cpu_ms: 0,
             msg_capacity: channel::launcher_capacity(spec.inputs.iter().map(|i| i.name.as_str())),
             dies_by_signals: spec.bwrap.is_some(),
+            dies_at_once: spec.bwrap.as_ref().is_some_and(|b| b.die_with_parent),
+            dying: None,
         }
     }
 
@@ -698,12 +707,17 @@ impl Supervisor {
                     let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
                         continue;
                     };
-                    if self.dies_by_signals {
-                        // bwrap mode: airlock dies of it at once, as bubblewrap does, and the
-                        // sandbox with it (as bubblewrap's with --die-with-parent).
+                    if self.dies_at_once {
                         let _ = kill(self.pid, Signal::SIGKILL);
                         let _ = waitpid(self.pid, None);
                         sys::die_by(sig);
+                    }
+                    if self.dies_by_signals {
+                        // Not forwarded: bubblewrap forwards nothing; the task gets what its
+                        // process group got, once.
+                        self.dying.get_or_insert(sig);
+                        kill_at.get_or_insert(Instant::now() + TERM_GRACE);
+                        continue;
                     }
                     let _ = kill(self.pid, sig);
                     if sig != Signal::SIGINT && kill_at.is_none() {
@@ -725,6 +739,10 @@ impl Supervisor {
                 }
             }
             if init_exited {
+                if let Some(sig) = self.dying {
+                    let _ = waitpid(self.pid, None);
+                    sys::die_by(sig);
+                }
                 return timed_out;
             }
         }

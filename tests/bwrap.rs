@@ -1973,6 +1973,45 @@ fn command_without_double_dash_and_signal_status() {
     }
 }
 
+/// A SIGTERM to the launcher's process group (a CI job cancelled, `kill -- -PGID`): without
+/// --die-with-parent bubblewrap dies of it while its task, which got it too, cleans up; airlock
+/// forwards nothing either, waits for the sandbox to end (at most 2 s), then dies of the
+/// signal. With --die-with-parent both end the sandbox at once: no clean-up.
+#[test]
+fn a_signal_to_the_process_group_lets_the_task_clean_up() {
+    let d = tmpdir(0o777);
+    let dir = d.path().display().to_string();
+    for who in BOTH {
+        for imp in IMPS {
+            for (flags, cleaned) in [("", "cleaned\n"), ("--die-with-parent", "")] {
+                let marker = format!("{dir}/marker");
+                let ready = format!("{dir}/ready");
+                let _ = std::fs::remove_file(&marker);
+                let _ = std::fs::remove_file(&ready);
+                let task = format!(
+                    "trap \"sleep 0.3; echo cleaned > {marker}; exit 3\" TERM; : > {ready}; \
+                     while :; do sleep 0.1; done"
+                );
+                let script = format!(
+                    "set -m; {bw} --ro-bind / / --bind {dir} {dir} {flags} -- sh -c '{task}' & \
+                     p=$!; i=0; while [ ! -e {ready} ] && [ $i -lt 100 ]; do sleep 0.05; \
+                     i=$((i+1)); done; kill -TERM -- -$p; wait $p; echo status=$?; sleep 0.5",
+                    bw = launcher_words(imp, who),
+                );
+                let o = Command::new("bash")
+                    .args(["-c", &script])
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                let ctx = format!("{who:?} {imp:?} [{flags}]: {o:?}");
+                assert_eq!(String::from_utf8_lossy(&o.stdout), "status=143\n", "{ctx}");
+                let got = std::fs::read_to_string(&marker).unwrap_or_default();
+                assert_eq!(got, cleaned, "{ctx}");
+            }
+        }
+    }
+}
+
 /// `airlock bwrap ARGS...` behaves as airlock started under the name `bwrap`.
 #[test]
 fn airlock_bwrap_subcommand() {
