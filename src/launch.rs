@@ -20,7 +20,7 @@ use crate::channel::{self, Msg};
 use crate::limits::{self, Cgroup, Mechanism};
 use crate::relay;
 use crate::report::{self, Capture, Files, Pipe};
-use crate::spec::{InputSource, Output, Spec};
+use crate::spec::{Access, Input, InputSource, Output, Spec};
 use crate::sys::{self, Forked, SysError, named};
 
 /// How the run ended.
@@ -87,6 +87,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let start = Instant::now();
     let caller_is_root = nix::unistd::geteuid().is_root();
     let inputs = open_inputs(spec)?;
+    if spec.bwrap.is_none() {
+        check_binds_and_inputs(spec, &inputs)?;
+    }
     let setup = |e: SysError| Failure::Setup(format!("step 1: {e}"));
     // The cgroup for memory and pids: a v2 one must exist before clone3 puts the init in it;
     // a v1 one is made after clone3, while the init builds the sandbox, and joined by the init
@@ -510,6 +513,34 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
             }
         })
         .collect()
+}
+
+/// airlock run: the caller's own mistakes are bad usage (exit 2), said before anything is
+/// built, rather than a failed isolation step (125) once the init meets them: a bind whose
+/// source the caller cannot reach, inputs that cannot fit in scratch.
+fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Failure> {
+    for (src, _, access) in spec.binds() {
+        if let Err(e) = std::fs::metadata(src) {
+            let flag = match access {
+                Access::ReadOnly => "--ro-bind",
+                _ => "--bind",
+            };
+            return Err(Failure::Usage(format!("{flag} {}: {e}", src.display())));
+        }
+    }
+    let size = |(input, file): (&Input, &Option<File>)| match (&input.source, file) {
+        (InputSource::Bytes(b), _) => b.len() as u64,
+        (_, Some(f)) => f.metadata().map_or(0, |m| m.len()),
+        _ => 0,
+    };
+    let total: u64 = spec.inputs.iter().zip(inputs).map(size).sum();
+    if let Some(l) = spec.limits.filter(|l| total > l.scratch_size) {
+        return Err(Failure::Usage(format!(
+            "the inputs hold {total} bytes, more than scratch holds (--scratch-size {})",
+            l.scratch_size
+        )));
+    }
+    Ok(())
 }
 
 /// The uid/gid map lines for a spec: the task's id inside maps to the caller's own id (an

@@ -895,6 +895,56 @@ fn command_not_found_and_not_executable() {
     }
 }
 
+/// The caller's own mistakes are bad usage (exit 2, a message naming the flag), found before
+/// anything is built: not an isolation step that failed (125). A bind source that does not
+/// exist; inputs larger than scratch. The run never starts.
+#[test]
+fn caller_mistakes_are_bad_usage_not_failed_steps() {
+    let dir = tmpdir();
+    let big = write_file(&dir.path().join("big"), &vec![b'x'; 2 << 20], 0o644);
+    let input = format!("big={}", big.display());
+    for who in BOTH {
+        for (args, says) in [
+            (
+                vec![
+                    "run",
+                    "--ro-bind",
+                    "/no/such/path",
+                    "--",
+                    "sh",
+                    "-c",
+                    "echo RAN",
+                ],
+                "--ro-bind /no/such/path: No such file or directory",
+            ),
+            (
+                vec!["run", "--bind", "/no/such:/x", "--", "sh", "-c", "echo RAN"],
+                "--bind /no/such: No such file or directory",
+            ),
+            (
+                vec![
+                    "run",
+                    "--scratch-size",
+                    "1M",
+                    "--input",
+                    &input,
+                    "--",
+                    "sh",
+                    "-c",
+                    "echo RAN",
+                ],
+                "the inputs hold 2097152 bytes, more than scratch holds (--scratch-size 1048576)",
+            ),
+        ] {
+            let run = al(who, &args, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+            let err = stderr(&run.out);
+            assert!(err.contains(says), "{who:?} {args:?}: {}", run.show());
+            assert!(!stdout(&run.out).contains("RAN"), "{who:?} {args:?}");
+        }
+    }
+}
+
 /// A JSON report airlock cannot write whole (stdout a full device, or a file past the caller's
 /// own file size limit, whose SIGXFSZ would have killed airlock halfway through the report) is
 /// said on stderr with the run's status, and the run exits 2: never a silent 0, nor 153 with
