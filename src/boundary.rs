@@ -1254,12 +1254,35 @@ fn io_err(e: std::io::Error, call: impl FnOnce() -> String) -> SysError {
 /// Attach a prepared tree at `dest` (inside), creating the mount point.
 fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
     let path = at(dest);
-    if is_dir {
-        make_dirs(&path)?;
-    } else {
-        ensure_file(&path)?;
+    let made = match is_dir {
+        true => make_dirs(&path),
+        false => ensure_file(&path),
+    };
+    match made.and_then(|()| sys::attach_tree(tree.as_fd(), &path)) {
+        // A symlink at the destination (a usr-merge link, bwrap's --symlink): the mount goes
+        // where it leads, as bubblewrap's mount(2) follows it, resolved inside the new root
+        // as the task would resolve it (an absolute target from the sandbox's /, `..` stopping
+        // there), so never outside it. What it leads to must exist. (Checked only once the
+        // plain attach failed: no cost to a launch.)
+        Err(e)
+            if path
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            use nix::fcntl::{OpenHow, ResolveFlag};
+            let root = open_path(NEWROOT)?;
+            let how = OpenHow::new()
+                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+                .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            let rel = dest.strip_prefix("/").unwrap_or(dest);
+            let target = nix::fcntl::openat2(root.as_fd(), rel, how).map_err(|errno| SysError {
+                call: format!("{}; openat2({dest:?}, RESOLVE_IN_ROOT)", e.call),
+                errno,
+            })?;
+            sys::attach_tree_at(tree.as_fd(), target.as_fd(), dest)
+        }
+        r => r,
     }
-    sys::attach_tree(tree.as_fd(), &path)
 }
 
 /// Make sure something exists at `path` to mount a file on: an empty file is created (with

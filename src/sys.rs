@@ -581,17 +581,32 @@ pub fn set_mount_attrs(
 
 /// move_mount a detached tree onto `target` (which must exist).
 pub fn attach_tree(tree: BorrowedFd, target: &Path) -> SysResult<()> {
+    move_mount(tree, None, target)
+}
+
+/// [`attach_tree`] onto what the descriptor `at` (O_PATH) refers to; `target` names it in
+/// messages.
+pub fn attach_tree_at(tree: BorrowedFd, at: BorrowedFd, target: &Path) -> SysResult<()> {
+    move_mount(tree, Some(at), target)
+}
+
+fn move_mount(tree: BorrowedFd, at: Option<BorrowedFd>, target: &Path) -> SysResult<()> {
+    const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
     let empty = c"";
     let t = cstr(target)?;
-    // SAFETY: valid descriptors and NUL-terminated paths.
+    let (dirfd, path, flags) = match at {
+        Some(fd) => (fd.as_raw_fd(), empty.as_ptr(), MOVE_MOUNT_T_EMPTY_PATH),
+        None => (libc::AT_FDCWD, t.as_ptr(), 0),
+    };
+    // SAFETY: valid descriptors and NUL-terminated paths that live across the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_move_mount,
             tree.as_raw_fd(),
             empty.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
+            dirfd,
+            path,
+            MOVE_MOUNT_F_EMPTY_PATH | flags,
         )
     };
     if r == -1 {

@@ -1973,6 +1973,37 @@ fn command_without_double_dash_and_signal_status() {
     }
 }
 
+/// A bind whose destination is a symlink in the sandbox (the host's usr-merge /sbin seen
+/// through `--ro-bind / /`, or an earlier `--symlink`) goes where the link leads, as
+/// bubblewrap's mount(2) follows it; the link itself stays.
+#[test]
+fn a_bind_onto_a_symlink_lands_where_it_leads() {
+    let d = tmpdir(0o755);
+    write(&d.path().join("probe"), b"bound\n", 0o644);
+    let src = d.path().to_str().unwrap();
+    for who in BOTH {
+        let c = case(&["--ro-bind", "/", "/", "--ro-bind", src, "/sbin"])
+            .sh("cat /usr/sbin/probe; readlink /sbin");
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "bound\nusr/sbin\n", "{}", b.show());
+        let args = with(
+            MIN,
+            &[
+                "--dir",
+                "/target",
+                "--symlink",
+                "target",
+                "/link",
+                "--ro-bind",
+                src,
+                "/link",
+            ],
+        );
+        let [b, _] = same(&case(&args).sh("cat /target/probe; readlink /link"), who);
+        assert_eq!(b.stdout, "bound\ntarget\n", "{}", b.show());
+    }
+}
+
 /// A SIGTERM to the launcher's process group (a CI job cancelled, `kill -- -PGID`): without
 /// --die-with-parent bubblewrap dies of it while its task, which got it too, cleans up; airlock
 /// forwards nothing either, waits for the sandbox to end (at most 2 s), then dies of the
