@@ -115,9 +115,14 @@ pub fn parse(text: &str) -> Result<Draft, UsageError> {
             let Value::String(v) = value else {
                 return bad(format!("key \"env\": {name:?} must be a string"));
             };
-            if name.contains('=') {
+            if !crate::spec::valid_env_name(name) {
                 return bad(format!(
                     "key \"env\": {name:?} is not a valid variable name"
+                ));
+            }
+            if v.contains('\0') {
+                return bad(format!(
+                    "key \"env\": the value of {name:?} contains a NUL byte"
                 ));
             }
             d.env.push(format!("{name}={v}"));

@@ -463,13 +463,15 @@ impl Draft {
 /// default send buffer holds in one message.
 const MAX_HANDED: usize = 128 << 10;
 
+/// Each limit's bounds. A message names the flag and the request's key, as a limit may come
+/// from either.
 fn check_limits(l: Limits) -> Result<Limits, UsageError> {
     let checks = [
-        ("--memory", l.memory, 16 << 20),
-        ("--pids", l.pids, 2),
-        ("--file-size", l.file_size, 1),
-        ("--nofile", l.nofile, 16),
-        ("--scratch-size", l.scratch_size, 1 << 20),
+        ("--memory (memory)", l.memory, 16 << 20),
+        ("--pids (pids)", l.pids, 2),
+        ("--file-size (file_size)", l.file_size, 1),
+        ("--nofile (nofile)", l.nofile, 16),
+        ("--scratch-size (scratch_size)", l.scratch_size, 1 << 20),
     ];
     for (flag, v, min) in checks {
         if v < min {
@@ -479,8 +481,8 @@ fn check_limits(l: Limits) -> Result<Limits, UsageError> {
     // The kernel's own ceilings: pids.max takes at most PID_MAX_LIMIT (4194304), and tmpfs
     // rounds size= up to whole pages, so a size near 2^64 wraps to 0: no limit at all.
     let ceilings = [
-        ("--pids", l.pids, 1 << 22),
-        ("--scratch-size", l.scratch_size, 1 << 62),
+        ("--pids (pids)", l.pids, 1 << 22),
+        ("--scratch-size (scratch_size)", l.scratch_size, 1 << 62),
     ];
     for (flag, v, max) in ceilings {
         if v > max {
@@ -488,9 +490,16 @@ fn check_limits(l: Limits) -> Result<Limits, UsageError> {
         }
     }
     if l.cpu_time < Duration::from_secs(1) {
-        return usage("--cpu-time must be at least 1s");
+        return usage("--cpu-time (cpu_time_ms) must be at least 1 s");
     }
     Ok(l)
+}
+
+/// A variable name as a shell takes it: letters, digits and `_`, not starting with a digit.
+pub fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8
@@ -511,10 +520,7 @@ fn build_env(
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
             None => (item.clone(), None),
         };
-        let valid = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+        if !valid_env_name(&name) {
             return usage(format!("--env {item:?}: not a valid variable name"));
         }
         if value.as_deref().is_some_and(|v| v.contains('\0')) {
@@ -679,7 +685,7 @@ mod tests {
         };
         refused(
             &|d| d.limits.pids = u64::MAX,
-            "--pids 18446744073709551615 is above",
+            "--pids (pids) 18446744073709551615 is above",
         );
         refused(&|d| d.limits.scratch_size = u64::MAX, "--scratch-size");
         refused(

@@ -996,7 +996,7 @@ fn bad_requests_are_refused_naming_the_key() {
         0o644,
     );
     for who in BOTH {
-        let cases: [(&str, &[&str]); 7] = [
+        let cases: [(&str, &[&str]); 10] = [
             (
                 r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "comand": 1}"#,
                 &["unknown key \"comand\""],
@@ -1024,6 +1024,18 @@ fn bad_requests_are_refused_naming_the_key() {
             (
                 r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"]"#,
                 &["not valid JSON"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "env": {"1A": "x"}}"#,
+                &["key \"env\"", "\"1A\" is not a valid variable name"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "env": {"A": "x\u0000"}}"#,
+                &["key \"env\"", "NUL"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "cpu_time_ms": 0}"#,
+                &["cpu_time_ms"],
             ),
         ];
         for (text, needles) in cases {
