@@ -1253,30 +1253,46 @@ fn io_err(e: std::io::Error, call: impl FnOnce() -> String) -> SysError {
 
 /// Attach a prepared tree at `dest` (inside), creating the mount point.
 fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
+    attach_maybe_through_link(tree, dest, is_dir, false)
+}
+
+/// [`attach`] for a bind the caller asked for, whose destination may be a symlink in the
+/// sandbox (a usr-merge link seen through `--ro-bind / /`, bwrap's `--symlink`): the mount
+/// then goes where the link leads, as bubblewrap's mount(2) follows it. Only a link that
+/// stays beneath the new root is followed (RESOLVE_BENEATH: no absolute target, no `..` above
+/// it, no magic link), so the place found is the one every later path of the plan through
+/// the link reaches too; any other fails the step, as before. (Checked only once the plain
+/// attach failed: no cost to a launch.)
+fn attach_bind(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
+    attach_maybe_through_link(tree, dest, is_dir, true)
+}
+
+fn attach_maybe_through_link(
+    tree: &OwnedFd,
+    dest: &Path,
+    is_dir: bool,
+    follow: bool,
+) -> Result<(), SysError> {
     let path = at(dest);
     let made = match is_dir {
         true => make_dirs(&path),
         false => ensure_file(&path),
     };
     match made.and_then(|()| sys::attach_tree(tree.as_fd(), &path)) {
-        // A symlink at the destination (a usr-merge link, bwrap's --symlink): the mount goes
-        // where it leads, as bubblewrap's mount(2) follows it, resolved inside the new root
-        // as the task would resolve it (an absolute target from the sandbox's /, `..` stopping
-        // there), so never outside it. What it leads to must exist. (Checked only once the
-        // plain attach failed: no cost to a launch.)
-        Err(e)
-            if path
-                .symlink_metadata()
-                .is_ok_and(|m| m.file_type().is_symlink()) =>
+        Err(_)
+            if follow
+                && path
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.file_type().is_symlink()) =>
         {
             use nix::fcntl::{OpenHow, ResolveFlag};
             let root = open_path(NEWROOT)?;
             let how = OpenHow::new()
                 .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-                .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
             let rel = dest.strip_prefix("/").unwrap_or(dest);
             let target = nix::fcntl::openat2(root.as_fd(), rel, how).map_err(|errno| SysError {
-                call: format!("{}; openat2({dest:?}, RESOLVE_IN_ROOT)", e.call),
+                call: format!("openat2(<new root>, {dest:?}, RESOLVE_BENEATH) (a symlink)"),
                 errno,
             })?;
             sys::attach_tree_at(tree.as_fd(), target.as_fd(), dest)
@@ -1374,7 +1390,7 @@ fn apply(
             write_generated_etc()
         }
         (FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. }, Prepared::Tree { fd, is_dir }) => {
-            attach(&fd, dest, is_dir)
+            attach_bind(&fd, dest, is_dir)
         }
         (
             FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. },
@@ -1384,7 +1400,7 @@ fn apply(
                 kernel_fs,
             },
         ) => {
-            attach(&fd, dest, is_dir)?;
+            attach_bind(&fd, dest, is_dir)?;
             // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only.
             for rel in kernel_fs {
                 let p = at(dest).join(rel);

@@ -2002,6 +2002,45 @@ fn a_bind_onto_a_symlink_lands_where_it_leads() {
         let [b, _] = same(&case(&args).sh("cat /target/probe; readlink /link"), who);
         assert_eq!(b.stdout, "bound\ntarget\n", "{}", b.show());
     }
+    // A link that leaves the new root (`..` above it, an absolute target) is not followed: a
+    // root filesystem the task could write in an earlier run must not move a mount, least of
+    // all the host's /proc (no pid namespace) away from the covers of its knobs.
+    let rootfs = tmpdir(0o777);
+    let r = rootfs.path();
+    for dir in ["newroot/x", "x/sys", "x/irq", "x/bus", "t", "usr"] {
+        std::fs::create_dir_all(r.join(dir)).unwrap();
+    }
+    for (link, target) in [
+        ("proc", "../../newroot/x"),
+        ("escape", "../../x"),
+        ("abs", "/t"),
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+    ] {
+        std::os::unix::fs::symlink(target, r.join(link)).unwrap();
+    }
+    let root = r.to_str().unwrap();
+    for who in BOTH {
+        for last in [
+            &["--proc", "/proc"][..],
+            &["--ro-bind", src, "/escape"][..],
+            &["--ro-bind", src, "/abs"][..],
+        ] {
+            let mut args = vec!["--bind", root, "/", "--ro-bind", "/usr", "/usr"];
+            args.extend_from_slice(last);
+            args.extend_from_slice(&["--", "/usr/bin/echo", "RAN"]);
+            let o = Command::new("sh")
+                .args(["-c", "exec $0 \"$@\""])
+                .arg(launcher_words(Imp::Airlock, who))
+                .args(&args)
+                .output()
+                .unwrap();
+            let ctx = format!("{who:?} {last:?}: {o:?}");
+            assert_eq!(o.status.code(), Some(1), "{ctx}");
+            assert!(!String::from_utf8_lossy(&o.stdout).contains("RAN"), "{ctx}");
+        }
+    }
 }
 
 /// A SIGTERM to the launcher's process group (a CI job cancelled, `kill -- -PGID`): without
@@ -2014,14 +2053,17 @@ fn a_signal_to_the_process_group_lets_the_task_clean_up() {
     let dir = d.path().display().to_string();
     for who in BOTH {
         for imp in IMPS {
-            for (flags, cleaned) in [("", "cleaned\n"), ("--die-with-parent", "")] {
+            for (flags, cleaned) in [("", "cleaned 1\n"), ("--die-with-parent", "")] {
                 let marker = format!("{dir}/marker");
                 let ready = format!("{dir}/ready");
                 let _ = std::fs::remove_file(&marker);
                 let _ = std::fs::remove_file(&ready);
+                // The trap counts the deliveries; the task ends on its own a second later and
+                // writes the count: once, under either launcher.
                 let task = format!(
-                    "trap \"sleep 0.3; echo cleaned > {marker}; exit 3\" TERM; : > {ready}; \
-                     while :; do sleep 0.1; done"
+                    "n=0; trap \"n=\\$((n+1))\" TERM; : > {ready}; i=0; \
+                     while [ $i -lt 12 ]; do sleep 0.1; i=$((i+1)); done; \
+                     echo cleaned $n > {marker}; exit 3"
                 );
                 let script = format!(
                     "set -m; {bw} --ro-bind / / --bind {dir} {dir} {flags} -- sh -c '{task}' & \
