@@ -372,7 +372,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let init_status = waitpid(pid, None);
     // Everything in the sandbox is gone now; read what is left in the channel and pipes.
     sup.drain_channel(&parent_sock);
-    relay::finish(&mut relays, deadline);
+    // Output the caller's full pipe did not take by the deadline, or before a signal, ends
+    // the run as that would have ended a task still blocked writing it.
+    let undelivered = relay::finish(&mut relays, deadline, &sigfd, sup.forwarded);
     if let Some(feed) = &feed {
         feed.finish();
     }
@@ -393,8 +395,10 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if let Some((code, msg)) = sup.exec_failed {
         return Err(Failure::Exec(code, msg));
     }
-    let end = if timed_out {
+    let end = if timed_out || undelivered == Some(relay::Stop::Deadline) {
         End::TimedOut
+    } else if let Some(relay::Stop::Signal(sig)) = undelivered {
+        End::Signaled(sig as i32)
     } else if cut {
         // The kernel would have killed the writer with SIGXFSZ (see relay.rs).
         End::Signaled(libc::SIGXFSZ)
@@ -618,6 +622,9 @@ struct Supervisor {
     dies_at_once: bool,
     /// The signal airlock dies by once the sandbox has ended (bwrap mode).
     dying: Option<Signal>,
+    /// The first signal forwarded to the sandbox (airlock run): output still to deliver
+    /// after it is not waited for.
+    forwarded: Option<Signal>,
 }
 
 impl Supervisor {
@@ -639,6 +646,7 @@ impl Supervisor {
             dies_by_signals: spec.bwrap.is_some(),
             dies_at_once: spec.bwrap.as_ref().is_some_and(|b| b.die_with_parent),
             dying: None,
+            forwarded: None,
         }
     }
 
@@ -751,6 +759,7 @@ impl Supervisor {
                         continue;
                     }
                     let _ = kill(self.pid, sig);
+                    self.forwarded.get_or_insert(sig);
                     if sig != Signal::SIGINT && kill_at.is_none() {
                         kill_at = Some(Instant::now() + TERM_GRACE);
                     }

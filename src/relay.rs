@@ -26,7 +26,9 @@
 //!   a `while read` loop) and its stdout would give up what others wrote into it before. An
 //!   output pipe is moved with splice, waiting for room as the task would have; a stdin pipe
 //!   is copied with tee and taken out of the caller's pipe only as far as the task has read,
-//!   so the rest stays for the caller, as with the pipe itself. A root caller's pipes are
+//!   so the rest stays for the caller, as with the pipe itself. (A task that writes into its
+//!   own stdin pipe, reopened for writing, makes that count come out low, never high: the
+//!   caller may read again what the task read, but loses nothing and gets nothing it wrote.) A root caller's pipes are
 //!   root's (0600), which the task cannot reopen: they go through as they are;
 //! - a directory on any stream is refused (exit 2).
 //!
@@ -57,10 +59,13 @@ const CHUNK: usize = 64 * 1024;
 const PIPE_SIZE: i32 = 1 << 20;
 const GROW_AFTER: u64 = 4 << 20;
 
-/// Grow the pipes of a relayed stream (see PIPE_SIZE); a refusal leaves them as they are.
+/// Grow the pipes of a relayed stream (see PIPE_SIZE), never shrink one (the caller's stdin
+/// pipe outlives the run); a refusal leaves them as they are.
 fn grow(pipes: &[BorrowedFd]) {
     for p in pipes {
-        let _ = fcntl(p, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+        if fcntl(p, FcntlArg::F_GETPIPE_SZ).is_ok_and(|n| n < PIPE_SIZE) {
+            let _ = fcntl(p, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+        }
     }
 }
 
@@ -488,10 +493,17 @@ fn feed_pipe(pipe: OwnedFd, progress: &Mutex<Progress>) {
     let mut buf = vec![0u8; CHUNK];
     let mut copied = 0u64;
     loop {
-        let mut ready = [PollFd::new(from, PollFlags::POLLIN)];
-        match nix::poll::poll(&mut ready, PollTimeout::NONE) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(_) => return,
+        // Data in the caller's pipe, then room in the task's: a task that filled its own
+        // stdin pipe (reopened for writing) makes tee fail with EAGAIN, which must not spin.
+        for (fd, events) in [
+            (from, PollFlags::POLLIN),
+            (pipe.as_fd(), PollFlags::POLLOUT),
+        ] {
+            let mut ready = [PollFd::new(fd, events)];
+            match nix::poll::poll(&mut ready, PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(_) => return,
+            }
         }
         {
             // Counted under the lock with the copy, so finish() never misses a copy the task
@@ -563,14 +575,37 @@ fn take_out(mut n: usize, buf: &mut [u8]) {
     }
 }
 
+/// Why [`finish`] left output undelivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The run's deadline passed while a caller's pipe stayed full.
+    Deadline,
+    /// airlock was sent this signal meanwhile.
+    Signal(nix::sys::signal::Signal),
+}
+
 /// After the sandbox is gone: move what is left in the task's output pipes (their write ends
 /// are all closed by then, so each reads to its end; a pipe still empty but open, a writer
 /// outside the sandbox, which nothing should be, is left rather than waited for). A caller's
-/// pipe that is full is waited for, as the task would have waited, until `deadline` if the
-/// run has one.
-pub fn finish(relays: &mut [Relay], deadline: Option<std::time::Instant>) {
-    for r in relays.iter_mut() {
+/// pipe that is full is waited for, as the task would have waited for it: until the run's
+/// deadline or a signal to airlock (`sigfd`), which end the wait as they would have ended a
+/// task blocked on it; what was not delivered is then said on stderr. After a signal that was
+/// already forwarded to the sandbox (`signaled`), nothing is waited for.
+pub fn finish(
+    relays: &mut [Relay],
+    deadline: Option<std::time::Instant>,
+    sigfd: &nix::sys::signalfd::SignalFd,
+    signaled: Option<nix::sys::signal::Signal>,
+) -> Option<Stop> {
+    for (i, r) in relays.iter_mut().enumerate() {
         loop {
+            // (The task's end stands: the signal reached it already.)
+            if let (true, Some(sig)) = (r.blocked, signaled) {
+                for r in relays[i..].iter_mut() {
+                    r.abandon(Stop::Signal(sig));
+                }
+                return None;
+            }
             let wait = match (r.blocked, deadline) {
                 (false, _) => PollTimeout::ZERO,
                 (true, None) => PollTimeout::NONE,
@@ -580,13 +615,61 @@ pub fn finish(relays: &mut [Relay], deadline: Option<std::time::Instant>) {
                         .unwrap_or(PollTimeout::ZERO)
                 }
             };
-            let ready = r
-                .poll_fd()
-                .is_some_and(|mut p| nix::poll::poll(std::slice::from_mut(&mut p), wait) == Ok(1));
-            if !ready {
+            let Some(p) = r.poll_fd() else {
                 break;
+            };
+            // Signals matter only while waiting for the caller's reader.
+            let events = match r.blocked {
+                true => PollFlags::POLLIN,
+                false => PollFlags::empty(),
+            };
+            let mut fds = [p, PollFd::new(sigfd.as_fd(), events)];
+            let _ = nix::poll::poll(&mut fds, wait);
+            let ready = |f: &PollFd| f.revents().is_some_and(|e| !e.is_empty());
+            let (moved, signaled) = (ready(&fds[0]), r.blocked && ready(&fds[1]));
+            let stop = match (moved, signaled, r.blocked) {
+                (_, true, _) => match sigfd.read_signal() {
+                    Ok(Some(info)) => nix::sys::signal::Signal::try_from(info.ssi_signo as i32)
+                        .ok()
+                        .map(Stop::Signal),
+                    _ => None,
+                },
+                (true, _, _) => {
+                    r.pump();
+                    continue;
+                }
+                (false, _, true) => Some(Stop::Deadline),
+                (false, _, false) => break,
+            };
+            let Some(stop) = stop else {
+                continue;
+            };
+            for r in relays[i..].iter_mut() {
+                r.abandon(stop);
             }
-            r.pump();
+            return Some(stop);
+        }
+    }
+    None
+}
+
+impl Relay {
+    /// Give up on what is left in the pipe, saying so.
+    fn abandon(&mut self, why: Stop) {
+        let Some(pipe) = self.pipe.take() else {
+            return;
+        };
+        let left = crate::sys::unread_bytes(&pipe).unwrap_or(0);
+        if left > 0 {
+            let why = match why {
+                Stop::Deadline => "the timeout".to_string(),
+                Stop::Signal(sig) => format!("{sig}"),
+            };
+            crate::say!(
+                "airlock: {} of the task: {left} bytes were not delivered: its reader took no \
+                 more before {why}",
+                NAMES[self.stream as usize]
+            );
         }
     }
 }

@@ -2029,6 +2029,28 @@ fn a_pipe_on_a_standard_stream_cannot_be_reopened_the_other_way() {
             "{who:?}\n{}",
             show(&o)
         );
+        // A task that fills its own stdin pipe (reopened for writing) does not make the
+        // launcher spin: airlock and the sandbox together use well under a second of CPU
+        // while the task sleeps 3 s (a spinning relay used about 3 s).
+        let script = format!(
+            "(sleep 1; echo data; sleep 4) | /usr/bin/time -f '%U %S' {bin} run -- sh -c \
+             'exec 3>/proc/self/fd/0; timeout 1 head -c 70000 /dev/zero >&3; sleep 3' \
+             2>&1 >/dev/null | tail -n 1"
+        );
+        let o = host_cmd(who, &["bash", "-c", &script]).output().unwrap();
+        let cpu: f64 = stdout(&o)
+            .split_whitespace()
+            .map(|t| t.parse::<f64>().unwrap_or(99.0))
+            .sum();
+        assert!(cpu < 1.0, "{who:?}: {cpu} s of CPU\n{}", show(&o));
+        // Output the caller's reader does not take before the deadline ends the run as a
+        // timeout (124), as it would have for a task blocked writing it; airlock says so.
+        let script = format!(
+            "{bin} run --timeout 2s -- head -c 200000 /dev/zero | (sleep 4; wc -c >/dev/null); \
+             echo ${{PIPESTATUS[0]}}"
+        );
+        let o = host_cmd(who, &["bash", "-c", &script]).output().unwrap();
+        assert_eq!(stdout(&o), "124\n", "{who:?}\n{}", show(&o));
     }
 }
 

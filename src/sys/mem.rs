@@ -47,8 +47,8 @@ pub unsafe extern "C" fn memmove(dest: *mut u8, src: *const u8, n: usize) -> *mu
         // SAFETY: as for memcpy; a forward copy reads each byte before it can be overwritten.
         return unsafe { memcpy(dest, src, n) };
     }
-    // SAFETY: the caller guarantees both ranges; here 0 < dest - src < n, so n > 0 and the
-    // last byte of each range is at offset n - 1. With the direction flag set, `rep movsb`
+    // SAFETY: the caller guarantees both ranges; here 0 <= dest - src < n (equal: each byte
+    // is copied onto itself), so n > 0 and the last byte of each range is at offset n - 1. With the direction flag set, `rep movsb`
     // copies from the last byte down, so every byte is read before it is overwritten; the
     // flag is cleared again before returning, as the ABI requires.
     unsafe {
