@@ -28,8 +28,9 @@
 //!   is copied with tee and taken out of the caller's pipe only as far as the task has read,
 //!   so the rest stays for the caller, as with the pipe itself. (A task that writes into its
 //!   own stdin pipe, reopened for writing, makes that count come out low, never high: the
-//!   caller may read again what the task read, but loses nothing and gets nothing it wrote.) A root caller's pipes are
-//!   root's (0600), which the task cannot reopen: they go through as they are;
+//!   caller may read again what the task read, but loses nothing and gets nothing it wrote.)
+//!   A root caller's pipes are root's (0600), which the task cannot reopen: they go through
+//!   as they are;
 //! - a directory on any stream is refused (exit 2).
 //!
 //! Sockets and character devices go through as they are: a socket cannot be reopened, and
@@ -638,7 +639,11 @@ pub fn finish(
                     r.pump();
                     continue;
                 }
-                (false, _, true) => Some(Stop::Deadline),
+                // (Nothing ready and no deadline passed: an interrupted poll, say after a
+                // SIGSTOP and SIGCONT: wait again.)
+                (false, _, true) => deadline
+                    .is_some_and(|d| std::time::Instant::now() >= d)
+                    .then_some(Stop::Deadline),
                 (false, _, false) => break,
             };
             let Some(stop) = stop else {
