@@ -1253,52 +1253,60 @@ fn io_err(e: std::io::Error, call: impl FnOnce() -> String) -> SysError {
 
 /// Attach a prepared tree at `dest` (inside), creating the mount point.
 fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
-    attach_maybe_through_link(tree, dest, is_dir, false)
-}
-
-/// [`attach`] for a bind the caller asked for, whose destination may be a symlink in the
-/// sandbox (a usr-merge link seen through `--ro-bind / /`, bwrap's `--symlink`): the mount
-/// then goes where the link leads, as bubblewrap's mount(2) follows it. Only a link that
-/// stays beneath the new root is followed (RESOLVE_BENEATH: no absolute target, no `..` above
-/// it, no magic link), so the place found is the one every later path of the plan through
-/// the link reaches too; any other fails the step, as before. (Checked only once the plain
-/// attach failed: no cost to a launch.)
-fn attach_bind(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
-    attach_maybe_through_link(tree, dest, is_dir, true)
-}
-
-fn attach_maybe_through_link(
-    tree: &OwnedFd,
-    dest: &Path,
-    is_dir: bool,
-    follow: bool,
-) -> Result<(), SysError> {
     let path = at(dest);
-    let made = match is_dir {
-        true => make_dirs(&path),
-        false => ensure_file(&path),
-    };
-    match made.and_then(|()| sys::attach_tree(tree.as_fd(), &path)) {
-        Err(_)
-            if follow
-                && path
-                    .symlink_metadata()
-                    .is_ok_and(|m| m.file_type().is_symlink()) =>
-        {
-            use nix::fcntl::{OpenHow, ResolveFlag};
-            let root = open_path(NEWROOT)?;
-            let how = OpenHow::new()
-                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-            let rel = dest.strip_prefix("/").unwrap_or(dest);
-            let target = nix::fcntl::openat2(root.as_fd(), rel, how).map_err(|errno| SysError {
-                call: format!("openat2(<new root>, {dest:?}, RESOLVE_BENEATH) (a symlink)"),
-                errno,
-            })?;
-            sys::attach_tree_at(tree.as_fd(), target.as_fd(), dest)
-        }
-        r => r,
+    if is_dir {
+        make_dirs(&path)?;
+    } else {
+        ensure_file(&path)?;
     }
+    sys::attach_tree(tree.as_fd(), &path)
+}
+
+/// [`attach`] for a bind the caller asked for, then a check that the destination's path now
+/// leads to the root of the tree just attached. A symlink on the way (in a root filesystem
+/// the caller binds, which a task may have written) can route the path through the directory
+/// the tree lands on, so that once the tree is there the same path leads elsewhere: the
+/// steps after it that name paths under the destination (a --tmpfs mask, --remount-ro, a
+/// nested bind) would then act somewhere else and leave this tree as it is. bubblewrap makes
+/// the same check against its mount table.
+fn attach_bind(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
+    attach(tree, dest, is_dir)?;
+    let path = at(dest);
+    let id = |st: nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+    let now = named(
+        nix::fcntl::open(&path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+            .and_then(|fd| nix::sys::stat::fstat(&fd)),
+        || format!("open({path:?}, O_PATH) after the bind"),
+    )?;
+    let root = named(nix::sys::stat::fstat(tree), || {
+        format!("fstat(<tree bound at {dest:?}>)")
+    })?;
+    if id(now) != id(root) {
+        return Err(SysError {
+            call: format!(
+                "the path {dest:?} no longer leads to the tree just bound there (a symlink on \
+                 the way passes through it)"
+            ),
+            errno: Errno::ELOOP,
+        });
+    }
+    Ok(())
+}
+
+/// A directory under an attached or detached tree, reached from the tree itself (never from a
+/// path that a symlink could send elsewhere): no symlink followed, nothing above the tree.
+fn under_tree(tree: &OwnedFd, rel: &Path, name: &Path) -> Result<OwnedFd, SysError> {
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let rel = match rel.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => rel,
+    };
+    named(nix::fcntl::openat2(tree.as_fd(), rel, how), || {
+        format!("openat2(<tree>, {name:?}, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)")
+    })
 }
 
 /// Make sure something exists at `path` to mount a file on: an empty file is created (with
@@ -1401,11 +1409,12 @@ fn apply(
             },
         ) => {
             attach_bind(&fd, dest, is_dir)?;
-            // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only.
+            // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only, each
+            // reached from the tree itself.
             for rel in kernel_fs {
-                let p = at(dest).join(rel);
-                let fd = open_path(&p.to_string_lossy())?;
-                sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
+                let p = at(dest).join(&rel);
+                let sub = under_tree(&fd, &rel, &p)?;
+                sys::set_mount_attrs(sub.as_fd(), "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
             }
             Ok(())
         }
@@ -1425,8 +1434,11 @@ fn apply(
             // No new pid namespace (bwrap mode): the host's /proc, as a new proc of the host's
             // pid namespace would show it.
             attach(&fd, dest, true)?;
+            // Each knob's cover goes where the knob is in this /proc, reached from it.
             for (knob, t) in knobs {
-                sys::attach_tree(t.as_fd(), &at(dest).join(knob))?;
+                let p = at(dest).join(knob);
+                let target = under_tree(&fd, Path::new(knob), &p)?;
+                sys::attach_tree_at(t.as_fd(), target.as_fd(), &p)?;
             }
             Ok(())
         }
@@ -1437,15 +1449,28 @@ fn apply(
             if ro_tmpfs {
                 return mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None);
             }
-            mount_fs("proc", &path, "proc", flags, None)?;
             // A writable proc (bwrap mode) keeps the kernel's global knobs read-only when the
             // task may be the host's uid 0 (a root caller): it must not write the host's
             // sysctls or trigger sysrq. For any other caller the kernel already refuses, and
             // covering them would stop a nested proc mount (the kernel wants proc fully
             // visible), so they are left as bubblewrap leaves them.
             if !inh.caller_is_root {
-                return Ok(());
+                return mount_fs("proc", &path, "proc", flags, None);
             }
+            // The covers find the new proc by its path again: a symlink on the way could
+            // route that path through the directory proc lands on and send them elsewhere, so
+            // the path must hold none.
+            {
+                use nix::fcntl::{OpenHow, ResolveFlag};
+                let how = OpenHow::new()
+                    .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+                    .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+                named(
+                    nix::fcntl::openat2(nix::fcntl::AT_FDCWD, &path, how),
+                    || format!("openat2({dest:?}, RESOLVE_NO_SYMLINKS) for --proc"),
+                )?;
+            }
+            mount_fs("proc", &path, "proc", flags, None)?;
             protect_proc_knobs(&path)
         }
         (FsOp::Dev(dest), Prepared::Dev(nodes)) => {
