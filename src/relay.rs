@@ -598,64 +598,71 @@ pub fn finish(
     sigfd: &nix::sys::signalfd::SignalFd,
     signaled: Option<nix::sys::signal::Signal>,
 ) -> Option<Stop> {
-    for (i, r) in relays.iter_mut().enumerate() {
-        loop {
-            // (The task's end stands: the signal reached it already.)
-            if let (true, Some(sig)) = (r.blocked, signaled) {
-                for r in relays[i..].iter_mut() {
-                    r.abandon(Stop::Signal(sig));
-                }
-                return None;
+    // All relays at once: a reader may take stderr before stdout, and waiting on a full
+    // stdout alone would keep from it what it waits for.
+    loop {
+        let blocked = relays.iter().any(|r| r.pipe.is_some() && r.blocked);
+        // (The task's end stands: the signal reached it already.)
+        if let (true, Some(sig)) = (blocked, signaled) {
+            relays.iter_mut().for_each(|r| r.abandon(Stop::Signal(sig)));
+            return None;
+        }
+        let wait = match (blocked, deadline) {
+            (false, _) => PollTimeout::ZERO,
+            (true, None) => PollTimeout::NONE,
+            (true, Some(d)) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32)
+                    .unwrap_or(PollTimeout::ZERO)
             }
-            let wait = match (r.blocked, deadline) {
-                (false, _) => PollTimeout::ZERO,
-                (true, None) => PollTimeout::NONE,
-                (true, Some(d)) => {
-                    let left = d.saturating_duration_since(std::time::Instant::now());
-                    PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32)
-                        .unwrap_or(PollTimeout::ZERO)
-                }
-            };
-            let Some(p) = r.poll_fd() else {
-                break;
-            };
-            // Signals matter only while waiting for the caller's reader.
-            let events = match r.blocked {
-                true => PollFlags::POLLIN,
-                false => PollFlags::empty(),
-            };
-            let mut fds = [p, PollFd::new(sigfd.as_fd(), events)];
-            let _ = nix::poll::poll(&mut fds, wait);
-            let ready = |f: &PollFd| f.revents().is_some_and(|e| !e.is_empty());
-            let (moved, signaled) = (ready(&fds[0]), r.blocked && ready(&fds[1]));
-            let stop = match (moved, signaled, r.blocked) {
-                (_, true, _) => match sigfd.read_signal() {
-                    Ok(Some(info)) => nix::sys::signal::Signal::try_from(info.ssi_signo as i32)
-                        .ok()
-                        .map(Stop::Signal),
-                    _ => None,
-                },
-                (true, _, _) => {
+        };
+        let mut fds: Vec<PollFd> = relays.iter().filter_map(Relay::poll_fd).collect();
+        if fds.is_empty() {
+            return None;
+        }
+        // Signals matter only while waiting for a caller's reader.
+        let events = match blocked {
+            true => PollFlags::POLLIN,
+            false => PollFlags::empty(),
+        };
+        fds.push(PollFd::new(sigfd.as_fd(), events));
+        let _ = nix::poll::poll(&mut fds, wait);
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|e| !e.is_empty()))
+            .collect();
+        drop(fds);
+        let (moved, signal) = (&ready[..ready.len() - 1], blocked && ready[ready.len() - 1]);
+        let stop = if signal {
+            match sigfd.read_signal() {
+                Ok(Some(info)) => nix::sys::signal::Signal::try_from(info.ssi_signo as i32)
+                    .ok()
+                    .map(Stop::Signal),
+                _ => None,
+            }
+        } else if moved.iter().any(|&m| m) {
+            // The relays that polled, in order, are those with a pipe.
+            let mut flags = moved.iter();
+            for r in relays.iter_mut().filter(|r| r.pipe.is_some()) {
+                if flags.next() == Some(&true) {
                     r.pump();
-                    continue;
                 }
-                // (Nothing ready and no deadline passed: an interrupted poll, say after a
-                // SIGSTOP and SIGCONT: wait again.)
-                (false, _, true) => deadline
-                    .is_some_and(|d| std::time::Instant::now() >= d)
-                    .then_some(Stop::Deadline),
-                (false, _, false) => break,
-            };
-            let Some(stop) = stop else {
-                continue;
-            };
-            for r in relays[i..].iter_mut() {
-                r.abandon(stop);
             }
+            continue;
+        } else if blocked {
+            // Nothing ready and no deadline passed: an interrupted poll, say after a SIGSTOP
+            // and SIGCONT: wait again.
+            deadline
+                .is_some_and(|d| std::time::Instant::now() >= d)
+                .then_some(Stop::Deadline)
+        } else {
+            return None;
+        };
+        if let Some(stop) = stop {
+            relays.iter_mut().for_each(|r| r.abandon(stop));
             return Some(stop);
         }
     }
-    None
 }
 
 impl Relay {

@@ -2051,6 +2051,19 @@ fn a_pipe_on_a_standard_stream_cannot_be_reopened_the_other_way() {
         );
         let o = host_cmd(who, &["bash", "-c", &script]).output().unwrap();
         assert_eq!(stdout(&o), "124\n", "{who:?}\n{}", show(&o));
+        // A reader that takes all of stderr before stdout gets both whole: airlock waits on
+        // every relayed pipe at once, not on a full stdout alone.
+        let reader = format!(
+            "import subprocess, time\n\
+             p = subprocess.Popen(['{bin}', 'run', '--timeout', '15s', '--', 'sh', '-c', \
+             'head -c 100000 /dev/zero >&2; head -c 100000 /dev/zero'], \
+             stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n\
+             time.sleep(1)\n\
+             e = p.stderr.read(100000); o = p.stdout.read(); p.wait()\n\
+             print(len(e), len(o), p.returncode)"
+        );
+        let o = host_cmd(who, &py(&reader, &[])).output().unwrap();
+        assert_eq!(stdout(&o), "100000 100000 0\n", "{who:?}\n{}", show(&o));
     }
 }
 
