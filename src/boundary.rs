@@ -1273,11 +1273,9 @@ fn attach_bind(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError
     attach(tree, dest, is_dir)?;
     let path = at(dest);
     let id = |st: nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
-    let now = named(
-        nix::fcntl::open(&path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
-            .and_then(|fd| nix::sys::stat::fstat(&fd)),
-        || format!("open({path:?}, O_PATH) after the bind"),
-    )?;
+    let now = named(nix::sys::stat::stat(&path), || {
+        format!("stat({path:?}) after the bind")
+    })?;
     let root = named(nix::sys::stat::fstat(tree), || {
         format!("fstat(<tree bound at {dest:?}>)")
     })?;
@@ -2093,12 +2091,12 @@ fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
     sys::exit_now(code)
 }
 
-/// execve argv[0], searching `path` when it has no '/'. Returns only on failure: 127 when no
-/// such command exists, 126 when one exists but cannot be executed.
 /// Why a file that is there could not be started: execve's ENOENT for an existing file.
 pub const NO_INTERPRETER: &str =
     "the interpreter its #! line names (or its ELF loader) is not in the sandbox";
 
+/// execve argv[0], searching `path` when it has no '/'. Returns only on failure: 127 when no
+/// such command exists, 126 when one exists but cannot be executed.
 fn exec_search(plan: &ExecPlan) -> (i32, String) {
     let (envp, path) = (&plan.envp, plan.path.as_str());
     // bwrap's --argv0: the program is looked up by its real name, started under another.
@@ -2156,8 +2154,8 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
     }
 }
 
-/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP to the task (airlock run), and report the
-/// task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
+/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP to the task (airlock run),
+/// and report the task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
 fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
     let mut set = SigSet::empty();
     for s in [

@@ -2021,8 +2021,27 @@ fn a_symlink_on_a_destinations_path_cannot_misplace_a_mount_or_its_covers() {
     assert!(mounted.success());
     let _unmount = Unmount(t.join("proc"));
     let (img, t) = (img.to_str().unwrap(), t.to_str().unwrap());
-    let probe = "echo 1 > /d/newroot/sys/kernel/printk_ratelimit 2>/dev/null || echo REFUSED; \
-                 echo 1 > /d/newroot/proc/sys/kernel/printk_ratelimit 2>/dev/null || echo REFUSED";
+    // The probe writes a knob's own value back: should a cover be missing, nothing on the
+    // host changes.
+    let knob = "kernel/printk_ratelimit";
+    let probe = format!(
+        "for p in /d/newroot/sys /d/newroot/proc/sys; do f=$p/{knob}; v=$(cat $f); \
+         echo $v 2>/dev/null > $f || echo REFUSED; done"
+    );
+    let probe = probe.as_str();
+    // The control: as root on the host, the knob of T's live proc takes the same write.
+    let host = Command::new("sh")
+        .args([
+            "-c",
+            &format!("f={t}/proc/sys/{knob}; echo $(cat $f) > $f && echo WROTE"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&host.stdout),
+        "WROTE\n",
+        "host control: {host:?}"
+    );
     let run = |who: Launcher, args: &[&str]| {
         let o = Command::new("sh")
             .args(["-c", "exec $0 \"$@\""])
@@ -2070,7 +2089,7 @@ fn a_symlink_on_a_destinations_path_cannot_misplace_a_mount_or_its_covers() {
         // The host's /proc through the links (no pid namespace): it keeps its covers.
         let (code, out, o) = run(who, &["--proc", "/ct/newroot"]);
         assert_eq!(code, Some(0), "{who:?}: {o:?}");
-        assert!(out.starts_with("REFUSED\n"), "{who:?}: {o:?}");
+        assert_eq!(out, "REFUSED\nREFUSED\n", "{who:?}: {o:?}");
     }
 }
 
