@@ -214,9 +214,16 @@ fn seccomp_summary() -> Vec<String> {
             out.push(format!("{action} {g}: {}", names.join(", ")));
         }
     }
-    if cfg!(target_arch = "x86_64") {
-        out.push("ENOSYS x32-guard: every x32-ABI syscall number".into());
-    }
+    let (name, nr) = crate::seccomp::NEWEST_REVIEWED;
+    let x32 = if cfg!(target_arch = "x86_64") {
+        ", every x32-ABI one among them"
+    } else {
+        ""
+    };
+    out.push(format!(
+        "ENOSYS newer: every syscall number above {nr} ({name}, the newest the policy was \
+         reviewed against){x32}"
+    ));
     out.push("everything else: allowed".into());
     out
 }

@@ -417,6 +417,10 @@ def int80_getpid():
     return 0 if os.WEXITSTATUS(st) == 0 else -2
 probes = {
     'clone3-null': lambda: libc.syscall(435, None, 0),
+    # Calls newer than the policy's NEWEST_REVIEWED (mseal, 462), with arguments the kernel
+    # refuses on its own (a null path, a zero size): open_tree_attr and file_setattr.
+    'open_tree_attr-null': lambda: libc.syscall(467, -100, None, 0, None, 0),
+    'file_setattr-size0': lambda: libc.syscall(469, -1, b'x', None, 0, 0),
     'int80-getpid': int80_getpid,
     'unshare-newuser': lambda: libc.unshare(CLONE_NEWUSER),
     'mount-tmpfs': lambda: libc.mount(b'none', b'/work', b'tmpfs', 0, None),
@@ -1528,21 +1532,35 @@ fn kernel_attack_surface_calls_are_denied_by_the_filter() {
     }
 }
 
-/// The compiled policy's two answers that are not EPERM, seen by a real task: clone3 is
-/// ENOSYS (so libcs fall back to clone, whose flags the filter can read), and a syscall made
+/// The compiled policy's answers that are not EPERM, seen by a real task: clone3 is ENOSYS
+/// (so libcs fall back to clone, whose flags the filter can read), so is every call newer
+/// than the policy (here open_tree_attr and file_setattr, 467 and 469), and a syscall made
 /// through the i386 entry (another audit arch) kills the process. Control on the host: clone3
-/// with a null argument is EINVAL, and int 0x80 getpid answers. (x32 numbers cannot be shown
-/// here: this kernel has no x32 ABI and answers ENOSYS to them outside the sandbox too; the
-/// unit tests in src/seccomp.rs cover them.)
+/// with a null argument is EINVAL, the two newer calls exist (EFAULT, EINVAL), and int 0x80
+/// getpid answers. (x32 numbers cannot be shown here: this kernel has no x32 ABI and answers
+/// ENOSYS to them outside the sandbox too; the unit tests in src/seccomp.rs cover them.)
 #[cfg(target_arch = "x86_64")]
 #[test]
-fn clone3_is_enosys_and_another_abi_is_killed() {
-    let probe = py(SYSCALL_PROBE, &["clone3-null", "int80-getpid", "getpid"]);
+fn clone3_and_newer_calls_are_enosys_and_another_abi_is_killed() {
+    let calls = [
+        "clone3-null",
+        "open_tree_attr-null",
+        "file_setattr-size0",
+        "int80-getpid",
+        "getpid",
+    ];
+    let probe = py(SYSCALL_PROBE, &calls);
     for who in BOTH {
         let host = run_host(who, &probe);
         assert_lines(
             &host,
-            &["clone3-null:ERR:EINVAL", "int80-getpid:OK", "getpid:OK"],
+            &[
+                "clone3-null:ERR:EINVAL",
+                "open_tree_attr-null:ERR:EFAULT",
+                "file_setattr-size0:ERR:EINVAL",
+                "int80-getpid:OK",
+                "getpid:OK",
+            ],
             &format!("host control as {who:?}"),
         );
         let ctx = format!("{who:?} inside");
@@ -1551,6 +1569,8 @@ fn clone3_is_enosys_and_another_abi_is_killed() {
             &o,
             &[
                 "clone3-null:ERR:ENOSYS",
+                "open_tree_attr-null:ERR:ENOSYS",
+                "file_setattr-size0:ERR:ENOSYS",
                 "int80-getpid:KILLED:SIGSYS",
                 "getpid:OK",
             ],
