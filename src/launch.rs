@@ -277,11 +277,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces, before the
     // --userns-block-fd wait (the caller reads the pid to act on it, then lets the maps go).
-    let status_fds = spec
-        .bwrap
-        .as_ref()
-        .map(|b| bwrap_status::announce(pid, b, spec))
-        .unwrap_or_default();
+    let status_fds = bwrap_status::Pending(
+        spec.bwrap
+            .as_ref()
+            .and_then(|b| bwrap_status::announce(pid, b, spec)),
+    );
     // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
     //    unprivileged id when the caller is root.
     // bwrap's --userns-block-fd: the caller writes the maps itself (newuidmap, from the pid
@@ -430,7 +430,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             }
         }
     };
-    bwrap_status::finish(status_fds, &end);
+    status_fds.finish(&end);
     let scratch_full = sup
         .scratch
         .as_ref()
@@ -909,15 +909,32 @@ mod bwrap_status {
         Some(std::os::fd::OwnedFd::from(file))
     }
 
-    pub fn finish(fd: Option<OwnedFd>, end: &End) {
-        if let Some(fd) = fd {
+    /// The json-status descriptor until its exit code is written. Dropped unwritten (a setup
+    /// or exec failure after the announcement, which bwrap mode exits with 1), it says 1, as
+    /// bubblewrap's monitor reports a child that died setting up or in execvp.
+    pub struct Pending(pub Option<OwnedFd>);
+
+    impl Pending {
+        pub fn finish(mut self, end: &End) {
             let code = match end {
                 End::Exited(c) => *c,
                 End::Signaled(s) | End::InitKilled(s) => 128 + s,
                 End::TimedOut => crate::spec::exit::TIMEOUT,
             };
-            let mut f = std::fs::File::from(fd);
-            let _ = writeln!(f, "{{ \"exit-code\": {code} }}");
+            self.write(code);
+        }
+
+        fn write(&mut self, code: i32) {
+            if let Some(fd) = self.0.take() {
+                let mut f = std::fs::File::from(fd);
+                let _ = writeln!(f, "{{ \"exit-code\": {code} }}");
+            }
+        }
+    }
+
+    impl Drop for Pending {
+        fn drop(&mut self) {
+            self.write(1);
         }
     }
 }

@@ -1623,6 +1623,47 @@ fn info_fd_and_json_status_fd() {
     }
 }
 
+/// A sandbox that fails after the announcement (a missing --lock-file, a command execvp
+/// cannot run) still ends its --json-status-fd document with `{ "exit-code": 1 }`, the exit
+/// status, so a monitor never mistakes it for one still running or killed. bubblewrap 0.8
+/// writes that line only sometimes (its monitor races the failing child), so bubblewrap is
+/// held to the same exit status and to "1 if it says anything".
+#[test]
+fn json_status_fd_reports_setup_and_exec_failures() {
+    let d = tmpdir(0o755);
+    let status = d.path().join("status");
+    let pre = format!("exec 9>{}", status.display());
+    for who in BOTH {
+        for tail in [
+            &["--lock-file", "/nonexistent-lock", "true"][..],
+            &["/nonexistent-command"][..],
+        ] {
+            let args = with(
+                &[
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--unshare-pid",
+                    "--json-status-fd",
+                    "9",
+                ],
+                tail,
+            );
+            for imp in IMPS {
+                let r = case(&args).pre(&pre).run(imp, who);
+                assert_eq!(r.code, 1, "{imp:?} {tail:?} {}", r.show());
+                let s = json_docs(&std::fs::read_to_string(&status).unwrap());
+                assert!(s[0]["child-pid"].as_i64().unwrap() > 1, "{imp:?} {s:?}");
+                let end = serde_json::json!({"exit-code": 1});
+                match imp {
+                    Imp::Airlock => assert_eq!(s[1..], [end], "{who:?} {tail:?}"),
+                    _ => assert!(s[1..].iter().all(|v| *v == end), "{who:?} {s:?}"),
+                }
+            }
+        }
+    }
+}
+
 /// bubblewrap fails when the --info-fd descriptor is not open (exit 1, "Write to info_fd"; its
 /// sandbox process is then left behind, blocked: killed here by its unique command line);
 /// airlock silently runs the command without writing the information.
