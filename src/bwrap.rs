@@ -542,6 +542,13 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if as_pid_1 && !ns.pid {
         return err("Specifying --as-pid-1 requires --unshare-pid");
     }
+    // bubblewrap joins --pidns from inside the user namespace it has just made, whose
+    // capabilities reach no namespace that existed before it: the kernel refuses any join
+    // but one made with --userns, or by a root caller that made no user namespace. airlock's
+    // launcher would join with the caller's credentials (the host's pid namespace included).
+    if io.pidns_fd.is_some() && want_userns && io.userns_fd.is_none() {
+        return err("Setting pidns failed: Operation not permitted");
+    }
     if disable_userns && !want_userns {
         return err("--disable-userns requires --unshare-user or --userns");
     }

@@ -173,6 +173,49 @@ fn joining_a_pid_namespace_matches_bubblewrap() {
     }
 }
 
+/// --pidns without --userns: bubblewrap joins from inside the user namespace it has just
+/// made, so the kernel refuses (its first line: "Setting pidns failed: Operation not
+/// permitted"), for a line that unshares the user namespace and for every unprivileged
+/// caller; only a root caller that made no user namespace joins. airlock used to join with
+/// the launcher's credentials: `--unshare-user --pidns` of the host's pid namespace put the
+/// task in it. Checked by the host's pid namespace of a sandbox's task and a holder's.
+#[test]
+fn joining_a_pid_namespace_from_a_new_user_namespace_is_refused_as_by_bubblewrap() {
+    let denied = "bwrap: Setting pidns failed: Operation not permitted";
+    let script = "readlink /proc/self/ns/pid";
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let m = format!("32.{i}2");
+        let h = Holder::new(who, &format!("exec unshare -U -r -p -f sleep {m}"), &m);
+        let holder = format!("/proc/{}/ns/pid", h.pid);
+        for target in [holder.as_str(), "/proc/self/ns/pid"] {
+            let mut lines = vec!["--unshare-user --pidns 6", "--unshare-all --pidns 6"];
+            if who == Launcher::Unprivileged {
+                lines.push("--pidns 6");
+            }
+            for args in lines {
+                for bwrap in ["/usr/bin/bwrap", &ours()] {
+                    let (code, text) = run(who, bwrap, "/dev/null", target, args, script);
+                    assert_eq!(code, 1, "{who:?} {bwrap} {args} {target}: {text}");
+                    assert_eq!(
+                        text.lines().next(),
+                        Some(denied),
+                        "{who:?} {bwrap} {args} {target}"
+                    );
+                }
+            }
+        }
+        // A root caller without a user namespace joins, in both.
+        if who == Launcher::Root {
+            let want = std::fs::read_link(&holder).unwrap();
+            for bwrap in ["/usr/bin/bwrap", &ours()] {
+                let args = "--pidns 6 --ro-bind /proc /proc";
+                let (code, text) = run(who, bwrap, "/dev/null", &holder, args, script);
+                assert_eq!((code, text.trim()), (0, want.to_str().unwrap()), "{bwrap}");
+            }
+        }
+    }
+}
+
 #[test]
 fn switching_to_a_second_user_namespace_matches_bubblewrap() {
     for (i, who) in BOTH.into_iter().enumerate() {
