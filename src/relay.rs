@@ -19,18 +19,21 @@
 //!   task write: what goes past it is dropped, the sandbox is killed and the run ends as if
 //!   the writer had died of SIGXFSZ (128+25), with a message. An empty file not open for
 //!   appending (a fresh `>`) holds nothing the task did not write, and goes through as it is,
-//!   seekable;
-//! - a pipe (or FIFO) the task's host uid owns, as an unprivileged caller's own pipes are, or
-//!   one open to others, reaches the task as a pipe of the launcher's: reopened the other way,
-//!   the caller's stdin would take writes into what the caller reads next (injected lines in
-//!   a `while read` loop) and its stdout would give up what others wrote into it before. An
+//!   seekable, if the task's host uid may open it for writing; one it may not (a root
+//!   caller's fresh file: the task is another uid) is relayed too, so that the task can
+//!   still write to /dev/stdout and /dev/stderr, as every shell script's `>&2` spelled
+//!   `> /dev/stderr` does;
+//! - a pipe (or FIFO) reaches the task as a pipe of the launcher's, which the task's host
+//!   uid owns. The caller's own, reopened the other way, would take writes into what the
+//!   caller reads next (injected lines in a `while read` loop) through stdin, and give up
+//!   what others wrote into it before through stdout, when the task's host uid may open it
+//!   (an unprivileged caller's pipes); when it may not (a root caller's, 0600), /dev/stdin,
+//!   /dev/stdout and /dev/stderr would not open at all. An
 //!   output pipe is moved with splice, waiting for room as the task would have; a stdin pipe
 //!   is copied with tee and taken out of the caller's pipe only as far as the task has read,
 //!   so the rest stays for the caller, as with the pipe itself. (A task that writes into its
 //!   own stdin pipe, reopened for writing, makes that count come out low, never high: the
 //!   caller may read again what the task read, but loses nothing and gets nothing it wrote.)
-//!   A root caller's pipes are root's (0600), which the task cannot reopen: they go through
-//!   as they are;
 //! - a directory on any stream is refused (exit 2).
 //!
 //! Sockets and character devices go through as they are: a socket cannot be reopened, and
@@ -146,7 +149,10 @@ const NAMES: [&str; 3] = ["stdin", "stdout", "stderr"];
 /// Decide for each stream. A directory on a stream is refused (bad input, exit 2). `owner`:
 /// as for `pipe`; `max`: the task's --file-size.
 pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure> {
-    let task_uid = owner.map_or_else(|| nix::unistd::geteuid().as_raw(), |(uid, _)| uid);
+    let task = owner.unwrap_or_else(|| {
+        let (u, g) = (nix::unistd::geteuid(), nix::unistd::getegid());
+        (u.as_raw(), g.as_raw())
+    });
     let mut plan = Plan::none();
     let mut ids = [None; 3];
     for stream in 0..3 {
@@ -161,10 +167,11 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
                 NAMES[i]
             )));
         }
-        // A pipe the task's host uid owns (an unprivileged caller's), or one open to others,
-        // would reopen the other way: a stdin to write into what the caller reads next (the
-        // rest of a `while read` loop's input), a stdout to read what others wrote to it.
-        let to_pipe = kind == SFlag::S_IFIFO && (st.st_uid == task_uid || st.st_mode & 0o066 != 0);
+        // A pipe the task's host uid may open (an unprivileged caller's) would reopen the
+        // other way: a stdin to write into what the caller reads next (the rest of a `while
+        // read` loop's input), a stdout to read what others wrote to it. One it may not (a
+        // root caller's, 0600) would not reopen at all: no /dev/stdout, /dev/stderr.
+        let to_pipe = kind == SFlag::S_IFIFO;
         let mut append = false;
         let relayed = match stream {
             _ if to_pipe => true,
@@ -173,7 +180,7 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
             _ => {
                 let flags = named(fcntl(fd, FcntlArg::F_GETFL), "fcntl(F_GETFL)")?;
                 append = OFlag::from_bits_truncate(flags).contains(OFlag::O_APPEND);
-                append || st.st_size > 0 || position(fd) > 0
+                append || st.st_size > 0 || position(fd) > 0 || !may_write(&st, task)
             }
         };
         if !relayed {
@@ -220,6 +227,17 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
         plan.task_ends[i] = Some(theirs);
     }
     Ok(plan)
+}
+
+/// Whether the task's host (uid, gid) may open the file for writing, by its mode bits (an ACL
+/// that grants more makes a relay that was not needed, never a missing one).
+fn may_write(st: &libc::stat, (uid, gid): (u32, u32)) -> bool {
+    let bit = match () {
+        _ if st.st_uid == uid => 0o200,
+        _ if st.st_gid == gid => 0o020,
+        _ => 0o002,
+    };
+    st.st_mode & bit != 0
 }
 
 /// A pipe between the launcher and the task: (the launcher's end, which never blocks; the

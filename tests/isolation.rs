@@ -1816,6 +1816,65 @@ fn environment_is_exactly_the_fixed_set() {
     }
 }
 
+/// The task can reopen its standard streams (/dev/stdin, /dev/stdout, /dev/stderr, as `tee
+/// /dev/stderr` and `echo msg > /dev/stderr` do) when they are pipes or a fresh file of the
+/// test's own, root's: pipes of mode 0600 (as Python's `capture_output` makes them) and a new
+/// 0644 file, which the task's host uid (65534 for a root caller, and for the unprivileged
+/// one) may not open. Control: the same script on the host as uid 65534 is refused on every
+/// one. Before, a root caller's streams went through as they were and the task got
+/// "Permission denied".
+#[test]
+fn the_task_can_reopen_a_root_callers_pipes_and_fresh_file() {
+    let d = world_readable_dir("/tmp", "airlock-reopen-");
+    let script = "cat /dev/stdin; echo out > /dev/stdout; echo err > /dev/stderr; \
+                  echo tee | tee /dev/stderr";
+    let feed = |mut c: Command| {
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"in\n").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let host = feed(host_cmd(Launcher::Unprivileged, &["sh", "-c", script]));
+    assert!(
+        stderr(&host).matches("Permission denied").count() >= 3,
+        "host control\n{}",
+        show(&host)
+    );
+    for who in BOTH {
+        let ctx = format!("{who:?}");
+        let o = feed(airlock_run(who, &[], &["sh", "-c", script]));
+        assert_exit(&o, 0, &ctx);
+        assert_eq!(
+            (stdout(&o).as_str(), stderr(&o).as_str()),
+            ("in\nout\ntee\n", "err\ntee\n"),
+            "{ctx}"
+        );
+        let out = d.path().join("out");
+        let _ = std::fs::remove_file(&out);
+        let status = airlock_run(who, &[], &["sh", "-c", "echo file > /dev/stdout"])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{ctx}: {status:?}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "file\n", "{ctx}");
+        let _ = std::fs::remove_file(&out);
+        let host = host_cmd(
+            Launcher::Unprivileged,
+            &["sh", "-c", "echo file > /dev/stdout"],
+        )
+        .stdout(std::fs::File::create(&out).unwrap())
+        .output()
+        .unwrap();
+        assert!(
+            stderr(&host).contains("Permission denied"),
+            "host control\n{}",
+            show(&host)
+        );
+    }
+}
+
 /// A file redirected into stdin, or appended to from stdout or stderr, reaches the task as a
 /// pipe the launcher relays: reopening the stream through /proc/self/fd gives no more access
 /// than the redirection did (a read-only stdin opened for writing, an append-only stdout
