@@ -1096,7 +1096,11 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut dies_with_parent = false;
     let mut writable_homes = Vec::new();
     let mut dev_binds = Vec::new();
-    let mut caps = Vec::new();
+    // bubblewrap run by root starts from root's effective capabilities and applies
+    // --cap-add/--cap-drop in argument order: a later `--cap-drop ALL` clears the set,
+    // adds made before it included (bubblewrap.c, `parse_args`; `man bwrap`, --cap-drop).
+    let mut root_caps_kept = true;
+    let mut caps: Vec<&BwrapOption> = Vec::new();
     let mut hidden_args = Vec::new();
 
     for option in &options {
@@ -1131,6 +1135,11 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 }
             }
             "--cap-add" => caps.push(option),
+            "--cap-drop" if option.args[0].eq_ignore_ascii_case("ALL") => {
+                root_caps_kept = false;
+                caps.clear();
+            }
+            "--cap-drop" => caps.retain(|add| !add.args[0].eq_ignore_ascii_case(&option.args[0])),
             "--args" => hidden_args.push(option),
             _ => {}
         }
@@ -1170,6 +1179,15 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "dev-bind-dev",
             "binds the host's /dev with device access",
             raw,
+        );
+    }
+    if root_caps_kept {
+        audit.finding(
+            "root-caps-kept",
+            "no --cap-drop ALL: when bubblewrap runs this line as root, the sandbox keeps \
+             root's full capability set (it can remount read-only binds writable and write \
+             /proc/sys); airlock bwrap drops them",
+            "",
         );
     }
     for cap in caps {
@@ -1921,13 +1939,14 @@ mod tests {
     // ----- bwrap ------------------------------------------------------------------------------
 
     const CLEAN_BWRAP: &str = "bwrap --unshare-all --die-with-parent --new-session --clearenv \
-        --ro-bind /usr /usr --proc /proc --dev /dev --tmpfs /tmp -- /bin/true";
+        --cap-drop ALL --ro-bind /usr /usr --proc /proc --dev /dev --tmpfs /tmp -- /bin/true";
 
     const CLEAN_BWRAP_OPTIONS: &[&str] = &[
         "--unshare-all",
         "--die-with-parent",
         "--new-session",
         "--clearenv",
+        "--cap-drop ALL",
         "--ro-bind /usr /usr",
         "--proc /proc",
         "--dev /dev",
@@ -2070,6 +2089,45 @@ mod tests {
     }
 
     #[test]
+    fn bwrap_root_caps_kept() {
+        let audit = bwrap_variant(&["--cap-drop ALL"], &[]);
+        assert_eq!(rules(&audit.findings), ["root-caps-kept"]);
+        assert_eq!(audit.findings[0].arg, "");
+        assert!(audit.findings[0].message.contains("as root"));
+        assert!(
+            audit.findings[0]
+                .message
+                .contains("airlock bwrap drops them")
+        );
+        // Dropping some capabilities leaves root the rest; case does not matter for ALL.
+        let some = bwrap_variant(&["--cap-drop ALL"], &["--cap-drop CAP_SYS_ADMIN"]);
+        assert_eq!(rules(&some.findings), ["root-caps-kept"]);
+        assert!(
+            bwrap_variant(&["--cap-drop ALL"], &["--cap-drop all"])
+                .findings
+                .is_empty()
+        );
+        // Argument order: a later --cap-drop ALL clears earlier adds; a later add stays.
+        assert!(
+            bwrap_variant(
+                &["--cap-drop ALL"],
+                &["--cap-add CAP_NET_RAW", "--cap-add ALL", "--cap-drop ALL"]
+            )
+            .findings
+            .is_empty()
+        );
+        let after = bwrap_variant(
+            &["--cap-drop ALL"],
+            &["--cap-drop ALL", "--cap-add CAP_NET_RAW"],
+        );
+        assert_eq!(rules(&after.findings), ["cap-add"]);
+        assert_eq!(after.findings[0].arg, "--cap-add CAP_NET_RAW");
+        let dropped_again =
+            bwrap_variant(&[], &["--cap-add cap_net_raw", "--cap-drop CAP_NET_RAW"]);
+        assert!(dropped_again.findings.is_empty(), "{dropped_again:#?}");
+    }
+
+    #[test]
     fn bwrap_no_user_namespace() {
         let base = ["--unshare-pid", "--unshare-net"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
@@ -2116,6 +2174,7 @@ mod tests {
                 "env-not-cleared",
                 "tiocsti",
                 "no-die-with-parent",
+                "root-caps-kept",
                 "no-user-namespace",
                 "no-pid-namespace"
             ]

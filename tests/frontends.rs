@@ -619,6 +619,8 @@ const CLEAN_BWRAP: &[&str] = &[
     "--die-with-parent",
     "--new-session",
     "--clearenv",
+    "--cap-drop",
+    "ALL",
     "--ro-bind",
     "/usr",
     "/usr",
@@ -680,6 +682,7 @@ fn audit_bwrap_leaky_line() {
             "tiocsti",
             "no-die-with-parent",
             "dev-bind-dev",
+            "root-caps-kept",
             "no-user-namespace",
             "no-pid-namespace",
         ],
@@ -700,8 +703,96 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 8);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 9);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
+}
+
+/// The README's base line: every namespace, a new session, no environment, a root of /usr
+/// and the usr-merge links, a new proc and dev.
+fn base_bwrap() -> Vec<&'static str> {
+    let mut line = vec![
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ];
+    line.extend_from_slice(common::MIN_ROOT);
+    line.extend_from_slice(&["--proc", "/proc", "--dev", "/dev"]);
+    line
+}
+
+/// `bwrap` (the real one at /usr/bin/bwrap, or airlock's `bwrap` subcommand) as root with the
+/// base line, then `extra`, then `-- sh -c SCRIPT`.
+fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
+    let mut cmd = if real {
+        Command::new("/usr/bin/bwrap")
+    } else {
+        let mut c = airlock(Launcher::Root, &["bwrap"]);
+        c.env_clear();
+        c
+    };
+    cmd.args(base_bwrap())
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
+    let what = format!("bwrap (real: {real}) {extra:?}");
+    output_within(&mut cmd, Duration::from_secs(20), &what).0
+}
+
+/// The rules `airlock audit bwrap --json` reports for the base line plus `extra`.
+fn audited_rules(extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["audit", "bwrap", "--json", "--", "bwrap"];
+    args.extend(base_bwrap());
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh"]);
+    let out = root(&args);
+    json_of(&out)["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Without `--cap-drop ALL`, bubblewrap 0.8 run by root leaves the task root's capabilities
+/// (CapEff as the host's root), so `mount -o remount,bind,rw /usr` succeeds; the audit says
+/// so. With `--cap-drop ALL` (also after a `--cap-add`), the set is empty and the audit is
+/// clean. airlock bwrap leaves none either way.
+#[test]
+fn audit_bwrap_root_capabilities_match_real_bubblewrap() {
+    let probe = "grep CapEff /proc/self/status; \
+        mount -o remount,bind,ro /usr 2>/dev/null && echo can-remount || echo cannot-remount";
+    let kept = run_bwrap_line(true, &[], probe);
+    assert_eq!(code(&kept), Some(0), "{}", show(&kept));
+    assert_ne!(stdout(&kept), "CapEff:\t0000000000000000\ncannot-remount\n");
+    assert!(stdout(&kept).ends_with("can-remount\n"), "{}", show(&kept));
+    assert_eq!(audited_rules(&[]), ["root-caps-kept"]);
+
+    for dropped in [
+        &["--cap-drop", "ALL"][..],
+        &["--cap-add", "CAP_SYS_ADMIN", "--cap-drop", "ALL"][..],
+    ] {
+        let out = run_bwrap_line(true, dropped, probe);
+        assert_eq!(
+            stdout(&out),
+            "CapEff:\t0000000000000000\ncannot-remount\n",
+            "{dropped:?}: {}",
+            show(&out)
+        );
+        assert!(audited_rules(dropped).is_empty(), "{dropped:?}");
+    }
+    // A later add is kept, and reported.
+    let added = &["--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN"][..];
+    let out = run_bwrap_line(true, added, probe);
+    assert!(stdout(&out).ends_with("\ncan-remount\n"), "{}", show(&out));
+    assert_eq!(audited_rules(added), ["cap-add"]);
+
+    let airlock_bwrap = run_bwrap_line(false, &[], probe);
+    assert_eq!(
+        stdout(&airlock_bwrap),
+        "CapEff:\t0000000000000000\ncannot-remount\n",
+        "{}",
+        show(&airlock_bwrap)
+    );
 }
 
 #[test]
