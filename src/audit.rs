@@ -1092,7 +1092,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut pid_namespace = false;
     let mut env_cleared = false;
     let mut new_session = false;
-    let mut seccomp = false;
+    let mut seccomp = Vec::new();
     let mut dies_with_parent = false;
     let mut writable_homes = Vec::new();
     let mut dev_binds = Vec::new();
@@ -1112,11 +1112,23 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             }
             "--unshare-net" => network_unshared = true,
             "--share-net" => network_unshared = false,
-            "--unshare-user" | "--unshare-user-try" | "--userns" => user_namespace = true,
-            "--unshare-pid" | "--pidns" => pid_namespace = true,
+            "--unshare-user" | "--unshare-user-try" => user_namespace = true,
+            "--unshare-pid" => pid_namespace = true,
+            "--userns" | "--userns2" => {
+                user_namespace = true;
+                hidden_args.push(option);
+            }
+            "--pidns" => {
+                pid_namespace = true;
+                hidden_args.push(option);
+            }
+            "--bind-fd" | "--ro-bind-fd" => hidden_args.push(option),
             "--clearenv" => env_cleared = true,
             "--new-session" => new_session = true,
-            "--seccomp" | "--add-seccomp-fd" => seccomp = true,
+            "--seccomp" | "--add-seccomp-fd" => {
+                seccomp.push(option.raw());
+                hidden_args.push(option);
+            }
             "--die-with-parent" => dies_with_parent = true,
             "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
                 let source = &option.args[0];
@@ -1159,13 +1171,19 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
-    if !new_session && !seccomp {
-        audit.finding(
-            "tiocsti",
-            "no --new-session and no seccomp filter: the sandbox can push input into the \
-             terminal with TIOCSTI (CVE-2017-5226)",
-            "",
-        );
+    // Only a new session keeps the task off the caller's terminal: a seccomp filter comes
+    // from a descriptor this audit cannot read, and an allow-all one was seen to let
+    // TIOCSTI through.
+    if !new_session {
+        let message = if seccomp.is_empty() {
+            "no --new-session: the sandbox can push input into the terminal with TIOCSTI \
+             (CVE-2017-5226)"
+        } else {
+            "no --new-session: the sandbox can push input into the terminal with TIOCSTI \
+             (CVE-2017-5226); the seccomp filter's contents are unseen, so it is not taken \
+             to block it"
+        };
+        audit.finding("tiocsti", message, seccomp.join(" "));
     }
     if !dies_with_parent {
         audit.finding(
@@ -1207,17 +1225,44 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
-    // Options read from a file descriptor are invisible to this audit; say so rather than
-    // call the line clean.
+    // What an option reads from a file descriptor is invisible to this audit; say so rather
+    // than call the line clean.
     for option in hidden_args {
-        audit.finding(
-            "args-from-fd",
-            format!(
-                "reads more options from file descriptor {}, which this audit cannot see",
-                option.args[0]
+        let fd = &option.args[0];
+        let (rule, message) = match option.name {
+            "--args" => (
+                "args-from-fd",
+                format!(
+                    "reads more options from file descriptor {fd}, which this audit cannot see"
+                ),
             ),
-            option.raw(),
-        );
+            "--bind-fd" | "--ro-bind-fd" => (
+                "bind-from-fd",
+                format!(
+                    "binds the directory open on file descriptor {fd}, which this audit cannot see (it may be / or a home)"
+                ),
+            ),
+            "--seccomp" | "--add-seccomp-fd" => (
+                "seccomp-from-fd",
+                format!(
+                    "loads a seccomp filter from file descriptor {fd}, which this audit cannot see"
+                ),
+            ),
+            "--userns" | "--userns2" => (
+                "namespace-from-fd",
+                format!(
+                    "joins the user namespace open on file descriptor {fd}, which this audit cannot see (it may be the host's)"
+                ),
+            ),
+            "--pidns" => (
+                "namespace-from-fd",
+                format!(
+                    "joins the pid namespace open on file descriptor {fd}, which this audit cannot see (it may be the host's)"
+                ),
+            ),
+            _ => continue,
+        };
+        audit.finding(rule, message, option.raw());
     }
     Ok(audit)
 }
@@ -2042,16 +2087,64 @@ mod tests {
         assert_eq!(rules(&audit.findings), ["tiocsti"]);
         assert!(audit.findings[0].message.contains("TIOCSTI"));
         assert!(audit.findings[0].message.contains("CVE-2017-5226"));
-        assert!(
-            bwrap_variant(&["--new-session"], &["--seccomp 3"])
-                .findings
-                .is_empty()
-        );
-        assert!(
-            bwrap_variant(&["--new-session"], &["--add-seccomp-fd 4"])
-                .findings
-                .is_empty()
-        );
+        assert_eq!(audit.findings[0].arg, "");
+        // A filter from a descriptor is unseen (an allow-all one lets TIOCSTI through): it is
+        // not taken as protection, and is itself reported as unseen.
+        for (opt, fd) in [("--seccomp 3", "3"), ("--add-seccomp-fd 4", "4")] {
+            let audit = bwrap_variant(&["--new-session"], &[opt]);
+            assert_eq!(
+                rules(&audit.findings),
+                ["tiocsti", "seccomp-from-fd"],
+                "{opt}"
+            );
+            assert!(audit.findings[0].message.contains("unseen"), "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+            assert_eq!(
+                audit.findings[1].message,
+                format!(
+                    "loads a seccomp filter from file descriptor {fd}, which this audit cannot see"
+                )
+            );
+        }
+        let with_session = bwrap_variant(&[], &["--seccomp 3"]);
+        assert_eq!(rules(&with_session.findings), ["seccomp-from-fd"]);
+    }
+
+    #[test]
+    fn bwrap_options_from_descriptors_are_not_called_clean() {
+        for (opt, rule, says) in [
+            (
+                "--bind-fd 3 /x",
+                "bind-from-fd",
+                "binds the directory open on file descriptor 3",
+            ),
+            (
+                "--ro-bind-fd 3 /",
+                "bind-from-fd",
+                "binds the directory open on file descriptor 3",
+            ),
+            (
+                "--userns 5",
+                "namespace-from-fd",
+                "joins the user namespace open on file descriptor 5",
+            ),
+            (
+                "--userns2 5",
+                "namespace-from-fd",
+                "joins the user namespace open on file descriptor 5",
+            ),
+            (
+                "--pidns 6",
+                "namespace-from-fd",
+                "joins the pid namespace open on file descriptor 6",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), [rule], "{opt}");
+            assert!(audit.findings[0].message.starts_with(says), "{opt}");
+            assert!(audit.findings[0].message.contains("cannot see"), "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+        }
     }
 
     #[test]
@@ -2132,7 +2225,7 @@ mod tests {
         let base = ["--unshare-pid", "--unshare-net"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-user-namespace"]);
-        for fixed in ["--unshare-user", "--unshare-user-try", "--userns 5"] {
+        for fixed in ["--unshare-user", "--unshare-user-try"] {
             let mut add = base.to_vec();
             add.push(fixed);
             assert!(
@@ -2147,14 +2240,11 @@ mod tests {
         let base = ["--unshare-user", "--unshare-net"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-pid-namespace"]);
-        for fixed in ["--unshare-pid", "--pidns 6"] {
-            let mut add = base.to_vec();
-            add.push(fixed);
-            assert!(
-                bwrap_variant(&["--unshare-all"], &add).findings.is_empty(),
-                "{fixed}"
-            );
-        }
+        let fixed = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--unshare-pid"]);
+        assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        // A joined pid namespace counts, but is reported as unseen.
+        let joined = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--pidns 6"]);
+        assert_eq!(rules(&joined.findings), ["namespace-from-fd"]);
     }
 
     #[test]
@@ -2196,7 +2286,11 @@ mod tests {
             --disable-userns --assert-userns-disabled --unshare-ipc --unshare-uts \
             --unshare-cgroup --unshare-cgroup-try --bind-fd 3 /bf --ro-bind-fd 4 /rbf \
             --ro-bind-try /opt /opt --version --help /bin/true";
-        assert_eq!(bwrap(line), Audit::default());
+        // Only the options that read a descriptor are reported, as unseen.
+        assert_eq!(
+            rules(&bwrap(line).findings),
+            ["namespace-from-fd", "bind-from-fd", "bind-from-fd"]
+        );
         // The command starts at the first non-option and is never audited.
         let cmd = bwrap(&CLEAN_BWRAP.replace("-- /bin/true", "/bin/sh --bind / / --share-net"));
         assert_eq!(cmd, Audit::default());

@@ -740,14 +740,20 @@ fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
 
 /// The rules `airlock audit bwrap --json` reports for the base line plus `extra`.
 fn audited_rules(extra: &[&str]) -> Vec<String> {
+    let mut options = base_bwrap();
+    options.extend_from_slice(extra);
+    audited_rules_of(&options)
+}
+
+/// The rules `airlock audit bwrap --json` reports for `bwrap OPTIONS -- sh`.
+fn audited_rules_of(options: &[&str]) -> Vec<String> {
     let mut args = vec!["audit", "bwrap", "--json", "--", "bwrap"];
-    args.extend(base_bwrap());
-    args.extend_from_slice(extra);
+    args.extend_from_slice(options);
     args.extend_from_slice(&["--", "sh"]);
     let out = root(&args);
     json_of(&out)["findings"]
         .as_array()
-        .expect("findings")
+        .unwrap_or_else(|| panic!("no findings:\n{}", show(&out)))
         .iter()
         .map(|f| f["rule"].as_str().unwrap().to_string())
         .collect()
@@ -793,6 +799,55 @@ fn audit_bwrap_root_capabilities_match_real_bubblewrap() {
         "{}",
         show(&airlock_bwrap)
     );
+}
+
+/// A seccomp filter is not TIOCSTI protection: with an allow-all program on descriptor 3 and
+/// no `--new-session`, the task of real bubblewrap (as root, all capabilities dropped) pushes
+/// input into the terminal it was started on (a new pty, from script(1)); with
+/// `--new-session` it cannot. The audit reports the first line (`tiocsti`, and the filter as
+/// unseen) and not the second's terminal.
+#[test]
+fn audit_bwrap_seccomp_is_not_tiocsti_protection() {
+    let mut bpf = tempfile::NamedTempFile::new().unwrap();
+    // One instruction: BPF_RET | BPF_K, SECCOMP_RET_ALLOW.
+    bpf.write_all(&[0x06, 0, 0, 0, 0x00, 0x00, 0xff, 0x7f])
+        .unwrap();
+    bpf.flush().unwrap();
+    let probe = "import fcntl, termios\n\
+        try:\n    fcntl.ioctl(0, termios.TIOCSTI, b' '); print('pushed')\n\
+        except OSError as e: print('refused', e.errno)";
+    let options = |new_session: bool| {
+        let mut o: Vec<&str> = base_bwrap()
+            .into_iter()
+            .filter(|a| new_session || *a != "--new-session")
+            .collect();
+        o.extend_from_slice(&["--cap-drop", "ALL", "--seccomp", "3"]);
+        o
+    };
+    for (new_session, want) in [(false, "pushed"), (true, "refused 1")] {
+        let line = format!(
+            "/usr/bin/bwrap {} -- python3 -c \"$PROBE\" 3<{}",
+            options(new_session).join(" "),
+            bpf.path().display()
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &line, "/dev/null"])
+            .env("SHELL", "/bin/sh")
+            .env("PROBE", probe);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "script bwrap");
+        let text = stdout(&out).replace('\r', "");
+        assert_eq!(
+            text.trim_start().lines().last(),
+            Some(want),
+            "new session: {new_session}\n{}",
+            show(&out)
+        );
+    }
+    assert_eq!(
+        audited_rules_of(&options(false)),
+        ["tiocsti", "seccomp-from-fd"]
+    );
+    assert_eq!(audited_rules_of(&options(true)), ["seccomp-from-fd"]);
 }
 
 #[test]
