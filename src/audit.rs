@@ -1057,18 +1057,62 @@ fn parse_bwrap(args: &[String]) -> Result<Vec<BwrapOption<'_>>, String> {
     Ok(options)
 }
 
-/// A bind source that hands the sandbox the caller's files: `/`, `/home`, one user's home
-/// directly under `/home`, `/root`, or a shell spelling of the home (`$HOME`, `~`, `~user`).
-fn is_home_or_root(source: &str) -> bool {
-    let normalized = normalize_path(source);
-    let parts: Vec<&str> = normalized.split('/').filter(|p| !p.is_empty()).collect();
-    if normalized.starts_with('/') {
-        // `/`, `/root`, `/home`, or one home directly under `/home`.
-        return matches!(parts.as_slice(), [] | ["root"] | ["home"] | ["home", _]);
+/// What the host path a bind source names is, as far as the argument shows.
+#[derive(Debug, PartialEq)]
+enum HostPath {
+    /// An absolute path, normalised.
+    Known(String),
+    /// A path in the caller's home (`$HOME`, `~`, `~user`): the rest below it, normalised
+    /// (`""` for the home itself).
+    InHome(String),
+    /// A path this audit cannot know, and why: it is taken to be `/`.
+    Unknown(&'static str),
+}
+
+/// Reads a bind source. A relative source depends on the caller's working directory, a
+/// variable other than `HOME` on the caller's environment, `..` above a home leaves it, and
+/// `/proc/PID/root`, `cwd` or `fd` lead into another process's view of the host; none of these
+/// can be known from the argument vector, and `normalize_path` alone would hide them
+/// (`$HOME/..` becomes `.`).
+fn host_path(source: &str) -> HostPath {
+    let (first, rest) = source.split_once('/').unwrap_or((source, ""));
+    if matches!(first, "$HOME" | "${HOME}") || first.starts_with('~') {
+        let below = normalize_path(rest);
+        return match below.as_str() {
+            "." => HostPath::InHome(String::new()),
+            b if b == ".." || b.starts_with("../") => {
+                HostPath::Unknown("it climbs out of the home with ..")
+            }
+            b => HostPath::InHome(format!("/{b}")),
+        };
     }
-    match parts.as_slice() {
-        [single] => *single == "$HOME" || *single == "${HOME}" || single.starts_with('~'),
-        _ => false,
+    if first.starts_with('$') {
+        return HostPath::Unknown("its value comes from the caller's environment");
+    }
+    if !source.starts_with('/') {
+        return HostPath::Unknown("a relative path depends on the caller's working directory");
+    }
+    let normalized = normalize_path(source);
+    let parts: Vec<&str> = normalized.split('/').skip(1).collect();
+    if let ["proc", _, "root" | "cwd" | "fd", ..] = parts.as_slice() {
+        return HostPath::Unknown(
+            "it leads through a process's root, working directory or descriptors",
+        );
+    }
+    HostPath::Known(normalized)
+}
+
+/// Why a bind source hands the sandbox the caller's files, if it does: it is `/`, `/home`,
+/// one user's home directly under `/home`, `/root`, the home spelt as the shell does
+/// (`$HOME`, `~`, `~user`), or a path this audit cannot know (taken to be `/`).
+fn home_or_root(source: &str) -> Option<String> {
+    match host_path(source) {
+        HostPath::Known(path) => {
+            let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+            matches!(parts.as_slice(), [] | ["root"] | ["home"] | ["home", _]).then(String::new)
+        }
+        HostPath::InHome(below) => below.is_empty().then(String::new),
+        HostPath::Unknown(why) => Some(format!(": {why}, so it may be / or a home")),
     }
 }
 
@@ -1132,8 +1176,8 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "--die-with-parent" => dies_with_parent = true,
             "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
                 let source = &option.args[0];
-                if is_home_or_root(source) {
-                    writable_homes.push((format!("binds {source} writable"), option.raw()));
+                if let Some(why) = home_or_root(source) {
+                    writable_homes.push((format!("binds {source} writable{why}"), option.raw()));
                 }
                 if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
                     dev_binds.push(option.raw());
@@ -1142,8 +1186,8 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             // Writes through an overlay land in its RWSRC on the host.
             "--overlay" => {
                 let source = &option.args[0];
-                if is_home_or_root(source) {
-                    writable_homes.push((format!("overlays {source} writable"), option.raw()));
+                if let Some(why) = home_or_root(source) {
+                    writable_homes.push((format!("overlays {source} writable{why}"), option.raw()));
                 }
             }
             "--cap-add" => caps.push(option),
@@ -2063,6 +2107,37 @@ mod tests {
         }
         let two = bwrap_variant(&[], &["--bind / /", "--bind /root /root"]);
         assert_eq!(count(&two.findings, "writable-home-or-root"), 2);
+        // Sources that reach / or a home without spelling it are taken to be /.
+        for (opt, why) in [
+            ("--bind . /x", "working directory"),
+            ("--bind root /root", "working directory"),
+            ("--bind ../.. /x", "working directory"),
+            ("--bind /proc/self/root /x", "process's root"),
+            ("--bind /proc/1/root/home /x", "process's root"),
+            ("--bind /proc/self/cwd /x", "process's root"),
+            ("--bind //proc/./42/fd/3 /x", "process's root"),
+            ("--bind \"$HOME\"/.. /x", "climbs out of the home"),
+            ("--bind \"$HOME\"/code/../.. /x", "climbs out of the home"),
+            ("--bind ~/.. /x", "climbs out of the home"),
+            ("--bind ~dev/../.. /x", "climbs out of the home"),
+            ("--bind \"$PWD\" /x", "environment"),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["writable-home-or-root"], "{opt}");
+            let message = &audit.findings[0].message;
+            assert!(message.contains(why), "{opt}: {message}");
+            assert!(
+                message.ends_with("so it may be / or a home"),
+                "{opt}: {message}"
+            );
+        }
+        for fine in [
+            "--bind \"$HOME\"/code /x",
+            "--bind ~/code/../work /x",
+            "--bind /proc/x /x",
+        ] {
+            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
         let overlay = bwrap_variant(
             &[],
             &["--overlay-src /usr", "--overlay /home/dev /tmp/w /usr"],
@@ -2662,5 +2737,17 @@ mod tests {
         assert_eq!(normalize_path("./x/.."), ".");
         assert_eq!(normalize_path("../x"), "../x");
         assert_eq!(normalize_path("~/"), "~");
+        // What normalisation alone would hide.
+        assert_eq!(normalize_path("$HOME/.."), ".");
+        assert_eq!(
+            host_path("$HOME/.."),
+            HostPath::Unknown("it climbs out of the home with ..")
+        );
+        assert_eq!(host_path("~"), HostPath::InHome(String::new()));
+        assert_eq!(
+            host_path("${HOME}/a/./b/"),
+            HostPath::InHome("/a/b".to_string())
+        );
+        assert_eq!(host_path("/a//b/.."), HostPath::Known("/a".to_string()));
     }
 }

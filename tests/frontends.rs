@@ -850,6 +850,36 @@ fn audit_bwrap_seccomp_is_not_tiocsti_protection() {
     assert_eq!(audited_rules_of(&options(true)), ["seccomp-from-fd"]);
 }
 
+/// Sources that name / or a home without spelling it: run from `/` by real bubblewrap (bound
+/// read-only here), each shows the host's `/` or `/root`; the audit reports each, bound
+/// writable, as `writable-home-or-root`.
+#[test]
+fn audit_bwrap_sources_that_reach_root_or_a_home() {
+    let names = |dir: &str| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    for (source, host_dir) in [(".", "/"), ("root", "/root"), ("/proc/self/root", "/")] {
+        let mut cmd = Command::new("/usr/bin/bwrap");
+        cmd.current_dir("/")
+            .args(base_bwrap())
+            .args(["--cap-drop", "ALL", "--ro-bind", source, "/host"])
+            .args(["--", "ls", "-A", "/host"]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), source);
+        assert_eq!(code(&out), Some(0), "{source}: {}", show(&out));
+        let seen: BTreeSet<String> = stdout(&out).lines().map(str::to_string).collect();
+        assert_eq!(seen, names(host_dir), "{source}");
+        assert_eq!(
+            audited_rules(&["--cap-drop", "ALL", "--bind", source, "/host"]),
+            ["writable-home-or-root"],
+            "{source}"
+        );
+    }
+}
+
 #[test]
 fn audit_bwrap_refuses_unknown_option() {
     let out = root(&["audit", "bwrap", "--", "bwrap", "--frobnicate", "--", "sh"]);
