@@ -716,8 +716,55 @@ fn is_airlock_scratch(source: &str) -> bool {
         .is_some_and(|last| last.starts_with("airlock-scratch"))
 }
 
-fn check_docker_mount(mount: &HostMount, raw: &str, audit: &mut Audit) {
-    if !mount.read_only && !is_airlock_scratch(&mount.source) {
+/// Host trees whose writable mount lets the task change the host's system (configuration,
+/// programs, boot files, state and sockets, kernel interfaces), not a project. (`/dev` is
+/// left to `dev-bind-dev`: binding `/dev/null` writable is common and harmless.)
+const SYSTEM_PATHS: &[&str] = &[
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/boot",
+    "/var", "/run", "/proc", "/sys",
+];
+
+/// A mount source whose writing changes more than a project: a system tree or anything in
+/// one, a directory holding one, or a dot entry of a home (`~/.ssh`, `~/.bashrc`,
+/// `~/.config`: keys, and what the host runs at the next login). A source this audit cannot
+/// know is taken to be `/`.
+fn is_sensitive_host_path(source: &str) -> bool {
+    let path = match host_path(source) {
+        HostPath::Known(path) => path,
+        HostPath::InHome(below) => return below.starts_with("/."),
+        HostPath::Unknown(_) => return true,
+    };
+    let inside = |path: &str, tree: &str| {
+        tree == "/" || path == tree || path.starts_with(&format!("{tree}/"))
+    };
+    let parts: Vec<&str> = path.split('/').skip(1).collect();
+    let home_dot_entry = match parts.as_slice() {
+        ["home", _, entry, ..] | ["root", entry, ..] => entry.starts_with('.'),
+        _ => false,
+    };
+    home_dot_entry
+        || SYSTEM_PATHS
+            .iter()
+            .any(|tree| inside(&path, tree) || inside(tree, &path))
+}
+
+/// Which writable host mounts an audit counts as a leak.
+#[derive(Clone, Copy)]
+enum WritableLeak {
+    /// Any but the scratch directory (docker: a container needs no other host path written).
+    AnyButScratch,
+    /// Sensitive paths only, scratch aside (bwrap: binding a project writable is its use;
+    /// `/` and the homes themselves are reported as `writable-home-or-root`).
+    Sensitive,
+}
+
+/// The findings of one host path mounted into the sandbox, for docker and bwrap alike.
+fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mut Audit) {
+    let writable_leaks = match leak {
+        WritableLeak::AnyButScratch => true,
+        WritableLeak::Sensitive => is_sensitive_host_path(&mount.source),
+    };
+    if !mount.read_only && writable_leaks && !is_airlock_scratch(&mount.source) {
         audit.finding(
             "host-mount-rw",
             format!("mounts {} read-write", mount.source),
@@ -806,7 +853,7 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             _ => None,
         };
         if let Some(mount) = mount {
-            check_docker_mount(&mount, &option.raw, &mut audit);
+            check_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
         }
     }
     for option in run.all("use-api-socket").filter(|o| o.is_on()) {
@@ -1139,6 +1186,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut seccomp = Vec::new();
     let mut dies_with_parent = false;
     let mut writable_homes = Vec::new();
+    let mut host_mounts = Audit::default();
     let mut dev_binds = Vec::new();
     // bubblewrap run by root starts from root's effective capabilities and applies
     // --cap-add/--cap-drop in argument order: a later `--cap-drop ALL` clears the set,
@@ -1178,6 +1226,17 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 let source = &option.args[0];
                 if let Some(why) = home_or_root(source) {
                     writable_homes.push((format!("binds {source} writable{why}"), option.raw()));
+                } else {
+                    let mount = HostMount {
+                        source: source.clone(),
+                        read_only: false,
+                    };
+                    check_host_mount(
+                        &mount,
+                        &option.raw(),
+                        WritableLeak::Sensitive,
+                        &mut host_mounts,
+                    );
                 }
                 if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
                     dev_binds.push(option.raw());
@@ -1208,6 +1267,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     for (message, raw) in writable_homes {
         audit.finding("writable-home-or-root", message, raw);
     }
+    audit.findings.append(&mut host_mounts.findings);
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
@@ -2101,7 +2161,7 @@ mod tests {
             "--ro-bind /home/dev /home/dev",
             "--bind /home/dev/project /work",
             "--bind /tmp/airlock-scratch /work",
-            "--bind /usr/home /x",
+            "--bind /srv/home /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
@@ -2134,7 +2194,7 @@ mod tests {
         for fine in [
             "--bind \"$HOME\"/code /x",
             "--bind ~/code/../work /x",
-            "--bind /proc/x /x",
+            "--ro-bind /proc/x /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
@@ -2143,6 +2203,54 @@ mod tests {
             &["--overlay-src /usr", "--overlay /home/dev /tmp/w /usr"],
         );
         assert_eq!(rules(&overlay.findings), ["writable-home-or-root"]);
+    }
+
+    #[test]
+    fn bwrap_host_mount_rw() {
+        for opt in [
+            "--bind /etc /etc",
+            "--bind /etc/passwd /etc/passwd",
+            "--bind-try /usr/local /usr/local",
+            "--dev-bind /run /run",
+            "--bind /var /var",
+            "--bind /var/lib/docker /d",
+            "--bind /proc /hostproc",
+            "--bind /sys /sys",
+            "--bind /boot /boot",
+            "--bind /usr /usr",
+            "--bind /opt/tool /opt/tool",
+            "--bind ~/.ssh /home/dev/.ssh",
+            "--bind \"$HOME\"/.bashrc /b",
+            "--bind /home/dev/.config /c",
+            "--bind /root/.ssh /s",
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings)[0], "host-mount-rw", "{opt}");
+            // /run and /var also hold the Docker socket.
+            let socket = opt.contains(" /run ") || opt.contains(" /var ");
+            assert_eq!(
+                count(&audit.findings, "docker-socket"),
+                usize::from(socket),
+                "{opt}"
+            );
+            let source = &words(opt)[1];
+            assert_eq!(
+                audit.findings[0].message,
+                format!("mounts {source} read-write")
+            );
+            assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
+        }
+        for fine in [
+            "--ro-bind /etc /etc",
+            "--bind /home/dev/project /work",
+            "--bind ~/code /code",
+            "--bind /srv/data /data",
+            "--bind /tmp/x /tmp/x",
+            "--bind /var/tmp/airlock-scratch /work",
+            "--bind /usr-local /x",
+        ] {
+            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
     }
 
     #[test]
