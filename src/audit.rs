@@ -748,6 +748,16 @@ fn is_sensitive_host_path(source: &str) -> bool {
             .any(|tree| inside(&path, tree) || inside(tree, &path))
 }
 
+/// A mount source that holds the Docker daemon's socket: one of DOCKER_SOCKET_PATHS, or a
+/// `/proc/PID/root` (a process's `/`) or another `/proc` path this audit cannot follow.
+fn holds_docker_socket(source: &str) -> bool {
+    match host_path(source) {
+        HostPath::Known(path) => DOCKER_SOCKET_PATHS.contains(&path.as_str()),
+        HostPath::InHome(_) => false,
+        HostPath::Unknown(_) => source.starts_with('/'),
+    }
+}
+
 /// Which writable host mounts an audit counts as a leak.
 #[derive(Clone, Copy)]
 enum WritableLeak {
@@ -762,7 +772,9 @@ enum WritableLeak {
 fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mut Audit) {
     let writable_leaks = match leak {
         WritableLeak::AnyButScratch => true,
-        WritableLeak::Sensitive => is_sensitive_host_path(&mount.source),
+        WritableLeak::Sensitive => {
+            is_sensitive_host_path(&mount.source) && home_or_root(&mount.source).is_none()
+        }
     };
     if !mount.read_only && writable_leaks && !is_airlock_scratch(&mount.source) {
         audit.finding(
@@ -771,9 +783,9 @@ fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mu
             raw,
         );
     }
-    let normalized = normalize_path(&mount.source);
-    if DOCKER_SOCKET_PATHS.contains(&normalized.as_str()) {
-        let message = if normalized.ends_with("docker.sock") {
+    // connect(2) needs no write access to the mount: a read-only one is as good.
+    if holds_docker_socket(&mount.source) {
+        let message = if normalize_path(&mount.source).ends_with("docker.sock") {
             "mounts the Docker socket".to_string()
         } else {
             format!("mounts {}, which holds the Docker socket", mount.source)
@@ -1226,21 +1238,32 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 let source = &option.args[0];
                 if let Some(why) = home_or_root(source) {
                     writable_homes.push((format!("binds {source} writable{why}"), option.raw()));
-                } else {
-                    let mount = HostMount {
-                        source: source.clone(),
-                        read_only: false,
-                    };
-                    check_host_mount(
-                        &mount,
-                        &option.raw(),
-                        WritableLeak::Sensitive,
-                        &mut host_mounts,
-                    );
                 }
+                let mount = HostMount {
+                    source: source.clone(),
+                    read_only: false,
+                };
+                check_host_mount(
+                    &mount,
+                    &option.raw(),
+                    WritableLeak::Sensitive,
+                    &mut host_mounts,
+                );
                 if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
                     dev_binds.push(option.raw());
                 }
+            }
+            "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
+                let mount = HostMount {
+                    source: option.args[0].clone(),
+                    read_only: true,
+                };
+                check_host_mount(
+                    &mount,
+                    &option.raw(),
+                    WritableLeak::Sensitive,
+                    &mut host_mounts,
+                );
             }
             // Writes through an overlay land in its RWSRC on the host.
             "--overlay" => {
@@ -1713,6 +1736,11 @@ mod tests {
             only(&parent.findings, "docker-socket").message,
             "mounts /run, which holds the Docker socket"
         );
+        let proc_root = docker_variant(&[], &["-v /proc/1/root:/host:ro"]);
+        assert_eq!(
+            only(&proc_root.findings, "docker-socket").message,
+            "mounts /proc/1/root, which holds the Docker socket"
+        );
         let api = docker_variant(&[], &["--use-api-socket"]);
         assert_eq!(rules(&api.findings), ["docker-socket"]);
         assert!(
@@ -2149,15 +2177,20 @@ mod tests {
             ("--bind /home/dev/code/.. /h", "/home/dev/code/.."),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
-            assert_eq!(rules(&audit.findings), ["writable-home-or-root"], "{opt}");
+            // `/` also holds the Docker socket.
+            let socket = usize::from(opt == "--bind / /");
+            assert_eq!(count(&audit.findings, "docker-socket"), socket, "{opt}");
+            assert_eq!(audit.findings.len(), 1 + socket, "{opt}");
+            assert_eq!(audit.findings[0].rule, "writable-home-or-root", "{opt}");
             assert_eq!(
                 audit.findings[0].message,
                 format!("binds {source} writable")
             );
             assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
         }
+        let read_only_root = bwrap_variant(&[], &["--ro-bind / /"]);
+        assert_eq!(rules(&read_only_root.findings), ["docker-socket"]);
         for fine in [
-            "--ro-bind / /",
             "--ro-bind /home/dev /home/dev",
             "--bind /home/dev/project /work",
             "--bind /tmp/airlock-scratch /work",
@@ -2183,7 +2216,8 @@ mod tests {
             ("--bind \"$PWD\" /x", "environment"),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
-            assert_eq!(rules(&audit.findings), ["writable-home-or-root"], "{opt}");
+            assert_eq!(rules(&audit.findings)[0], "writable-home-or-root", "{opt}");
+            assert_eq!(count(&audit.findings, "writable-home-or-root"), 1, "{opt}");
             let message = &audit.findings[0].message;
             assert!(message.contains(why), "{opt}: {message}");
             assert!(
@@ -2248,6 +2282,41 @@ mod tests {
             "--bind /tmp/x /tmp/x",
             "--bind /var/tmp/airlock-scratch /work",
             "--bind /usr-local /x",
+        ] {
+            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn bwrap_docker_socket() {
+        for opt in [
+            "--ro-bind / /",
+            "--ro-bind /run /run",
+            "--ro-bind-try /var/run /var/run",
+            "--ro-bind /var /var",
+            "--ro-bind /run/docker.sock /s",
+            "--ro-bind /var/run/docker.sock /s",
+            "--ro-bind /proc/self/root /h",
+            "--overlay-src /run --tmp-overlay /r",
+            "--bind / /",
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(count(&audit.findings, "docker-socket"), 1, "{opt}");
+            let socket = only(&audit.findings, "docker-socket");
+            assert!(opt.starts_with(&socket.arg), "{opt}: {}", socket.arg);
+        }
+        assert_eq!(
+            only(
+                &bwrap_variant(&[], &["--ro-bind /run /r"]).findings,
+                "docker-socket"
+            )
+            .message,
+            "mounts /run, which holds the Docker socket"
+        );
+        for fine in [
+            "--ro-bind /run/user/1000/x /x",
+            "--ro-bind /usr /usr",
+            "--ro-bind . /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }

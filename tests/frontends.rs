@@ -678,6 +678,7 @@ fn audit_bwrap_leaky_line() {
         [
             "network-shared",
             "writable-home-or-root",
+            "docker-socket",
             "env-not-cleared",
             "tiocsti",
             "no-die-with-parent",
@@ -703,7 +704,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 9);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 10);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -872,9 +873,38 @@ fn audit_bwrap_sources_that_reach_root_or_a_home() {
         assert_eq!(code(&out), Some(0), "{source}: {}", show(&out));
         let seen: BTreeSet<String> = stdout(&out).lines().map(str::to_string).collect();
         assert_eq!(seen, names(host_dir), "{source}");
+        // (`/proc/self/root`, a process's `/`, also holds the Docker socket.)
+        let rules = audited_rules(&["--cap-drop", "ALL", "--bind", source, "/host"]);
+        assert_eq!(rules[0], "writable-home-or-root", "{source}");
+    }
+}
+
+/// A read-only bind does not stop connect(2): the task of real bubblewrap reaches a host
+/// socket through `--ro-bind DIR /d`. So the audit reports read-only binds that hold the
+/// Docker socket, as `audit docker` does for `-v /run:/run:ro`.
+#[test]
+fn audit_bwrap_read_only_binds_of_sockets() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(dir.path().join("s")).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
+        got
+    });
+    let dir_arg = dir.path().display().to_string();
+    let mut cmd = Command::new("/usr/bin/bwrap");
+    cmd.args(base_bwrap())
+        .args(["--cap-drop", "ALL", "--ro-bind", &dir_arg, "/d", "--", "python3", "-c"])
+        .arg("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/d/s'); s.sendall(b'hello'); print('sent')");
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "connect through ro-bind");
+    assert_eq!(stdout(&out), "sent\n", "{}", show(&out));
+    assert_eq!(server.join().unwrap(), "hello");
+
+    for source in ["/run", "/var/run/docker.sock", "/"] {
         assert_eq!(
-            audited_rules(&["--cap-drop", "ALL", "--bind", source, "/host"]),
-            ["writable-home-or-root"],
+            audited_rules(&["--cap-drop", "ALL", "--ro-bind", source, "/h"]),
+            ["docker-socket"],
             "{source}"
         );
     }
