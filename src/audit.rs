@@ -716,17 +716,76 @@ fn is_airlock_scratch(source: &str) -> bool {
         .is_some_and(|last| last.starts_with("airlock-scratch"))
 }
 
-fn check_docker_mount(mount: &HostMount, raw: &str, audit: &mut Audit) {
-    if !mount.read_only && !is_airlock_scratch(&mount.source) {
+/// Host trees whose writable mount lets the task change the host's system (configuration,
+/// programs, boot files, state and sockets, kernel interfaces), not a project. (`/dev` is
+/// left to `dev-bind-dev`: binding `/dev/null` writable is common and harmless.)
+const SYSTEM_PATHS: &[&str] = &[
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/boot",
+    "/var", "/run", "/proc", "/sys",
+];
+
+/// A mount source whose writing changes more than a project: a system tree or anything in
+/// one, a directory holding one, or a dot entry of a home (`~/.ssh`, `~/.bashrc`,
+/// `~/.config`: keys, and what the host runs at the next login). A source this audit cannot
+/// know is taken to be `/`.
+fn is_sensitive_host_path(source: &str) -> bool {
+    let path = match host_path(source) {
+        HostPath::Known(path) => path,
+        HostPath::InHome(below) => return below.starts_with("/."),
+        HostPath::Unknown(_) => return true,
+    };
+    let inside = |path: &str, tree: &str| {
+        tree == "/" || path == tree || path.starts_with(&format!("{tree}/"))
+    };
+    let parts: Vec<&str> = path.split('/').skip(1).collect();
+    let home_dot_entry = match parts.as_slice() {
+        ["home", _, entry, ..] | ["root", entry, ..] => entry.starts_with('.'),
+        _ => false,
+    };
+    home_dot_entry
+        || SYSTEM_PATHS
+            .iter()
+            .any(|tree| inside(&path, tree) || inside(tree, &path))
+}
+
+/// A mount source that holds the Docker daemon's socket: one of DOCKER_SOCKET_PATHS, or a
+/// `/proc/PID/root` (a process's `/`) or another `/proc` path this audit cannot follow.
+fn holds_docker_socket(source: &str) -> bool {
+    match host_path(source) {
+        HostPath::Known(path) => DOCKER_SOCKET_PATHS.contains(&path.as_str()),
+        HostPath::InHome(_) => false,
+        HostPath::Unknown(_) => source.starts_with('/'),
+    }
+}
+
+/// Which writable host mounts an audit counts as a leak.
+#[derive(Clone, Copy)]
+enum WritableLeak {
+    /// Any but the scratch directory (docker: a container needs no other host path written).
+    AnyButScratch,
+    /// Sensitive paths only, scratch aside (bwrap: binding a project writable is its use;
+    /// `/` and the homes themselves are reported as `writable-home-or-root`).
+    Sensitive,
+}
+
+/// The findings of one host path mounted into the sandbox, for docker and bwrap alike.
+fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mut Audit) {
+    let writable_leaks = match leak {
+        WritableLeak::AnyButScratch => true,
+        WritableLeak::Sensitive => {
+            is_sensitive_host_path(&mount.source) && home_or_root(&mount.source).is_none()
+        }
+    };
+    if !mount.read_only && writable_leaks && !is_airlock_scratch(&mount.source) {
         audit.finding(
             "host-mount-rw",
             format!("mounts {} read-write", mount.source),
             raw,
         );
     }
-    let normalized = normalize_path(&mount.source);
-    if DOCKER_SOCKET_PATHS.contains(&normalized.as_str()) {
-        let message = if normalized.ends_with("docker.sock") {
+    // connect(2) needs no write access to the mount: a read-only one is as good.
+    if holds_docker_socket(&mount.source) {
+        let message = if normalize_path(&mount.source).ends_with("docker.sock") {
             "mounts the Docker socket".to_string()
         } else {
             format!("mounts {}, which holds the Docker socket", mount.source)
@@ -806,7 +865,7 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             _ => None,
         };
         if let Some(mount) = mount {
-            check_docker_mount(&mount, &option.raw, &mut audit);
+            check_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
         }
     }
     for option in run.all("use-api-socket").filter(|o| o.is_on()) {
@@ -1057,18 +1116,62 @@ fn parse_bwrap(args: &[String]) -> Result<Vec<BwrapOption<'_>>, String> {
     Ok(options)
 }
 
-/// A bind source that hands the sandbox the caller's files: `/`, `/home`, one user's home
-/// directly under `/home`, `/root`, or a shell spelling of the home (`$HOME`, `~`, `~user`).
-fn is_home_or_root(source: &str) -> bool {
-    let normalized = normalize_path(source);
-    let parts: Vec<&str> = normalized.split('/').filter(|p| !p.is_empty()).collect();
-    if normalized.starts_with('/') {
-        // `/`, `/root`, `/home`, or one home directly under `/home`.
-        return matches!(parts.as_slice(), [] | ["root"] | ["home"] | ["home", _]);
+/// What the host path a bind source names is, as far as the argument shows.
+#[derive(Debug, PartialEq)]
+enum HostPath {
+    /// An absolute path, normalised.
+    Known(String),
+    /// A path in the caller's home (`$HOME`, `~`, `~user`): the rest below it, normalised
+    /// (`""` for the home itself).
+    InHome(String),
+    /// A path this audit cannot know, and why: it is taken to be `/`.
+    Unknown(&'static str),
+}
+
+/// Reads a bind source. A relative source depends on the caller's working directory, a
+/// variable other than `HOME` on the caller's environment, `..` above a home leaves it, and
+/// `/proc/PID/root`, `cwd` or `fd` lead into another process's view of the host; none of these
+/// can be known from the argument vector, and `normalize_path` alone would hide them
+/// (`$HOME/..` becomes `.`).
+fn host_path(source: &str) -> HostPath {
+    let (first, rest) = source.split_once('/').unwrap_or((source, ""));
+    if matches!(first, "$HOME" | "${HOME}") || first.starts_with('~') {
+        let below = normalize_path(rest);
+        return match below.as_str() {
+            "." => HostPath::InHome(String::new()),
+            b if b == ".." || b.starts_with("../") => {
+                HostPath::Unknown("it climbs out of the home with ..")
+            }
+            b => HostPath::InHome(format!("/{b}")),
+        };
     }
-    match parts.as_slice() {
-        [single] => *single == "$HOME" || *single == "${HOME}" || single.starts_with('~'),
-        _ => false,
+    if first.starts_with('$') {
+        return HostPath::Unknown("its value comes from the caller's environment");
+    }
+    if !source.starts_with('/') {
+        return HostPath::Unknown("a relative path depends on the caller's working directory");
+    }
+    let normalized = normalize_path(source);
+    let parts: Vec<&str> = normalized.split('/').skip(1).collect();
+    if let ["proc", _, "root" | "cwd" | "fd", ..] = parts.as_slice() {
+        return HostPath::Unknown(
+            "it leads through a process's root, working directory or descriptors",
+        );
+    }
+    HostPath::Known(normalized)
+}
+
+/// Why a bind source hands the sandbox the caller's files, if it does: it is `/`, `/home`,
+/// one user's home directly under `/home`, `/root`, the home spelt as the shell does
+/// (`$HOME`, `~`, `~user`), or a path this audit cannot know (taken to be `/`).
+fn home_or_root(source: &str) -> Option<String> {
+    match host_path(source) {
+        HostPath::Known(path) => {
+            let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+            matches!(parts.as_slice(), [] | ["root"] | ["home"] | ["home", _]).then(String::new)
+        }
+        HostPath::InHome(below) => below.is_empty().then(String::new),
+        HostPath::Unknown(why) => Some(format!(": {why}, so it may be / or a home")),
     }
 }
 
@@ -1092,11 +1195,16 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut pid_namespace = false;
     let mut env_cleared = false;
     let mut new_session = false;
-    let mut seccomp = false;
+    let mut seccomp = Vec::new();
     let mut dies_with_parent = false;
     let mut writable_homes = Vec::new();
+    let mut host_mounts = Audit::default();
     let mut dev_binds = Vec::new();
-    let mut caps = Vec::new();
+    // bubblewrap run by root starts from root's effective capabilities and applies
+    // --cap-add/--cap-drop in argument order: a later `--cap-drop ALL` clears the set,
+    // adds made before it included (bubblewrap.c, `parse_args`; `man bwrap`, --cap-drop).
+    let mut root_caps_kept = true;
+    let mut caps: Vec<&BwrapOption> = Vec::new();
     let mut hidden_args = Vec::new();
 
     for option in &options {
@@ -1108,29 +1216,68 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             }
             "--unshare-net" => network_unshared = true,
             "--share-net" => network_unshared = false,
-            "--unshare-user" | "--unshare-user-try" | "--userns" => user_namespace = true,
-            "--unshare-pid" | "--pidns" => pid_namespace = true,
+            "--unshare-user" | "--unshare-user-try" => user_namespace = true,
+            "--unshare-pid" => pid_namespace = true,
+            "--userns" | "--userns2" => {
+                user_namespace = true;
+                hidden_args.push(option);
+            }
+            "--pidns" => {
+                pid_namespace = true;
+                hidden_args.push(option);
+            }
+            "--bind-fd" | "--ro-bind-fd" => hidden_args.push(option),
             "--clearenv" => env_cleared = true,
             "--new-session" => new_session = true,
-            "--seccomp" | "--add-seccomp-fd" => seccomp = true,
+            "--seccomp" | "--add-seccomp-fd" => {
+                seccomp.push(option.raw());
+                hidden_args.push(option);
+            }
             "--die-with-parent" => dies_with_parent = true,
             "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
                 let source = &option.args[0];
-                if is_home_or_root(source) {
-                    writable_homes.push((format!("binds {source} writable"), option.raw()));
+                if let Some(why) = home_or_root(source) {
+                    writable_homes.push((format!("binds {source} writable{why}"), option.raw()));
                 }
+                let mount = HostMount {
+                    source: source.clone(),
+                    read_only: false,
+                };
+                check_host_mount(
+                    &mount,
+                    &option.raw(),
+                    WritableLeak::Sensitive,
+                    &mut host_mounts,
+                );
                 if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
                     dev_binds.push(option.raw());
                 }
             }
+            "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
+                let mount = HostMount {
+                    source: option.args[0].clone(),
+                    read_only: true,
+                };
+                check_host_mount(
+                    &mount,
+                    &option.raw(),
+                    WritableLeak::Sensitive,
+                    &mut host_mounts,
+                );
+            }
             // Writes through an overlay land in its RWSRC on the host.
             "--overlay" => {
                 let source = &option.args[0];
-                if is_home_or_root(source) {
-                    writable_homes.push((format!("overlays {source} writable"), option.raw()));
+                if let Some(why) = home_or_root(source) {
+                    writable_homes.push((format!("overlays {source} writable{why}"), option.raw()));
                 }
             }
             "--cap-add" => caps.push(option),
+            "--cap-drop" if option.args[0].eq_ignore_ascii_case("ALL") => {
+                root_caps_kept = false;
+                caps.clear();
+            }
+            "--cap-drop" => caps.retain(|add| !add.args[0].eq_ignore_ascii_case(&option.args[0])),
             "--args" => hidden_args.push(option),
             _ => {}
         }
@@ -1143,6 +1290,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     for (message, raw) in writable_homes {
         audit.finding("writable-home-or-root", message, raw);
     }
+    audit.findings.append(&mut host_mounts.findings);
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
@@ -1150,13 +1298,19 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
-    if !new_session && !seccomp {
-        audit.finding(
-            "tiocsti",
-            "no --new-session and no seccomp filter: the sandbox can push input into the \
-             terminal with TIOCSTI (CVE-2017-5226)",
-            "",
-        );
+    // Only a new session keeps the task off the caller's terminal: a seccomp filter comes
+    // from a descriptor this audit cannot read, and an allow-all one was seen to let
+    // TIOCSTI through.
+    if !new_session {
+        let message = if seccomp.is_empty() {
+            "no --new-session: the sandbox can push input into the terminal with TIOCSTI \
+             (CVE-2017-5226)"
+        } else {
+            "no --new-session: the sandbox can push input into the terminal with TIOCSTI \
+             (CVE-2017-5226); the seccomp filter's contents are unseen, so it is not taken \
+             to block it"
+        };
+        audit.finding("tiocsti", message, seccomp.join(" "));
     }
     if !dies_with_parent {
         audit.finding(
@@ -1170,6 +1324,15 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "dev-bind-dev",
             "binds the host's /dev with device access",
             raw,
+        );
+    }
+    if root_caps_kept {
+        audit.finding(
+            "root-caps-kept",
+            "no --cap-drop ALL: when bubblewrap runs this line as root, the sandbox keeps \
+             root's full capability set (it can remount read-only binds writable and write \
+             /proc/sys); airlock bwrap drops them",
+            "",
         );
     }
     for cap in caps {
@@ -1189,17 +1352,44 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
-    // Options read from a file descriptor are invisible to this audit; say so rather than
-    // call the line clean.
+    // What an option reads from a file descriptor is invisible to this audit; say so rather
+    // than call the line clean.
     for option in hidden_args {
-        audit.finding(
-            "args-from-fd",
-            format!(
-                "reads more options from file descriptor {}, which this audit cannot see",
-                option.args[0]
+        let fd = &option.args[0];
+        let (rule, message) = match option.name {
+            "--args" => (
+                "args-from-fd",
+                format!(
+                    "reads more options from file descriptor {fd}, which this audit cannot see"
+                ),
             ),
-            option.raw(),
-        );
+            "--bind-fd" | "--ro-bind-fd" => (
+                "bind-from-fd",
+                format!(
+                    "binds the directory open on file descriptor {fd}, which this audit cannot see (it may be / or a home)"
+                ),
+            ),
+            "--seccomp" | "--add-seccomp-fd" => (
+                "seccomp-from-fd",
+                format!(
+                    "loads a seccomp filter from file descriptor {fd}, which this audit cannot see"
+                ),
+            ),
+            "--userns" | "--userns2" => (
+                "namespace-from-fd",
+                format!(
+                    "joins the user namespace open on file descriptor {fd}, which this audit cannot see (it may be the host's)"
+                ),
+            ),
+            "--pidns" => (
+                "namespace-from-fd",
+                format!(
+                    "joins the pid namespace open on file descriptor {fd}, which this audit cannot see (it may be the host's)"
+                ),
+            ),
+            _ => continue,
+        };
+        audit.finding(rule, message, option.raw());
     }
     Ok(audit)
 }
@@ -1545,6 +1735,11 @@ mod tests {
         assert_eq!(
             only(&parent.findings, "docker-socket").message,
             "mounts /run, which holds the Docker socket"
+        );
+        let proc_root = docker_variant(&[], &["-v /proc/1/root:/host:ro"]);
+        assert_eq!(
+            only(&proc_root.findings, "docker-socket").message,
+            "mounts /proc/1/root, which holds the Docker socket"
         );
         let api = docker_variant(&[], &["--use-api-socket"]);
         assert_eq!(rules(&api.findings), ["docker-socket"]);
@@ -1921,13 +2116,14 @@ mod tests {
     // ----- bwrap ------------------------------------------------------------------------------
 
     const CLEAN_BWRAP: &str = "bwrap --unshare-all --die-with-parent --new-session --clearenv \
-        --ro-bind /usr /usr --proc /proc --dev /dev --tmpfs /tmp -- /bin/true";
+        --cap-drop ALL --ro-bind /usr /usr --proc /proc --dev /dev --tmpfs /tmp -- /bin/true";
 
     const CLEAN_BWRAP_OPTIONS: &[&str] = &[
         "--unshare-all",
         "--die-with-parent",
         "--new-session",
         "--clearenv",
+        "--cap-drop ALL",
         "--ro-bind /usr /usr",
         "--proc /proc",
         "--dev /dev",
@@ -1981,29 +2177,149 @@ mod tests {
             ("--bind /home/dev/code/.. /h", "/home/dev/code/.."),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
-            assert_eq!(rules(&audit.findings), ["writable-home-or-root"], "{opt}");
+            // `/` also holds the Docker socket.
+            let socket = usize::from(opt == "--bind / /");
+            assert_eq!(count(&audit.findings, "docker-socket"), socket, "{opt}");
+            assert_eq!(audit.findings.len(), 1 + socket, "{opt}");
+            assert_eq!(audit.findings[0].rule, "writable-home-or-root", "{opt}");
             assert_eq!(
                 audit.findings[0].message,
                 format!("binds {source} writable")
             );
             assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
         }
+        let read_only_root = bwrap_variant(&[], &["--ro-bind / /"]);
+        assert_eq!(rules(&read_only_root.findings), ["docker-socket"]);
         for fine in [
-            "--ro-bind / /",
             "--ro-bind /home/dev /home/dev",
             "--bind /home/dev/project /work",
             "--bind /tmp/airlock-scratch /work",
-            "--bind /usr/home /x",
+            "--bind /srv/home /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
         let two = bwrap_variant(&[], &["--bind / /", "--bind /root /root"]);
         assert_eq!(count(&two.findings, "writable-home-or-root"), 2);
+        // Sources that reach / or a home without spelling it are taken to be /.
+        for (opt, why) in [
+            ("--bind . /x", "working directory"),
+            ("--bind root /root", "working directory"),
+            ("--bind ../.. /x", "working directory"),
+            ("--bind /proc/self/root /x", "process's root"),
+            ("--bind /proc/1/root/home /x", "process's root"),
+            ("--bind /proc/self/cwd /x", "process's root"),
+            ("--bind //proc/./42/fd/3 /x", "process's root"),
+            ("--bind \"$HOME\"/.. /x", "climbs out of the home"),
+            ("--bind \"$HOME\"/code/../.. /x", "climbs out of the home"),
+            ("--bind ~/.. /x", "climbs out of the home"),
+            ("--bind ~dev/../.. /x", "climbs out of the home"),
+            ("--bind \"$PWD\" /x", "environment"),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings)[0], "writable-home-or-root", "{opt}");
+            assert_eq!(count(&audit.findings, "writable-home-or-root"), 1, "{opt}");
+            let message = &audit.findings[0].message;
+            assert!(message.contains(why), "{opt}: {message}");
+            assert!(
+                message.ends_with("so it may be / or a home"),
+                "{opt}: {message}"
+            );
+        }
+        for fine in [
+            "--bind \"$HOME\"/code /x",
+            "--bind ~/code/../work /x",
+            "--ro-bind /proc/x /x",
+        ] {
+            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
         let overlay = bwrap_variant(
             &[],
             &["--overlay-src /usr", "--overlay /home/dev /tmp/w /usr"],
         );
         assert_eq!(rules(&overlay.findings), ["writable-home-or-root"]);
+    }
+
+    #[test]
+    fn bwrap_host_mount_rw() {
+        for opt in [
+            "--bind /etc /etc",
+            "--bind /etc/passwd /etc/passwd",
+            "--bind-try /usr/local /usr/local",
+            "--dev-bind /run /run",
+            "--bind /var /var",
+            "--bind /var/lib/docker /d",
+            "--bind /proc /hostproc",
+            "--bind /sys /sys",
+            "--bind /boot /boot",
+            "--bind /usr /usr",
+            "--bind /opt/tool /opt/tool",
+            "--bind ~/.ssh /home/dev/.ssh",
+            "--bind \"$HOME\"/.bashrc /b",
+            "--bind /home/dev/.config /c",
+            "--bind /root/.ssh /s",
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings)[0], "host-mount-rw", "{opt}");
+            // /run and /var also hold the Docker socket.
+            let socket = opt.contains(" /run ") || opt.contains(" /var ");
+            assert_eq!(
+                count(&audit.findings, "docker-socket"),
+                usize::from(socket),
+                "{opt}"
+            );
+            let source = &words(opt)[1];
+            assert_eq!(
+                audit.findings[0].message,
+                format!("mounts {source} read-write")
+            );
+            assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
+        }
+        for fine in [
+            "--ro-bind /etc /etc",
+            "--bind /home/dev/project /work",
+            "--bind ~/code /code",
+            "--bind /srv/data /data",
+            "--bind /tmp/x /tmp/x",
+            "--bind /var/tmp/airlock-scratch /work",
+            "--bind /usr-local /x",
+        ] {
+            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn bwrap_docker_socket() {
+        for opt in [
+            "--ro-bind / /",
+            "--ro-bind /run /run",
+            "--ro-bind-try /var/run /var/run",
+            "--ro-bind /var /var",
+            "--ro-bind /run/docker.sock /s",
+            "--ro-bind /var/run/docker.sock /s",
+            "--ro-bind /proc/self/root /h",
+            "--overlay-src /run --tmp-overlay /r",
+            "--bind / /",
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(count(&audit.findings, "docker-socket"), 1, "{opt}");
+            let socket = only(&audit.findings, "docker-socket");
+            assert!(opt.starts_with(&socket.arg), "{opt}: {}", socket.arg);
+        }
+        assert_eq!(
+            only(
+                &bwrap_variant(&[], &["--ro-bind /run /r"]).findings,
+                "docker-socket"
+            )
+            .message,
+            "mounts /run, which holds the Docker socket"
+        );
+        for fine in [
+            "--ro-bind /run/user/1000/x /x",
+            "--ro-bind /usr /usr",
+            "--ro-bind . /x",
+        ] {
+            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
     }
 
     #[test]
@@ -2023,16 +2339,64 @@ mod tests {
         assert_eq!(rules(&audit.findings), ["tiocsti"]);
         assert!(audit.findings[0].message.contains("TIOCSTI"));
         assert!(audit.findings[0].message.contains("CVE-2017-5226"));
-        assert!(
-            bwrap_variant(&["--new-session"], &["--seccomp 3"])
-                .findings
-                .is_empty()
-        );
-        assert!(
-            bwrap_variant(&["--new-session"], &["--add-seccomp-fd 4"])
-                .findings
-                .is_empty()
-        );
+        assert_eq!(audit.findings[0].arg, "");
+        // A filter from a descriptor is unseen (an allow-all one lets TIOCSTI through): it is
+        // not taken as protection, and is itself reported as unseen.
+        for (opt, fd) in [("--seccomp 3", "3"), ("--add-seccomp-fd 4", "4")] {
+            let audit = bwrap_variant(&["--new-session"], &[opt]);
+            assert_eq!(
+                rules(&audit.findings),
+                ["tiocsti", "seccomp-from-fd"],
+                "{opt}"
+            );
+            assert!(audit.findings[0].message.contains("unseen"), "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+            assert_eq!(
+                audit.findings[1].message,
+                format!(
+                    "loads a seccomp filter from file descriptor {fd}, which this audit cannot see"
+                )
+            );
+        }
+        let with_session = bwrap_variant(&[], &["--seccomp 3"]);
+        assert_eq!(rules(&with_session.findings), ["seccomp-from-fd"]);
+    }
+
+    #[test]
+    fn bwrap_options_from_descriptors_are_not_called_clean() {
+        for (opt, rule, says) in [
+            (
+                "--bind-fd 3 /x",
+                "bind-from-fd",
+                "binds the directory open on file descriptor 3",
+            ),
+            (
+                "--ro-bind-fd 3 /",
+                "bind-from-fd",
+                "binds the directory open on file descriptor 3",
+            ),
+            (
+                "--userns 5",
+                "namespace-from-fd",
+                "joins the user namespace open on file descriptor 5",
+            ),
+            (
+                "--userns2 5",
+                "namespace-from-fd",
+                "joins the user namespace open on file descriptor 5",
+            ),
+            (
+                "--pidns 6",
+                "namespace-from-fd",
+                "joins the pid namespace open on file descriptor 6",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), [rule], "{opt}");
+            assert!(audit.findings[0].message.starts_with(says), "{opt}");
+            assert!(audit.findings[0].message.contains("cannot see"), "{opt}");
+            assert_eq!(audit.findings[0].arg, opt);
+        }
     }
 
     #[test]
@@ -2070,11 +2434,50 @@ mod tests {
     }
 
     #[test]
+    fn bwrap_root_caps_kept() {
+        let audit = bwrap_variant(&["--cap-drop ALL"], &[]);
+        assert_eq!(rules(&audit.findings), ["root-caps-kept"]);
+        assert_eq!(audit.findings[0].arg, "");
+        assert!(audit.findings[0].message.contains("as root"));
+        assert!(
+            audit.findings[0]
+                .message
+                .contains("airlock bwrap drops them")
+        );
+        // Dropping some capabilities leaves root the rest; case does not matter for ALL.
+        let some = bwrap_variant(&["--cap-drop ALL"], &["--cap-drop CAP_SYS_ADMIN"]);
+        assert_eq!(rules(&some.findings), ["root-caps-kept"]);
+        assert!(
+            bwrap_variant(&["--cap-drop ALL"], &["--cap-drop all"])
+                .findings
+                .is_empty()
+        );
+        // Argument order: a later --cap-drop ALL clears earlier adds; a later add stays.
+        assert!(
+            bwrap_variant(
+                &["--cap-drop ALL"],
+                &["--cap-add CAP_NET_RAW", "--cap-add ALL", "--cap-drop ALL"]
+            )
+            .findings
+            .is_empty()
+        );
+        let after = bwrap_variant(
+            &["--cap-drop ALL"],
+            &["--cap-drop ALL", "--cap-add CAP_NET_RAW"],
+        );
+        assert_eq!(rules(&after.findings), ["cap-add"]);
+        assert_eq!(after.findings[0].arg, "--cap-add CAP_NET_RAW");
+        let dropped_again =
+            bwrap_variant(&[], &["--cap-add cap_net_raw", "--cap-drop CAP_NET_RAW"]);
+        assert!(dropped_again.findings.is_empty(), "{dropped_again:#?}");
+    }
+
+    #[test]
     fn bwrap_no_user_namespace() {
         let base = ["--unshare-pid", "--unshare-net"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-user-namespace"]);
-        for fixed in ["--unshare-user", "--unshare-user-try", "--userns 5"] {
+        for fixed in ["--unshare-user", "--unshare-user-try"] {
             let mut add = base.to_vec();
             add.push(fixed);
             assert!(
@@ -2089,14 +2492,11 @@ mod tests {
         let base = ["--unshare-user", "--unshare-net"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-pid-namespace"]);
-        for fixed in ["--unshare-pid", "--pidns 6"] {
-            let mut add = base.to_vec();
-            add.push(fixed);
-            assert!(
-                bwrap_variant(&["--unshare-all"], &add).findings.is_empty(),
-                "{fixed}"
-            );
-        }
+        let fixed = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--unshare-pid"]);
+        assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        // A joined pid namespace counts, but is reported as unseen.
+        let joined = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--pidns 6"]);
+        assert_eq!(rules(&joined.findings), ["namespace-from-fd"]);
     }
 
     #[test]
@@ -2116,6 +2516,7 @@ mod tests {
                 "env-not-cleared",
                 "tiocsti",
                 "no-die-with-parent",
+                "root-caps-kept",
                 "no-user-namespace",
                 "no-pid-namespace"
             ]
@@ -2137,7 +2538,11 @@ mod tests {
             --disable-userns --assert-userns-disabled --unshare-ipc --unshare-uts \
             --unshare-cgroup --unshare-cgroup-try --bind-fd 3 /bf --ro-bind-fd 4 /rbf \
             --ro-bind-try /opt /opt --version --help /bin/true";
-        assert_eq!(bwrap(line), Audit::default());
+        // Only the options that read a descriptor are reported, as unseen.
+        assert_eq!(
+            rules(&bwrap(line).findings),
+            ["namespace-from-fd", "bind-from-fd", "bind-from-fd"]
+        );
         // The command starts at the first non-option and is never audited.
         let cmd = bwrap(&CLEAN_BWRAP.replace("-- /bin/true", "/bin/sh --bind / / --share-net"));
         assert_eq!(cmd, Audit::default());
@@ -2509,5 +2914,17 @@ mod tests {
         assert_eq!(normalize_path("./x/.."), ".");
         assert_eq!(normalize_path("../x"), "../x");
         assert_eq!(normalize_path("~/"), "~");
+        // What normalisation alone would hide.
+        assert_eq!(normalize_path("$HOME/.."), ".");
+        assert_eq!(
+            host_path("$HOME/.."),
+            HostPath::Unknown("it climbs out of the home with ..")
+        );
+        assert_eq!(host_path("~"), HostPath::InHome(String::new()));
+        assert_eq!(
+            host_path("${HOME}/a/./b/"),
+            HostPath::InHome("/a/b".to_string())
+        );
+        assert_eq!(host_path("/a//b/.."), HostPath::Known("/a".to_string()));
     }
 }

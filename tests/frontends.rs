@@ -619,6 +619,8 @@ const CLEAN_BWRAP: &[&str] = &[
     "--die-with-parent",
     "--new-session",
     "--clearenv",
+    "--cap-drop",
+    "ALL",
     "--ro-bind",
     "/usr",
     "/usr",
@@ -676,10 +678,12 @@ fn audit_bwrap_leaky_line() {
         [
             "network-shared",
             "writable-home-or-root",
+            "docker-socket",
             "env-not-cleared",
             "tiocsti",
             "no-die-with-parent",
             "dev-bind-dev",
+            "root-caps-kept",
             "no-user-namespace",
             "no-pid-namespace",
         ],
@@ -700,8 +704,210 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 8);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 10);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
+}
+
+/// The README's base line: every namespace, a new session, no environment, a root of /usr
+/// and the usr-merge links, a new proc and dev.
+fn base_bwrap() -> Vec<&'static str> {
+    let mut line = vec![
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ];
+    line.extend_from_slice(common::MIN_ROOT);
+    line.extend_from_slice(&["--proc", "/proc", "--dev", "/dev"]);
+    line
+}
+
+/// `bwrap` (the real one at /usr/bin/bwrap, or airlock's `bwrap` subcommand) as root with the
+/// base line, then `extra`, then `-- sh -c SCRIPT`.
+fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
+    let mut cmd = if real {
+        Command::new("/usr/bin/bwrap")
+    } else {
+        let mut c = airlock(Launcher::Root, &["bwrap"]);
+        c.env_clear();
+        c
+    };
+    cmd.args(base_bwrap())
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
+    let what = format!("bwrap (real: {real}) {extra:?}");
+    output_within(&mut cmd, Duration::from_secs(20), &what).0
+}
+
+/// The rules `airlock audit bwrap --json` reports for the base line plus `extra`.
+fn audited_rules(extra: &[&str]) -> Vec<String> {
+    let mut options = base_bwrap();
+    options.extend_from_slice(extra);
+    audited_rules_of(&options)
+}
+
+/// The rules `airlock audit bwrap --json` reports for `bwrap OPTIONS -- sh`.
+fn audited_rules_of(options: &[&str]) -> Vec<String> {
+    let mut args = vec!["audit", "bwrap", "--json", "--", "bwrap"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh"]);
+    let out = root(&args);
+    json_of(&out)["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no findings:\n{}", show(&out)))
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Without `--cap-drop ALL`, bubblewrap 0.8 run by root leaves the task root's capabilities
+/// (CapEff as the host's root), so `mount -o remount,bind,rw /usr` succeeds; the audit says
+/// so. With `--cap-drop ALL` (also after a `--cap-add`), the set is empty and the audit is
+/// clean. airlock bwrap leaves none either way.
+#[test]
+fn audit_bwrap_root_capabilities_match_real_bubblewrap() {
+    let probe = "grep CapEff /proc/self/status; \
+        mount -o remount,bind,ro /usr 2>/dev/null && echo can-remount || echo cannot-remount";
+    let kept = run_bwrap_line(true, &[], probe);
+    assert_eq!(code(&kept), Some(0), "{}", show(&kept));
+    assert_ne!(stdout(&kept), "CapEff:\t0000000000000000\ncannot-remount\n");
+    assert!(stdout(&kept).ends_with("can-remount\n"), "{}", show(&kept));
+    assert_eq!(audited_rules(&[]), ["root-caps-kept"]);
+
+    for dropped in [
+        &["--cap-drop", "ALL"][..],
+        &["--cap-add", "CAP_SYS_ADMIN", "--cap-drop", "ALL"][..],
+    ] {
+        let out = run_bwrap_line(true, dropped, probe);
+        assert_eq!(
+            stdout(&out),
+            "CapEff:\t0000000000000000\ncannot-remount\n",
+            "{dropped:?}: {}",
+            show(&out)
+        );
+        assert!(audited_rules(dropped).is_empty(), "{dropped:?}");
+    }
+    // A later add is kept, and reported.
+    let added = &["--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN"][..];
+    let out = run_bwrap_line(true, added, probe);
+    assert!(stdout(&out).ends_with("\ncan-remount\n"), "{}", show(&out));
+    assert_eq!(audited_rules(added), ["cap-add"]);
+
+    let airlock_bwrap = run_bwrap_line(false, &[], probe);
+    assert_eq!(
+        stdout(&airlock_bwrap),
+        "CapEff:\t0000000000000000\ncannot-remount\n",
+        "{}",
+        show(&airlock_bwrap)
+    );
+}
+
+/// A seccomp filter is not TIOCSTI protection: with an allow-all program on descriptor 3 and
+/// no `--new-session`, the task of real bubblewrap (as root, all capabilities dropped) pushes
+/// input into the terminal it was started on (a new pty, from script(1)); with
+/// `--new-session` it cannot. The audit reports the first line (`tiocsti`, and the filter as
+/// unseen) and not the second's terminal.
+#[test]
+fn audit_bwrap_seccomp_is_not_tiocsti_protection() {
+    let mut bpf = tempfile::NamedTempFile::new().unwrap();
+    // One instruction: BPF_RET | BPF_K, SECCOMP_RET_ALLOW.
+    bpf.write_all(&[0x06, 0, 0, 0, 0x00, 0x00, 0xff, 0x7f])
+        .unwrap();
+    bpf.flush().unwrap();
+    let probe = "import fcntl, termios\n\
+        try:\n    fcntl.ioctl(0, termios.TIOCSTI, b' '); print('pushed')\n\
+        except OSError as e: print('refused', e.errno)";
+    let options = |new_session: bool| {
+        let mut o: Vec<&str> = base_bwrap()
+            .into_iter()
+            .filter(|a| new_session || *a != "--new-session")
+            .collect();
+        o.extend_from_slice(&["--cap-drop", "ALL", "--seccomp", "3"]);
+        o
+    };
+    for (new_session, want) in [(false, "pushed"), (true, "refused 1")] {
+        let line = format!(
+            "/usr/bin/bwrap {} -- python3 -c \"$PROBE\" 3<{}",
+            options(new_session).join(" "),
+            bpf.path().display()
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &line, "/dev/null"])
+            .env("SHELL", "/bin/sh")
+            .env("PROBE", probe);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "script bwrap");
+        let text = stdout(&out).replace('\r', "");
+        assert_eq!(
+            text.trim_start().lines().last(),
+            Some(want),
+            "new session: {new_session}\n{}",
+            show(&out)
+        );
+    }
+    assert_eq!(
+        audited_rules_of(&options(false)),
+        ["tiocsti", "seccomp-from-fd"]
+    );
+    assert_eq!(audited_rules_of(&options(true)), ["seccomp-from-fd"]);
+}
+
+/// Sources that name / or a home without spelling it: run from `/` by real bubblewrap (bound
+/// read-only here), each shows the host's `/` or `/root`; the audit reports each, bound
+/// writable, as `writable-home-or-root`.
+#[test]
+fn audit_bwrap_sources_that_reach_root_or_a_home() {
+    let names = |dir: &str| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    for (source, host_dir) in [(".", "/"), ("root", "/root"), ("/proc/self/root", "/")] {
+        let mut cmd = Command::new("/usr/bin/bwrap");
+        cmd.current_dir("/")
+            .args(base_bwrap())
+            .args(["--cap-drop", "ALL", "--ro-bind", source, "/host"])
+            .args(["--", "ls", "-A", "/host"]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), source);
+        assert_eq!(code(&out), Some(0), "{source}: {}", show(&out));
+        let seen: BTreeSet<String> = stdout(&out).lines().map(str::to_string).collect();
+        assert_eq!(seen, names(host_dir), "{source}");
+        // (`/proc/self/root`, a process's `/`, also holds the Docker socket.)
+        let rules = audited_rules(&["--cap-drop", "ALL", "--bind", source, "/host"]);
+        assert_eq!(rules[0], "writable-home-or-root", "{source}");
+    }
+}
+
+/// A read-only bind does not stop connect(2): the task of real bubblewrap reaches a host
+/// socket through `--ro-bind DIR /d`. So the audit reports read-only binds that hold the
+/// Docker socket, as `audit docker` does for `-v /run:/run:ro`.
+#[test]
+fn audit_bwrap_read_only_binds_of_sockets() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(dir.path().join("s")).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
+        got
+    });
+    let dir_arg = dir.path().display().to_string();
+    let mut cmd = Command::new("/usr/bin/bwrap");
+    cmd.args(base_bwrap())
+        .args(["--cap-drop", "ALL", "--ro-bind", &dir_arg, "/d", "--", "python3", "-c"])
+        .arg("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/d/s'); s.sendall(b'hello'); print('sent')");
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "connect through ro-bind");
+    assert_eq!(stdout(&out), "sent\n", "{}", show(&out));
+    assert_eq!(server.join().unwrap(), "hello");
+
+    for source in ["/run", "/var/run/docker.sock", "/"] {
+        assert_eq!(
+            audited_rules(&["--cap-drop", "ALL", "--ro-bind", source, "/h"]),
+            ["docker-socket"],
+            "{source}"
+        );
+    }
 }
 
 #[test]
