@@ -1701,9 +1701,13 @@ fn make_dev(
     )?;
     let shm = dev.join("shm");
     make_dirs(&shm)?;
-    // /dev/shm is writable memory too: in airlock run it gets the scratch budget.
+    // /dev/shm is writable memory too: in airlock run it gets the scratch budget, its size
+    // and its inode cap (bwrap's --dev, as bubblewrap's, has neither).
     let shm_opts = match scratch_size {
-        Some(size) => format!("mode=1777,size={size}"),
+        Some(size) => format!(
+            "mode=1777,size={size},nr_inodes={}",
+            spec::tmpfs_inodes(size)
+        ),
         None => "mode=1777".to_string(),
     };
     mount_tmpfs(&shm, &shm_opts)
@@ -1753,7 +1757,10 @@ fn make_scratch(inh: &Inherited, dest: &Path) -> Result<(OwnedFd, Handed), SysEr
     make_dirs(&path)?;
     let mut opts = "mode=0755".to_string();
     if let Some(l) = &inh.spec.limits {
-        opts.push_str(&format!(",size={}", l.scratch_size));
+        // Empty files take no block: without nr_inodes the kernel's default (half the RAM
+        // pages) lets a task fill kernel memory with inodes whatever size= says.
+        let inodes = spec::tmpfs_inodes(l.scratch_size);
+        opts.push_str(&format!(",size={},nr_inodes={inodes}", l.scratch_size));
     }
     mount_tmpfs(&path, &opts)?;
     for (input, file) in inh.spec.inputs.iter().zip(&inh.inputs) {

@@ -93,7 +93,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let _ = writeln!(
         w,
         "  /dev              root dir: {} (host nodes, read-only binds, nosuid, noexec); links {}; \
-         /dev/pts (devpts, new instance); /dev/shm (tmpfs, writable)",
+         /dev/pts (devpts, new instance); /dev/shm (tmpfs, writable, the size and inode cap of \
+         {SCRATCH})",
         DEVICES.join(" "),
         DEV_LINKS
             .iter()
@@ -105,9 +106,14 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         w,
         "  /proc             new proc of the sandbox's pid namespace, read-only, nosuid, nodev, noexec"
     );
+    let scratch_size = spec.limits.unwrap_or_default().scratch_size;
     let _ = writeln!(
         w,
-        "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev: cwd, HOME, TMPDIR (/tmp links here)"
+        "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev, size {scratch_size} bytes, at most {} \
+         inodes (one per {} bytes, at least {}): cwd, HOME, TMPDIR (/tmp links here)",
+        crate::spec::tmpfs_inodes(scratch_size),
+        crate::spec::TMPFS_BYTES_PER_INODE,
+        crate::spec::TMPFS_MIN_INODES,
     );
     for i in &spec.inputs {
         let _ = writeln!(

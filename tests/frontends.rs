@@ -958,6 +958,8 @@ fn explain_describes_the_boundary_for_both_launchers() {
         assert!(usr.contains("read-only"), "{who:?}: {usr}");
         let work = line_with(&text, "  /work ");
         assert!(work.contains("WRITABLE"), "{who:?}: {work}");
+        // The default 2 GiB scratch: one inode per 8 KiB (src/spec.rs, tmpfs_inodes).
+        assert!(work.contains("at most 262144 inodes"), "{who:?}: {work}");
         let data = line_with(&text, "  /data ");
         assert!(
             data.contains("host bind of /srv") && data.contains("read-only"),
