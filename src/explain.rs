@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::boundary::{DEV_LINKS, DEVICES, ETC_FROM_HOST};
+use crate::boundary::{DEV_LINKS, DEVICES, etc_from_host, hosts_sources};
 use crate::spec::SYSTEM_PATHS;
 use crate::spec::{Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
 
@@ -76,14 +76,16 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             _ => {}
         }
     }
-    let etc: Vec<&str> = ETC_FROM_HOST
-        .iter()
-        .copied()
+    // The host's resolver configuration comes in only with its network.
+    let shared_net = !spec.ns.net;
+    let etc: Vec<&str> = etc_from_host(shared_net)
         .filter(|n| std::path::Path::new("/etc").join(n).exists())
         .collect();
+    let hosts = hosts_sources(shared_net);
     let _ = writeln!(
         w,
-        "  /etc              tmpfs dir: generated passwd, group, hosts, nsswitch.conf, hostname;"
+        "  /etc              tmpfs dir: generated passwd, group, hosts, nsswitch.conf (hosts: \
+         {hosts}), hostname;"
     );
     let _ = writeln!(
         w,
