@@ -121,6 +121,29 @@ pub const ETC_FROM_HOST: &[&str] = &[
     "debian_version",
 ];
 
+/// Host files of `/etc` that appear only with the host's network (--share-net), bound as
+/// ETC_FROM_HOST's are: the resolver's configuration, so that names resolve through DNS as on
+/// the host (a symlink, as systemd-resolved's into /run, is followed and what it leads to is
+/// bound; absent or dangling, nothing is). Without --share-net the sandbox has only loopback,
+/// no server to ask, and no resolv.conf.
+const ETC_WITH_SHARED_NET: &[&str] = &["resolv.conf"];
+
+/// The names of the host's /etc entries taken into a sandbox (each only if the host has it)
+/// whose network is the host's (`shared_net`) or its own.
+pub fn etc_from_host(shared_net: bool) -> impl Iterator<Item = &'static str> {
+    let with_net: &[&str] = if shared_net { ETC_WITH_SHARED_NET } else { &[] };
+    ETC_FROM_HOST.iter().chain(with_net).copied()
+}
+
+/// The generated nsswitch.conf's `hosts:` sources. Other names than /etc/hosts's are looked up
+/// through DNS only with the host's network, where the host's resolv.conf is bound: with glibc's
+/// own `dns` module (part of libc since 2.34), not the host's hosts line, whose modules
+/// (resolve, mymachines, mdns) ask daemons through sockets under /run that the sandbox does
+/// not have. (musl reads resolv.conf without nsswitch.)
+pub fn hosts_sources(shared_net: bool) -> &'static str {
+    if shared_net { "files dns" } else { "files" }
+}
+
 /// Device nodes bound from the host (the kernel refuses to let a user namespace create them).
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -938,7 +961,7 @@ fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, Sys
         },
         FsOp::MinimalEtc => {
             let mut v = Vec::new();
-            for name in ETC_FROM_HOST {
+            for name in etc_from_host(!spec.ns.net) {
                 if let Some(entry) = etc_entry(&Path::new("/etc").join(name))? {
                     v.push((PathBuf::from(name), entry));
                 }
@@ -1393,7 +1416,7 @@ fn apply(
                 let dest = Path::new("/etc").join(&name);
                 attach(&entry.fd, &dest, entry.is_dir)?;
             }
-            write_generated_etc()
+            write_generated_etc(!inh.spec.ns.net)
         }
         (FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. }, Prepared::Tree { fd, is_dir }) => {
             attach_bind(&fd, dest, is_dir)
@@ -1630,9 +1653,11 @@ fn common_parent(a: &Path, b: &Path) -> PathBuf {
         .collect()
 }
 
-/// passwd and group name only the sandbox user and nobody; hosts knows only localhost.
-fn write_generated_etc() -> Result<(), SysError> {
+/// passwd and group name only the sandbox user and nobody; hosts knows only localhost, and
+/// nsswitch.conf adds DNS with the host's network (`shared_net`, see hosts_sources).
+fn write_generated_etc(shared_net: bool) -> Result<(), SysError> {
     let user = spec::SANDBOX_USER;
+    let hosts = hosts_sources(shared_net);
     let files: [(&str, String); 5] = [
         (
             "etc/passwd",
@@ -1651,9 +1676,10 @@ fn write_generated_etc() -> Result<(), SysError> {
         ),
         (
             "etc/nsswitch.conf",
-            "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n\
-             protocols: files\nservices: files\n"
-                .into(),
+            format!(
+                "passwd: files\ngroup: files\nshadow: files\nhosts: {hosts}\nnetworks: files\n\
+                 protocols: files\nservices: files\n"
+            ),
         ),
         ("etc/hostname", "airlock\n".into()),
     ];
@@ -1701,9 +1727,13 @@ fn make_dev(
     )?;
     let shm = dev.join("shm");
     make_dirs(&shm)?;
-    // /dev/shm is writable memory too: in airlock run it gets the scratch budget.
+    // /dev/shm is writable memory too: in airlock run it gets the scratch budget, its size
+    // and its inode cap (bwrap's --dev, as bubblewrap's, has neither).
     let shm_opts = match scratch_size {
-        Some(size) => format!("mode=1777,size={size}"),
+        Some(size) => format!(
+            "mode=1777,size={size},nr_inodes={}",
+            spec::tmpfs_inodes(size)
+        ),
         None => "mode=1777".to_string(),
     };
     mount_tmpfs(&shm, &shm_opts)
@@ -1753,7 +1783,10 @@ fn make_scratch(inh: &Inherited, dest: &Path) -> Result<(OwnedFd, Handed), SysEr
     make_dirs(&path)?;
     let mut opts = "mode=0755".to_string();
     if let Some(l) = &inh.spec.limits {
-        opts.push_str(&format!(",size={}", l.scratch_size));
+        // Empty files take no block: without nr_inodes the kernel's default (half the RAM
+        // pages) lets a task fill kernel memory with inodes whatever size= says.
+        let inodes = spec::tmpfs_inodes(l.scratch_size);
+        opts.push_str(&format!(",size={},nr_inodes={inodes}", l.scratch_size));
     }
     mount_tmpfs(&path, &opts)?;
     for (input, file) in inh.spec.inputs.iter().zip(&inh.inputs) {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::boundary::{DEV_LINKS, DEVICES, ETC_FROM_HOST};
+use crate::boundary::{DEV_LINKS, DEVICES, etc_from_host, hosts_sources};
 use crate::spec::SYSTEM_PATHS;
 use crate::spec::{Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
 
@@ -76,14 +76,16 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             _ => {}
         }
     }
-    let etc: Vec<&str> = ETC_FROM_HOST
-        .iter()
-        .copied()
+    // The host's resolver configuration comes in only with its network.
+    let shared_net = !spec.ns.net;
+    let etc: Vec<&str> = etc_from_host(shared_net)
         .filter(|n| std::path::Path::new("/etc").join(n).exists())
         .collect();
+    let hosts = hosts_sources(shared_net);
     let _ = writeln!(
         w,
-        "  /etc              tmpfs dir: generated passwd, group, hosts, nsswitch.conf, hostname;"
+        "  /etc              tmpfs dir: generated passwd, group, hosts, nsswitch.conf (hosts: \
+         {hosts}), hostname;"
     );
     let _ = writeln!(
         w,
@@ -93,7 +95,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let _ = writeln!(
         w,
         "  /dev              root dir: {} (host nodes, read-only binds, nosuid, noexec); links {}; \
-         /dev/pts (devpts, new instance); /dev/shm (tmpfs, writable)",
+         /dev/pts (devpts, new instance); /dev/shm (tmpfs, writable, the size and inode cap of \
+         {SCRATCH})",
         DEVICES.join(" "),
         DEV_LINKS
             .iter()
@@ -105,9 +108,14 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         w,
         "  /proc             new proc of the sandbox's pid namespace, read-only, nosuid, nodev, noexec"
     );
+    let scratch_size = spec.limits.unwrap_or_default().scratch_size;
     let _ = writeln!(
         w,
-        "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev: cwd, HOME, TMPDIR (/tmp links here)"
+        "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev, size {scratch_size} bytes, at most {} \
+         inodes (one per {} bytes, at least {}): cwd, HOME, TMPDIR (/tmp links here)",
+        crate::spec::tmpfs_inodes(scratch_size),
+        crate::spec::TMPFS_BYTES_PER_INODE,
+        crate::spec::TMPFS_MIN_INODES,
     );
     for i in &spec.inputs {
         let _ = writeln!(

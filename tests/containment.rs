@@ -683,6 +683,74 @@ fn scratch_fill_is_reported() {
     }
 }
 
+/// Empty files take no block of a tmpfs, only an inode (about 1 KiB of kernel memory each,
+/// which neither the tmpfs's size nor RLIMIT_DATA counts). Scratch and /dev/shm hold one
+/// inode per 8 KiB of --scratch-size, at least 4096 (src/spec.rs, `tmpfs_inodes`): a task
+/// making empty files in each gets ENOSPC once the cap is reached, and statvfs inside reports
+/// the cap. Before the cap, tmpfs's default (half the RAM pages, 3 million on the dev VM)
+/// applied whatever the size: 200,000 empty files in a 1 MiB scratch as uid 65534 with
+/// --memory 64m took 200 MB of slab (a root caller's cgroup charges the slab and OOM-kills
+/// such a task; the rlimits of uid 65534 do not count it). The default --memory is kept here so
+/// that, without the cap, the loop runs to its bound and the check on the count fails. Each
+/// loop is bounded at 100,000 files, far above the caps tried and far below that default.
+#[test]
+fn empty_files_stop_at_the_inode_cap_of_scratch_and_dev_shm() {
+    let m = mark("empty_files_stop_at_the_inode_cap_of_scratch_and_dev_shm");
+    let script = format!(
+        "# {m}
+import errno, os
+for d in ('/work', '/dev/shm'):
+    st = os.statvfs(d)
+    made, err = 0, None
+    try:
+        for i in range(100000):
+            os.close(os.open('%s/e%06d' % (d, i), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            made += 1
+    except OSError as e:
+        err = errno.errorcode[e.errno]
+    print('%s files=%d free=%d made=%d err=%s' % (d, st.f_files, st.f_ffree, made, err))
+"
+    );
+    // (--scratch-size, the cap): the floor, then the ratio.
+    for (size, cap) in [("1M", 4096u64), ("64M", 8192)] {
+        for who in BOTH {
+            let r = run(
+                who,
+                &["--scratch-size", size, "--timeout", "20s"],
+                &["python3", "-c", &script],
+                SECS_30,
+            );
+            let ctx = format!("--scratch-size {size} as {who:?}");
+            assert_eq!(r.code(), Some(0), "{ctx}\n{}", r.show());
+            let out = stdout(&r.out);
+            for dir in ["/work", "/dev/shm"] {
+                let line = out
+                    .lines()
+                    .find(|l| l.starts_with(&format!("{dir} ")))
+                    .unwrap_or_else(|| panic!("{ctx}: no line for {dir}\n{}", r.show()));
+                let field = |k: &str| -> String {
+                    line.split(' ')
+                        .find_map(|f| f.strip_prefix(&format!("{k}=")))
+                        .unwrap_or_else(|| panic!("{ctx}: no {k} in {line:?}"))
+                        .to_string()
+                };
+                let num = |k: &str| field(k).parse::<u64>().unwrap();
+                assert_eq!(num("files"), cap, "{ctx}: statvfs f_files of {dir}: {line}");
+                assert_eq!(field("err"), "ENOSPC", "{ctx}: {line}");
+                // Every free inode, and only those, became a file: the root directory (and
+                // nothing else of an empty scratch) holds one.
+                assert_eq!(num("made"), num("free"), "{ctx}: {line}");
+                assert!(
+                    num("made") <= cap && num("made") >= cap - 8,
+                    "{ctx}: {line}"
+                );
+            }
+            eprintln!("{ctx}: {:?}", r.took);
+            assert_clean(&m, &[r.pid], &ctx);
+        }
+    }
+}
+
 #[test]
 fn stdout_flood_of_1_gib_is_capped_in_bounded_memory() {
     let m = mark("stdout_flood_of_1_gib_is_capped_in_bounded_memory");

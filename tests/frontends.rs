@@ -1164,6 +1164,8 @@ fn explain_describes_the_boundary_for_both_launchers() {
         assert!(usr.contains("read-only"), "{who:?}: {usr}");
         let work = line_with(&text, "  /work ");
         assert!(work.contains("WRITABLE"), "{who:?}: {work}");
+        // The default 2 GiB scratch: one inode per 8 KiB (src/spec.rs, tmpfs_inodes).
+        assert!(work.contains("at most 262144 inodes"), "{who:?}: {work}");
         let data = line_with(&text, "  /data ");
         assert!(
             data.contains("host bind of /srv") && data.contains("read-only"),
@@ -1222,6 +1224,32 @@ fn explain_describes_the_boundary_for_both_launchers() {
             text.lines().any(|l| l.trim() == "everything else: allowed"),
             "{who:?}:\n{text}"
         );
+    }
+}
+
+/// The host's resolv.conf and DNS in nsswitch.conf come with --share-net only, and explain says
+/// so (the same functions of src/boundary.rs choose them for the sandbox).
+#[test]
+fn explain_names_the_resolver_only_with_share_net() {
+    for (flags, shared) in [(&["--share-net"][..], true), (&[][..], false)] {
+        let mut args = flags.to_vec();
+        args.extend(["--", "true"]);
+        let (out, text) = explain_as(Launcher::Unprivileged, &args);
+        assert_eq!(code(&out), Some(0), "{args:?}:\n{}", show(&out));
+        let hosts = if shared { "files dns" } else { "files" };
+        assert!(
+            line_with(&text, "  /etc ").contains(&format!("nsswitch.conf (hosts: {hosts})")),
+            "{args:?}:\n{text}"
+        );
+        let bound = line_with(&text, "bound read-only from the host:");
+        let listed = bound
+            .split(": ")
+            .nth(1)
+            .unwrap()
+            .split(", ")
+            .any(|n| n == "resolv.conf");
+        let host_has = std::path::Path::new("/etc/resolv.conf").exists();
+        assert_eq!(listed, shared && host_has, "{args:?}: {bound}");
     }
 }
 

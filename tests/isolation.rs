@@ -1006,6 +1006,211 @@ fn etc_holds_read_only_binds_and_nothing_else_of_the_host() {
     }
 }
 
+/// A name the dev VM resolves through DNS (it reaches only package registries).
+const DNS_NAME: &str = "deb.debian.org";
+
+/// `sh -c SCRIPT` inside, bounded by airlock's own timeout (a resolver that gets no answer
+/// retries for tens of seconds).
+fn resolv_probe(who: Launcher, flags: &[&str], probes: &[&str]) -> Output {
+    let script = format!(
+        "grep '^hosts:' /etc/nsswitch.conf; getent hosts {DNS_NAME}; echo GETENT:$?; \
+         exec {PYTHON} -c \"$0\" \"$@\""
+    );
+    let mut f = vec!["--timeout", "30s"];
+    f.extend_from_slice(flags);
+    let mut argv = vec!["sh", "-c", &script, FILE_PROBE];
+    argv.extend_from_slice(probes);
+    run_inside(who, &f, &argv)
+}
+
+/// The address getent printed for DNS_NAME, if any.
+fn resolved(o: &Output) -> Option<IpAddr> {
+    stdout(o).lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() >= 2 && f[1..].contains(&DNS_NAME))
+            .then(|| f[0].parse().ok())
+            .flatten()
+    })
+}
+
+/// With --share-net, and only then, names resolve through DNS as on the host: the host's
+/// /etc/resolv.conf is bound read-only (its bytes; chmod EROFS; the task cannot append) and
+/// nsswitch.conf says `hosts: files dns`. Without --share-net there is no resolv.conf,
+/// `hosts: files`, and the name does not resolve. airlock had written `hosts: files` and no
+/// resolv.conf in both cases, so `getent hosts` and `pip install` failed with --share-net.
+/// Control: the host resolves the name as the same user; if it cannot, the DNS part is
+/// skipped with a note (the resolv.conf checks still run).
+#[test]
+fn share_net_resolves_names_through_the_hosts_dns_and_only_then() {
+    let conf = "/etc/resolv.conf";
+    let host_has_conf = Path::new(conf).exists();
+    for who in BOTH {
+        let host = host_cmd(who, &["timeout", "30", "getent", "hosts", DNS_NAME])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let host_resolves = resolved(&host).is_some();
+        if !host_resolves {
+            eprintln!(
+                "SKIP the DNS part of share_net_resolves_names_through_the_hosts_dns_and_only_then \
+                 as {who:?}: the host itself cannot resolve {DNS_NAME} ({})",
+                show(&host)
+            );
+        }
+        if !host_has_conf {
+            eprintln!("NOTE: the host has no {conf}: it must be absent inside too");
+        }
+
+        let ctx = format!("{who:?} --share-net");
+        let mut probes = vec!["exists:/etc/resolv.conf"];
+        if host_has_conf {
+            probes.extend([
+                "hash:/etc/resolv.conf",
+                "mount:/etc/resolv.conf",
+                "write:/etc/resolv.conf",
+                "chmod:/etc/resolv.conf",
+            ]);
+        }
+        let o = resolv_probe(who, &["--share-net"], &probes);
+        assert_line(&o, "hosts: files dns", &ctx);
+        assert_line(
+            &o,
+            &format!(
+                "EXISTS:/etc/resolv.conf:{}",
+                if host_has_conf { "True" } else { "False" }
+            ),
+            &ctx,
+        );
+        assert_exit(&o, 0, &ctx);
+        if host_has_conf {
+            let hash = run_host(who, &py(FILE_PROBE, &["hash:/etc/resolv.conf"]));
+            assert_lines(
+                &o,
+                &[
+                    stdout(&hash).trim(),
+                    "MOUNT:/etc/resolv.conf:True",
+                    // The host's root owns it (the overflow id inside); the mount is read-only.
+                    "WRITE:/etc/resolv.conf:EACCES",
+                    "CHMOD:/etc/resolv.conf:EROFS",
+                ],
+                &ctx,
+            );
+        }
+        if host_resolves {
+            assert_line(&o, "GETENT:0", &ctx);
+            assert!(resolved(&o).is_some(), "{ctx}\n{}", show(&o));
+        }
+
+        let ctx = format!("{who:?} without --share-net");
+        let o = resolv_probe(who, &[], &["exists:/etc/resolv.conf"]);
+        assert_exit(&o, 0, &ctx);
+        assert_lines(
+            &o,
+            &[
+                "hosts: files",
+                // Not found (2): only files are asked, and they do not know the name.
+                "GETENT:2",
+                "EXISTS:/etc/resolv.conf:False",
+            ],
+            &ctx,
+        );
+        assert_eq!(resolved(&o), None, "{ctx}\n{}", show(&o));
+    }
+}
+
+/// Debian's /etc/resolv.conf is often a relative symlink into /run (systemd-resolved's
+/// `../run/systemd/resolve/stub-resolv.conf`): with --share-net airlock binds what it leads to,
+/// read-only, at /etc/resolv.conf, and a dangling one is skipped without failing the run. The
+/// host's own /etc is not touched: each case runs in a private mount namespace (unshare -m, as
+/// root) where /etc is an overlay whose resolv.conf is such a link into a tmpfs on a temporary
+/// directory; airlock is launched there as root and as uid 65534. Control: the linked file
+/// carries a marker that only the bound file can show.
+#[test]
+fn a_symlinked_resolv_conf_is_followed_and_a_dangling_one_skipped() {
+    let dir = world_readable_dir("/tmp", "airlock-resolv-link-");
+    let d = dir.path().to_str().unwrap();
+    // The link is relative to /etc, as Debian's is.
+    let linked = format!("..{d}/run/resolv.conf");
+    let dangling = format!("..{d}/run/absent.conf");
+    let setup = r#"set -e
+d=$1 link=$2; shift 2
+mount -t tmpfs -o mode=0755 airlock-resolv-test "$d"
+mkdir "$d/upper" "$d/work" "$d/run"
+{ cat /etc/resolv.conf 2>/dev/null || true; echo '# airlock-linked-resolv-conf'; } > "$d/run/resolv.conf"
+chmod 644 "$d/run/resolv.conf"
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$d/upper,workdir=$d/work" /etc
+ln -sfn "$link" /etc/resolv.conf
+exec "$@""#;
+    let inside = format!(
+        "echo MARKER:$(grep -c airlock-linked-resolv-conf /etc/resolv.conf 2>/dev/null); \
+         exec {PYTHON} -c \"$0\" \"$@\""
+    );
+    for who in BOTH {
+        for (link, present) in [(&linked, true), (&dangling, false)] {
+            let ctx = format!("{who:?} --share-net, /etc/resolv.conf -> {link}");
+            let mut argv = vec![
+                "timeout",
+                "60",
+                "unshare",
+                "-m",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                setup,
+                "sh",
+                d,
+                link,
+            ];
+            argv.extend_from_slice(as_user(who));
+            let bin = binary().to_str().unwrap();
+            argv.extend([
+                bin,
+                "run",
+                "--share-net",
+                "--timeout",
+                "30s",
+                "--",
+                "sh",
+                "-c",
+                &inside,
+                FILE_PROBE,
+                "exists:/etc/resolv.conf",
+                "mount:/etc/resolv.conf",
+                "chmod:/etc/resolv.conf",
+            ]);
+            let o = Command::new(argv[0])
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_exit(&o, 0, &ctx);
+            if present {
+                assert_lines(
+                    &o,
+                    &[
+                        "MARKER:1",
+                        "EXISTS:/etc/resolv.conf:True",
+                        "MOUNT:/etc/resolv.conf:True",
+                        "CHMOD:/etc/resolv.conf:EROFS",
+                    ],
+                    &ctx,
+                );
+            } else {
+                assert_lines(
+                    &o,
+                    &[
+                        "MARKER:",
+                        "EXISTS:/etc/resolv.conf:False",
+                        "MOUNT:/etc/resolv.conf:False",
+                    ],
+                    &ctx,
+                );
+            }
+        }
+    }
+}
+
 /// The caller's umask shapes only the task's own files: under umask 0377 the task can still
 /// read /etc (passwd names it, ssl/certs lists) and /work is 0755, and the task itself runs
 /// with umask 0377, so what it writes is 0400. airlock had built the root under the caller's
