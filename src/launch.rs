@@ -435,7 +435,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .scratch
         .as_ref()
         .and_then(|(fd, _)| nix::sys::statvfs::fstatvfs(fd).ok())
-        .is_some_and(|st| st.blocks_available() == 0);
+        .is_some_and(|st| st.blocks_available() == 0 || st.files_available() == 0);
     // Which limit ended the task: the timeout; the cgroup's own counters (OOM kill, refused
     // fork); RLIMIT_CPU (SIGXCPU, or SIGKILL at the hard limit, with the CPU time to show for
     // it); RLIMIT_FSIZE (SIGXFSZ, or a shell's 128+SIGXFSZ report of it); a full scratch.

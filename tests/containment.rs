@@ -749,6 +749,19 @@ for d in ('/work', '/dev/shm'):
             assert_clean(&m, &[r.pid], &ctx);
         }
     }
+    // Out of inodes with blocks to spare is a full scratch to the report too.
+    let script =
+        format!(": {m}; i=0; while : > /work/f$i 2>/dev/null; do i=$((i+1)); done; exit 1");
+    for who in BOTH {
+        let (r, rep) = json_sh(who, &["--scratch-size", "1M"], &script, SECS_30);
+        assert_eq!(
+            rep["limit_hit"],
+            json!("scratch_full"),
+            "{who:?}\n{}",
+            r.show()
+        );
+        assert_clean(&m, &[r.pid], &format!("inodes, {who:?}"));
+    }
 }
 
 #[test]
