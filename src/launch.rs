@@ -834,15 +834,21 @@ impl Supervisor {
     }
 }
 
-impl Outcome {
-    /// airlock's exit code for this outcome: the task's code, 128+N for signal N, 124 for the
+impl End {
+    /// airlock's exit code for this end: the task's code, 128+N for signal N, 124 for the
     /// timeout.
     pub fn exit_code(&self) -> i32 {
-        match self.end {
+        match *self {
             End::Exited(c) => c,
             End::Signaled(s) | End::InitKilled(s) => 128 + s,
             End::TimedOut => crate::spec::exit::TIMEOUT,
         }
+    }
+}
+
+impl Outcome {
+    pub fn exit_code(&self) -> i32 {
+        self.end.exit_code()
     }
 }
 
@@ -916,12 +922,7 @@ mod bwrap_status {
 
     impl Pending {
         pub fn finish(mut self, end: &End) {
-            let code = match end {
-                End::Exited(c) => *c,
-                End::Signaled(s) | End::InitKilled(s) => 128 + s,
-                End::TimedOut => crate::spec::exit::TIMEOUT,
-            };
-            self.write(code);
+            self.write(end.exit_code());
         }
 
         fn write(&mut self, code: i32) {

@@ -711,6 +711,23 @@ for d in ('/work', '/dev/shm'):
     print('%s files=%d free=%d made=%d err=%s' % (d, st.f_files, st.f_ffree, made, err))
 "
     );
+    // Control: a 1 MiB tmpfs mounted on the host without nr_inodes (in a mount namespace of
+    // its own, as root and as uid 65534 in a user namespace) offers far more inodes than the
+    // cap, so the cap inside is airlock's.
+    for (who, pre) in [(Launcher::Root, ""), (Launcher::Unprivileged, "-r ")] {
+        let line = format!(
+            "unshare {pre}-m sh -c 'mount -t tmpfs -o size=1M none /mnt && \
+             python3 -c \"import os; print(os.statvfs(\\\"/mnt\\\").f_files)\"'"
+        );
+        let host = host_sh(who, &line);
+        let files: u64 = stdout(&host).trim().parse().unwrap_or(0);
+        assert!(
+            files > 100_000,
+            "host control as {who:?}: {}{}",
+            stdout(&host),
+            stderr(&host)
+        );
+    }
     // (--scratch-size, the cap): the floor, then the ratio.
     for (size, cap) in [("1M", 4096u64), ("64M", 8192)] {
         for who in BOTH {
