@@ -594,6 +594,15 @@ fn check_bind(b: &Bind) -> Result<(), UsageError> {
             b.dest
         ));
     }
+    // The sandbox's /proc is a fresh procfs: nothing can be made in it, and covering one of
+    // its files is how runtimes have been made to write where the kernel trusts
+    // (CVE-2019-16884, /proc/self/attr), so the boundary never mounts there.
+    if b.dest.starts_with("/proc") {
+        return usage(format!(
+            "bind destination {:?} is inside /proc, the sandbox's own procfs",
+            b.dest
+        ));
+    }
     Ok(())
 }
 
@@ -866,7 +875,16 @@ mod tests {
         );
         assert_eq!(parse_bind("/a", true).unwrap().dest, PathBuf::from("/a"));
         for bad in [
-            "rel:/x", "/x:rel", "/a/../b", "/x:/proc", "/x:/work", "/x:/", "/x:/tmp", "/x:/tmp/",
+            "rel:/x",
+            "/x:rel",
+            "/a/../b",
+            "/x:/proc",
+            "/x:/work",
+            "/x:/",
+            "/x:/tmp",
+            "/x:/tmp/",
+            "/x:/proc/sys/y",
+            "/x:/proc/cpuinfo",
         ] {
             let mut d = draft(&["true"]);
             d.binds = vec![parse_bind(bad, false).unwrap()];
