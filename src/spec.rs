@@ -329,16 +329,8 @@ impl Draft {
                 return usage(format!("input {:?} is given twice", input.name));
             }
         }
-        // The init hands every input's name, size and hash back in one channel message (step
-        // 11), which the socket's buffer bounds: refused here rather than failing there.
-        let handed: usize = self.inputs.iter().map(|i| 17 + i.name.len()).sum();
-        if handed > MAX_HANDED {
-            return usage(format!(
-                "{} inputs are more than one run carries: their names and sizes take {handed} \
-                 bytes, at most {MAX_HANDED} (17 per input plus its name)",
-                self.inputs.len()
-            ));
-        }
+        let handed: usize = self.inputs.iter().map(|i| handed_size(&i.name)).sum();
+        check_handed(self.inputs.len(), handed)?;
         for b in &self.binds {
             check_bind(b)?;
         }
@@ -463,6 +455,24 @@ impl Draft {
 /// default send buffer holds in one message.
 const MAX_HANDED: usize = 128 << 10;
 
+/// What one input takes of the hand-over: its name, size and hash.
+pub fn handed_size(name: &str) -> usize {
+    17 + name.len()
+}
+
+/// The init hands every input's name, size and hash back in one channel message (step 11),
+/// which the socket's buffer bounds: `count` inputs taking `handed` bytes of it are refused
+/// here rather than failing there.
+pub fn check_handed(count: usize, handed: usize) -> Result<(), UsageError> {
+    if handed > MAX_HANDED {
+        return usage(format!(
+            "{count} inputs are more than one run carries: their names and sizes take {handed} \
+             bytes, at most {MAX_HANDED} (17 per input plus its name)"
+        ));
+    }
+    Ok(())
+}
+
 /// Each limit's bounds. A message names the flag and the request's key, as a limit may come
 /// from either.
 fn check_limits(l: Limits) -> Result<Limits, UsageError> {
@@ -521,17 +531,20 @@ pub fn valid_env_name(name: &str) -> bool {
 
 /// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8
 /// locale. `--env NAME` forwards the caller's value (absent stays absent); `--env NAME=VALUE`
-/// sets one. Later entries win.
+/// sets one. Later entries win, and a variable stands where it was last set.
 fn build_env(
     requested: &[String],
     caller_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<(String, String)>, UsageError> {
-    let mut env: Vec<(String, String)> = vec![
-        ("PATH".into(), SAFE_PATH.into()),
-        ("HOME".into(), SCRATCH.into()),
-        ("TMPDIR".into(), SCRATCH.into()),
-        ("LANG".into(), "C.UTF-8".into()),
+    let fixed = [
+        ("PATH", SAFE_PATH),
+        ("HOME", SCRATCH),
+        ("TMPDIR", SCRATCH),
+        ("LANG", "C.UTF-8"),
     ];
+    let mut set: Vec<(String, Option<String>)> = (fixed.iter())
+        .map(|(n, v)| (n.to_string(), Some(v.to_string())))
+        .collect();
     for item in requested {
         let (name, value) = match item.split_once('=') {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
@@ -547,12 +560,24 @@ fn build_env(
             Some(v) => Some(v),
             None => caller_env(&name),
         };
-        env.retain(|(n, _)| *n != name);
-        if let Some(v) = value {
-            env.push((name, v));
-        }
+        set.push((name, value));
     }
+    // Keep each name's last entry, in one pass from the end (a request can set 500,000).
+    let mut seen = std::collections::HashSet::new();
+    let mut env: Vec<(String, String)> = (set.into_iter().rev())
+        .filter(|(n, _)| seen.insert(n.clone()))
+        .filter_map(|(n, v)| Some((n, v?)))
+        .collect();
+    env.reverse();
     Ok(env)
+}
+
+/// A name as a refusal quotes it: at most 64 characters, as a name can be megabytes long.
+pub fn quoted(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((end, _)) => format!("{:?}... ({} bytes)", &s[..end], s.len()),
+        None => format!("{s:?}"),
+    }
 }
 
 /// An input name must be one plain file name: no '/', not '.' or '..', not empty, no NUL.
@@ -572,7 +597,8 @@ pub fn check_input_name(name: &str) -> Result<(), UsageError> {
     };
     match why {
         Some(why) => usage(format!(
-            "input name {name:?} {why}: an input name must be a plain file name"
+            "input name {} {why}: an input name must be a plain file name",
+            quoted(name)
         )),
         None => Ok(()),
     }

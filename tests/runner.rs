@@ -1065,6 +1065,90 @@ fn bad_requests_are_refused_naming_the_key() {
     }
 }
 
+/// A request of 64 MiB (the cap) made of tiny elements is read in memory bounded by a small
+/// multiple of its size, and what execve or the inputs' hand-over could never take is refused
+/// (exit 2) as it is read: parsed into a tree first, 64 MiB of empty strings took 2.2 GB. The
+/// bound is the launcher's address space, 4 times the cap; the control is a request of the
+/// same size that runs whole under it.
+#[test]
+fn a_request_of_tiny_elements_is_read_in_bounded_memory() {
+    const CAP: usize = 64 << 20;
+    let dir = tmpdir();
+    /// `{"command": "true", KEY: OPEN ITEM,ITEM,... CLOSE}` filling the cap, item i from `item`.
+    fn fill(key: &str, open: &str, close: &str, item: impl Fn(usize) -> String) -> Vec<u8> {
+        let mut t = format!(r#"{{"command": "true", "{key}": {open}"#);
+        let end = format!("{close}}}");
+        for i in 0.. {
+            let it = item(i);
+            if t.len() + it.len() + 1 + end.len() > CAP {
+                break;
+            }
+            if i > 0 {
+                t.push(',');
+            }
+            t.push_str(&it);
+        }
+        t.push_str(&end);
+        t.into_bytes()
+    }
+    // A distinct short name for each i: A, B, ..., Z, BA, BB, ...
+    let name = |mut i: usize| {
+        let mut n = Vec::new();
+        loop {
+            n.push(b'A' + (i % 26) as u8);
+            i /= 26;
+            if i == 0 {
+                break;
+            }
+        }
+        String::from_utf8(n.into_iter().rev().collect()).unwrap()
+    };
+    let cases = [
+        ("args", fill("args", "[", "]", |_| r#""""#.into()), "execve"),
+        (
+            "env",
+            fill("env", "{", "}", |i| format!(r#""{}":"""#, name(i))),
+            "execve",
+        ),
+        (
+            "inputs",
+            fill("inputs", "{", "}", |i| format!(r#""{}":"""#, name(i))),
+            "inputs are more",
+        ),
+    ];
+    let bounded = |who, path: &Path| {
+        let mut c = host_command(who, "prlimit");
+        c.arg(format!("--as={}", 4 * CAP)).arg(binary());
+        c.args(["run", "--request", path.to_str().unwrap()]);
+        run_bounded(c, None, SECS_10)
+    };
+    for (key, text, needle) in cases {
+        assert!(text.len() > CAP - 16, "{key}: {} bytes", text.len());
+        let path = write_file(&dir.path().join(format!("{key}.json")), &text, 0o644);
+        for who in BOTH {
+            let msg = bounded(who, &path).usage_error(&format!("{who:?} {key}"));
+            assert!(msg.contains(needle), "{who:?} {key}: {msg:?}");
+        }
+    }
+    // Control: a request as large, one input of 60 MiB and many arguments, runs whole.
+    let big = "x".repeat(60 << 20);
+    let args = r#", """#.repeat(100_000);
+    let text = format!(
+        r#"{{"command": "sh", "args": ["-c", "wc -c < big"{args}], "inputs": {{"big": "{big}"}}}}"#
+    );
+    let path = write_file(&dir.path().join("control.json"), text.as_bytes(), 0o644);
+    for who in BOTH {
+        let run = bounded(who, &path);
+        let rep = run.report();
+        assert_eq!(
+            rep["stdout"],
+            json!(format!("{}\n", 60 << 20)),
+            "{who:?}: {}",
+            run.show()
+        );
+    }
+}
+
 /// `--env NAME` forwards the caller's value as text: one that is not UTF-8 is refused (exit 2,
 /// naming it), never silently dropped.
 #[test]
