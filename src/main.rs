@@ -87,7 +87,8 @@ On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\":
 JSON request (--request FILE, - for stdin):
   {\"command\": \"python3\", \"args\": [\"probe.py\"], \"inputs\": {\"probe.py\": \"...\"},
    \"env\": {\"NAME\": \"value\"}, \"timeout_ms\": 10000, \"max_output\": 8000}
-  Unknown keys and wrong types are refused (exit 2) with a message naming the key.";
+  Unknown keys, wrong types and keys given twice are refused (exit 2) with a message
+  naming the key.";
 
 #[derive(Parser)]
 #[command(

@@ -8,6 +8,7 @@
 //! execve could ever take, the inputs by the channel that hands them over (step 11) and by
 //! the request's own size.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use serde_core::de::{
@@ -145,7 +146,16 @@ impl<'de> Visitor<'de> for Whole {
             exec_string_max: exec_string_max(),
             handed: 0,
         };
+        // A key given twice is refused, not last-wins: a reviewer reading the request sees
+        // the first.
+        let mut seen = Vec::new();
         while let Some(key) = map.next_key_seed(Any(Key))? {
+            if seen.contains(&key) {
+                return Err(de::Error::custom(format_args!(
+                    "key {key:?} is given twice"
+                )));
+            }
+            seen.push(key);
             map.next_value_seed(Any(Field { key, r: &mut r }))?;
         }
         let Some(command) = r.command else {
@@ -308,9 +318,15 @@ impl<'de> Visitor<'de> for Field<'_> {
             return self.refuse(Unexpected::Map);
         }
         let r = self.r;
+        let mut names = HashSet::new();
         while let Some(name) = map.next_key_seed(Any(Text(key)))? {
-            let value = map.next_value_seed(Any(Text(key)))?;
             let shown = quoted(&name);
+            if !names.insert(name.clone()) {
+                return Err(de::Error::custom(format_args!(
+                    "key {key:?}: {shown} is given twice"
+                )));
+            }
+            let value = map.next_value_seed(Any(Text(key)))?;
             if key == "inputs" {
                 check_input_name(&name).map_err(de::Error::custom)?;
                 r.handed += crate::spec::handed_size(&name);
@@ -388,6 +404,41 @@ mod tests {
             let err = parse(text).unwrap_err().0;
             assert!(err.contains(needle), "{text}: {err}");
         }
+    }
+
+    /// A key given twice is refused, wherever it stands and however it is escaped: JSON
+    /// parsers differ on which one wins, and a reviewer reads the first.
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let cases = [
+            (
+                r#"{"command": "true", "command": "curl"}"#,
+                r#"key "command" is given twice"#,
+            ),
+            (
+                r#"{"command": "true", "comm\u0061nd": "curl"}"#,
+                r#"key "command""#,
+            ),
+            (
+                r#"{"args": [], "command": "x", "args": ["a"]}"#,
+                r#"key "args" is given twice"#,
+            ),
+            (
+                r#"{"command": "x", "env": {"A": "1", "B": "", "A": "2"}}"#,
+                r#"key "env": "A" is"#,
+            ),
+            (
+                r#"{"command": "x", "inputs": {"a": "1", "\u0061": "2"}}"#,
+                r#"key "inputs": "a""#,
+            ),
+        ];
+        for (text, needle) in cases {
+            let err = parse(text).unwrap_err().0;
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+        // Control: the same names in different maps, and once each, pass.
+        parse(r#"{"command": "x", "env": {"A": "1"}, "inputs": {"A": "1", "command": ""}}"#)
+            .unwrap();
     }
 
     /// What execve could never take is refused while it is read: the parser's memory stays

@@ -996,7 +996,7 @@ fn bad_requests_are_refused_naming_the_key() {
         0o644,
     );
     for who in BOTH {
-        let cases: [(&str, &[&str]); 10] = [
+        let cases: [(&str, &[&str]); 13] = [
             (
                 r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "comand": 1}"#,
                 &["unknown key \"comand\""],
@@ -1036,6 +1036,20 @@ fn bad_requests_are_refused_naming_the_key() {
             (
                 r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "cpu_time_ms": 0}"#,
                 &["cpu_time_ms"],
+            ),
+            // A key given twice: a reviewer reads the first, a last-wins parser runs the
+            // second.
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "args": ["-c", "id"]}"#,
+                &["key \"args\" is given twice"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "env": {"A": "", "A": ""}}"#,
+                &["key \"env\": \"A\" is given twice"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "inputs": {"a": "", "a": ""}}"#,
+                &["key \"inputs\": \"a\" is given twice"],
             ),
         ];
         for (text, needles) in cases {
