@@ -517,8 +517,77 @@ fn read_text(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// How long a request's input may stay open once its object has closed. The request is the
+/// whole input, so all that may follow is white space and the end; a caller that writes the
+/// request and never closes its end (Node's `stdin.write` without `end()`, a Python `Popen`
+/// whose stdin is left open) is told so after this, rather than waiting on it forever. The
+/// time starts at the closing brace: a writer, however slow, is never cut off mid-request.
+const REQUEST_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The text of a request from the file at `path`, or stdin for `-`: UTF-8, at most
+/// [`TEXT_MAX`] bytes, read to its end, or to [`REQUEST_CLOSE_WAIT`] past its object's close.
+fn read_request_text(path: &Path) -> std::io::Result<String> {
+    use std::io::ErrorKind;
+    use std::os::fd::AsFd;
+    let mut from = match path.as_os_str() == "-" {
+        true => std::fs::File::from(sys::std_stream(0).try_clone_to_owned()?),
+        false => std::fs::File::open(path)?,
+    };
+    let mut text = Vec::new();
+    let mut chunk = vec![0; 64 << 10];
+    let mut end = request::ObjectEnd::default();
+    let mut closed_at: Option<std::time::Instant> = None;
+    loop {
+        if let Some(at) = closed_at {
+            let left = REQUEST_CLOSE_WAIT.saturating_sub(at.elapsed());
+            if !sys::wait_readable(from.as_fd(), Some(left)).map_err(std::io::Error::other)? {
+                return Err(std::io::Error::other(format!(
+                    "the request's object closed, but its input stayed open {} s after it: \
+                     close it once the request is written (the request is all of it)",
+                    REQUEST_CLOSE_WAIT.as_secs()
+                )));
+            }
+        }
+        let n = match from.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // A descriptor the caller left non-blocking.
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                sys::wait_readable(from.as_fd(), None).map_err(std::io::Error::other)?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if (text.len() + n) as u64 > TEXT_MAX {
+            return Err(std::io::Error::other(format!(
+                "longer than {} MiB",
+                TEXT_MAX >> 20
+            )));
+        }
+        let got = &chunk[..n];
+        text.extend_from_slice(got);
+        match closed_at {
+            None => {
+                if let Some(at) = end.feed(got) {
+                    closed_at = Some(std::time::Instant::now());
+                    // Anything but white space after it: the parser says what is wrong.
+                    if !got[at..].iter().all(u8::is_ascii_whitespace) {
+                        break;
+                    }
+                }
+            }
+            Some(_) if !got.iter().all(u8::is_ascii_whitespace) => break,
+            Some(_) => {}
+        }
+    }
+    String::from_utf8(text).map_err(|_| {
+        std::io::Error::new(ErrorKind::InvalidData, "stream did not contain valid UTF-8")
+    })
+}
+
 fn read_request(path: &Path) -> Result<Draft, UsageError> {
-    let text = read_text(path).map_err(|e| UsageError(format!("request {path:?}: {e}")))?;
+    let text = read_request_text(path).map_err(|e| UsageError(format!("request {path:?}: {e}")))?;
     request::parse(&text)
 }
 

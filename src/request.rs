@@ -65,6 +65,49 @@ fn exec_string_max() -> usize {
     32 * page.ok().flatten().map_or(4096, |p| p as usize)
 }
 
+/// Where the request's object closes, found as its bytes arrive, so that its reader knows the
+/// request is whole before its input ends. Only braces and brackets outside strings count;
+/// text that is no object never closes here and is read to its end (the parser refuses it).
+#[derive(Default)]
+pub struct ObjectEnd {
+    depth: usize,
+    opened: bool,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl ObjectEnd {
+    /// Read the next bytes: the offset just past the closing brace, when it is among them.
+    pub fn feed(&mut self, bytes: &[u8]) -> Option<usize> {
+        for (i, &b) in bytes.iter().enumerate() {
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    self.opened = true;
+                }
+                b'}' | b']' if self.depth > 0 => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
 pub fn parse(text: &str) -> Result<Draft, UsageError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed = Any(Whole)
@@ -439,6 +482,24 @@ mod tests {
         // Control: the same names in different maps, and once each, pass.
         parse(r#"{"command": "x", "env": {"A": "1"}, "inputs": {"A": "1", "command": ""}}"#)
             .unwrap();
+    }
+
+    #[test]
+    fn object_end_is_found_as_bytes_arrive() {
+        let text = br#"{"command": "x", "args": ["}", "\"}", "\\"], "env": {"A": "{["}} "#;
+        let close = text.len() - 1;
+        // Whole, or cut anywhere: the same offset.
+        for cut in 0..text.len() {
+            let mut end = ObjectEnd::default();
+            let found = match end.feed(&text[..cut]) {
+                Some(at) => Some(at),
+                None => end.feed(&text[cut..]).map(|at| cut + at),
+            };
+            assert_eq!(found, Some(close), "cut at {cut}");
+        }
+        for open in [&br#"{"a": "}"#[..], br#"{"a": {}"#, br#""{}""#, b"12"] {
+            assert_eq!(ObjectEnd::default().feed(open), None, "{open:?}");
+        }
     }
 
     /// What execve could never take is refused while it is read: the parser's memory stays

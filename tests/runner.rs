@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -105,8 +105,23 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
 /// Run `cmd` (stdout and stderr captured, stdin from `input` or /dev/null) and fail the test
 /// if it has not exited within `limit`. The output pipes must reach EOF shortly after the exit:
 /// if anything still holds them, something of the run survived it.
-fn run_bounded(mut cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
-    cmd.stdin(if input.is_some() {
+fn run_bounded(cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
+    let feed = input.map(|data| {
+        let data = data.to_vec();
+        Box::new(move |mut w: ChildStdin| {
+            let _ = w.write_all(&data);
+        }) as Feed
+    });
+    run_fed(cmd, feed, limit)
+}
+
+/// What writes a run's stdin, on a thread of its own; the pipe closes when it returns.
+type Feed = Box<dyn FnOnce(ChildStdin) + Send>;
+
+/// `run_bounded` with stdin written by `feed` (or /dev/null); the run's exit is waited for,
+/// then `feed`'s return.
+fn run_fed(mut cmd: Command, feed: Option<Feed>, limit: Duration) -> Run {
+    cmd.stdin(if feed.is_some() {
         Stdio::piped()
     } else {
         Stdio::null()
@@ -115,12 +130,9 @@ fn run_bounded(mut cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
     .stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let writer = input.map(|data| {
-        let data = data.to_vec();
-        let mut w = child.stdin.take().unwrap();
-        std::thread::spawn(move || {
-            let _ = w.write_all(&data);
-        })
+    let writer = feed.map(|feed| {
+        let w = child.stdin.take().unwrap();
+        std::thread::spawn(move || feed(w))
     });
     let out = drain(child.stdout.take().unwrap());
     let err = drain(child.stderr.take().unwrap());
@@ -1161,6 +1173,61 @@ fn a_request_of_tiny_elements_is_read_in_bounded_memory() {
             run.show()
         );
     }
+}
+
+/// `--request -` reads stdin to its end, but a caller that writes the request and never
+/// closes stdin is refused (exit 2) 5 s after the request's closing brace instead of holding
+/// airlock forever; a writer that pauses mid-request for longer, or closes a moment after the
+/// brace, runs as before.
+#[test]
+fn a_request_whose_stdin_stays_open_is_refused_not_waited_on_forever() {
+    const REQ: &str = r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"]}"#;
+    /// Write `first`, wait `pause`, write `rest`, hold stdin open `hold`, then close it.
+    fn written(who: Launcher, first: &str, pause: Duration, rest: &str, hold: Duration) -> Run {
+        let (first, rest) = (first.to_string(), rest.to_string());
+        let feed = Box::new(move |mut w: ChildStdin| {
+            let _ = w.write_all(first.as_bytes()).and_then(|()| w.flush());
+            std::thread::sleep(pause);
+            let _ = w.write_all(rest.as_bytes()).and_then(|()| w.flush());
+            std::thread::sleep(hold);
+        });
+        run_fed(
+            airlock(who, &["run", "--request", "-"]),
+            Some(feed),
+            SECS_10 * 2,
+        )
+    }
+    let ran = |run: &Run, ctx: &str| {
+        assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+        assert_eq!(run.report()["stdout"], json!("RAN-MARKER\n"), "{ctx}");
+    };
+    std::thread::scope(|s| {
+        for who in BOTH {
+            s.spawn(move || {
+                let secs = Duration::from_secs;
+                // The request whole at once, stdin held open 8 s.
+                let run = written(who, REQ, Duration::ZERO, "\n", secs(8));
+                let msg = run.usage_error(&format!("{who:?} stdin held open"));
+                assert!(msg.contains("stayed open 5 s"), "{who:?}: {msg:?}");
+                assert!(
+                    run.took >= secs(4) && run.took < secs(7),
+                    "{who:?}: refused after {:?}",
+                    run.took
+                );
+                // Control: a writer pausing 6 s mid-request is waited for.
+                let (head, tail) = REQ.split_at(30);
+                ran(
+                    &written(who, head, secs(6), tail, Duration::ZERO),
+                    "slow writer",
+                );
+                // Control: stdin closed 1 s after the brace.
+                ran(
+                    &written(who, REQ, Duration::ZERO, " ", secs(1)),
+                    "late close",
+                );
+            });
+        }
+    });
 }
 
 /// `--env NAME` forwards the caller's value as text: one that is not UTF-8 is refused (exit 2,
