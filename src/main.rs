@@ -581,8 +581,14 @@ fn read_request_text(path: &Path) -> std::io::Result<String> {
             Some(_) => {}
         }
     }
-    String::from_utf8(text).map_err(|_| {
-        std::io::Error::new(ErrorKind::InvalidData, "stream did not contain valid UTF-8")
+    String::from_utf8(text).map_err(|e| {
+        let bytes = e.as_bytes();
+        let why = match bytes.starts_with(b"\xff\xfe") || bytes.starts_with(b"\xfe\xff") {
+            // Windows PowerShell's `>` writes UTF-16.
+            true => "not UTF-8: it starts with a UTF-16 byte order mark (write it as UTF-8)",
+            false => "stream did not contain valid UTF-8",
+        };
+        std::io::Error::new(ErrorKind::InvalidData, why)
     })
 }
 

@@ -109,6 +109,9 @@ impl ObjectEnd {
 }
 
 pub fn parse(text: &str) -> Result<Draft, UsageError> {
+    // A byte order mark, which RFC 8259 lets a parser ignore: some editors and Windows
+    // PowerShell write one before UTF-8 text.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed = Any(Whole)
         .deserialize(&mut de)
@@ -331,7 +334,14 @@ impl<'de> Visitor<'de> for Field<'_> {
         }
     }
 
+    /// JSON has one kind of number: `5000.0` and `5e3` are the integer 5000 (Python writes
+    /// `5000.0` for a float that holds it). A fraction is refused, and so is a number past
+    /// 2^53, which a float may not hold exactly.
     fn visit_f64<E: de::Error>(self, n: f64) -> Result<(), E> {
+        const EXACT: f64 = (1u64 << 53) as f64;
+        if n.fract() == 0.0 && (0.0..=EXACT).contains(&n) {
+            return self.visit_u64(n as u64);
+        }
         self.refuse(Unexpected::Float(n))
     }
 
@@ -339,8 +349,12 @@ impl<'de> Visitor<'de> for Field<'_> {
         self.refuse(Unexpected::Bool(b))
     }
 
+    /// `null` is the key left out (Python's None for an optional setting): its default.
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.refuse(Unexpected::Other("null"))
+        match self.key {
+            "command" => self.refuse(Unexpected::Other("null")),
+            _ => Ok(()),
+        }
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
@@ -499,6 +513,40 @@ mod tests {
         }
         for open in [&br#"{"a": "}"#[..], br#"{"a": {}"#, br#""{}""#, b"12"] {
             assert_eq!(ObjectEnd::default().feed(open), None, "{open:?}");
+        }
+    }
+
+    /// What Python and Node write for the same request reads the same: a byte order mark
+    /// before it, whole numbers as floats, None for a key left out.
+    #[test]
+    fn other_spellings_of_the_same_request() {
+        let d = parse(
+            "\u{feff}{\"command\": \"x\", \"timeout_ms\": 5000.0, \"pids\": 2e2, \"memory\": null, \
+             \"args\": null, \"env\": null, \"inputs\": null, \"max_output\": null}",
+        )
+        .unwrap();
+        assert_eq!(d.argv, ["x"]);
+        assert_eq!(d.timeout, Some(std::time::Duration::from_millis(5000)));
+        assert_eq!(d.limits.pids, 200);
+        assert_eq!(d.limits.memory, crate::limits::Limits::default().memory);
+        assert_eq!(d.max_output, None);
+        let cases = [
+            (
+                r#"{"command": "x", "timeout_ms": 1.5}"#,
+                "floating point `1.5`",
+            ),
+            (r#"{"command": "x", "pids": -2.0}"#, "\"pids\""),
+            (r#"{"command": "x", "memory": 1e300}"#, "\"memory\""),
+            (
+                r#"{"command": "x", "memory": 18446744073709551616}"#,
+                "\"memory\"",
+            ),
+            (r#"{"command": null}"#, "\"command\""),
+            (r#"{"command": "x", "args": [null]}"#, "\"args\""),
+        ];
+        for (text, needle) in cases {
+            let err = parse(text).unwrap_err().0;
+            assert!(err.contains(needle), "{text}: {err}");
         }
     }
 

@@ -1230,6 +1230,42 @@ fn a_request_whose_stdin_stays_open_is_refused_not_waited_on_forever() {
     });
 }
 
+/// A request as Python or Node may write it runs: a byte order mark before it, whole numbers
+/// written as floats (Python's `5000.0`), null for a key left out (Python's None). A fraction,
+/// and a request in UTF-16 (Windows PowerShell's `>`), are refused saying what is wrong.
+#[test]
+fn a_request_as_python_or_node_writes_it_runs() {
+    let dir = tmpdir();
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(r#"{"command": "true"}"#.encode_utf16().flat_map(u16::to_le_bytes));
+    let utf16 = write_file(&dir.path().join("utf16.json"), &utf16, 0o644);
+    let text = "\u{feff}{\"command\": \"sh\", \"args\": [\"-c\", \"echo RAN-MARKER\"], \
+                \"cpu_time_ms\": 2000.0, \"timeout_ms\": 5e3, \"env\": null, \"memory\": null}";
+    for who in BOTH {
+        let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["stdout"], json!("RAN-MARKER\n"), "{who:?}: {rep}");
+        assert_eq!(
+            rep["limits"]["cpu_time_ms"]["requested"],
+            json!(2000),
+            "{who:?}"
+        );
+        let fraction = r#"{"command": "true", "timeout_ms": 1.5}"#;
+        let run = al_stdin(
+            who,
+            &["run", "--request", "-"],
+            fraction.as_bytes(),
+            SECS_10,
+        );
+        let msg = run.usage_error(&format!("{who:?} fraction"));
+        assert!(msg.contains("timeout_ms") && msg.contains("1.5"), "{msg:?}");
+        let run = al(who, &["run", "--request", utf16.to_str().unwrap()], SECS_10);
+        let msg = run.usage_error(&format!("{who:?} UTF-16"));
+        assert!(msg.contains("UTF-16"), "{msg:?}");
+    }
+}
+
 /// `--env NAME` forwards the caller's value as text: one that is not UTF-8 is refused (exit 2,
 /// naming it), never silently dropped.
 #[test]
