@@ -550,6 +550,29 @@ mod tests {
         }
     }
 
+    /// A refusal quotes at most 64 characters of what it refuses: the report carries it, and
+    /// a value can be megabytes long.
+    #[test]
+    fn a_refusal_quotes_a_long_value_short() {
+        let long = "9".repeat(100_000);
+        let cases = [
+            format!(r#"{{"command": "x", "memory": "{long}Q"}}"#),
+            format!(r#"{{"command": "x", "scratch_size": "{long}"}}"#),
+            format!(r#"{{"command": "x", "args": ["{long}\u0000"]}}"#),
+            format!(r#"{{"command": "x", "{long}": 1}}"#),
+            format!(r#"{{"command": "x", "inputs": {{"{long}": ""}}}}"#),
+            format!(r#"{{"command": "x", "env": {{"A{long}-": ""}}}}"#),
+            format!(r#""{long}""#),
+        ];
+        for text in cases {
+            let err = match parse(&text) {
+                Ok(d) => d.build(&|_| None).unwrap_err().0,
+                Err(e) => e.0,
+            };
+            assert!(err.len() < 500, "{}: {err:.300}", &text[..40]);
+        }
+    }
+
     /// What execve could never take is refused while it is read: the parser's memory stays
     /// bounded by what could run.
     #[test]

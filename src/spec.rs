@@ -319,7 +319,10 @@ impl Draft {
             return usage("no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
         }
         if let Some(a) = self.argv.iter().find(|a| a.contains('\0')) {
-            return usage(format!("command argument {a:?} contains a NUL byte"));
+            return usage(format!(
+                "command argument {} contains a NUL byte",
+                quoted(a)
+            ));
         }
         let env = build_env(&self.env, caller_env)?;
         let mut names = std::collections::HashSet::new();
@@ -688,7 +691,7 @@ pub fn parse_size(s: &str) -> Result<u64, UsageError> {
                 'G' => 1 << 30,
                 'T' => 1 << 40,
                 'B' => 1,
-                _ => return usage(format!("size {s:?}: unit must be K, M, G or T")),
+                _ => return usage(format!("size {}: unit must be K, M, G or T", quoted(s))),
             };
             (&t[..i], m)
         }
@@ -696,9 +699,9 @@ pub fn parse_size(s: &str) -> Result<u64, UsageError> {
     };
     let n: u64 = num
         .parse()
-        .map_err(|_| UsageError(format!("size {s:?}: expected e.g. 8000, 64K, 512M")))?;
+        .map_err(|_| UsageError(format!("size {}: expected e.g. 8000, 64K, 512M", quoted(s))))?;
     n.checked_mul(mult)
-        .ok_or_else(|| UsageError(format!("size {s:?} is out of range")))
+        .ok_or_else(|| UsageError(format!("size {} is out of range", quoted(s))))
 }
 
 #[cfg(test)]
