@@ -219,7 +219,8 @@ struct RunArgs {
     /// --json/--request.
     #[arg(long, value_name = "DURATION")]
     timeout: Option<String>,
-    /// Cap on stdout, stderr and each result file in the JSON report (default 8000).
+    /// Cap on stdout, stderr and each result file in the JSON report (default 8000, at most
+    /// 64M).
     #[arg(long, value_name = "BYTES")]
     max_output: Option<String>,
     /// Capture output and print one JSON report instead of streaming.

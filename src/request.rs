@@ -35,7 +35,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("timeout_ms", "an integer > 0: default 10000"),
     (
         "max_output",
-        "an integer >= 0: bytes kept of stdout, stderr and each file; default 8000",
+        "an integer >= 0: bytes kept of stdout, stderr and each file; default 8000, at most 64 MiB",
     ),
     (
         "memory",

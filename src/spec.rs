@@ -19,6 +19,11 @@ pub const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/s
 /// In --json / --request mode: the default timeout and output cap.
 pub const JSON_DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const JSON_DEFAULT_MAX_OUTPUT: usize = 8000;
+/// The largest --max-output (max_output): airlock holds each stream's kept bytes, and the
+/// report's text of them can be 6 times longer (a control byte is `\u0000`), so an unbounded
+/// cap let a task that writes gigabytes grow airlock past the machine's memory (300 MB of
+/// NULs took it to 2.3 GB) and lose the report. 64 MiB, as a request.
+pub const MAX_OUTPUT_CEILING: usize = 64 << 20;
 /// Result files: at most this many directory entries are examined; of the entries past that,
 /// the first MAX_SKIPPED_LISTED are listed as skipped ("count limit") and the rest counted in
 /// one entry named "*". At most MAX_RESULT_BYTES of file text come back in all; files past
@@ -386,6 +391,11 @@ impl Draft {
         }
         let (timeout, output) = if self.json {
             let max = self.max_output.unwrap_or(JSON_DEFAULT_MAX_OUTPUT);
+            if max > MAX_OUTPUT_CEILING {
+                return usage(format!(
+                    "--max-output (max_output) {max} is above the maximum {MAX_OUTPUT_CEILING}"
+                ));
+            }
             (
                 Some(self.timeout.unwrap_or(JSON_DEFAULT_TIMEOUT)),
                 Output::Json { max },
@@ -881,6 +891,19 @@ mod tests {
         );
         let s = draft(&["true"]).build(&no_env).unwrap();
         assert_eq!((s.timeout, s.output), (None, Output::Stream));
+    }
+
+    #[test]
+    fn max_output_has_a_ceiling() {
+        for (max, ok) in [(MAX_OUTPUT_CEILING, true), (MAX_OUTPUT_CEILING + 1, false)] {
+            let mut d = draft(&["true"]);
+            d.json = true;
+            d.max_output = Some(max);
+            match d.build(&no_env) {
+                Ok(s) => assert!(ok && s.output == Output::Json { max }, "{max}"),
+                Err(e) => assert!(!ok && e.0.contains("max_output"), "{max}: {e}"),
+            }
+        }
     }
 
     #[test]

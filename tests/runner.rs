@@ -1266,6 +1266,35 @@ fn a_request_as_python_or_node_writes_it_runs() {
     }
 }
 
+/// The output cap has a ceiling of 64 MiB: airlock holds what it keeps, and the report's text
+/// can be 6 times longer, so a cap of "everything" let a task writing gigabytes grow airlock
+/// past the machine's memory and lose the report. Above it: exit 2, before anything runs.
+#[test]
+fn an_output_cap_past_its_ceiling_is_refused() {
+    for who in BOTH {
+        let huge =
+            r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "max_output": 1099511627776}"#;
+        let run = al_stdin(who, &["run", "--request", "-"], huge.as_bytes(), SECS_10);
+        let msg = run.usage_error(&format!("{who:?} request"));
+        assert!(msg.contains("max_output"), "{who:?}: {msg:?}");
+        let run = al(
+            who,
+            &["run", "--json", "--max-output", "1T", "--", "true"],
+            SECS_10,
+        );
+        let msg = run.usage_error(&format!("{who:?} flag"));
+        assert!(msg.contains("--max-output"), "{who:?}: {msg:?}");
+        // Control: the ceiling itself is taken.
+        let (run, rep) = json_sh(who, &["--max-output", "64M"], "echo RAN-MARKER", SECS_10);
+        assert_eq!(
+            rep["stdout"],
+            json!("RAN-MARKER\n"),
+            "{who:?}: {}",
+            run.show()
+        );
+    }
+}
+
 /// `--env NAME` forwards the caller's value as text: one that is not UTF-8 is refused (exit 2,
 /// naming it), never silently dropped.
 #[test]
