@@ -87,7 +87,8 @@ On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\":
 JSON request (--request FILE, - for stdin):
   {\"command\": \"python3\", \"args\": [\"probe.py\"], \"inputs\": {\"probe.py\": \"...\"},
    \"env\": {\"NAME\": \"value\"}, \"timeout_ms\": 10000, \"max_output\": 8000}
-  Unknown keys and wrong types are refused (exit 2) with a message naming the key.";
+  Unknown keys, wrong types and keys given twice are refused (exit 2) with a message
+  naming the key.";
 
 #[derive(Parser)]
 #[command(
@@ -218,7 +219,8 @@ struct RunArgs {
     /// --json/--request.
     #[arg(long, value_name = "DURATION")]
     timeout: Option<String>,
-    /// Cap on stdout, stderr and each result file in the JSON report (default 8000).
+    /// Cap on stdout, stderr and each result file in the JSON report (default 8000, at most
+    /// 64M).
     #[arg(long, value_name = "BYTES")]
     max_output: Option<String>,
     /// Capture output and print one JSON report instead of streaming.
@@ -516,8 +518,83 @@ fn read_text(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// How long a request's input may stay open once its object has closed. The request is the
+/// whole input, so all that may follow is white space and the end; a caller that writes the
+/// request and never closes its end (Node's `stdin.write` without `end()`, a Python `Popen`
+/// whose stdin is left open) is told so after this, rather than waiting on it forever. The
+/// time starts at the closing brace: a writer, however slow, is never cut off mid-request.
+const REQUEST_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The text of a request from the file at `path`, or stdin for `-`: UTF-8, at most
+/// [`TEXT_MAX`] bytes, read to its end, or to [`REQUEST_CLOSE_WAIT`] past its object's close.
+fn read_request_text(path: &Path) -> std::io::Result<String> {
+    use std::io::ErrorKind;
+    use std::os::fd::AsFd;
+    let mut from = match path.as_os_str() == "-" {
+        true => std::fs::File::from(sys::std_stream(0).try_clone_to_owned()?),
+        false => std::fs::File::open(path)?,
+    };
+    let mut text = Vec::new();
+    let mut chunk = vec![0; 64 << 10];
+    let mut end = request::ObjectEnd::default();
+    let mut closed_at: Option<std::time::Instant> = None;
+    loop {
+        if let Some(at) = closed_at {
+            let left = REQUEST_CLOSE_WAIT.saturating_sub(at.elapsed());
+            if !sys::wait_readable(from.as_fd(), Some(left)).map_err(std::io::Error::other)? {
+                return Err(std::io::Error::other(format!(
+                    "the request's object closed, but its input stayed open {} s after it: \
+                     close it once the request is written (the request is all of it)",
+                    REQUEST_CLOSE_WAIT.as_secs()
+                )));
+            }
+        }
+        let n = match from.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // A descriptor the caller left non-blocking.
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                sys::wait_readable(from.as_fd(), None).map_err(std::io::Error::other)?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if (text.len() + n) as u64 > TEXT_MAX {
+            return Err(std::io::Error::other(format!(
+                "longer than {} MiB",
+                TEXT_MAX >> 20
+            )));
+        }
+        let got = &chunk[..n];
+        text.extend_from_slice(got);
+        match closed_at {
+            None => {
+                if let Some(at) = end.feed(got) {
+                    closed_at = Some(std::time::Instant::now());
+                    // Anything but white space after it: the parser says what is wrong.
+                    if !got[at..].iter().all(u8::is_ascii_whitespace) {
+                        break;
+                    }
+                }
+            }
+            Some(_) if !got.iter().all(u8::is_ascii_whitespace) => break,
+            Some(_) => {}
+        }
+    }
+    String::from_utf8(text).map_err(|e| {
+        let bytes = e.as_bytes();
+        let why = match bytes.starts_with(b"\xff\xfe") || bytes.starts_with(b"\xfe\xff") {
+            // Windows PowerShell's `>` writes UTF-16.
+            true => "not UTF-8: it starts with a UTF-16 byte order mark (write it as UTF-8)",
+            false => "stream did not contain valid UTF-8",
+        };
+        std::io::Error::new(ErrorKind::InvalidData, why)
+    })
+}
+
 fn read_request(path: &Path) -> Result<Draft, UsageError> {
-    let text = read_text(path).map_err(|e| UsageError(format!("request {path:?}: {e}")))?;
+    let text = read_request_text(path).map_err(|e| UsageError(format!("request {path:?}: {e}")))?;
     request::parse(&text)
 }
 

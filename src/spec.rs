@@ -19,6 +19,11 @@ pub const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/s
 /// In --json / --request mode: the default timeout and output cap.
 pub const JSON_DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const JSON_DEFAULT_MAX_OUTPUT: usize = 8000;
+/// The largest --max-output (max_output): airlock holds each stream's kept bytes, and the
+/// report's text of them can be 6 times longer (a control byte is `\u0000`), so an unbounded
+/// cap let a task that writes gigabytes grow airlock past the machine's memory (300 MB of
+/// NULs took it to 2.3 GB) and lose the report. 64 MiB, as a request.
+pub const MAX_OUTPUT_CEILING: usize = 64 << 20;
 /// Result files: at most this many directory entries are examined; of the entries past that,
 /// the first MAX_SKIPPED_LISTED are listed as skipped ("count limit") and the rest counted in
 /// one entry named "*". At most MAX_RESULT_BYTES of file text come back in all; files past
@@ -319,7 +324,10 @@ impl Draft {
             return usage("no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
         }
         if let Some(a) = self.argv.iter().find(|a| a.contains('\0')) {
-            return usage(format!("command argument {a:?} contains a NUL byte"));
+            return usage(format!(
+                "command argument {} contains a NUL byte",
+                quoted(a)
+            ));
         }
         let env = build_env(&self.env, caller_env)?;
         let mut names = std::collections::HashSet::new();
@@ -329,16 +337,8 @@ impl Draft {
                 return usage(format!("input {:?} is given twice", input.name));
             }
         }
-        // The init hands every input's name, size and hash back in one channel message (step
-        // 11), which the socket's buffer bounds: refused here rather than failing there.
-        let handed: usize = self.inputs.iter().map(|i| 17 + i.name.len()).sum();
-        if handed > MAX_HANDED {
-            return usage(format!(
-                "{} inputs are more than one run carries: their names and sizes take {handed} \
-                 bytes, at most {MAX_HANDED} (17 per input plus its name)",
-                self.inputs.len()
-            ));
-        }
+        let handed: usize = self.inputs.iter().map(|i| handed_size(&i.name)).sum();
+        check_handed(self.inputs.len(), handed)?;
         for b in &self.binds {
             check_bind(b)?;
         }
@@ -391,6 +391,11 @@ impl Draft {
         }
         let (timeout, output) = if self.json {
             let max = self.max_output.unwrap_or(JSON_DEFAULT_MAX_OUTPUT);
+            if max > MAX_OUTPUT_CEILING {
+                return usage(format!(
+                    "--max-output (max_output) {max} is above the maximum {MAX_OUTPUT_CEILING}"
+                ));
+            }
             (
                 Some(self.timeout.unwrap_or(JSON_DEFAULT_TIMEOUT)),
                 Output::Json { max },
@@ -463,6 +468,24 @@ impl Draft {
 /// default send buffer holds in one message.
 const MAX_HANDED: usize = 128 << 10;
 
+/// What one input takes of the hand-over: its name, size and hash.
+pub fn handed_size(name: &str) -> usize {
+    17 + name.len()
+}
+
+/// The init hands every input's name, size and hash back in one channel message (step 11),
+/// which the socket's buffer bounds: `count` inputs taking `handed` bytes of it are refused
+/// here rather than failing there.
+pub fn check_handed(count: usize, handed: usize) -> Result<(), UsageError> {
+    if handed > MAX_HANDED {
+        return usage(format!(
+            "{count} inputs are more than one run carries: their names and sizes take {handed} \
+             bytes, at most {MAX_HANDED} (17 per input plus its name)"
+        ));
+    }
+    Ok(())
+}
+
 /// Each limit's bounds. A message names the flag and the request's key, as a limit may come
 /// from either.
 fn check_limits(l: Limits) -> Result<Limits, UsageError> {
@@ -521,17 +544,20 @@ pub fn valid_env_name(name: &str) -> bool {
 
 /// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8
 /// locale. `--env NAME` forwards the caller's value (absent stays absent); `--env NAME=VALUE`
-/// sets one. Later entries win.
+/// sets one. Later entries win, and a variable stands where it was last set.
 fn build_env(
     requested: &[String],
     caller_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<(String, String)>, UsageError> {
-    let mut env: Vec<(String, String)> = vec![
-        ("PATH".into(), SAFE_PATH.into()),
-        ("HOME".into(), SCRATCH.into()),
-        ("TMPDIR".into(), SCRATCH.into()),
-        ("LANG".into(), "C.UTF-8".into()),
+    let fixed = [
+        ("PATH", SAFE_PATH),
+        ("HOME", SCRATCH),
+        ("TMPDIR", SCRATCH),
+        ("LANG", "C.UTF-8"),
     ];
+    let mut set: Vec<(String, Option<String>)> = (fixed.iter())
+        .map(|(n, v)| (n.to_string(), Some(v.to_string())))
+        .collect();
     for item in requested {
         let (name, value) = match item.split_once('=') {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
@@ -547,12 +573,24 @@ fn build_env(
             Some(v) => Some(v),
             None => caller_env(&name),
         };
-        env.retain(|(n, _)| *n != name);
-        if let Some(v) = value {
-            env.push((name, v));
-        }
+        set.push((name, value));
     }
+    // Keep each name's last entry, in one pass from the end (a request can set 500,000).
+    let mut seen = std::collections::HashSet::new();
+    let mut env: Vec<(String, String)> = (set.into_iter().rev())
+        .filter(|(n, _)| seen.insert(n.clone()))
+        .filter_map(|(n, v)| Some((n, v?)))
+        .collect();
+    env.reverse();
     Ok(env)
+}
+
+/// A name as a refusal quotes it: at most 64 characters, as a name can be megabytes long.
+pub fn quoted(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((end, _)) => format!("{:?}... ({} bytes)", &s[..end], s.len()),
+        None => format!("{s:?}"),
+    }
 }
 
 /// An input name must be one plain file name: no '/', not '.' or '..', not empty, no NUL.
@@ -572,7 +610,8 @@ pub fn check_input_name(name: &str) -> Result<(), UsageError> {
     };
     match why {
         Some(why) => usage(format!(
-            "input name {name:?} {why}: an input name must be a plain file name"
+            "input name {} {why}: an input name must be a plain file name",
+            quoted(name)
         )),
         None => Ok(()),
     }
@@ -671,7 +710,7 @@ pub fn parse_size(s: &str) -> Result<u64, UsageError> {
                 'G' => 1 << 30,
                 'T' => 1 << 40,
                 'B' => 1,
-                _ => return usage(format!("size {s:?}: unit must be K, M, G or T")),
+                _ => return usage(format!("size {}: unit must be K, M, G or T", quoted(s))),
             };
             (&t[..i], m)
         }
@@ -679,9 +718,9 @@ pub fn parse_size(s: &str) -> Result<u64, UsageError> {
     };
     let n: u64 = num
         .parse()
-        .map_err(|_| UsageError(format!("size {s:?}: expected e.g. 8000, 64K, 512M")))?;
+        .map_err(|_| UsageError(format!("size {}: expected e.g. 8000, 64K, 512M", quoted(s))))?;
     n.checked_mul(mult)
-        .ok_or_else(|| UsageError(format!("size {s:?} is out of range")))
+        .ok_or_else(|| UsageError(format!("size {} is out of range", quoted(s))))
 }
 
 #[cfg(test)]
@@ -861,6 +900,19 @@ mod tests {
         );
         let s = draft(&["true"]).build(&no_env).unwrap();
         assert_eq!((s.timeout, s.output), (None, Output::Stream));
+    }
+
+    #[test]
+    fn max_output_has_a_ceiling() {
+        for (max, ok) in [(MAX_OUTPUT_CEILING, true), (MAX_OUTPUT_CEILING + 1, false)] {
+            let mut d = draft(&["true"]);
+            d.json = true;
+            d.max_output = Some(max);
+            match d.build(&no_env) {
+                Ok(s) => assert!(ok && s.output == Output::Json { max }, "{max}"),
+                Err(e) => assert!(!ok && e.0.contains("max_output"), "{max}: {e}"),
+            }
+        }
     }
 
     #[test]

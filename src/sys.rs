@@ -408,6 +408,28 @@ pub fn unread_bytes(fd: &OwnedFd) -> SysResult<usize> {
     Ok(n.max(0) as usize)
 }
 
+/// Wait until `fd` has bytes to read or is at its end, for at most `wait` (None: no bound).
+/// False when the time passed first; a signal's interruption waits on for what is left.
+pub fn wait_readable(fd: BorrowedFd, wait: Option<std::time::Duration>) -> SysResult<bool> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout};
+    let deadline = wait.map(|w| std::time::Instant::now() + w);
+    loop {
+        let timeout = match deadline {
+            None => PollTimeout::NONE,
+            Some(at) => {
+                let left = at.saturating_duration_since(std::time::Instant::now());
+                PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
+            }
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match nix::poll::poll(&mut fds, timeout) {
+            Ok(ready) => return Ok(ready > 0),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return named(Err(e), || format!("poll({}, POLLIN)", fd.as_raw_fd())),
+        }
+    }
+}
+
 /// Descriptor 0, 1 or 2 of this process.
 pub fn std_stream(n: i32) -> BorrowedFd<'static> {
     assert!((0..3).contains(&n), "not a standard stream: {n}");

@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -105,8 +105,23 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
 /// Run `cmd` (stdout and stderr captured, stdin from `input` or /dev/null) and fail the test
 /// if it has not exited within `limit`. The output pipes must reach EOF shortly after the exit:
 /// if anything still holds them, something of the run survived it.
-fn run_bounded(mut cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
-    cmd.stdin(if input.is_some() {
+fn run_bounded(cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
+    let feed = input.map(|data| {
+        let data = data.to_vec();
+        Box::new(move |mut w: ChildStdin| {
+            let _ = w.write_all(&data);
+        }) as Feed
+    });
+    run_fed(cmd, feed, limit)
+}
+
+/// What writes a run's stdin, on a thread of its own; the pipe closes when it returns.
+type Feed = Box<dyn FnOnce(ChildStdin) + Send>;
+
+/// `run_bounded` with stdin written by `feed` (or /dev/null); the run's exit is waited for,
+/// then `feed`'s return.
+fn run_fed(mut cmd: Command, feed: Option<Feed>, limit: Duration) -> Run {
+    cmd.stdin(if feed.is_some() {
         Stdio::piped()
     } else {
         Stdio::null()
@@ -115,12 +130,9 @@ fn run_bounded(mut cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
     .stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let writer = input.map(|data| {
-        let data = data.to_vec();
-        let mut w = child.stdin.take().unwrap();
-        std::thread::spawn(move || {
-            let _ = w.write_all(&data);
-        })
+    let writer = feed.map(|feed| {
+        let w = child.stdin.take().unwrap();
+        std::thread::spawn(move || feed(w))
     });
     let out = drain(child.stdout.take().unwrap());
     let err = drain(child.stderr.take().unwrap());
@@ -996,7 +1008,7 @@ fn bad_requests_are_refused_naming_the_key() {
         0o644,
     );
     for who in BOTH {
-        let cases: [(&str, &[&str]); 10] = [
+        let cases: [(&str, &[&str]); 13] = [
             (
                 r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "comand": 1}"#,
                 &["unknown key \"comand\""],
@@ -1037,6 +1049,20 @@ fn bad_requests_are_refused_naming_the_key() {
                 r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "cpu_time_ms": 0}"#,
                 &["cpu_time_ms"],
             ),
+            // A key given twice: a reviewer reads the first, a last-wins parser runs the
+            // second.
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "args": ["-c", "id"]}"#,
+                &["key \"args\" is given twice"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "env": {"A": "", "A": ""}}"#,
+                &["key \"env\": \"A\" is given twice"],
+            ),
+            (
+                r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "inputs": {"a": "", "a": ""}}"#,
+                &["key \"inputs\": \"a\" is given twice"],
+            ),
         ];
         for (text, needles) in cases {
             let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
@@ -1062,6 +1088,210 @@ fn bad_requests_are_refused_naming_the_key() {
         let run = al(who, &["run", "--request", "/dev/zero"], SECS_10);
         let msg = run.usage_error(&format!("{who:?} endless request"));
         assert!(msg.contains("longer than 64 MiB"), "{who:?}: {msg:?}");
+    }
+}
+
+/// A request of 64 MiB (the cap) made of tiny elements is read in memory bounded by a small
+/// multiple of its size, and what execve or the inputs' hand-over could never take is refused
+/// (exit 2) as it is read: parsed into a tree first, 64 MiB of empty strings took 2.2 GB. The
+/// bound is the launcher's address space, 4 times the cap; the control is a request of the
+/// same size that runs whole under it.
+#[test]
+fn a_request_of_tiny_elements_is_read_in_bounded_memory() {
+    const CAP: usize = 64 << 20;
+    let dir = tmpdir();
+    /// `{"command": "true", KEY: OPEN ITEM,ITEM,... CLOSE}` filling the cap, item i from `item`.
+    fn fill(key: &str, open: &str, close: &str, item: impl Fn(usize) -> String) -> Vec<u8> {
+        let mut t = format!(r#"{{"command": "true", "{key}": {open}"#);
+        let end = format!("{close}}}");
+        for i in 0.. {
+            let it = item(i);
+            if t.len() + it.len() + 1 + end.len() > CAP {
+                break;
+            }
+            if i > 0 {
+                t.push(',');
+            }
+            t.push_str(&it);
+        }
+        t.push_str(&end);
+        t.into_bytes()
+    }
+    // A distinct short name for each i: A, B, ..., Z, BA, BB, ...
+    let name = |mut i: usize| {
+        let mut n = Vec::new();
+        loop {
+            n.push(b'A' + (i % 26) as u8);
+            i /= 26;
+            if i == 0 {
+                break;
+            }
+        }
+        String::from_utf8(n.into_iter().rev().collect()).unwrap()
+    };
+    let cases = [
+        ("args", fill("args", "[", "]", |_| r#""""#.into()), "execve"),
+        (
+            "env",
+            fill("env", "{", "}", |i| format!(r#""{}":"""#, name(i))),
+            "execve",
+        ),
+        (
+            "inputs",
+            fill("inputs", "{", "}", |i| format!(r#""{}":"""#, name(i))),
+            "inputs are more",
+        ),
+    ];
+    let bounded = |who, path: &Path| {
+        let mut c = host_command(who, "prlimit");
+        c.arg(format!("--as={}", 4 * CAP)).arg(binary());
+        c.args(["run", "--request", path.to_str().unwrap()]);
+        run_bounded(c, None, SECS_10)
+    };
+    for (key, text, needle) in cases {
+        assert!(text.len() > CAP - 16, "{key}: {} bytes", text.len());
+        let path = write_file(&dir.path().join(format!("{key}.json")), &text, 0o644);
+        for who in BOTH {
+            let msg = bounded(who, &path).usage_error(&format!("{who:?} {key}"));
+            assert!(msg.contains(needle), "{who:?} {key}: {msg:?}");
+        }
+    }
+    // Control: a request as large, one input of 60 MiB and many arguments, runs whole.
+    let big = "x".repeat(60 << 20);
+    let args = r#", """#.repeat(100_000);
+    let text = format!(
+        r#"{{"command": "sh", "args": ["-c", "wc -c < big"{args}], "inputs": {{"big": "{big}"}}}}"#
+    );
+    let path = write_file(&dir.path().join("control.json"), text.as_bytes(), 0o644);
+    for who in BOTH {
+        let run = bounded(who, &path);
+        let rep = run.report();
+        assert_eq!(
+            rep["stdout"],
+            json!(format!("{}\n", 60 << 20)),
+            "{who:?}: {}",
+            run.show()
+        );
+    }
+}
+
+/// `--request -` reads stdin to its end, but a caller that writes the request and never
+/// closes stdin is refused (exit 2) 5 s after the request's closing brace instead of holding
+/// airlock forever; a writer that pauses mid-request for longer, or closes a moment after the
+/// brace, runs as before.
+#[test]
+fn a_request_whose_stdin_stays_open_is_refused_not_waited_on_forever() {
+    const REQ: &str = r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"]}"#;
+    /// Write `first`, wait `pause`, write `rest`, hold stdin open `hold`, then close it.
+    fn written(who: Launcher, first: &str, pause: Duration, rest: &str, hold: Duration) -> Run {
+        let (first, rest) = (first.to_string(), rest.to_string());
+        let feed = Box::new(move |mut w: ChildStdin| {
+            let _ = w.write_all(first.as_bytes()).and_then(|()| w.flush());
+            std::thread::sleep(pause);
+            let _ = w.write_all(rest.as_bytes()).and_then(|()| w.flush());
+            std::thread::sleep(hold);
+        });
+        run_fed(
+            airlock(who, &["run", "--request", "-"]),
+            Some(feed),
+            SECS_10 * 2,
+        )
+    }
+    let ran = |run: &Run, ctx: &str| {
+        assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+        assert_eq!(run.report()["stdout"], json!("RAN-MARKER\n"), "{ctx}");
+    };
+    std::thread::scope(|s| {
+        for who in BOTH {
+            s.spawn(move || {
+                let secs = Duration::from_secs;
+                // The request whole at once, stdin held open 8 s.
+                let run = written(who, REQ, Duration::ZERO, "\n", secs(8));
+                let msg = run.usage_error(&format!("{who:?} stdin held open"));
+                assert!(msg.contains("stayed open 5 s"), "{who:?}: {msg:?}");
+                assert!(
+                    run.took >= secs(4) && run.took < secs(7),
+                    "{who:?}: refused after {:?}",
+                    run.took
+                );
+                // Control: a writer pausing 6 s mid-request is waited for.
+                let (head, tail) = REQ.split_at(30);
+                ran(
+                    &written(who, head, secs(6), tail, Duration::ZERO),
+                    "slow writer",
+                );
+                // Control: stdin closed 1 s after the brace.
+                ran(
+                    &written(who, REQ, Duration::ZERO, " ", secs(1)),
+                    "late close",
+                );
+            });
+        }
+    });
+}
+
+/// A request as Python or Node may write it runs: a byte order mark before it, whole numbers
+/// written as floats (Python's `5000.0`), null for a key left out (Python's None). A fraction,
+/// and a request in UTF-16 (Windows PowerShell's `>`), are refused saying what is wrong.
+#[test]
+fn a_request_as_python_or_node_writes_it_runs() {
+    let dir = tmpdir();
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(r#"{"command": "true"}"#.encode_utf16().flat_map(u16::to_le_bytes));
+    let utf16 = write_file(&dir.path().join("utf16.json"), &utf16, 0o644);
+    let text = "\u{feff}{\"command\": \"sh\", \"args\": [\"-c\", \"echo RAN-MARKER\"], \
+                \"cpu_time_ms\": 2000.0, \"timeout_ms\": 5e3, \"env\": null, \"memory\": null}";
+    for who in BOTH {
+        let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["stdout"], json!("RAN-MARKER\n"), "{who:?}: {rep}");
+        assert_eq!(
+            rep["limits"]["cpu_time_ms"]["requested"],
+            json!(2000),
+            "{who:?}"
+        );
+        let fraction = r#"{"command": "true", "timeout_ms": 1.5}"#;
+        let run = al_stdin(
+            who,
+            &["run", "--request", "-"],
+            fraction.as_bytes(),
+            SECS_10,
+        );
+        let msg = run.usage_error(&format!("{who:?} fraction"));
+        assert!(msg.contains("timeout_ms") && msg.contains("1.5"), "{msg:?}");
+        let run = al(who, &["run", "--request", utf16.to_str().unwrap()], SECS_10);
+        let msg = run.usage_error(&format!("{who:?} UTF-16"));
+        assert!(msg.contains("UTF-16"), "{msg:?}");
+    }
+}
+
+/// The output cap has a ceiling of 64 MiB: airlock holds what it keeps, and the report's text
+/// can be 6 times longer, so a cap of "everything" let a task writing gigabytes grow airlock
+/// past the machine's memory and lose the report. Above it: exit 2, before anything runs.
+#[test]
+fn an_output_cap_past_its_ceiling_is_refused() {
+    for who in BOTH {
+        let huge =
+            r#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "max_output": 1099511627776}"#;
+        let run = al_stdin(who, &["run", "--request", "-"], huge.as_bytes(), SECS_10);
+        let msg = run.usage_error(&format!("{who:?} request"));
+        assert!(msg.contains("max_output"), "{who:?}: {msg:?}");
+        let run = al(
+            who,
+            &["run", "--json", "--max-output", "1T", "--", "true"],
+            SECS_10,
+        );
+        let msg = run.usage_error(&format!("{who:?} flag"));
+        assert!(msg.contains("--max-output"), "{who:?}: {msg:?}");
+        // Control: the ceiling itself is taken.
+        let (run, rep) = json_sh(who, &["--max-output", "64M"], "echo RAN-MARKER", SECS_10);
+        assert_eq!(
+            rep["stdout"],
+            json!("RAN-MARKER\n"),
+            "{who:?}: {}",
+            run.show()
+        );
     }
 }
 
