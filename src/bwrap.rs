@@ -155,15 +155,88 @@ fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
         .collect())
 }
 
+/// A number as bubblewrap reads a descriptor, uid or gid: C's strtol in base 10 (leading white
+/// space and a sign taken, digits to the end, a value past the range of `long` clamped to it)
+/// stored in an `int`, whose low 32 bits must not be negative.
+fn c_int(v: &str) -> Option<i32> {
+    let t = v.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let long = match digits.parse::<i64>() {
+        Ok(n) if negative => -n,
+        Ok(n) => n,
+        Err(_) if negative => i64::MIN,
+        Err(_) => i64::MAX,
+    };
+    // The C conversion from long to int keeps the low 32 bits.
+    Some(long as i32).filter(|&n| n >= 0)
+}
+
 /// A descriptor number an option names, noted in `named` (those never reach the task).
 fn fd_arg(named: &mut Vec<i32>, v: &str) -> Result<i32, UsageError> {
-    match v.parse::<i32>() {
-        Ok(fd) if fd >= 0 => {
+    match c_int(v) {
+        Some(fd) => {
             named.push(fd);
             Ok(fd)
         }
-        _ => err(format!("Invalid fd: {v}")),
+        None => err(format!("Invalid fd: {v}")),
     }
+}
+
+/// An option that names one descriptor and keeps the last one given, as bubblewrap does.
+fn one_fd(
+    slot: &mut Option<i32>,
+    opt: &str,
+    v: &str,
+    named: &mut Vec<i32>,
+) -> Result<(), UsageError> {
+    if slot.is_some() {
+        only_the_last(opt);
+    }
+    *slot = Some(fd_arg(named, v)?);
+    Ok(())
+}
+
+/// `--uid` or `--gid` (`kind` is "uid" or "gid"), read as bubblewrap reads them.
+fn id_arg(kind: &str, v: &str) -> Result<u32, UsageError> {
+    match c_int(v) {
+        Some(id) => Ok(id as u32),
+        None => err(format!("Invalid {kind}: {v}")),
+    }
+}
+
+/// How many arguments an option takes when that is more than one: bubblewrap checks the
+/// count before reading any of them ("--file takes two arguments" for `--file 3` at the end).
+fn arguments_of(opt: &str) -> usize {
+    match opt {
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+        | "--ro-bind-try" | "--bind-fd" | "--ro-bind-fd" | "--file" | "--bind-data"
+        | "--ro-bind-data" | "--symlink" | "--setenv" | "--chmod" => 2,
+        "--overlay" => 3,
+        _ => 1,
+    }
+}
+
+/// bubblewrap's words for an option given too few arguments.
+fn too_few_arguments(opt: &str) -> UsageError {
+    UsageError(match (opt, arguments_of(opt)) {
+        // bubblewrap names --bind-fd for both of its bind-by-descriptor options.
+        ("--ro-bind-fd", _) => "--bind-fd takes two arguments".into(),
+        (_, 2) => format!("{opt} takes two arguments"),
+        (_, 3) => format!("{opt} takes three arguments"),
+        ("--chdir" | "--remount-ro" | "--argv0", _) => format!("{opt} takes one argument"),
+        _ => format!("{opt} takes an argument"),
+    })
+}
+
+/// The warning bubblewrap prints when an option that keeps one value is given again.
+fn only_the_last(opt: &str) {
+    crate::say!("bwrap: Only the last {opt} option will take effect");
 }
 
 /// --size as bubblewrap reads it (strtoull in base 0): decimal, 0x hexadecimal or 0 octal
@@ -201,9 +274,7 @@ fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
     };
     match parsed {
         Some(p) if p <= 0o7777 && !(negative && p != 0) => Ok(p),
-        _ => err(format!(
-            "--{opt} takes a permissions argument in octal, not {v:?}"
-        )),
+        _ => err(format!("--{opt} takes an octal argument <= 07777")),
     }
 }
 
@@ -219,7 +290,7 @@ fn cap_name(v: &str) -> Result<Vec<caps::Capability>, UsageError> {
     };
     name.parse::<caps::Capability>()
         .map(|c| vec![c])
-        .map_err(|_| UsageError(format!("Unknown cap: {v}")))
+        .map_err(|_| UsageError(format!("unknown cap: {v}")))
 }
 
 /// Parse bubblewrap's command line (without the program name).
@@ -256,13 +327,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         ($opt:expr) => {
             match queue.pop_front() {
                 Some(v) => v,
-                None => return err(format!("{} takes an argument", $opt)),
+                None => return Err(too_few_arguments($opt)),
             }
         };
     }
 
     while let Some(arg) = queue.pop_front() {
         let a = arg.as_str();
+        if a.starts_with("--") && queue.len() < arguments_of(a) && arguments_of(a) > 1 {
+            return Err(too_few_arguments(a));
+        }
         // --perms and --size modify the next operation only.
         if a == "--perms" {
             if perms.is_some() {
@@ -273,7 +347,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         }
         if a == "--size" {
             let v = take!(a);
-            size = Some(tmpfs_size(&v).ok_or_else(|| UsageError(format!("Invalid size {v}")))?);
+            let bytes = tmpfs_size(&v)
+                .ok_or_else(|| UsageError("--size takes a non-zero number of bytes".into()))?;
+            size = Some(bytes);
             continue;
         }
         let (p, sz) = (perms.take(), size.take());
@@ -305,7 +381,13 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     queue.insert(i, x);
                 }
             }
-            "--argv0" => io.argv0 = Some(take!(a)),
+            "--argv0" => {
+                let v = take!(a);
+                if io.argv0.is_some() {
+                    return err("--argv0 used multiple times");
+                }
+                io.argv0 = Some(v);
+            }
             "--level-prefix" => io.level_prefix = true,
             "--unshare-all" => {
                 user_try = true;
@@ -319,27 +401,39 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--unshare-net" => ns.net = true,
             "--unshare-uts" => ns.uts = true,
             "--unshare-cgroup" | "--unshare-cgroup-try" => ns.cgroup = true,
-            "--userns" => io.userns_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--userns2" => io.userns2_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--pidns" => io.pidns_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--userns" => one_fd(&mut io.userns_fd, a, &take!(a), &mut named)?,
+            "--userns2" => one_fd(&mut io.userns2_fd, a, &take!(a), &mut named)?,
+            "--pidns" => one_fd(&mut io.pidns_fd, a, &take!(a), &mut named)?,
             "--disable-userns" => disable_userns = true,
             "--assert-userns-disabled" => disable_userns = true,
             "--uid" => {
-                uid = Some(
-                    take!(a)
-                        .parse()
-                        .map_err(|_| UsageError("Invalid uid".into()))?,
-                )
+                let v = take!(a);
+                if uid.is_some() {
+                    only_the_last(a);
+                }
+                uid = Some(id_arg("uid", &v)?);
             }
             "--gid" => {
-                gid = Some(
-                    take!(a)
-                        .parse()
-                        .map_err(|_| UsageError("Invalid gid".into()))?,
-                )
+                let v = take!(a);
+                if gid.is_some() {
+                    only_the_last(a);
+                }
+                gid = Some(id_arg("gid", &v)?);
             }
-            "--hostname" => hostname = Some(take!(a)),
-            "--chdir" => chdir = Some(PathBuf::from(take!(a))),
+            "--hostname" => {
+                let v = take!(a);
+                if hostname.is_some() {
+                    only_the_last(a);
+                }
+                hostname = Some(v);
+            }
+            "--chdir" => {
+                let v = take!(a);
+                if chdir.is_some() {
+                    only_the_last(a);
+                }
+                chdir = Some(PathBuf::from(v));
+            }
             "--clearenv" => env.clear(),
             "--setenv" => {
                 let (k, v) = (take!(a), take!(a));
@@ -353,12 +447,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--lock-file" => io.lock_files.push(PathBuf::from(take!(a))),
             "--sync-fd" => {
                 // The launcher keeps it open (it inherited it) until the sandbox is gone.
-                io.sync_fd = Some(fd_arg(&mut named, &take!(a))?);
+                one_fd(&mut io.sync_fd, a, &take!(a), &mut named)?;
             }
-            "--block-fd" => io.block_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--userns-block-fd" => io.userns_block_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--info-fd" => io.info_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--json-status-fd" => io.json_status_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--block-fd" => one_fd(&mut io.block_fd, a, &take!(a), &mut named)?,
+            "--userns-block-fd" => one_fd(&mut io.userns_block_fd, a, &take!(a), &mut named)?,
+            "--info-fd" => one_fd(&mut io.info_fd, a, &take!(a), &mut named)?,
+            "--json-status-fd" => one_fd(&mut io.json_status_fd, a, &take!(a), &mut named)?,
             "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
             | "--ro-bind-try" => {
                 let (src, dest) = (take!(a), take!(a));
@@ -401,15 +495,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     _ => OverlayUpper::ReadOnly,
                 };
                 let dest = PathBuf::from(take!(a));
-                let need = if upper == OverlayUpper::ReadOnly {
-                    2
-                } else {
-                    1
+                let (need, in_words) = match upper {
+                    OverlayUpper::ReadOnly => (2, "two"),
+                    _ => (1, "one"),
                 };
                 if overlay_sources.len() < need {
-                    return err(format!(
-                        "{a} requires at least {need} --overlay-src before it"
-                    ));
+                    return err(format!("{a} requires at least {in_words} --overlay-src"));
                 }
                 fs.push(FsOp::Overlay {
                     sources: std::mem::take(&mut overlay_sources),
@@ -419,9 +510,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             }
             "--exec-label" | "--file-label" => {
                 let _ = take!(a);
-                return err(format!(
-                    "{a}: SELinux labels are not supported (SELinux is not enabled here)"
-                ));
+                // bubblewrap's words where SELinux is not enabled, as here.
+                return err("labeling not supported on this system");
             }
             "--proc" => fs.push(FsOp::Proc(PathBuf::from(take!(a)))),
             "--dev" => fs.push(FsOp::Dev(PathBuf::from(take!(a)))),
@@ -467,7 +557,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--seccomp cannot be combined with --add-seccomp-fd");
                 }
                 if have_seccomp {
-                    crate::say!("bwrap: Only the last --seccomp option will take effect");
+                    only_the_last(a);
                     seccomp_fds.clear();
                 }
                 have_seccomp = true;
@@ -515,7 +605,10 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         return err("--perms must be followed by an option that creates a file");
     }
     if !overlay_sources.is_empty() {
-        return err("--overlay-src must be followed by --overlay, --tmp-overlay or --ro-overlay");
+        return err(
+            "--overlay-src must be followed by another --overlay-src or one of --overlay, \
+             --tmp-overlay, or --ro-overlay",
+        );
     }
     if command.is_empty() {
         return err("No command specified");
@@ -532,9 +625,11 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     io.explicit_uid = uid.is_some();
     io.explicit_gid = gid.is_some();
     let want_userns = unshare_user || user_try || !caller.is_root || io.userns_fd.is_some();
-    let other_id = uid.is_some_and(|u| u != caller.uid) || gid.is_some_and(|g| g != caller.gid);
-    if other_id && !want_userns {
-        return err("Specifying --uid or --gid requires --unshare-user or --userns");
+    if uid.is_some_and(|u| u != caller.uid) && !want_userns {
+        return err("Specifying --uid requires --unshare-user or --userns");
+    }
+    if gid.is_some_and(|g| g != caller.gid) && !want_userns {
+        return err("Specifying --gid requires --unshare-user or --userns");
     }
     if hostname.is_some() && !ns.uts {
         return err("Specifying --hostname requires --unshare-uts");
@@ -550,7 +645,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         return err("Setting pidns failed: Operation not permitted");
     }
     if disable_userns && !want_userns {
-        return err("--disable-userns requires --unshare-user or --userns");
+        return err("--disable-userns requires --unshare-user");
     }
     let identity_map = caller.is_root && !want_userns && io.userns_fd.is_none();
     let (uid, gid) = match (caller.is_root, identity_map) {
@@ -657,6 +752,15 @@ pub fn message(e: &StepError) -> String {
             .unwrap_or("")
             .trim_start_matches("/newroot");
         return format!("Can't create file at {path}: {errno}");
+    }
+    if e.step.starts_with("11 lock files") {
+        let path = call.split('"').nth(1).unwrap_or("");
+        let what = if call.starts_with("open(") {
+            "open lock file"
+        } else {
+            "lock file"
+        };
+        return format!("Unable to {what} {path}: {errno}");
     }
     if call.starts_with("setresuid(") || call.starts_with("setresgid(") {
         let kind = if call.starts_with("setresuid(") {
@@ -788,9 +892,28 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{octal, tmpfs_size};
+    use super::{c_int, octal, tmpfs_size};
 
     /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
+    #[test]
+    fn numbers_read_as_bubblewraps_strtol_into_an_int() {
+        for (v, want) in [
+            ("5", Some(5)),
+            (" 5", Some(5)),
+            ("+5", Some(5)),
+            ("-0", Some(0)),
+            ("4294967301", Some(5)),
+            ("2147483648", None),
+            ("99999999999999999999", None),
+            ("-1", None),
+            ("", None),
+            ("5 ", None),
+            ("0x5", None),
+        ] {
+            assert_eq!(c_int(v), want, "{v:?}");
+        }
+    }
+
     #[test]
     fn tmpfs_size_reads_as_bubblewrap_does() {
         for (v, want) in [
