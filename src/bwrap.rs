@@ -138,11 +138,17 @@ impl Caller {
 
 /// Read the NUL-separated arguments of `--args FD`.
 fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
-    let dup = crate::sys::dup_fd(fd).map_err(|e| UsageError(format!("--args {fd}: {e}")))?;
+    let unreadable = |errno: Errno| {
+        UsageError(format!(
+            "Can't read --args data: {}",
+            crate::sys::errno_text(errno)
+        ))
+    };
+    let dup = crate::sys::dup_fd(fd).map_err(|e| unreadable(e.errno))?;
     let mut f = std::fs::File::from(dup);
     let mut data = Vec::new();
     f.read_to_end(&mut data)
-        .map_err(|e| UsageError(format!("Failed to read --args {fd}: {e}")))?;
+        .map_err(|e| unreadable(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
     // Each argument ends with a NUL; an empty argument is a lone NUL and stays (dropping it
     // would shift every argument after it). The last one may lack its NUL.
     let data = data.strip_suffix(&[0]).unwrap_or(&data);
@@ -700,7 +706,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
 /// bubblewrap's wording for a failed setup step, where clients match on it.
 pub fn message(e: &StepError) -> String {
     let call = e.err.call.as_str();
-    let errno = e.err.errno.desc();
+    let errno = crate::sys::errno_text(e.err.errno);
     let path_of = |call: &str| -> String { call.split('"').nth(3).unwrap_or("").to_string() };
     if call.starts_with("mount(\"proc\"") {
         let target = path_of(call);
@@ -717,6 +723,26 @@ pub fn message(e: &StepError) -> String {
     }
     if call.starts_with("mount(\"mqueue\"") {
         return format!("Can't mount mqueue on {}: {errno}", path_of(call));
+    }
+    if call.starts_with("readlink(\"/proc/self/fd/") {
+        let link = call.split('"').nth(1).unwrap_or("");
+        return format!("Can't find source path {link}: {errno}");
+    }
+    if call.starts_with("copy fd ") {
+        let dest = call.split('"').nth(1).unwrap_or("");
+        return format!("Can't write data to file {dest}: {errno}");
+    }
+    if call.starts_with("read(seccomp fd ") {
+        return format!("Can't read seccomp data: {errno}");
+    }
+    if call.starts_with(crate::seccomp::NOT_WHOLE_INSTRUCTIONS) {
+        return "Invalid seccomp data, must be multiple of 8".into();
+    }
+    if e.step.starts_with("13 seccomp") && e.err.errno == Errno::EINVAL {
+        return "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP) \
+                reported EINVAL. (Hint: this requires a kernel configured with CONFIG_SECCOMP \
+                and CONFIG_SECCOMP_FILTER.)"
+            .into();
     }
     if call.starts_with("open_tree(") {
         let src = call.split('"').nth(1).unwrap_or("");
@@ -813,7 +839,10 @@ pub fn new_namespace_failed(errno: Errno) -> String {
                 exceeded (ENOSPC)"
             .into();
     }
-    format!("Creating new namespace failed: {}", errno.desc())
+    format!(
+        "Creating new namespace failed: {}",
+        crate::sys::errno_text(errno)
+    )
 }
 
 /// Run `bwrap ARGS...`; returns the exit status.

@@ -1978,6 +1978,57 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// Setup failures a user meets, whole messages compared: a descriptor named but not open, a
+/// source path in a symlink loop, a file bound onto a directory and the reverse, a seccomp
+/// program of the wrong length. Errno texts are glibc's, as bubblewrap's are ("Bad file
+/// descriptor", "Too many levels of symbolic links").
+#[test]
+fn setup_failures_read_word_for_word_as_bubblewraps() {
+    let d = tmpdir(0o755);
+    let file = d.path().join("file");
+    write(&file, b"x", 0o644);
+    let loop_link = d.path().join("loop");
+    std::os::unix::fs::symlink("loop", &loop_link).unwrap();
+    write(&d.path().join("seven.bpf"), b"1234567", 0o644);
+    write(&d.path().join("empty.bpf"), b"", 0o644);
+    let (file, loop_link) = (file.display().to_string(), loop_link.display().to_string());
+    let base = ["--ro-bind", "/usr", "/usr", "--tmpfs", "/tmp"];
+    let lines: Vec<Vec<&str>> = vec![
+        with(&base, &["--file", "42", "/x"]),
+        with(&base, &["--bind-data", "42", "/x"]),
+        with(&base, &["--ro-bind-data", "42", "/x"]),
+        with(&base, &["--bind-fd", "42", "/x"]),
+        with(&base, &["--seccomp", "42"]),
+        with(&base, &["--add-seccomp-fd", "42"]),
+        with(&base, &["--args", "42"]),
+        with(&base, &["--ro-bind", &loop_link, "/x"]),
+        with(&base, &["--ro-bind", &file, "/tmp"]),
+        with(
+            &base,
+            &["--ro-bind", &file, "/h", "--ro-bind", "/usr", "/h"],
+        ),
+        with(&base, &["--ro-bind", &file, "/h", "--dir", "/h"]),
+        with(&base, &["--seccomp", "7"]),
+        with(&base, &["--seccomp", "8"]),
+    ];
+    let pre = format!("exec 7<{0}/seven.bpf 8<{0}/empty.bpf", d.path().display());
+    let mut wrong = vec![];
+    for who in BOTH {
+        for args in &lines {
+            let c = case(&with(args, &["true"])).pre(&pre);
+            let [b, a] = c.run_all(who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            if (b.code, &b.stderr) != (a.code, &a.stderr) {
+                wrong.push(format!(
+                    "as {who:?} {args:?}\n  bubblewrap: exit {} {:?}\n  airlock:    exit {} {:?}",
+                    b.code, b.stderr, a.code, a.stderr
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// Setup failures: `bwrap: ` and bubblewrap's key phrase, exit 1.
 #[test]
 fn setup_failure_wording() {
