@@ -1364,7 +1364,7 @@ fn ensure_file(path: &Path) -> Result<(), SysError> {
         }
         // A directory cannot take a file: bubblewrap's error for the file it would create.
         Err(Errno::EEXIST) if path.symlink_metadata().is_ok_and(|m| m.is_dir()) => Err(SysError {
-            call: format!("open({path:?}, O_CREAT)"),
+            call: format!("mknod({path:?}, S_IFREG)"),
             errno: Errno::EISDIR,
         }),
         // A file, or a symlink to something, already there: the mount decides.

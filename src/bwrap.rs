@@ -771,13 +771,18 @@ pub fn message(e: &StepError) -> String {
         let path = call.split('"').nth(1).unwrap_or("");
         return format!("Can't remount readonly on {path}: {errno}");
     }
-    if call.starts_with("open(") && call.ends_with("O_CREAT)") {
+    // A file --file writes ("Can't create file"), and one made to mount a file on, for a
+    // bind or a --bind-data ("Can't create file at"): bubblewrap words the two differently.
+    let made_file = call.starts_with("open(") && call.ends_with("O_CREAT)");
+    let mount_point = call.starts_with("mknod(") && call.ends_with("S_IFREG)");
+    if made_file || mount_point {
         let path = call
             .split('"')
             .nth(1)
             .unwrap_or("")
             .trim_start_matches("/newroot");
-        return format!("Can't create file at {path}: {errno}");
+        let at = if mount_point { " at" } else { "" };
+        return format!("Can't create file{at} {path}: {errno}");
     }
     if e.step.starts_with("11 lock files") {
         let path = call.split('"').nth(1).unwrap_or("");

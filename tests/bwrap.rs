@@ -1980,8 +1980,8 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
 
 /// Setup failures a user meets, whole messages compared: a descriptor named but not open, a
 /// source path in a symlink loop, a file bound onto a directory and the reverse, a seccomp
-/// program of the wrong length. Errno texts are glibc's, as bubblewrap's are ("Bad file
-/// descriptor", "Too many levels of symbolic links").
+/// program of the wrong length, a file that cannot be created. Errno texts are glibc's, as
+/// bubblewrap's are ("Bad file descriptor", "Too many levels of symbolic links").
 #[test]
 fn setup_failures_read_word_for_word_as_bubblewraps() {
     let d = tmpdir(0o755);
@@ -2010,8 +2010,15 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
         with(&base, &["--ro-bind", &file, "/h", "--dir", "/h"]),
         with(&base, &["--seccomp", "7"]),
         with(&base, &["--seccomp", "8"]),
+        with(&base, &["--file", "9", "/usr/x"]),
+        with(&base, &["--file", "9", "/tmp"]),
+        with(&base, &["--bind-data", "9", "/usr/x"]),
+        with(&base, &["--ro-bind", &file, "/usr/x"]),
     ];
-    let pre = format!("exec 7<{0}/seven.bpf 8<{0}/empty.bpf", d.path().display());
+    let pre = format!(
+        "exec 7<{0}/seven.bpf 8<{0}/empty.bpf 9<{0}/file",
+        d.path().display()
+    );
     let mut wrong = vec![];
     for who in BOTH {
         for args in &lines {
