@@ -2157,7 +2157,10 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
         argv[0] = a0.clone();
     }
     let name = plan.argv[0].to_string_lossy().into_owned();
-    let candidates: Vec<CString> = if name.contains('/') {
+    let candidates: Vec<CString> = if name.is_empty() {
+        // No file has an empty name (execvp(3) fails with ENOENT rather than trying "DIR/").
+        vec![]
+    } else if name.contains('/') {
         vec![plan.argv[0].clone()]
     } else {
         // An empty entry is the working directory, as to execvp(3).

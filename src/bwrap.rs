@@ -769,7 +769,16 @@ pub fn message(e: &StepError) -> String {
     }
     if call.starts_with("mount_setattr(") && call.ends_with("RDONLY)") {
         let path = call.split('"').nth(1).unwrap_or("");
-        return format!("Can't remount readonly on {path}: {errno}");
+        // bubblewrap resolves the path, then looks it up in the mount table.
+        return match e.err.errno {
+            Errno::ENOENT => {
+                format!("Can't remount readonly on {path}: realpath(destination): {errno}")
+            }
+            Errno::EINVAL => format!(
+                "Can't remount readonly on {path}: Unable to find \"{path}\" in mount table"
+            ),
+            _ => format!("Can't remount readonly on {path}: {errno}"),
+        };
     }
     // A file --file writes ("Can't create file"), and one made to mount a file on, for a
     // bind or a --bind-data ("Can't create file at"): bubblewrap words the two differently.

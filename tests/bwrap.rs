@@ -1980,7 +1980,8 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
 
 /// Setup failures a user meets, whole messages compared: a descriptor named but not open, a
 /// source path in a symlink loop, a file bound onto a directory and the reverse, a seccomp
-/// program of the wrong length, a file that cannot be created. Errno texts are glibc's, as
+/// program of the wrong length, a file that cannot be created, --remount-ro of a path that is
+/// missing or not a mount point, an empty command. Errno texts are glibc's, as
 /// bubblewrap's are ("Bad file descriptor", "Too many levels of symbolic links").
 #[test]
 fn setup_failures_read_word_for_word_as_bubblewraps() {
@@ -2014,6 +2015,9 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
         with(&base, &["--file", "9", "/tmp"]),
         with(&base, &["--bind-data", "9", "/usr/x"]),
         with(&base, &["--ro-bind", &file, "/usr/x"]),
+        with(&base, &["--remount-ro", "/nx"]),
+        with(&base, &["--dir", "/d", "--remount-ro", "/d"]),
+        with(&base, &["--", ""]),
     ];
     let pre = format!(
         "exec 7<{0}/seven.bpf 8<{0}/empty.bpf 9<{0}/file",
