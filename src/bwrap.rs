@@ -246,8 +246,20 @@ fn only_the_last(opt: &str) {
 }
 
 /// --size as bubblewrap reads it (strtoull in base 0): decimal, 0x hexadecimal or 0 octal
-/// digits and nothing else, starting with a digit; at least 1 and at most 2^63-1 bytes.
-fn tmpfs_size(v: &str) -> Option<u64> {
+/// digits and nothing else, starting with a digit; at least 1 and at most 2^63-1 bytes, with
+/// bubblewrap's message for each way of missing that.
+fn tmpfs_size(v: &str) -> Result<u64, UsageError> {
+    match tmpfs_bytes(v) {
+        Some(n) if n > i64::MAX as u64 => {
+            err(format!("--size (for tmpfs) is limited to {}", i64::MAX))
+        }
+        Some(n) => Ok(n),
+        None => err("--size takes a non-zero number of bytes"),
+    }
+}
+
+/// The number of bytes `v` reads as (None: not a number, zero, or past 2^64-1).
+fn tmpfs_bytes(v: &str) -> Option<u64> {
     let (digits, radix) = if let Some(h) = v.strip_prefix("0x").or(v.strip_prefix("0X")) {
         (h, 16)
     } else if v.len() > 1 && v.starts_with('0') {
@@ -261,9 +273,7 @@ fn tmpfs_size(v: &str) -> Option<u64> {
     {
         return None;
     }
-    u64::from_str_radix(digits, radix)
-        .ok()
-        .filter(|&n| n > 0 && n <= i64::MAX as u64)
+    u64::from_str_radix(digits, radix).ok().filter(|&n| n > 0)
 }
 
 /// A mode as bubblewrap reads one, with C's strtoul in base 8: leading white space and a sign
@@ -353,9 +363,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         }
         if a == "--size" {
             let v = take!(a);
-            let bytes = tmpfs_size(&v)
-                .ok_or_else(|| UsageError("--size takes a non-zero number of bytes".into()))?;
-            size = Some(bytes);
+            size = Some(tmpfs_size(&v)?);
             continue;
         }
         let (p, sz) = (perms.take(), size.take());
@@ -966,6 +974,7 @@ mod tests {
             ("0X1f", Some(31)),
             ("9223372036854775807", Some(i64::MAX as u64)),
             ("9223372036854775808", None),
+            ("18446744073709551616", None),
             ("0", None),
             ("00", None),
             ("0x", None),
@@ -976,7 +985,7 @@ mod tests {
             ("-1", None),
             ("", None),
         ] {
-            assert_eq!(tmpfs_size(v), want, "{v:?}");
+            assert_eq!(tmpfs_size(v).ok(), want, "{v:?}");
         }
     }
 

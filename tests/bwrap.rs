@@ -1925,6 +1925,10 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
         with(&ro, &["--chmod", "abc", "/tmp", "true"]),
         with(&ro, &["--size", "0", "--tmpfs", "/x", "true"]),
         with(&ro, &["--size", "1k", "--tmpfs", "/x", "true"]),
+        with(
+            &ro,
+            &["--size", "9223372036854775808", "--tmpfs", "/x", "true"],
+        ),
         with(&ro, &["--unshare-user", "--cap-add", "CAP_FOO", "true"]),
         with(&ro, &["--cap-drop", "NOPE", "true"]),
         with(&ro, &["--bind", "/usr"]),
