@@ -756,6 +756,11 @@ pub fn message(e: &StepError) -> String {
         let src = call.split('"').nth(1).unwrap_or("");
         return format!("Can't find source path {src}: {errno}");
     }
+    // The scaffold's first directory: the first write in the new user namespace, which fails
+    // when no id maps were written (a --userns-block-fd client that released without them).
+    if call == "mkdir -p \"newroot\"" {
+        return format!("Creating newroot failed: {errno}");
+    }
     if call.starts_with("mkdir -p") {
         let p = call.trim_start_matches("mkdir -p ").trim_matches('"');
         return format!("Can't mkdir {}: {errno}", p.trim_start_matches("/newroot"));

@@ -1985,7 +1985,8 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
 /// Setup failures a user meets, whole messages compared: a descriptor named but not open, a
 /// source path in a symlink loop, a file bound onto a directory and the reverse, a seccomp
 /// program of the wrong length, a file that cannot be created, --remount-ro of a path that is
-/// missing or not a mount point, an empty command. Errno texts are glibc's, as
+/// missing or not a mount point, an empty command, a --userns-block-fd released with no id
+/// maps written. Errno texts are glibc's, as
 /// bubblewrap's are ("Bad file descriptor", "Too many levels of symbolic links").
 #[test]
 fn setup_failures_read_word_for_word_as_bubblewraps() {
@@ -2022,9 +2023,13 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
         with(&base, &["--remount-ro", "/nx"]),
         with(&base, &["--dir", "/d", "--remount-ro", "/d"]),
         with(&base, &["--", ""]),
+        with(
+            &base,
+            &["--unshare-user", "--info-fd", "5", "--userns-block-fd", "6"],
+        ),
     ];
     let pre = format!(
-        "exec 7<{0}/seven.bpf 8<{0}/empty.bpf 9<{0}/file",
+        "exec 5>/dev/null 6</dev/null 7<{0}/seven.bpf 8<{0}/empty.bpf 9<{0}/file",
         d.path().display()
     );
     let mut wrong = vec![];
