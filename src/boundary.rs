@@ -1224,13 +1224,21 @@ fn at(p: &Path) -> PathBuf {
     Path::new(NEWROOT).join(p.strip_prefix("/").unwrap_or(p))
 }
 
-/// mkdir -p (under the scaffold, where every path resolves inside it).
+/// mkdir -p (under the scaffold, where every path resolves inside it). Something other than
+/// a directory already at `path` is ENOTDIR, as bubblewrap reports it (mkdir's EEXIST would
+/// read as if the directory were there).
 fn make_dirs(path: &Path) -> Result<(), SysError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
         .create(path)
-        .map_err(|e| io_err(e, || format!("mkdir -p {path:?}")))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => SysError {
+                call: format!("mkdir -p {path:?}"),
+                errno: Errno::ENOTDIR,
+            },
+            _ => io_err(e, || format!("mkdir -p {path:?}")),
+        })
 }
 
 /// Create the missing parents of `dest` (inside) with no more access than `perms` gives: group
@@ -1354,7 +1362,12 @@ fn ensure_file(path: &Path) -> Result<(), SysError> {
             }
             make().map_err(err)
         }
-        // A file, a directory, or a symlink to something, already there: the mount decides.
+        // A directory cannot take a file: bubblewrap's error for the file it would create.
+        Err(Errno::EEXIST) if path.symlink_metadata().is_ok_and(|m| m.is_dir()) => Err(SysError {
+            call: format!("mknod({path:?}, S_IFREG)"),
+            errno: Errno::EISDIR,
+        }),
+        // A file, or a symlink to something, already there: the mount decides.
         Err(Errno::EEXIST) if path.exists() => Ok(()),
         Err(e) => Err(err(e)),
     }
@@ -1759,7 +1772,10 @@ fn write_file_from_fd(
     // host's); --perms is for a file made here.
     let existed = staging.symlink_metadata().is_ok();
     let mut out = make_file(&staging, perms)?;
-    let mut src = File::from(sys::dup_fd(fd)?);
+    let mut src = File::from(sys::dup_fd(fd).map_err(|e| SysError {
+        call: format!("copy fd {fd} to {dest:?}"),
+        errno: e.errno,
+    })?);
     std::io::copy(&mut src, &mut out)
         .map_err(|e| io_err(e, || format!("copy fd {fd} to {dest:?}")))?;
     // Through the descriptor opened with O_NOFOLLOW: a symlink planted at the path meanwhile
@@ -1929,7 +1945,10 @@ fn install_seccomp(s: &Seccomp) -> Result<(), SysError> {
         Seccomp::Fds(fds) => {
             for fd in fds {
                 let mut data = Vec::new();
-                let mut f = File::from(sys::dup_fd(*fd)?);
+                let mut f = File::from(sys::dup_fd(*fd).map_err(|e| SysError {
+                    call: format!("read(seccomp fd {fd})"),
+                    errno: e.errno,
+                })?);
                 std::io::Read::read_to_end(&mut f, &mut data)
                     .map_err(|e| io_err(e, || format!("read(seccomp fd {fd})")))?;
                 crate::seccomp::install_program(&data).map_err(|mut e| {
@@ -2138,7 +2157,10 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
         argv[0] = a0.clone();
     }
     let name = plan.argv[0].to_string_lossy().into_owned();
-    let candidates: Vec<CString> = if name.contains('/') {
+    let candidates: Vec<CString> = if name.is_empty() {
+        // No file has an empty name (execvp(3) fails with ENOENT rather than trying "DIR/").
+        vec![]
+    } else if name.contains('/') {
         vec![plan.argv[0].clone()]
     } else {
         // An empty entry is the working directory, as to execvp(3).

@@ -138,11 +138,17 @@ impl Caller {
 
 /// Read the NUL-separated arguments of `--args FD`.
 fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
-    let dup = crate::sys::dup_fd(fd).map_err(|e| UsageError(format!("--args {fd}: {e}")))?;
+    let unreadable = |errno: Errno| {
+        UsageError(format!(
+            "Can't read --args data: {}",
+            crate::sys::errno_text(errno)
+        ))
+    };
+    let dup = crate::sys::dup_fd(fd).map_err(|e| unreadable(e.errno))?;
     let mut f = std::fs::File::from(dup);
     let mut data = Vec::new();
     f.read_to_end(&mut data)
-        .map_err(|e| UsageError(format!("Failed to read --args {fd}: {e}")))?;
+        .map_err(|e| unreadable(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
     // Each argument ends with a NUL; an empty argument is a lone NUL and stays (dropping it
     // would shift every argument after it). The last one may lack its NUL.
     let data = data.strip_suffix(&[0]).unwrap_or(&data);
@@ -155,20 +161,105 @@ fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
         .collect())
 }
 
+/// A number as bubblewrap reads a descriptor, uid or gid: C's strtol in base 10 (leading white
+/// space and a sign taken, digits to the end, a value past the range of `long` clamped to it)
+/// stored in an `int`, whose low 32 bits must not be negative.
+fn c_int(v: &str) -> Option<i32> {
+    let t = v.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let long = match digits.parse::<i64>() {
+        Ok(n) if negative => -n,
+        Ok(n) => n,
+        Err(_) if negative => i64::MIN,
+        Err(_) => i64::MAX,
+    };
+    // The C conversion from long to int keeps the low 32 bits.
+    Some(long as i32).filter(|&n| n >= 0)
+}
+
 /// A descriptor number an option names, noted in `named` (those never reach the task).
 fn fd_arg(named: &mut Vec<i32>, v: &str) -> Result<i32, UsageError> {
-    match v.parse::<i32>() {
-        Ok(fd) if fd >= 0 => {
+    match c_int(v) {
+        Some(fd) => {
             named.push(fd);
             Ok(fd)
         }
-        _ => err(format!("Invalid fd: {v}")),
+        None => err(format!("Invalid fd: {v}")),
     }
 }
 
+/// An option that names one descriptor and keeps the last one given, as bubblewrap does.
+fn one_fd(
+    slot: &mut Option<i32>,
+    opt: &str,
+    v: &str,
+    named: &mut Vec<i32>,
+) -> Result<(), UsageError> {
+    if slot.is_some() {
+        only_the_last(opt);
+    }
+    *slot = Some(fd_arg(named, v)?);
+    Ok(())
+}
+
+/// `--uid` or `--gid` (`kind` is "uid" or "gid"), read as bubblewrap reads them.
+fn id_arg(kind: &str, v: &str) -> Result<u32, UsageError> {
+    match c_int(v) {
+        Some(id) => Ok(id as u32),
+        None => err(format!("Invalid {kind}: {v}")),
+    }
+}
+
+/// How many arguments an option takes when that is more than one: bubblewrap checks the
+/// count before reading any of them ("--file takes two arguments" for `--file 3` at the end).
+fn arguments_of(opt: &str) -> usize {
+    match opt {
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+        | "--ro-bind-try" | "--bind-fd" | "--ro-bind-fd" | "--file" | "--bind-data"
+        | "--ro-bind-data" | "--symlink" | "--setenv" | "--chmod" => 2,
+        "--overlay" => 3,
+        _ => 1,
+    }
+}
+
+/// bubblewrap's words for an option given too few arguments.
+fn too_few_arguments(opt: &str) -> UsageError {
+    UsageError(match (opt, arguments_of(opt)) {
+        // bubblewrap names --bind-fd for both of its bind-by-descriptor options.
+        ("--ro-bind-fd", _) => "--bind-fd takes two arguments".into(),
+        (_, 2) => format!("{opt} takes two arguments"),
+        (_, 3) => format!("{opt} takes three arguments"),
+        ("--chdir" | "--remount-ro" | "--argv0", _) => format!("{opt} takes one argument"),
+        _ => format!("{opt} takes an argument"),
+    })
+}
+
+/// The warning bubblewrap prints when an option that keeps one value is given again.
+fn only_the_last(opt: &str) {
+    crate::say!("bwrap: Only the last {opt} option will take effect");
+}
+
 /// --size as bubblewrap reads it (strtoull in base 0): decimal, 0x hexadecimal or 0 octal
-/// digits and nothing else, starting with a digit; at least 1 and at most 2^63-1 bytes.
-fn tmpfs_size(v: &str) -> Option<u64> {
+/// digits and nothing else, starting with a digit; at least 1 and at most 2^63-1 bytes, with
+/// bubblewrap's message for each way of missing that.
+fn tmpfs_size(v: &str) -> Result<u64, UsageError> {
+    match tmpfs_bytes(v) {
+        Some(n) if n > i64::MAX as u64 => {
+            err(format!("--size (for tmpfs) is limited to {}", i64::MAX))
+        }
+        Some(n) => Ok(n),
+        None => err("--size takes a non-zero number of bytes"),
+    }
+}
+
+/// The number of bytes `v` reads as (None: not a number, zero, or past 2^64-1).
+fn tmpfs_bytes(v: &str) -> Option<u64> {
     let (digits, radix) = if let Some(h) = v.strip_prefix("0x").or(v.strip_prefix("0X")) {
         (h, 16)
     } else if v.len() > 1 && v.starts_with('0') {
@@ -182,9 +273,7 @@ fn tmpfs_size(v: &str) -> Option<u64> {
     {
         return None;
     }
-    u64::from_str_radix(digits, radix)
-        .ok()
-        .filter(|&n| n > 0 && n <= i64::MAX as u64)
+    u64::from_str_radix(digits, radix).ok().filter(|&n| n > 0)
 }
 
 /// A mode as bubblewrap reads one, with C's strtoul in base 8: leading white space and a sign
@@ -201,9 +290,7 @@ fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
     };
     match parsed {
         Some(p) if p <= 0o7777 && !(negative && p != 0) => Ok(p),
-        _ => err(format!(
-            "--{opt} takes a permissions argument in octal, not {v:?}"
-        )),
+        _ => err(format!("--{opt} takes an octal argument <= 07777")),
     }
 }
 
@@ -219,7 +306,7 @@ fn cap_name(v: &str) -> Result<Vec<caps::Capability>, UsageError> {
     };
     name.parse::<caps::Capability>()
         .map(|c| vec![c])
-        .map_err(|_| UsageError(format!("Unknown cap: {v}")))
+        .map_err(|_| UsageError(format!("unknown cap: {v}")))
 }
 
 /// Parse bubblewrap's command line (without the program name).
@@ -256,13 +343,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         ($opt:expr) => {
             match queue.pop_front() {
                 Some(v) => v,
-                None => return err(format!("{} takes an argument", $opt)),
+                None => return Err(too_few_arguments($opt)),
             }
         };
     }
 
     while let Some(arg) = queue.pop_front() {
         let a = arg.as_str();
+        if a.starts_with("--") && queue.len() < arguments_of(a) && arguments_of(a) > 1 {
+            return Err(too_few_arguments(a));
+        }
         // --perms and --size modify the next operation only.
         if a == "--perms" {
             if perms.is_some() {
@@ -273,7 +363,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         }
         if a == "--size" {
             let v = take!(a);
-            size = Some(tmpfs_size(&v).ok_or_else(|| UsageError(format!("Invalid size {v}")))?);
+            size = Some(tmpfs_size(&v)?);
             continue;
         }
         let (p, sz) = (perms.take(), size.take());
@@ -305,7 +395,13 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     queue.insert(i, x);
                 }
             }
-            "--argv0" => io.argv0 = Some(take!(a)),
+            "--argv0" => {
+                let v = take!(a);
+                if io.argv0.is_some() {
+                    return err("--argv0 used multiple times");
+                }
+                io.argv0 = Some(v);
+            }
             "--level-prefix" => io.level_prefix = true,
             "--unshare-all" => {
                 user_try = true;
@@ -319,27 +415,39 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--unshare-net" => ns.net = true,
             "--unshare-uts" => ns.uts = true,
             "--unshare-cgroup" | "--unshare-cgroup-try" => ns.cgroup = true,
-            "--userns" => io.userns_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--userns2" => io.userns2_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--pidns" => io.pidns_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--userns" => one_fd(&mut io.userns_fd, a, &take!(a), &mut named)?,
+            "--userns2" => one_fd(&mut io.userns2_fd, a, &take!(a), &mut named)?,
+            "--pidns" => one_fd(&mut io.pidns_fd, a, &take!(a), &mut named)?,
             "--disable-userns" => disable_userns = true,
             "--assert-userns-disabled" => disable_userns = true,
             "--uid" => {
-                uid = Some(
-                    take!(a)
-                        .parse()
-                        .map_err(|_| UsageError("Invalid uid".into()))?,
-                )
+                let v = take!(a);
+                if uid.is_some() {
+                    only_the_last(a);
+                }
+                uid = Some(id_arg("uid", &v)?);
             }
             "--gid" => {
-                gid = Some(
-                    take!(a)
-                        .parse()
-                        .map_err(|_| UsageError("Invalid gid".into()))?,
-                )
+                let v = take!(a);
+                if gid.is_some() {
+                    only_the_last(a);
+                }
+                gid = Some(id_arg("gid", &v)?);
             }
-            "--hostname" => hostname = Some(take!(a)),
-            "--chdir" => chdir = Some(PathBuf::from(take!(a))),
+            "--hostname" => {
+                let v = take!(a);
+                if hostname.is_some() {
+                    only_the_last(a);
+                }
+                hostname = Some(v);
+            }
+            "--chdir" => {
+                let v = take!(a);
+                if chdir.is_some() {
+                    only_the_last(a);
+                }
+                chdir = Some(PathBuf::from(v));
+            }
             "--clearenv" => env.clear(),
             "--setenv" => {
                 let (k, v) = (take!(a), take!(a));
@@ -353,12 +461,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--lock-file" => io.lock_files.push(PathBuf::from(take!(a))),
             "--sync-fd" => {
                 // The launcher keeps it open (it inherited it) until the sandbox is gone.
-                io.sync_fd = Some(fd_arg(&mut named, &take!(a))?);
+                one_fd(&mut io.sync_fd, a, &take!(a), &mut named)?;
             }
-            "--block-fd" => io.block_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--userns-block-fd" => io.userns_block_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--info-fd" => io.info_fd = Some(fd_arg(&mut named, &take!(a))?),
-            "--json-status-fd" => io.json_status_fd = Some(fd_arg(&mut named, &take!(a))?),
+            "--block-fd" => one_fd(&mut io.block_fd, a, &take!(a), &mut named)?,
+            "--userns-block-fd" => one_fd(&mut io.userns_block_fd, a, &take!(a), &mut named)?,
+            "--info-fd" => one_fd(&mut io.info_fd, a, &take!(a), &mut named)?,
+            "--json-status-fd" => one_fd(&mut io.json_status_fd, a, &take!(a), &mut named)?,
             "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
             | "--ro-bind-try" => {
                 let (src, dest) = (take!(a), take!(a));
@@ -401,15 +509,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     _ => OverlayUpper::ReadOnly,
                 };
                 let dest = PathBuf::from(take!(a));
-                let need = if upper == OverlayUpper::ReadOnly {
-                    2
-                } else {
-                    1
+                let (need, in_words) = match upper {
+                    OverlayUpper::ReadOnly => (2, "two"),
+                    _ => (1, "one"),
                 };
                 if overlay_sources.len() < need {
-                    return err(format!(
-                        "{a} requires at least {need} --overlay-src before it"
-                    ));
+                    return err(format!("{a} requires at least {in_words} --overlay-src"));
                 }
                 fs.push(FsOp::Overlay {
                     sources: std::mem::take(&mut overlay_sources),
@@ -419,9 +524,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             }
             "--exec-label" | "--file-label" => {
                 let _ = take!(a);
-                return err(format!(
-                    "{a}: SELinux labels are not supported (SELinux is not enabled here)"
-                ));
+                // bubblewrap's words where SELinux is not enabled, as here.
+                return err("labeling not supported on this system");
             }
             "--proc" => fs.push(FsOp::Proc(PathBuf::from(take!(a)))),
             "--dev" => fs.push(FsOp::Dev(PathBuf::from(take!(a)))),
@@ -467,7 +571,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--seccomp cannot be combined with --add-seccomp-fd");
                 }
                 if have_seccomp {
-                    crate::say!("bwrap: Only the last --seccomp option will take effect");
+                    only_the_last(a);
                     seccomp_fds.clear();
                 }
                 have_seccomp = true;
@@ -515,7 +619,10 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         return err("--perms must be followed by an option that creates a file");
     }
     if !overlay_sources.is_empty() {
-        return err("--overlay-src must be followed by --overlay, --tmp-overlay or --ro-overlay");
+        return err(
+            "--overlay-src must be followed by another --overlay-src or one of --overlay, \
+             --tmp-overlay, or --ro-overlay",
+        );
     }
     if command.is_empty() {
         return err("No command specified");
@@ -532,9 +639,11 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     io.explicit_uid = uid.is_some();
     io.explicit_gid = gid.is_some();
     let want_userns = unshare_user || user_try || !caller.is_root || io.userns_fd.is_some();
-    let other_id = uid.is_some_and(|u| u != caller.uid) || gid.is_some_and(|g| g != caller.gid);
-    if other_id && !want_userns {
-        return err("Specifying --uid or --gid requires --unshare-user or --userns");
+    if uid.is_some_and(|u| u != caller.uid) && !want_userns {
+        return err("Specifying --uid requires --unshare-user or --userns");
+    }
+    if gid.is_some_and(|g| g != caller.gid) && !want_userns {
+        return err("Specifying --gid requires --unshare-user or --userns");
     }
     if hostname.is_some() && !ns.uts {
         return err("Specifying --hostname requires --unshare-uts");
@@ -550,7 +659,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         return err("Setting pidns failed: Operation not permitted");
     }
     if disable_userns && !want_userns {
-        return err("--disable-userns requires --unshare-user or --userns");
+        return err("--disable-userns requires --unshare-user");
     }
     let identity_map = caller.is_root && !want_userns && io.userns_fd.is_none();
     let (uid, gid) = match (caller.is_root, identity_map) {
@@ -605,7 +714,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
 /// bubblewrap's wording for a failed setup step, where clients match on it.
 pub fn message(e: &StepError) -> String {
     let call = e.err.call.as_str();
-    let errno = e.err.errno.desc();
+    let errno = crate::sys::errno_text(e.err.errno);
     let path_of = |call: &str| -> String { call.split('"').nth(3).unwrap_or("").to_string() };
     if call.starts_with("mount(\"proc\"") {
         let target = path_of(call);
@@ -623,9 +732,34 @@ pub fn message(e: &StepError) -> String {
     if call.starts_with("mount(\"mqueue\"") {
         return format!("Can't mount mqueue on {}: {errno}", path_of(call));
     }
+    if call.starts_with("readlink(\"/proc/self/fd/") {
+        let link = call.split('"').nth(1).unwrap_or("");
+        return format!("Can't find source path {link}: {errno}");
+    }
+    if call.starts_with("copy fd ") {
+        let dest = call.split('"').nth(1).unwrap_or("");
+        return format!("Can't write data to file {dest}: {errno}");
+    }
+    if call.starts_with("read(seccomp fd ") {
+        return format!("Can't read seccomp data: {errno}");
+    }
+    if call.starts_with(crate::seccomp::NOT_WHOLE_INSTRUCTIONS) {
+        return "Invalid seccomp data, must be multiple of 8".into();
+    }
+    if e.step.starts_with("13 seccomp") && e.err.errno == Errno::EINVAL {
+        return "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP) \
+                reported EINVAL. (Hint: this requires a kernel configured with CONFIG_SECCOMP \
+                and CONFIG_SECCOMP_FILTER.)"
+            .into();
+    }
     if call.starts_with("open_tree(") {
         let src = call.split('"').nth(1).unwrap_or("");
         return format!("Can't find source path {src}: {errno}");
+    }
+    // The scaffold's first directory: the first write in the new user namespace, which fails
+    // when no id maps were written (a --userns-block-fd client that released without them).
+    if call == "mkdir -p \"newroot\"" {
+        return format!("Creating newroot failed: {errno}");
     }
     if call.starts_with("mkdir -p") {
         let p = call.trim_start_matches("mkdir -p ").trim_matches('"');
@@ -648,15 +782,38 @@ pub fn message(e: &StepError) -> String {
     }
     if call.starts_with("mount_setattr(") && call.ends_with("RDONLY)") {
         let path = call.split('"').nth(1).unwrap_or("");
-        return format!("Can't remount readonly on {path}: {errno}");
+        // bubblewrap resolves the path, then looks it up in the mount table.
+        return match e.err.errno {
+            Errno::ENOENT => {
+                format!("Can't remount readonly on {path}: realpath(destination): {errno}")
+            }
+            Errno::EINVAL => format!(
+                "Can't remount readonly on {path}: Unable to find \"{path}\" in mount table"
+            ),
+            _ => format!("Can't remount readonly on {path}: {errno}"),
+        };
     }
-    if call.starts_with("open(") && call.ends_with("O_CREAT)") {
+    // A file --file writes ("Can't create file"), and one made to mount a file on, for a
+    // bind or a --bind-data ("Can't create file at"): bubblewrap words the two differently.
+    let made_file = call.starts_with("open(") && call.ends_with("O_CREAT)");
+    let mount_point = call.starts_with("mknod(") && call.ends_with("S_IFREG)");
+    if made_file || mount_point {
         let path = call
             .split('"')
             .nth(1)
             .unwrap_or("")
             .trim_start_matches("/newroot");
-        return format!("Can't create file at {path}: {errno}");
+        let at = if mount_point { " at" } else { "" };
+        return format!("Can't create file{at} {path}: {errno}");
+    }
+    if e.step.starts_with("11 lock files") {
+        let path = call.split('"').nth(1).unwrap_or("");
+        let what = if call.starts_with("open(") {
+            "open lock file"
+        } else {
+            "lock file"
+        };
+        return format!("Unable to {what} {path}: {errno}");
     }
     if call.starts_with("setresuid(") || call.starts_with("setresgid(") {
         let kind = if call.starts_with("setresuid(") {
@@ -709,7 +866,10 @@ pub fn new_namespace_failed(errno: Errno) -> String {
                 exceeded (ENOSPC)"
             .into();
     }
-    format!("Creating new namespace failed: {}", errno.desc())
+    format!(
+        "Creating new namespace failed: {}",
+        crate::sys::errno_text(errno)
+    )
 }
 
 /// Run `bwrap ARGS...`; returns the exit status.
@@ -788,9 +948,28 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{octal, tmpfs_size};
+    use super::{c_int, octal, tmpfs_size};
 
     /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
+    #[test]
+    fn numbers_read_as_bubblewraps_strtol_into_an_int() {
+        for (v, want) in [
+            ("5", Some(5)),
+            (" 5", Some(5)),
+            ("+5", Some(5)),
+            ("-0", Some(0)),
+            ("4294967301", Some(5)),
+            ("2147483648", None),
+            ("99999999999999999999", None),
+            ("-1", None),
+            ("", None),
+            ("5 ", None),
+            ("0x5", None),
+        ] {
+            assert_eq!(c_int(v), want, "{v:?}");
+        }
+    }
+
     #[test]
     fn tmpfs_size_reads_as_bubblewrap_does() {
         for (v, want) in [
@@ -800,6 +979,7 @@ mod tests {
             ("0X1f", Some(31)),
             ("9223372036854775807", Some(i64::MAX as u64)),
             ("9223372036854775808", None),
+            ("18446744073709551616", None),
             ("0", None),
             ("00", None),
             ("0x", None),
@@ -810,7 +990,7 @@ mod tests {
             ("-1", None),
             ("", None),
         ] {
-            assert_eq!(tmpfs_size(v), want, "{v:?}");
+            assert_eq!(tmpfs_size(v).ok(), want, "{v:?}");
         }
     }
 

@@ -31,14 +31,24 @@ fn apply(prog: &[seccompiler::sock_filter], what: &str) -> Result<(), SysError> 
     })
 }
 
+/// How a program of a length that is not a multiple of 8 bytes is refused (the bwrap front end
+/// words it as bubblewrap does).
+pub const NOT_WHOLE_INSTRUCTIONS: &str = "seccomp program is not whole sock_filter instructions";
+
 /// Install a compiled BPF program given as bytes (bwrap's --seccomp FD): a whole number of
-/// 8-byte `struct sock_filter` instructions.
+/// 8-byte `struct sock_filter` instructions, 1 to 65535 of them.
 pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
-    if bytes.is_empty() || !bytes.len().is_multiple_of(8) || bytes.len() / 8 > u16::MAX as usize {
+    if !bytes.len().is_multiple_of(8) {
+        return Err(SysError {
+            call: format!("{NOT_WHOLE_INSTRUCTIONS} ({} bytes)", bytes.len()),
+            errno: Errno::EINVAL,
+        });
+    }
+    if bytes.is_empty() || bytes.len() / 8 > u16::MAX as usize {
         return Err(SysError {
             call: format!(
-                "seccomp program of {} bytes is not whole sock_filter instructions",
-                bytes.len()
+                "seccomp program of {} instructions (1 to 65535 allowed)",
+                bytes.len() / 8
             ),
             errno: Errno::EINVAL,
         });

@@ -818,8 +818,30 @@ pub fn own_fd(raw: RawFd) -> OwnedFd {
 // ---------------------------------------------------------------------------------------------
 // Strings for messages
 
+/// An errno in the words of glibc's strerror, which bubblewrap's messages (and the tools
+/// that read them) use: nix's own table words a few of them differently ("Bad file number",
+/// "Too many symbolic links encountered").
 pub fn errno_text(e: Errno) -> &'static str {
-    e.desc()
+    match e {
+        Errno::EIO => "Input/output error",
+        Errno::EBADF => "Bad file descriptor",
+        Errno::EAGAIN => "Resource temporarily unavailable",
+        Errno::ENOMEM => "Cannot allocate memory",
+        Errno::EXDEV => "Invalid cross-device link",
+        Errno::ENFILE => "Too many open files in system",
+        Errno::ENOTTY => "Inappropriate ioctl for device",
+        Errno::EDOM => "Numerical argument out of domain",
+        Errno::ERANGE => "Numerical result out of range",
+        Errno::EDEADLK => "Resource deadlock avoided",
+        Errno::ENOLCK => "No locks available",
+        Errno::ELOOP => "Too many levels of symbolic links",
+        Errno::ENETRESET => "Network dropped connection on reset",
+        Errno::EBADMSG => "Bad message",
+        Errno::EILSEQ => "Invalid or incomplete multibyte or wide character",
+        Errno::EOPNOTSUPP => "Operation not supported",
+        Errno::EDQUOT => "Disk quota exceeded",
+        _ => e.desc(),
+    }
 }
 
 pub fn cstring(s: &str) -> CString {

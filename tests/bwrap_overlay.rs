@@ -124,7 +124,7 @@ fn ro_overlay_is_read_only_and_needs_two_sources() {
         let o = bwrap(who, &args, "true");
         assert_eq!(o.status.code(), Some(1));
         assert!(
-            stderr(&o).starts_with("bwrap: --ro-overlay requires at least 2"),
+            stderr(&o).starts_with("bwrap: --ro-overlay requires at least two --overlay-src"),
             "{}",
             stderr(&o)
         );
