@@ -356,6 +356,11 @@ fn normalize_path(path: &str) -> String {
     }
 }
 
+/// True when the normalised absolute `path` is `tree` or lies below it.
+fn is_at_or_below(path: &str, tree: &str) -> bool {
+    tree == "/" || path == tree || path.starts_with(&format!("{tree}/"))
+}
+
 /// True when `arg` names the program `name`, bare or as a path (`/usr/bin/docker`).
 fn is_program(arg: &str, name: &str) -> bool {
     arg == name || arg.ends_with(&format!("/{name}"))
@@ -734,9 +739,6 @@ fn is_sensitive_host_path(source: &str) -> bool {
         HostPath::InHome(below) => return below.starts_with("/."),
         HostPath::Unknown(_) => return true,
     };
-    let inside = |path: &str, tree: &str| {
-        tree == "/" || path == tree || path.starts_with(&format!("{tree}/"))
-    };
     let parts: Vec<&str> = path.split('/').skip(1).collect();
     let home_dot_entry = match parts.as_slice() {
         ["home", _, entry, ..] | ["root", entry, ..] => entry.starts_with('.'),
@@ -745,7 +747,7 @@ fn is_sensitive_host_path(source: &str) -> bool {
     home_dot_entry
         || SYSTEM_PATHS
             .iter()
-            .any(|tree| inside(&path, tree) || inside(tree, &path))
+            .any(|tree| is_at_or_below(&path, tree) || is_at_or_below(tree, &path))
 }
 
 /// A mount source that holds the Docker daemon's socket: one of DOCKER_SOCKET_PATHS, or a
@@ -1175,6 +1177,68 @@ fn home_or_root(source: &str) -> Option<String> {
     }
 }
 
+/// The option whose mount puts option `i`'s source in the sandbox: itself, or for
+/// `--overlay-src` the overlay option that takes it (`None` when none follows).
+fn placing_mount(options: &[BwrapOption], i: usize) -> Option<usize> {
+    if options[i].name != "--overlay-src" {
+        return Some(i);
+    }
+    (i + 1..options.len()).find(|&j| {
+        matches!(
+            options[j].name,
+            "--overlay" | "--tmp-overlay" | "--ro-overlay"
+        )
+    })
+}
+
+/// Where mount option `i` mounts in the sandbox, normalised. `None` for an option that mounts
+/// nothing, and for a destination with `..` (bubblewrap prefixes `/newroot/`, so `..` can
+/// leave the new root).
+fn mount_destination(options: &[BwrapOption], i: usize) -> Option<String> {
+    let option = &options[i];
+    let dest = match option.name {
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+        | "--ro-bind-try" | "--bind-fd" | "--ro-bind-fd" | "--bind-data" | "--ro-bind-data" => {
+            &option.args[1]
+        }
+        "--overlay" => &option.args[2],
+        "--tmp-overlay" | "--ro-overlay" | "--proc" | "--dev" | "--tmpfs" | "--mqueue" => {
+            &option.args[0]
+        }
+        _ => return None,
+    };
+    if dest.split('/').any(|part| part == "..") {
+        return None;
+    }
+    Some(normalize_path(&format!("/{dest}")))
+}
+
+/// A finding about what one mount option hands the sandbox, and the sandbox paths where that
+/// lands (`None`: a place this audit cannot name).
+struct Exposure {
+    /// The option whose mount puts it there (see `placing_mount`).
+    option: usize,
+    lands_at: Vec<Option<String>>,
+    finding: Finding,
+}
+
+impl Exposure {
+    /// True when every place it lands is hidden by a later mount on the same path or a
+    /// directory above it: bubblewrap mounts in argument order. A `-try` bind mounts nothing
+    /// when its source is missing, so it hides nothing for certain; any other mount that
+    /// fails ends bubblewrap before the command runs.
+    fn hidden_by_later_mount(&self, options: &[BwrapOption]) -> bool {
+        let later_mounts: Vec<String> = (self.option + 1..options.len())
+            .filter(|&j| !options[j].name.ends_with("-try"))
+            .filter_map(|j| mount_destination(options, j))
+            .collect();
+        self.lands_at.iter().all(|path| {
+            path.as_ref()
+                .is_some_and(|path| later_mounts.iter().any(|dest| is_at_or_below(path, dest)))
+        })
+    }
+}
+
 /// Audits a bubblewrap argument vector. `argv` may start with `bwrap` or a path ending in
 /// `/bwrap`. Errors on an unknown option, a missing option argument, or no command.
 ///
@@ -1197,9 +1261,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut new_session = false;
     let mut seccomp = Vec::new();
     let mut dies_with_parent = false;
-    let mut writable_homes = Vec::new();
-    let mut host_mounts = Audit::default();
-    let mut dev_binds = Vec::new();
+    let mut exposures: Vec<Exposure> = Vec::new();
     // bubblewrap run by root starts from root's effective capabilities and applies
     // --cap-add/--cap-drop in argument order: a later `--cap-drop ALL` clears the set,
     // adds made before it included (bubblewrap.c, `parse_args`; `man bwrap`, --cap-drop).
@@ -1207,7 +1269,16 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut caps: Vec<&BwrapOption> = Vec::new();
     let mut hidden_args = Vec::new();
 
-    for option in &options {
+    for (i, option) in options.iter().enumerate() {
+        // What this option hands the sandbox, seen at the path it mounts on.
+        let placed_by = placing_mount(&options, i);
+        let mut expose = |found: Audit| {
+            exposures.extend(found.findings.into_iter().map(|finding| Exposure {
+                option: placed_by.unwrap_or(i),
+                lands_at: vec![placed_by.and_then(|j| mount_destination(&options, j))],
+                finding,
+            }))
+        };
         match option.name {
             "--unshare-all" => {
                 network_unshared = true;
@@ -1236,41 +1307,49 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "--die-with-parent" => dies_with_parent = true,
             "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
                 let source = &option.args[0];
+                let mut found = Audit::default();
                 if let Some(why) = home_or_root(source) {
-                    writable_homes.push((format!("binds {source} writable{why}"), option.raw()));
+                    found.finding(
+                        "writable-home-or-root",
+                        format!("binds {source} writable{why}"),
+                        option.raw(),
+                    );
                 }
                 let mount = HostMount {
                     source: source.clone(),
                     read_only: false,
                 };
-                check_host_mount(
-                    &mount,
-                    &option.raw(),
-                    WritableLeak::Sensitive,
-                    &mut host_mounts,
-                );
+                check_host_mount(&mount, &option.raw(), WritableLeak::Sensitive, &mut found);
                 if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
-                    dev_binds.push(option.raw());
+                    found.finding(
+                        "dev-bind-dev",
+                        "binds the host's /dev with device access",
+                        option.raw(),
+                    );
                 }
+                expose(found);
             }
             "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
                 let mount = HostMount {
                     source: option.args[0].clone(),
                     read_only: true,
                 };
-                check_host_mount(
-                    &mount,
-                    &option.raw(),
-                    WritableLeak::Sensitive,
-                    &mut host_mounts,
-                );
+                let mut found = Audit::default();
+                check_host_mount(&mount, &option.raw(), WritableLeak::Sensitive, &mut found);
+                expose(found);
             }
             // Writes through an overlay land in its RWSRC on the host.
             "--overlay" => {
                 let source = &option.args[0];
+                let mut found = Audit::default();
                 if let Some(why) = home_or_root(source) {
-                    writable_homes.push((format!("overlays {source} writable{why}"), option.raw()));
+                    found.finding(
+                        "writable-home-or-root",
+                        format!("overlays {source} writable{why}"),
+                        option.raw(),
+                    );
                 }
+                expose(found);
             }
             "--cap-add" => caps.push(option),
             "--cap-drop" if option.args[0].eq_ignore_ascii_case("ALL") => {
@@ -1283,14 +1362,36 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         }
     }
 
+    // A task that holds CAP_SYS_ADMIN can unmount a later mount and reach what it hides.
+    let can_unmount = root_caps_kept
+        || caps.iter().any(|add| {
+            ["ALL", "CAP_SYS_ADMIN", "21"]
+                .iter()
+                .any(|c| add.args[0].eq_ignore_ascii_case(c))
+        });
+    let exposed: Vec<Finding> = exposures
+        .into_iter()
+        .filter(|e| can_unmount || !e.hidden_by_later_mount(&options))
+        .map(|e| e.finding)
+        .collect();
+    let exposed_as = |rules: &[&str]| {
+        exposed
+            .iter()
+            .filter(|f| rules.contains(&f.rule))
+            .cloned()
+            .collect::<Vec<Finding>>()
+    };
+
     let mut audit = Audit::default();
     if !network_unshared {
         audit.finding("network-shared", "network is shared with the host", "");
     }
-    for (message, raw) in writable_homes {
-        audit.finding("writable-home-or-root", message, raw);
-    }
-    audit.findings.append(&mut host_mounts.findings);
+    audit
+        .findings
+        .extend(exposed_as(&["writable-home-or-root"]));
+    audit
+        .findings
+        .extend(exposed_as(&["host-mount-rw", "docker-socket"]));
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
@@ -1319,13 +1420,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
-    for raw in dev_binds {
-        audit.finding(
-            "dev-bind-dev",
-            "binds the host's /dev with device access",
-            raw,
-        );
-    }
+    audit.findings.extend(exposed_as(&["dev-bind-dev"]));
     if root_caps_kept {
         audit.finding(
             "root-caps-kept",
@@ -2319,6 +2414,72 @@ mod tests {
             "--ro-bind . /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn bwrap_later_mounts_hide_earlier_ones() {
+        // bubblewrap mounts in argument order: a later mount on the same path or a directory
+        // above it hides what an earlier one brought.
+        for hidden in [
+            &["--bind /home /home", "--tmpfs /home"][..],
+            &["--bind /home/dev /home/dev", "--tmpfs /home"],
+            &["--bind /etc /x/etc", "--ro-bind /usr /x"],
+            &["--bind-try /root /root", "--dir /root", "--tmpfs /root/"],
+            &["--dev-bind /dev /dev", "--dev /dev"],
+            &["--overlay-src /run", "--tmp-overlay /r", "--tmpfs /r"],
+            &[
+                "--overlay-src /usr",
+                "--overlay /home/dev /tmp/w /u",
+                "--tmpfs /u",
+            ],
+            &[
+                "--bind /etc /etc",
+                "--cap-add CAP_SYS_ADMIN",
+                "--cap-drop ALL",
+                "--tmpfs /etc",
+            ],
+        ] {
+            let audit = bwrap_variant(&[], hidden);
+            assert!(audit.findings.is_empty(), "{hidden:?}: {audit:#?}");
+        }
+        let twice = bwrap_variant(&[], &["--bind / /", "--ro-bind / /"]);
+        assert_eq!(rules(&twice.findings), ["docker-socket"]);
+        assert_eq!(twice.findings[0].arg, "--ro-bind / /");
+
+        // Nothing hides a mount but a later one at or above it, certain to be made.
+        for kept in [
+            &["--tmpfs /home", "--bind /home /home"][..],
+            &["--bind /home /home", "--tmpfs /home/dev"],
+            &["--bind /home /home", "--tmpfs /homes"],
+            &["--bind /home /home", "--bind-try /srv/empty /home"],
+            &["--bind /home /home", "--ro-bind-try /srv/empty /"],
+            &["--bind /home /home", "--tmpfs /x/../home"],
+            &["--bind /home /home", "--dir /home", "--symlink /x /home/y"],
+            &["--bind /home /home", "--overlay-src /usr"],
+        ] {
+            let audit = bwrap_variant(&[], kept);
+            assert_eq!(
+                rules(&audit.findings),
+                ["writable-home-or-root"],
+                "{kept:?}"
+            );
+        }
+        // A task that keeps CAP_SYS_ADMIN unmounts the later mount and finds the earlier one.
+        for (drop, add) in [
+            (&["--cap-drop ALL"][..], &[][..]),
+            (&[], &["--cap-add CAP_SYS_ADMIN"]),
+            (&[], &["--cap-add cap_sys_admin"]),
+            (&[], &["--cap-add ALL"]),
+        ] {
+            let mut add = add.to_vec();
+            add.extend(["--bind /home /home", "--tmpfs /home"]);
+            let audit = bwrap_variant(drop, &add);
+            assert_eq!(
+                count(&audit.findings, "writable-home-or-root"),
+                1,
+                "{drop:?} {add:?}"
+            );
         }
     }
 

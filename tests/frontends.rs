@@ -910,6 +910,33 @@ fn audit_bwrap_read_only_binds_of_sockets() {
     }
 }
 
+/// A later mount on the same path hides an earlier one: under real bubblewrap with every
+/// capability dropped, `--bind /root /mnt --tmpfs /mnt` shows an empty /mnt that cannot be
+/// unmounted, and the audit is clean. A task that keeps root's capabilities unmounts the
+/// tmpfs and finds /root writable beneath, and the audit reports the bind.
+#[test]
+fn audit_bwrap_later_mount_hides_an_earlier_one() {
+    let hide = ["--bind", "/root", "/mnt", "--tmpfs", "/mnt"];
+    let probe =
+        "ls -A /mnt | wc -l; umount /mnt 2>/dev/null && ls -A /mnt | wc -l || echo cannot-unmount";
+    let mut dropped = vec!["--cap-drop", "ALL"];
+    dropped.extend(hide);
+    let out = run_bwrap_line(true, &dropped, probe);
+    assert_eq!(stdout(&out), "0\ncannot-unmount\n", "{}", show(&out));
+    assert!(audited_rules(&dropped).is_empty());
+
+    let out = run_bwrap_line(true, &hide, probe);
+    let text = stdout(&out);
+    let seen: Vec<&str> = text.lines().collect();
+    assert_eq!(seen.len(), 2, "{}", show(&out));
+    assert_eq!(seen[0], "0", "{}", show(&out));
+    assert!(seen[1].parse::<usize>().unwrap() > 0, "{}", show(&out));
+    assert_eq!(
+        audited_rules(&hide),
+        ["writable-home-or-root", "root-caps-kept"]
+    );
+}
+
 #[test]
 fn audit_bwrap_refuses_unknown_option() {
     let out = root(&["audit", "bwrap", "--", "bwrap", "--frobnicate", "--", "sh"]);
