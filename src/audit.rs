@@ -442,16 +442,9 @@ const DOCKER_SHORT_OPTIONS: &[(char, &str)] = &[
     ('w', "workdir"),
 ];
 
-/// Host paths whose mount hands the container the Docker daemon's socket: the socket itself
-/// and every directory above it (`/var/run` is usually a symlink to `/run`).
-const DOCKER_SOCKET_PATHS: &[&str] = &[
-    "/var/run/docker.sock",
-    "/run/docker.sock",
-    "/var/run",
-    "/run",
-    "/var",
-    "/",
-];
+/// Where the Docker daemon's socket lives on the host (`/var/run` is usually a symlink to
+/// `/run`). A mount of either, or of a directory above one, hands the container the daemon.
+const DOCKER_SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/docker.sock"];
 
 /// One option of a parsed `docker run` line.
 #[derive(Debug)]
@@ -750,14 +743,51 @@ fn is_sensitive_host_path(source: &str) -> bool {
             .any(|tree| is_at_or_below(&path, tree) || is_at_or_below(tree, &path))
 }
 
-/// A mount source that holds the Docker daemon's socket: one of DOCKER_SOCKET_PATHS, or a
-/// `/proc/PID/root` (a process's `/`) or another `/proc` path this audit cannot follow.
-fn holds_docker_socket(source: &str) -> bool {
+/// The host tree a mount source names, to find what lies in it: an absolute path this audit
+/// cannot follow (`/proc/PID/root`, a process's `/`) is taken to be `/`. `None` for a path in
+/// a home or a relative one.
+fn host_tree(source: &str) -> Option<String> {
     match host_path(source) {
-        HostPath::Known(path) => DOCKER_SOCKET_PATHS.contains(&path.as_str()),
-        HostPath::InHome(_) => false,
-        HostPath::Unknown(_) => source.starts_with('/'),
+        HostPath::Known(path) => Some(path),
+        HostPath::InHome(_) => None,
+        HostPath::Unknown(_) => source.starts_with('/').then(|| "/".to_string()),
     }
+}
+
+/// Where the Docker sockets lie inside the host tree a mount source names, relative to it
+/// (`""` when the source is the socket itself); empty when it holds none.
+fn docker_sockets_in(source: &str) -> Vec<String> {
+    let Some(tree) = host_tree(source) else {
+        return Vec::new();
+    };
+    DOCKER_SOCKETS
+        .iter()
+        .filter(|socket| is_at_or_below(socket, &tree))
+        .map(|socket| socket[tree.len()..].trim_start_matches('/').to_string())
+        .collect()
+}
+
+/// One `docker-socket` finding for every mount that hands over the socket, given as
+/// `(source, raw)`: it is one way out, however many options open it.
+fn report_docker_socket(through: &[(String, String)], audit: &mut Audit) {
+    let mut sources: Vec<&str> = Vec::new();
+    let mut raws: Vec<&str> = Vec::new();
+    for (source, raw) in through {
+        if !sources.contains(&source.as_str()) {
+            sources.push(source);
+        }
+        if !raws.contains(&raw.as_str()) {
+            raws.push(raw);
+        }
+    }
+    let is_socket = |source: &&str| normalize_path(source).ends_with("docker.sock");
+    let message = match sources.as_slice() {
+        [] => return,
+        all if all.iter().all(is_socket) => "mounts the Docker socket".to_string(),
+        [one] => format!("mounts {one}, which holds the Docker socket"),
+        many => format!("mounts the Docker socket through {}", many.join(", ")),
+    };
+    audit.finding("docker-socket", message, raws.join(" "));
 }
 
 /// Which writable host mounts an audit counts as a leak.
@@ -770,8 +800,9 @@ enum WritableLeak {
     Sensitive,
 }
 
-/// The findings of one host path mounted into the sandbox, for docker and bwrap alike.
-fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mut Audit) {
+/// The `host-mount-rw` finding of one host path mounted into the sandbox, for docker and bwrap
+/// alike.
+fn check_writable_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mut Audit) {
     let writable_leaks = match leak {
         WritableLeak::AnyButScratch => true,
         WritableLeak::Sensitive => {
@@ -784,15 +815,6 @@ fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mu
             format!("mounts {} read-write", mount.source),
             raw,
         );
-    }
-    // connect(2) needs no write access to the mount: a read-only one is as good.
-    if holds_docker_socket(&mount.source) {
-        let message = if normalize_path(&mount.source).ends_with("docker.sock") {
-            "mounts the Docker socket".to_string()
-        } else {
-            format!("mounts {}, which holds the Docker socket", mount.source)
-        };
-        audit.finding("docker-socket", message, raw);
     }
 }
 
@@ -860,19 +882,26 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
         );
     }
 
+    // connect(2) needs no write access to the mount: a read-only one is as good.
+    let mut sockets = Vec::new();
     for option in &run.options {
         let mount = match option.name.as_str() {
             "volume" => volume_host_mount(option.value())?,
             "mount" => mount_host_mount(option.value())?,
+            "use-api-socket" if option.is_on() => {
+                sockets.push((DOCKER_SOCKETS[0].to_string(), option.raw.clone()));
+                None
+            }
             _ => None,
         };
         if let Some(mount) = mount {
-            check_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
+            check_writable_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
+            if !docker_sockets_in(&mount.source).is_empty() {
+                sockets.push((mount.source, option.raw.clone()));
+            }
         }
     }
-    for option in run.all("use-api-socket").filter(|o| o.is_on()) {
-        audit.finding("docker-socket", "mounts the Docker socket", &option.raw);
-    }
+    report_docker_socket(&sockets, &mut audit);
 
     match run.last("user") {
         None => audit.finding("root-user", "runs as root inside the container", ""),
@@ -1218,6 +1247,8 @@ fn mount_destination(options: &[BwrapOption], i: usize) -> Option<String> {
 struct Exposure {
     /// The option whose mount puts it there (see `placing_mount`).
     option: usize,
+    /// The host source as written.
+    source: String,
     lands_at: Vec<Option<String>>,
     finding: Finding,
 }
@@ -1236,6 +1267,17 @@ impl Exposure {
             path.as_ref()
                 .is_some_and(|path| later_mounts.iter().any(|dest| is_at_or_below(path, dest)))
         })
+    }
+}
+
+/// Hands `expose` a `docker-socket` finding, seen where the sockets land, when the source of
+/// `option` holds the Docker socket (its message is written when the line's are joined).
+fn expose_docker_socket(expose: &mut impl FnMut(Audit, &[String]), option: &BwrapOption) {
+    let inside = docker_sockets_in(&option.args[0]);
+    if !inside.is_empty() {
+        let mut found = Audit::default();
+        found.finding("docker-socket", "", option.raw());
+        expose(found, &inside);
     }
 }
 
@@ -1270,15 +1312,26 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut hidden_args = Vec::new();
 
     for (i, option) in options.iter().enumerate() {
-        // What this option hands the sandbox, seen at the path it mounts on.
+        // What this option hands the sandbox, seen at the paths `inside` the mount where it
+        // lands (`""`: the whole mount).
         let placed_by = placing_mount(&options, i);
-        let mut expose = |found: Audit| {
+        let dest = placed_by.and_then(|j| mount_destination(&options, j));
+        let mut expose = |found: Audit, inside: &[String]| {
+            let lands_at: Vec<Option<String>> = inside
+                .iter()
+                .map(|part| {
+                    dest.as_ref()
+                        .map(|d| normalize_path(&format!("{d}/{part}")))
+                })
+                .collect();
             exposures.extend(found.findings.into_iter().map(|finding| Exposure {
                 option: placed_by.unwrap_or(i),
-                lands_at: vec![placed_by.and_then(|j| mount_destination(&options, j))],
+                source: option.args.first().cloned().unwrap_or_default(),
+                lands_at: lands_at.clone(),
                 finding,
             }))
         };
+        let whole = [String::new()];
         match option.name {
             "--unshare-all" => {
                 network_unshared = true;
@@ -1319,7 +1372,12 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     source: source.clone(),
                     read_only: false,
                 };
-                check_host_mount(&mount, &option.raw(), WritableLeak::Sensitive, &mut found);
+                check_writable_host_mount(
+                    &mount,
+                    &option.raw(),
+                    WritableLeak::Sensitive,
+                    &mut found,
+                );
                 if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
                     found.finding(
                         "dev-bind-dev",
@@ -1327,7 +1385,8 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                         option.raw(),
                     );
                 }
-                expose(found);
+                expose(found, &whole);
+                expose_docker_socket(&mut expose, option);
             }
             "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
                 let mount = HostMount {
@@ -1335,8 +1394,14 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     read_only: true,
                 };
                 let mut found = Audit::default();
-                check_host_mount(&mount, &option.raw(), WritableLeak::Sensitive, &mut found);
-                expose(found);
+                check_writable_host_mount(
+                    &mount,
+                    &option.raw(),
+                    WritableLeak::Sensitive,
+                    &mut found,
+                );
+                expose(found, &whole);
+                expose_docker_socket(&mut expose, option);
             }
             // Writes through an overlay land in its RWSRC on the host.
             "--overlay" => {
@@ -1349,7 +1414,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                         option.raw(),
                     );
                 }
-                expose(found);
+                expose(found, &whole);
             }
             "--cap-add" => caps.push(option),
             "--cap-drop" if option.args[0].eq_ignore_ascii_case("ALL") => {
@@ -1369,11 +1434,11 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 .iter()
                 .any(|c| add.args[0].eq_ignore_ascii_case(c))
         });
-    let exposed: Vec<Finding> = exposures
+    let (sockets, exposed): (Vec<Exposure>, Vec<Exposure>) = exposures
         .into_iter()
         .filter(|e| can_unmount || !e.hidden_by_later_mount(&options))
-        .map(|e| e.finding)
-        .collect();
+        .partition(|e| e.finding.rule == "docker-socket");
+    let exposed: Vec<Finding> = exposed.into_iter().map(|e| e.finding).collect();
     let exposed_as = |rules: &[&str]| {
         exposed
             .iter()
@@ -1389,9 +1454,12 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     audit
         .findings
         .extend(exposed_as(&["writable-home-or-root"]));
-    audit
-        .findings
-        .extend(exposed_as(&["host-mount-rw", "docker-socket"]));
+    audit.findings.extend(exposed_as(&["host-mount-rw"]));
+    let sockets: Vec<(String, String)> = sockets
+        .into_iter()
+        .map(|e| (e.source, e.finding.arg))
+        .collect();
+    report_docker_socket(&sockets, &mut audit);
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
@@ -1847,6 +1915,30 @@ mod tests {
             docker_variant(&[], &["-v /run/user/1000/x:/x:ro"])
                 .findings
                 .is_empty()
+        );
+        // One way out is one finding, naming every option that opens it.
+        let many = docker_variant(
+            &[],
+            &[
+                "-v /run:/r:ro",
+                "-v /var/run/docker.sock:/s:ro",
+                "--use-api-socket",
+                "-v /run:/r2:ro",
+            ],
+        );
+        let socket = only(&many.findings, "docker-socket");
+        assert_eq!(
+            socket.message,
+            "mounts the Docker socket through /run, /var/run/docker.sock"
+        );
+        assert_eq!(
+            socket.arg,
+            "-v /run:/r:ro -v /var/run/docker.sock:/s:ro --use-api-socket -v /run:/r2:ro"
+        );
+        let sockets = docker_variant(&[], &["-v /run/docker.sock:/a:ro", "--use-api-socket"]);
+        assert_eq!(
+            only(&sockets.findings, "docker-socket").message,
+            "mounts the Docker socket"
         );
     }
 
@@ -2414,6 +2506,50 @@ mod tests {
             "--ro-bind . /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+        // One way out is one finding, naming every option that opens it.
+        for (opts, message) in [
+            (
+                &["--ro-bind /run /run", "--ro-bind /var/run /var/run"][..],
+                "mounts the Docker socket through /run, /var/run",
+            ),
+            (
+                &["--ro-bind / /", "--ro-bind /run /run"],
+                "mounts the Docker socket through /, /run",
+            ),
+            (
+                &["--ro-bind /run /a", "--bind /run /b"],
+                "mounts /run, which holds the Docker socket",
+            ),
+            (
+                &[
+                    "--ro-bind /run/docker.sock /a",
+                    "--ro-bind /var/run/docker.sock /b",
+                ],
+                "mounts the Docker socket",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let socket = only(&audit.findings, "docker-socket");
+            assert_eq!(socket.message, message, "{opts:?}");
+            assert_eq!(socket.arg, shell_quote(&words(&opts.join(" "))));
+        }
+        // It is hidden where a later mount covers every place a socket lands: `/`'s land at
+        // /run/docker.sock and /var/run/docker.sock, `/var`'s at /run/docker.sock.
+        for (opts, hidden) in [
+            (&["--ro-bind / /", "--tmpfs /run"][..], false),
+            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /var/run"], true),
+            (&["--ro-bind /var /v", "--tmpfs /v/run"], true),
+            (&["--ro-bind /var /v", "--tmpfs /run"], false),
+            (&["--ro-bind /run /r", "--ro-bind /usr /r"], true),
+            (&["--ro-bind /run /r", "--tmpfs /r/docker"], false),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(
+                count(&audit.findings, "docker-socket"),
+                usize::from(!hidden),
+                "{opts:?}"
+            );
         }
     }
 
