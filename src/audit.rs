@@ -767,19 +767,27 @@ fn docker_sockets_in(source: &str) -> Vec<String> {
         .collect()
 }
 
-/// One `docker-socket` finding for every mount that hands over the socket, given as
-/// `(source, raw)`: it is one way out, however many options open it.
-fn report_docker_socket(through: &[(String, String)], audit: &mut Audit) {
-    let mut sources: Vec<&str> = Vec::new();
+/// The options of `(source, raw)` pairs as written, each once, in order.
+fn distinct_raws(through: &[(String, String)]) -> Vec<&str> {
     let mut raws: Vec<&str> = Vec::new();
-    for (source, raw) in through {
-        if !sources.contains(&source.as_str()) {
-            sources.push(source);
-        }
+    for (_, raw) in through {
         if !raws.contains(&raw.as_str()) {
             raws.push(raw);
         }
     }
+    raws
+}
+
+/// One `docker-socket` finding for every mount that hands over the socket, given as
+/// `(source, raw)`: it is one way out, however many options open it.
+fn report_docker_socket(through: &[(String, String)], audit: &mut Audit) {
+    let mut sources: Vec<&str> = Vec::new();
+    for (source, _) in through {
+        if !sources.contains(&source.as_str()) {
+            sources.push(source);
+        }
+    }
+    let raws = distinct_raws(through);
     let is_socket = |source: &&str| normalize_path(source).ends_with("docker.sock");
     let message = match sources.as_slice() {
         [] => return,
@@ -1270,14 +1278,39 @@ impl Exposure {
     }
 }
 
-/// Hands `expose` a `docker-socket` finding, seen where the sockets land, when the source of
-/// `option` holds the Docker socket (its message is written when the line's are joined).
-fn expose_docker_socket(expose: &mut impl FnMut(Audit, &[String]), option: &BwrapOption) {
-    let inside = docker_sockets_in(&option.args[0]);
+/// Hands `expose` a finding of `rule` about `option`, seen at the paths `inside` its mount,
+/// when there are any (its message is written when the line's findings are joined).
+fn expose_inside(
+    expose: &mut impl FnMut(Audit, &[String]),
+    option: &BwrapOption,
+    rule: &'static str,
+    inside: &[String],
+) {
     if !inside.is_empty() {
         let mut found = Audit::default();
-        found.finding("docker-socket", "", option.raw());
-        expose(found, &inside);
+        found.finding(rule, "", option.raw());
+        expose(found, inside);
+    }
+}
+
+/// Where the host's proc lies inside the host tree a mount source names, relative to it: a
+/// source above `/proc` (`/`, or a path this audit cannot follow, taken to be `/`) holds it
+/// at `proc`; `/proc` itself, or one process's directory in it (`/proc/1`, `/proc/self`:
+/// bubblewrap's own), is it. Empty for any other source, `/proc/cpuinfo` or `/proc/sys`
+/// included: they show the machine, not its processes.
+fn host_proc_in(source: &str) -> Vec<String> {
+    let Some(tree) = host_tree(source) else {
+        return Vec::new();
+    };
+    if is_at_or_below("/proc", &tree) {
+        return vec!["/proc"[tree.len()..].trim_start_matches('/').to_string()];
+    }
+    let process = |name: &str| {
+        name == "self" || name == "thread-self" || name.bytes().all(|b| b.is_ascii_digit())
+    };
+    match tree.split('/').skip(1).collect::<Vec<&str>>().as_slice() {
+        ["proc", name, ..] if process(name) => vec![String::new()],
+        _ => Vec::new(),
     }
 }
 
@@ -1386,7 +1419,13 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     );
                 }
                 expose(found, &whole);
-                expose_docker_socket(&mut expose, option);
+                expose_inside(
+                    &mut expose,
+                    option,
+                    "docker-socket",
+                    &docker_sockets_in(source),
+                );
+                expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
             }
             "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
                 let mount = HostMount {
@@ -1401,7 +1440,17 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     &mut found,
                 );
                 expose(found, &whole);
-                expose_docker_socket(&mut expose, option);
+                let source = &option.args[0];
+                expose_inside(
+                    &mut expose,
+                    option,
+                    "docker-socket",
+                    &docker_sockets_in(source),
+                );
+                // An overlay shows one filesystem, without the mounts below its sources.
+                if option.name != "--overlay-src" {
+                    expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
+                }
             }
             // Writes through an overlay land in its RWSRC on the host.
             "--overlay" => {
@@ -1434,17 +1483,24 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 .iter()
                 .any(|c| add.args[0].eq_ignore_ascii_case(c))
         });
-    let (sockets, exposed): (Vec<Exposure>, Vec<Exposure>) = exposures
+    let exposed: Vec<Exposure> = exposures
         .into_iter()
         .filter(|e| can_unmount || !e.hidden_by_later_mount(&options))
-        .partition(|e| e.finding.rule == "docker-socket");
-    let exposed: Vec<Finding> = exposed.into_iter().map(|e| e.finding).collect();
+        .collect();
     let exposed_as = |rules: &[&str]| {
         exposed
             .iter()
-            .filter(|f| rules.contains(&f.rule))
-            .cloned()
+            .filter(|e| rules.contains(&e.finding.rule))
+            .map(|e| e.finding.clone())
             .collect::<Vec<Finding>>()
+    };
+    // What the options of one rule open together: `(source, raw)` each.
+    let opened_by = |rule: &str| {
+        exposed
+            .iter()
+            .filter(|e| e.finding.rule == rule)
+            .map(|e| (e.source.clone(), e.finding.arg.clone()))
+            .collect::<Vec<(String, String)>>()
     };
 
     let mut audit = Audit::default();
@@ -1455,11 +1511,16 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         .findings
         .extend(exposed_as(&["writable-home-or-root"]));
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
-    let sockets: Vec<(String, String)> = sockets
-        .into_iter()
-        .map(|e| (e.source, e.finding.arg))
-        .collect();
-    report_docker_socket(&sockets, &mut audit);
+    report_docker_socket(&opened_by("docker-socket"), &mut audit);
+    let host_proc = distinct_raws(&opened_by("host-proc")).join(" ");
+    if !host_proc.is_empty() {
+        audit.finding(
+            "host-proc",
+            "mounts the host's /proc: every host process's command line, status and mount \
+             table can be read",
+            host_proc,
+        );
+    }
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
@@ -2364,10 +2425,11 @@ mod tests {
             ("--bind /home/dev/code/.. /h", "/home/dev/code/.."),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
-            // `/` also holds the Docker socket.
-            let socket = usize::from(opt == "--bind / /");
-            assert_eq!(count(&audit.findings, "docker-socket"), socket, "{opt}");
-            assert_eq!(audit.findings.len(), 1 + socket, "{opt}");
+            // `/` also holds the Docker socket and the host's /proc.
+            let root = usize::from(opt == "--bind / /");
+            assert_eq!(count(&audit.findings, "docker-socket"), root, "{opt}");
+            assert_eq!(count(&audit.findings, "host-proc"), root, "{opt}");
+            assert_eq!(audit.findings.len(), 1 + 2 * root, "{opt}");
             assert_eq!(audit.findings[0].rule, "writable-home-or-root", "{opt}");
             assert_eq!(
                 audit.findings[0].message,
@@ -2376,7 +2438,10 @@ mod tests {
             assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
         }
         let read_only_root = bwrap_variant(&[], &["--ro-bind / /"]);
-        assert_eq!(rules(&read_only_root.findings), ["docker-socket"]);
+        assert_eq!(
+            rules(&read_only_root.findings),
+            ["docker-socket", "host-proc"]
+        );
         for fine in [
             "--ro-bind /home/dev /home/dev",
             "--bind /home/dev/project /work",
@@ -2580,8 +2645,9 @@ mod tests {
             assert!(audit.findings.is_empty(), "{hidden:?}: {audit:#?}");
         }
         let twice = bwrap_variant(&[], &["--bind / /", "--ro-bind / /"]);
-        assert_eq!(rules(&twice.findings), ["docker-socket"]);
+        assert_eq!(rules(&twice.findings), ["docker-socket", "host-proc"]);
         assert_eq!(twice.findings[0].arg, "--ro-bind / /");
+        assert_eq!(twice.findings[1].arg, "--ro-bind / /");
 
         // Nothing hides a mount but a later one at or above it, certain to be made.
         for kept in [
@@ -2616,6 +2682,67 @@ mod tests {
                 1,
                 "{drop:?} {add:?}"
             );
+        }
+    }
+
+    #[test]
+    fn bwrap_host_proc() {
+        // A bind of / (or of a source taken to be /) brings the host's /proc along unless a
+        // later mount covers it; so does a bind of /proc or of one process's directory.
+        for (opts, arg) in [
+            (&["--ro-bind / /"][..], "--ro-bind / /"),
+            (
+                &["--ro-bind / /", "--proc /proc", "--ro-bind / /"],
+                "--ro-bind / /",
+            ),
+            (&["--proc /proc", "--ro-bind / /"], "--ro-bind / /"),
+            (&["--ro-bind / /host"], "--ro-bind / /host"),
+            (&["--ro-bind / /host", "--tmpfs /proc"], "--ro-bind / /host"),
+            (&["--ro-bind / /", "--proc /proc/1"], "--ro-bind / /"),
+            (&["--ro-bind-try /proc /x"], "--ro-bind-try /proc /x"),
+            (&["--ro-bind /proc/ /proc"], "--ro-bind /proc/ /proc"),
+            (&["--ro-bind /proc/1 /one"], "--ro-bind /proc/1 /one"),
+            (&["--ro-bind /proc/self /me"], "--ro-bind /proc/self /me"),
+            (&["--ro-bind /proc/1/root /h"], "--ro-bind /proc/1/root /h"),
+            (&["--dev-bind /proc /p"], "--dev-bind /proc /p"),
+            (
+                &["--ro-bind /proc /a", "--ro-bind / /b", "--ro-bind /proc /a"],
+                "--ro-bind / /b --ro-bind /proc /a",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let proc = only(&audit.findings, "host-proc");
+            assert_eq!(proc.arg, arg, "{opts:?}");
+            assert!(
+                proc.message.starts_with("mounts the host's /proc"),
+                "{}",
+                proc.message
+            );
+        }
+        let writable = bwrap_variant(&[], &["--bind /proc /p"]);
+        assert_eq!(rules(&writable.findings), ["host-mount-rw", "host-proc"]);
+        // A fresh proc, or any later mount, over the place it lands hides it.
+        for opts in [
+            &["--ro-bind / /", "--proc /proc"][..],
+            &["--ro-bind / /", "--tmpfs /proc"],
+            &["--ro-bind / /host", "--proc /host/proc"],
+            &["--ro-bind /proc /p", "--tmpfs /p"],
+            &["--ro-bind /proc/1 /one", "--ro-bind /usr /"],
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(count(&audit.findings, "host-proc"), 0, "{opts:?}");
+        }
+        // What shows the machine, not its processes, and what is no bind of the host's proc.
+        for fine in [
+            "--ro-bind /proc/cpuinfo /cpuinfo",
+            "--ro-bind /proc/sys /s",
+            "--ro-bind /usr /proc",
+            "--ro-bind . /x",
+            "--ro-bind /procfs /x",
+            "--overlay-src /proc --tmp-overlay /x",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
         }
     }
 
