@@ -1314,6 +1314,89 @@ fn host_proc_in(source: &str) -> Vec<String> {
     }
 }
 
+/// Parts of a variable name that mark it a credential, found anywhere in the upper-cased name
+/// (`PGPASSWORD`, `AWS_SECRET_ACCESS_KEY`, `OPENAI_API_KEY`).
+const CREDENTIAL_NAME_PARTS: &[&str] = &[
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "API_KEY",
+    "APIKEY",
+    "PRIVATE_KEY",
+];
+
+/// Words of a variable name (split at `_`) that mark it a credential: whole words only, so
+/// `GITHUB_TOKEN` and `GH_PAT` count and `TOKENIZERS_PARALLELISM` and `PATH` do not.
+const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT"];
+
+/// Well-known credential formats: a value that starts with the prefix, is at least this long,
+/// and holds nothing but letters, digits, `_` and `-`.
+const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
+    // GitHub: personal (classic), OAuth, user-to-server, server-to-server, refresh tokens
+    // (prefix and 36 characters), and fine-grained personal tokens.
+    ("ghp_", 40),
+    ("gho_", 40),
+    ("ghu_", 40),
+    ("ghs_", 40),
+    ("ghr_", 40),
+    ("github_pat_", 40),
+    // GitLab personal access token (prefix and 20 characters).
+    ("glpat-", 26),
+    // Slack bot, user, app and refresh tokens.
+    ("xoxb-", 20),
+    ("xoxp-", 20),
+    ("xoxa-", 20),
+    ("xoxr-", 20),
+    // OpenAI and Anthropic (`sk-ant-`) secret keys.
+    ("sk-", 40),
+    // Google API key (prefix and 35 characters).
+    ("AIza", 39),
+    // npm access token (prefix and 36 characters).
+    ("npm_", 40),
+    // PyPI API token (a macaroon, well over 100 characters).
+    ("pypi-", 60),
+    // Hugging Face access token (prefix and 34 characters).
+    ("hf_", 37),
+];
+
+/// Why a `--setenv NAME VALUE` looks like a credential (`"name"` or `"value"`), if it does:
+/// a credential's name, a well-known token format, a PEM private key, a JSON Web Token, or
+/// a URL with a password (`postgres://user:pw@host`).
+fn credential_in(name: &str, value: &str) -> Option<&'static str> {
+    let upper = name.to_ascii_uppercase();
+    if CREDENTIAL_NAME_PARTS
+        .iter()
+        .any(|part| upper.contains(part))
+        || upper
+            .split('_')
+            .any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
+    {
+        return Some("name");
+    }
+    let token_chars = value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let known_format = CREDENTIAL_VALUE_PREFIXES
+        .iter()
+        .any(|(prefix, len)| value.starts_with(prefix) && value.len() >= *len && token_chars);
+    let private_key = value.contains("-----BEGIN") && value.contains("PRIVATE KEY");
+    let jwt = value.starts_with("eyJ")
+        && value.split('.').count() == 3
+        && value.len() >= 30
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.=".contains(&b));
+    let url_password = value.split_once("://").is_some_and(|(_, rest)| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    });
+    (known_format || private_key || jwt || url_password).then_some("value")
+}
+
 /// Audits a bubblewrap argument vector. `argv` may start with `bwrap` or a path ending in
 /// `/bwrap`. Errors on an unknown option, a missing option argument, or no command.
 ///
@@ -1343,6 +1426,9 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut root_caps_kept = true;
     let mut caps: Vec<&BwrapOption> = Vec::new();
     let mut hidden_args = Vec::new();
+    // `--setenv`s of credentials: (name, why, still set in the sandbox's environment).
+    // bubblewrap applies --setenv, --unsetenv and --clearenv in argument order.
+    let mut credentials: Vec<(&str, &str, bool)> = Vec::new();
 
     for (i, option) in options.iter().enumerate() {
         // What this option hands the sandbox, seen at the paths `inside` the mount where it
@@ -1384,7 +1470,22 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 hidden_args.push(option);
             }
             "--bind-fd" | "--ro-bind-fd" => hidden_args.push(option),
-            "--clearenv" => env_cleared = true,
+            "--clearenv" => {
+                env_cleared = true;
+                credentials.iter_mut().for_each(|c| c.2 = false);
+            }
+            "--setenv" | "--unsetenv" => {
+                let name = option.args[0].as_str();
+                credentials
+                    .iter_mut()
+                    .filter(|c| c.0 == name)
+                    .for_each(|c| c.2 = false);
+                if let [_, value] = option.args
+                    && let Some(why) = credential_in(name, value)
+                {
+                    credentials.push((name, why, true));
+                }
+            }
             "--new-session" => new_session = true,
             "--seccomp" | "--add-seccomp-fd" => {
                 seccomp.push(option.raw());
@@ -1527,6 +1628,32 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "host environment is not cleared (no --clearenv)",
             "",
         );
+    }
+    // The value is never printed: the report may end up in a log.
+    let mut named: Vec<&str> = Vec::new();
+    for &(name, why, _) in &credentials {
+        if named.contains(&name) {
+            continue;
+        }
+        named.push(name);
+        let in_sandbox = credentials.iter().any(|c| c.0 == name && c.2);
+        let message = if in_sandbox {
+            format!(
+                "sets {name}, a credential by its {why}, in the sandbox; the value is also on \
+                 bwrap's command line, which host processes can read (/proc/PID/cmdline)"
+            )
+        } else {
+            format!(
+                "puts {name}, a credential by its {why}, on bwrap's command line, which host \
+                 processes can read (/proc/PID/cmdline); a later option takes it out of the \
+                 sandbox's environment"
+            )
+        };
+        let arg = format!(
+            "{} ***",
+            shell_quote(&["--setenv".to_string(), name.to_string()])
+        );
+        audit.finding("env-credential", message, arg);
     }
     // Only a new session keeps the task off the caller's terminal: a seccomp filter comes
     // from a descriptor this audit cannot read, and an allow-all one was seen to let
@@ -2755,6 +2882,103 @@ mod tests {
                 .findings
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn bwrap_env_credential() {
+        let github = format!("ghp_{}", "a1B2".repeat(9));
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        for (name, value, why) in [
+            ("GITHUB_TOKEN", "x", "name"),
+            ("AWS_SECRET_ACCESS_KEY", "x", "name"),
+            ("OPENAI_API_KEY", "x", "name"),
+            ("PGPASSWORD", "x", "name"),
+            ("db_password", "x", "name"),
+            ("GH_PAT", "x", "name"),
+            ("NPM_TOKEN", "", "name"),
+            ("GPG_PASSPHRASE", "x", "name"),
+            ("DEPLOY_PRIVATE_KEY", "x", "name"),
+            ("GIT_CREDENTIALS", "x", "name"),
+            ("AUTH", github.as_str(), "value"),
+            ("X", "glpat-abcdefghij0123456789", "value"),
+            (
+                "X",
+                "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+                "value",
+            ),
+            (
+                "DATABASE_URL",
+                "postgres://app:hunter2@db:5432/app",
+                "value",
+            ),
+            ("X", jwt, "value"),
+            (
+                "KEY",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n",
+                "value",
+            ),
+        ] {
+            let args = ["--setenv".to_string(), name.to_string(), value.to_string()];
+            let line = format!(
+                "bwrap {} {} -- /bin/true",
+                CLEAN_BWRAP_OPTIONS.join(" "),
+                shell_quote(&args)
+            );
+            let audit = bwrap(&line);
+            let found = only(&audit.findings, "env-credential");
+            assert_eq!(rules(&audit.findings), ["env-credential"], "{name}");
+            assert!(
+                found.message.starts_with(&format!(
+                    "sets {name}, a credential by its {why}, in the sandbox"
+                )),
+                "{name}: {}",
+                found.message
+            );
+            assert!(found.message.contains("/proc/PID/cmdline"));
+            assert_eq!(found.arg, format!("--setenv {name} ***"));
+            // The value is never printed.
+            if value.len() > 1 {
+                assert!(!render_text(&audit).contains(value), "{name}");
+                assert!(!to_json(&audit).to_string().contains(value), "{name}");
+            }
+        }
+        // Taken out of the sandbox later, it is still on the command line.
+        for later in ["--clearenv", "--unsetenv GITHUB_TOKEN"] {
+            let audit = bwrap_variant(&[], &["--setenv GITHUB_TOKEN v", later]);
+            let found = only(&audit.findings, "env-credential");
+            assert!(found.message.starts_with("puts GITHUB_TOKEN"), "{later}");
+            assert!(found.message.contains("takes it out"), "{later}");
+        }
+        let set_again = bwrap_variant(
+            &[],
+            &["--setenv GH_PAT v", "--clearenv", "--setenv GH_PAT w"],
+        );
+        assert!(
+            only(&set_again.findings, "env-credential")
+                .message
+                .starts_with("sets GH_PAT")
+        );
+        let other = bwrap_variant(&[], &["--setenv GH_PAT v", "--unsetenv GITHUB_TOKEN"]);
+        assert!(
+            only(&other.findings, "env-credential")
+                .message
+                .starts_with("sets GH_PAT")
+        );
+        for fine in [
+            "--setenv PATH /usr/bin:/bin",
+            "--setenv HOME /home/dev",
+            "--setenv TOKENIZERS_PARALLELISM false",
+            "--setenv GIT_AUTHOR_NAME Dev",
+            "--setenv KEYMAP us",
+            "--setenv URL https://example.com/a:b",
+            "--setenv REPO https://git@example.com/r.git",
+            "--setenv MODE sk-SK",
+            "--setenv GREETING 'ghp_ is a GitHub token prefix'",
+            "--unsetenv GITHUB_TOKEN",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
+        }
     }
 
     #[test]

@@ -965,6 +965,58 @@ fn audit_bwrap_host_proc() {
     }
 }
 
+/// A credential given with `--setenv` reaches the task of real bubblewrap, and any host user
+/// reads it in the launcher's /proc/PID/cmdline while the sandbox runs. The audit reports the
+/// name (`env-credential`) and never prints the value.
+#[test]
+fn audit_bwrap_credential_in_setenv() {
+    let value = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let mut options = base_bwrap();
+    options.extend(["--cap-drop", "ALL", "--setenv", "GITHUB_TOKEN", value]);
+    let mut child = Command::new("/usr/bin/bwrap")
+        .args(&options)
+        .args(["--", "sh", "-c", "echo \"$GITHUB_TOKEN\"; exec sleep 20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen_inside = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut seen_inside,
+    )
+    .unwrap();
+    let host_user = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "cat",
+        ])
+        .arg(format!("/proc/{}/cmdline", child.id()))
+        .output()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(seen_inside, format!("{value}\n"));
+    assert!(
+        String::from_utf8_lossy(&host_user.stdout).contains(value),
+        "{}",
+        show(&host_user)
+    );
+
+    let mut args = vec!["audit", "bwrap", "--json", "--", "bwrap"];
+    args.extend_from_slice(&options);
+    args.extend_from_slice(&["--", "sh"]);
+    let out = root(&args);
+    assert!(!stdout(&out).contains(value), "{}", show(&out));
+    let v = json_of(&out);
+    assert_eq!(v["findings"][0]["rule"], "env-credential", "{v}");
+    assert_eq!(v["findings"][0]["arg"], "--setenv GITHUB_TOKEN ***", "{v}");
+    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+}
+
 #[test]
 fn audit_bwrap_refuses_unknown_option() {
     let out = root(&["audit", "bwrap", "--", "bwrap", "--frobnicate", "--", "sh"]);
