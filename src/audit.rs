@@ -1192,7 +1192,12 @@ fn host_path(source: &str) -> HostPath {
     }
     let normalized = normalize_path(source);
     let parts: Vec<&str> = normalized.split('/').skip(1).collect();
-    if let ["proc", _, "root" | "cwd" | "fd", ..] = parts.as_slice() {
+    // `/dev/fd` and `/dev/stdin` (`stdout`, `stderr`) are links into `/proc/self/fd`:
+    // bubblewrap follows them to whatever its caller left open there (`5</`).
+    if let ["proc", _, "root" | "cwd" | "fd", ..]
+    | ["dev", "fd", _, ..]
+    | ["dev", "stdin" | "stdout" | "stderr", ..] = parts.as_slice()
+    {
         return HostPath::Unknown(
             "it leads through a process's root, working directory or descriptors",
         );
@@ -2588,6 +2593,10 @@ mod tests {
             ("--bind /proc/1/root/home /x", "process's root"),
             ("--bind /proc/self/cwd /x", "process's root"),
             ("--bind //proc/./42/fd/3 /x", "process's root"),
+            ("--bind /dev/fd/5 /x", "process's root"),
+            ("--bind /dev//fd/5/etc /x", "process's root"),
+            ("--bind /dev/stdin /x", "process's root"),
+            ("--dev-bind /dev/stderr /x", "process's root"),
             ("--bind \"$HOME\"/.. /x", "climbs out of the home"),
             ("--bind \"$HOME\"/code/../.. /x", "climbs out of the home"),
             ("--bind ~/.. /x", "climbs out of the home"),
@@ -2608,6 +2617,8 @@ mod tests {
             "--bind \"$HOME\"/code /x",
             "--bind ~/code/../work /x",
             "--ro-bind /proc/x /x",
+            "--bind /dev/null /dev/null",
+            "--bind /dev/fdx /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }

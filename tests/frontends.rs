@@ -853,8 +853,9 @@ fn audit_bwrap_seccomp_is_not_tiocsti_protection() {
 }
 
 /// Sources that name / or a home without spelling it: run from `/` by real bubblewrap (bound
-/// read-only here), each shows the host's `/` or `/root`; the audit reports each, bound
-/// writable, as `writable-home-or-root`.
+/// read-only here), with `/` open on its standard input and descriptor 5 (`bwrap ... </
+/// 5</`), each shows the host's `/` or `/root`; the audit reports each, bound writable, as
+/// `writable-home-or-root`.
 #[test]
 fn audit_bwrap_sources_that_reach_root_or_a_home() {
     let names = |dir: &str| -> BTreeSet<String> {
@@ -864,9 +865,16 @@ fn audit_bwrap_sources_that_reach_root_or_a_home() {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect()
     };
-    for (source, host_dir) in [(".", "/"), ("root", "/root"), ("/proc/self/root", "/")] {
-        let mut cmd = Command::new("/usr/bin/bwrap");
+    for (source, host_dir) in [
+        (".", "/"),
+        ("root", "/root"),
+        ("/proc/self/root", "/"),
+        ("/dev/stdin", "/"),
+        ("/dev/fd/5", "/"),
+    ] {
+        let mut cmd = Command::new("sh");
         cmd.current_dir("/")
+            .args(["-c", "exec /usr/bin/bwrap \"$@\" </ 5</", "sh"])
             .args(base_bwrap())
             .args(["--cap-drop", "ALL", "--ro-bind", source, "/host"])
             .args(["--", "ls", "-A", "/host"]);
