@@ -1420,6 +1420,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut network_unshared = false;
     let mut user_namespace = false;
     let mut pid_namespace = false;
+    let mut ipc_namespace = false;
     let mut env_cleared = false;
     let mut new_session = false;
     let mut seccomp = Vec::new();
@@ -1461,8 +1462,10 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 network_unshared = true;
                 user_namespace = true;
                 pid_namespace = true;
+                ipc_namespace = true;
             }
             "--unshare-net" => network_unshared = true,
+            "--unshare-ipc" => ipc_namespace = true,
             "--share-net" => network_unshared = false,
             "--unshare-user" | "--unshare-user-try" => user_namespace = true,
             "--unshare-pid" => pid_namespace = true,
@@ -1705,6 +1708,15 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         audit.finding(
             "no-pid-namespace",
             "no pid namespace: host processes are visible",
+            "",
+        );
+    }
+    if !ipc_namespace {
+        audit.finding(
+            "no-ipc-namespace",
+            "no IPC namespace: the host's System V shared memory, semaphores and message \
+             queues (and POSIX ones, under --mqueue) can be read and written, within their \
+             permissions",
             "",
         );
     }
@@ -2539,7 +2551,12 @@ mod tests {
         );
         let fixed_by_hand = bwrap_variant(
             &["--unshare-all"],
-            &["--unshare-user", "--unshare-pid", "--unshare-net"],
+            &[
+                "--unshare-user",
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-ipc",
+            ],
         );
         assert!(fixed_by_hand.findings.is_empty(), "{fixed_by_hand:#?}");
     }
@@ -3133,7 +3150,7 @@ mod tests {
 
     #[test]
     fn bwrap_no_user_namespace() {
-        let base = ["--unshare-pid", "--unshare-net"];
+        let base = ["--unshare-pid", "--unshare-net", "--unshare-ipc"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-user-namespace"]);
         for fixed in ["--unshare-user", "--unshare-user-try"] {
@@ -3148,14 +3165,34 @@ mod tests {
 
     #[test]
     fn bwrap_no_pid_namespace() {
-        let base = ["--unshare-user", "--unshare-net"];
+        let base = ["--unshare-user", "--unshare-net", "--unshare-ipc"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-pid-namespace"]);
-        let fixed = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--unshare-pid"]);
+        let fixed = bwrap_variant(
+            &["--unshare-all"],
+            &[&base[..], &["--unshare-pid"]].concat(),
+        );
         assert!(fixed.findings.is_empty(), "{fixed:#?}");
         // A joined pid namespace counts, but is reported as unseen.
-        let joined = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--pidns 6"]);
+        let joined = bwrap_variant(&["--unshare-all"], &[&base[..], &["--pidns 6"]].concat());
         assert_eq!(rules(&joined.findings), ["namespace-from-fd"]);
+    }
+
+    #[test]
+    fn bwrap_no_ipc_namespace() {
+        let base = ["--unshare-user", "--unshare-pid", "--unshare-net"];
+        let audit = bwrap_variant(&["--unshare-all"], &base);
+        assert_eq!(rules(&audit.findings), ["no-ipc-namespace"]);
+        assert!(audit.findings[0].message.contains("shared memory"));
+        assert_eq!(audit.findings[0].arg, "");
+        let fixed = bwrap_variant(
+            &["--unshare-all"],
+            &[&base[..], &["--unshare-ipc"]].concat(),
+        );
+        assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        // `--unshare-all` unshares it, and `--share-net` gives back only the network.
+        let share_net = bwrap_variant(&[], &["--share-net"]);
+        assert_eq!(rules(&share_net.findings), ["network-shared"]);
     }
 
     #[test]
@@ -3177,7 +3214,8 @@ mod tests {
                 "no-die-with-parent",
                 "root-caps-kept",
                 "no-user-namespace",
-                "no-pid-namespace"
+                "no-pid-namespace",
+                "no-ipc-namespace"
             ]
         );
         assert!(audit.advice.is_empty());

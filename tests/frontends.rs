@@ -687,6 +687,7 @@ fn audit_bwrap_leaky_line() {
             "root-caps-kept",
             "no-user-namespace",
             "no-pid-namespace",
+            "no-ipc-namespace",
         ],
         "{v}"
     );
@@ -705,7 +706,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 11);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 12);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -1023,6 +1024,47 @@ fn audit_bwrap_credential_in_setenv() {
     assert_eq!(v["findings"][0]["rule"], "env-credential", "{v}");
     assert_eq!(v["findings"][0]["arg"], "--setenv GITHUB_TOKEN ***", "{v}");
     assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+}
+
+/// Without `--unshare-ipc` the task of real bubblewrap (its own user, pid and network
+/// namespaces, every capability dropped) sees a System V shared memory segment the host made,
+/// and the audit reports `no-ipc-namespace`; with it, the segment is not there.
+#[test]
+fn audit_bwrap_host_ipc() {
+    let made = Command::new("ipcmk").args(["-M", "4096"]).output().unwrap();
+    assert_eq!(code(&made), Some(0), "{}", show(&made));
+    let id = stdout(&made).rsplit(' ').next().unwrap().trim().to_string();
+    // Columns of /proc/sysvipc/shm: key, shmid, ...
+    let probe = format!(
+        "seen=not-seen; while read -r key shmid rest; do \
+         [ \"$shmid\" = {id} ] && seen=seen; done </proc/sysvipc/shm; echo $seen"
+    );
+    let own: Vec<&str> = base_bwrap()
+        .into_iter()
+        .filter(|a| *a != "--unshare-all")
+        .chain([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--cap-drop",
+            "ALL",
+        ])
+        .collect();
+    let mut results = Vec::new();
+    for ipc in [&[][..], &["--unshare-ipc"]] {
+        let options = [&own[..], ipc].concat();
+        let mut cmd = Command::new("/usr/bin/bwrap");
+        cmd.args(&options).args(["--", "sh", "-c", &probe]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "ipc probe");
+        results.push((stdout(&out), audited_rules_of(&options)));
+    }
+    let removed = Command::new("ipcrm").args(["-m", &id]).output().unwrap();
+    assert_eq!(code(&removed), Some(0), "{}", show(&removed));
+    assert_eq!(
+        results[0],
+        ("seen\n".to_string(), vec!["no-ipc-namespace".to_string()])
+    );
+    assert_eq!(results[1], ("not-seen\n".to_string(), vec![]));
 }
 
 #[test]
