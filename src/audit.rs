@@ -442,9 +442,35 @@ const DOCKER_SHORT_OPTIONS: &[(char, &str)] = &[
     ('w', "workdir"),
 ];
 
-/// Where the Docker daemon's socket lives on the host (`/var/run` is usually a symlink to
-/// `/run`). A mount of either, or of a directory above one, hands the container the daemon.
-const DOCKER_SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/docker.sock"];
+/// Where the Docker daemon's socket lives on the host (also under `/var/run`, see
+/// `sockets_in`). A mount of it, or of a directory above it, hands the container the daemon.
+const DOCKER_SOCKETS: &[&str] = &["/run/docker.sock"];
+
+/// Host sockets besides Docker's whose connect(2) reaches a service that acts outside the
+/// sandbox, and what each is. In a pattern a trailing `*` ends a name (`ssh-*`) and a lone
+/// `*` is any one name (a uid); a directory stands for the sockets in it. Not exhaustive: a
+/// reviewer adds the daemons their hosts run.
+const HOST_SOCKETS: &[(&str, &str)] = &[
+    // Every system service. A root caller's task is root to the bus (the bus trusts the
+    // peer's uid), and systemd starts what root asks (StartTransientUnit).
+    ("/run/dbus/system_bus_socket", "the D-Bus system bus"),
+    ("/run/systemd/private", "systemd's private socket"),
+    // The user's systemd, reached through the session bus, starts what the user asks.
+    ("/run/user/*/bus", "a D-Bus session bus"),
+    ("/run/user/*/systemd/private", "a user's systemd"),
+    // Container and machine managers start privileged containers and machines.
+    ("/run/containerd/containerd.sock", "containerd"),
+    ("/run/podman/podman.sock", "Podman"),
+    ("/run/user/*/podman/podman.sock", "Podman"),
+    ("/run/libvirt/libvirt-sock", "libvirt"),
+    ("/run/snapd.socket", "snapd"),
+    // An X server takes keystrokes for the caller's terminals (a local user is often let in
+    // by uid, `xhost +SI:localuser:NAME`); an agent signs with the caller's keys.
+    ("/tmp/.X11-unix", "an X server"),
+    ("/tmp/ssh-*", "an ssh-agent"),
+    ("/run/user/*/gnupg", "gpg-agent"),
+    ("/run/user/*/keyring", "GNOME Keyring's agents"),
+];
 
 /// One option of a parsed `docker run` line.
 #[derive(Debug)]
@@ -754,39 +780,125 @@ fn host_tree(source: &str) -> Option<String> {
     }
 }
 
-/// Where the Docker sockets lie inside the host tree a mount source names, relative to it
-/// (`""` when the source is the socket itself); empty when it holds none.
-fn docker_sockets_in(source: &str) -> Vec<String> {
+/// Where a socket pattern (see HOST_SOCKETS) lies inside the host `tree`, relative to it and
+/// cut before its first `*`: `""` when the tree is the socket, or lies in a directory of
+/// sockets; `None` when the tree does not hold it.
+fn socket_in(tree: &str, socket: &str) -> Option<String> {
+    let tree_parts: Vec<&str> = tree.split('/').filter(|p| !p.is_empty()).collect();
+    let socket_parts: Vec<&str> = socket.split('/').filter(|p| !p.is_empty()).collect();
+    let matches = |name: &str, pattern: &str| match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    };
+    if !tree_parts
+        .iter()
+        .zip(&socket_parts)
+        .all(|(name, pattern)| matches(name, pattern))
+    {
+        return None;
+    }
+    let below = socket_parts.get(tree_parts.len()..).unwrap_or(&[]);
+    let named: Vec<&str> = below
+        .iter()
+        .take_while(|part| !part.contains('*'))
+        .copied()
+        .collect();
+    Some(named.join("/"))
+}
+
+/// Where any of `sockets` lies inside the host tree a mount source names, relative to it
+/// (`""`: the source is one); empty when it holds none. A `/run` path is also looked for
+/// under `/var/run`, usually a link to `/run`.
+fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
     let Some(tree) = host_tree(source) else {
         return Vec::new();
     };
-    DOCKER_SOCKETS
-        .iter()
-        .filter(|socket| is_at_or_below(socket, &tree))
-        .map(|socket| socket[tree.len()..].trim_start_matches('/').to_string())
-        .collect()
+    let mut found: Vec<String> = Vec::new();
+    for socket in sockets {
+        let under_var = socket
+            .strip_prefix("/run/")
+            .map(|rest| format!("/var/run/{rest}"));
+        for path in std::iter::once(socket.to_string()).chain(under_var) {
+            if let Some(inside) = socket_in(&tree, &path)
+                && !found.contains(&inside)
+            {
+                found.push(inside);
+            }
+        }
+    }
+    found
+}
+
+/// Where the Docker sockets lie inside the host tree a mount source names (see `sockets_in`).
+fn docker_sockets_in(source: &str) -> Vec<String> {
+    sockets_in(source, DOCKER_SOCKETS)
+}
+
+/// Where the HOST_SOCKETS lie inside the host tree a mount source names (see `sockets_in`),
+/// and what they are.
+fn host_sockets_in(source: &str) -> (Vec<String>, Vec<&'static str>) {
+    let mut inside: Vec<String> = Vec::new();
+    let mut held: Vec<&'static str> = Vec::new();
+    for (socket, what) in HOST_SOCKETS {
+        let found = sockets_in(source, &[socket]);
+        if found.is_empty() {
+            continue;
+        }
+        for place in found {
+            if !inside.contains(&place) {
+                inside.push(place);
+            }
+        }
+        if !held.contains(what) {
+            held.push(what);
+        }
+    }
+    (inside, held)
+}
+
+/// Each of `items` once, in order.
+fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen
 }
 
 /// The options of `(source, raw)` pairs as written, each once, in order.
 fn distinct_raws(through: &[(String, String)]) -> Vec<&str> {
-    let mut raws: Vec<&str> = Vec::new();
-    for (_, raw) in through {
-        if !raws.contains(&raw.as_str()) {
-            raws.push(raw);
-        }
+    distinct(through.iter().map(|(_, raw)| raw.as_str()))
+}
+
+/// One `host-socket` finding for every mount that hands over a HOST_SOCKETS socket, given as
+/// `(source, raw)`, naming what they hold.
+fn report_host_socket(through: &[(String, String)], audit: &mut Audit) {
+    let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
+    let mut held: Vec<&str> = Vec::new();
+    for source in &sources {
+        held = distinct(held.into_iter().chain(host_sockets_in(source).1));
     }
-    raws
+    let verb = if sources.len() == 1 { "holds" } else { "hold" };
+    if !held.is_empty() {
+        audit.finding(
+            "host-socket",
+            format!(
+                "mounts {}, which {verb} the socket of {}: a connect(2) reaches a host \
+                 service that acts outside the sandbox",
+                sources.join(", "),
+                held.join(", ")
+            ),
+            distinct_raws(through).join(" "),
+        );
+    }
 }
 
 /// One `docker-socket` finding for every mount that hands over the socket, given as
 /// `(source, raw)`: it is one way out, however many options open it.
 fn report_docker_socket(through: &[(String, String)], audit: &mut Audit) {
-    let mut sources: Vec<&str> = Vec::new();
-    for (source, _) in through {
-        if !sources.contains(&source.as_str()) {
-            sources.push(source);
-        }
-    }
+    let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
     let raws = distinct_raws(through);
     let is_socket = |source: &&str| normalize_path(source).ends_with("docker.sock");
     let message = match sources.as_slice() {
@@ -892,24 +1004,29 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
 
     // connect(2) needs no write access to the mount: a read-only one is as good.
     let mut sockets = Vec::new();
+    let mut host_sockets = Vec::new();
     for option in &run.options {
         let mount = match option.name.as_str() {
             "volume" => volume_host_mount(option.value())?,
             "mount" => mount_host_mount(option.value())?,
             "use-api-socket" if option.is_on() => {
-                sockets.push((DOCKER_SOCKETS[0].to_string(), option.raw.clone()));
+                sockets.push(("/var/run/docker.sock".to_string(), option.raw.clone()));
                 None
             }
             _ => None,
         };
         if let Some(mount) = mount {
             check_writable_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
+            if !host_sockets_in(&mount.source).0.is_empty() {
+                host_sockets.push((mount.source.clone(), option.raw.clone()));
+            }
             if !docker_sockets_in(&mount.source).is_empty() {
                 sockets.push((mount.source, option.raw.clone()));
             }
         }
     }
     report_docker_socket(&sockets, &mut audit);
+    report_host_socket(&host_sockets, &mut audit);
 
     match run.last("user") {
         None => audit.finding("root-user", "runs as root inside the container", ""),
@@ -1534,6 +1651,12 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     "docker-socket",
                     &docker_sockets_in(source),
                 );
+                expose_inside(
+                    &mut expose,
+                    option,
+                    "host-socket",
+                    &host_sockets_in(source).0,
+                );
                 expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
             }
             "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
@@ -1555,6 +1678,12 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     option,
                     "docker-socket",
                     &docker_sockets_in(source),
+                );
+                expose_inside(
+                    &mut expose,
+                    option,
+                    "host-socket",
+                    &host_sockets_in(source).0,
                 );
                 // An overlay shows one filesystem, without the mounts below its sources.
                 if option.name != "--overlay-src" {
@@ -1621,6 +1750,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         .extend(exposed_as(&["writable-home-or-root"]));
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
+    report_host_socket(&opened_by("host-socket"), &mut audit);
     let host_proc = distinct_raws(&opened_by("host-proc")).join(" ");
     if !host_proc.is_empty() {
         audit.finding(
@@ -2074,14 +2204,22 @@ mod tests {
         ] {
             assert!(docker_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
-        for bad in [
-            "-v /tmp/airlock-scratch/..:/out",
-            "-v /tmp/airlock-scratch/../../home/dev:/out",
-            "-v /tmp/not-airlock-scratch:/out",
-            "--mount type=bind,source=/tmp/airlock-scratch/..,target=/out",
+        // (`/tmp` also holds an X server's and ssh-agents' sockets.)
+        for (bad, also) in [
+            ("-v /tmp/airlock-scratch/..:/out", &["host-socket"][..]),
+            ("-v /tmp/airlock-scratch/../../home/dev:/out", &[]),
+            ("-v /tmp/not-airlock-scratch:/out", &[]),
+            (
+                "--mount type=bind,source=/tmp/airlock-scratch/..,target=/out",
+                &["host-socket"],
+            ),
         ] {
             let audit = docker_variant(&[], &[bad]);
-            assert_eq!(rules(&audit.findings), ["host-mount-rw"], "{bad}");
+            assert_eq!(
+                rules(&audit.findings),
+                [&["host-mount-rw"][..], also].concat(),
+                "{bad}"
+            );
         }
     }
 
@@ -2140,6 +2278,8 @@ mod tests {
             socket.arg,
             "-v /run:/r:ro -v /var/run/docker.sock:/s:ro --use-api-socket -v /run:/r2:ro"
         );
+        let bus = docker_variant(&[], &["-v /run/dbus:/run/dbus:ro"]);
+        assert_eq!(rules(&bus.findings), ["host-socket"]);
         let sockets = docker_variant(&[], &["-v /run/docker.sock:/a:ro", "--use-api-socket"]);
         assert_eq!(
             only(&sockets.findings, "docker-socket").message,
@@ -2574,11 +2714,12 @@ mod tests {
             ("--bind /home/dev/code/.. /h", "/home/dev/code/.."),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
-            // `/` also holds the Docker socket and the host's /proc.
+            // `/` also holds the Docker socket, other host sockets and the host's /proc.
             let root = usize::from(opt == "--bind / /");
             assert_eq!(count(&audit.findings, "docker-socket"), root, "{opt}");
+            assert_eq!(count(&audit.findings, "host-socket"), root, "{opt}");
             assert_eq!(count(&audit.findings, "host-proc"), root, "{opt}");
-            assert_eq!(audit.findings.len(), 1 + 2 * root, "{opt}");
+            assert_eq!(audit.findings.len(), 1 + 3 * root, "{opt}");
             assert_eq!(audit.findings[0].rule, "writable-home-or-root", "{opt}");
             assert_eq!(
                 audit.findings[0].message,
@@ -2589,7 +2730,7 @@ mod tests {
         let read_only_root = bwrap_variant(&[], &["--ro-bind / /"]);
         assert_eq!(
             rules(&read_only_root.findings),
-            ["docker-socket", "host-proc"]
+            ["docker-socket", "host-socket", "host-proc"]
         );
         for fine in [
             "--ro-bind /home/dev /home/dev",
@@ -2800,9 +2941,13 @@ mod tests {
             assert!(audit.findings.is_empty(), "{hidden:?}: {audit:#?}");
         }
         let twice = bwrap_variant(&[], &["--bind / /", "--ro-bind / /"]);
-        assert_eq!(rules(&twice.findings), ["docker-socket", "host-proc"]);
-        assert_eq!(twice.findings[0].arg, "--ro-bind / /");
-        assert_eq!(twice.findings[1].arg, "--ro-bind / /");
+        assert_eq!(
+            rules(&twice.findings),
+            ["docker-socket", "host-socket", "host-proc"]
+        );
+        for found in &twice.findings {
+            assert_eq!(found.arg, "--ro-bind / /");
+        }
 
         // Nothing hides a mount but a later one at or above it, certain to be made.
         for kept in [
@@ -2837,6 +2982,91 @@ mod tests {
                 1,
                 "{drop:?} {add:?}"
             );
+        }
+    }
+
+    #[test]
+    fn bwrap_host_socket() {
+        for (opt, message) in [
+            (
+                "--ro-bind /run/user/1000 /run/user/1000",
+                "mounts /run/user/1000, which holds the socket of a D-Bus session bus, a \
+                 user's systemd, Podman, gpg-agent, GNOME Keyring's agents",
+            ),
+            (
+                "--ro-bind /run/user/1000/bus /bus",
+                "mounts /run/user/1000/bus, which holds the socket of a D-Bus session bus",
+            ),
+            (
+                "--ro-bind /var/run/dbus/system_bus_socket /s",
+                "mounts /var/run/dbus/system_bus_socket, which holds the socket of the D-Bus \
+                 system bus",
+            ),
+            (
+                "--bind /tmp /tmp",
+                "mounts /tmp, which holds the socket of an X server, an ssh-agent",
+            ),
+            (
+                "--ro-bind /tmp/.X11-unix/X0 /tmp/.X11-unix/X0",
+                "mounts /tmp/.X11-unix/X0, which holds the socket of an X server",
+            ),
+            (
+                "--ro-bind /tmp/ssh-XXXXabcd/agent.42 /agent",
+                "mounts /tmp/ssh-XXXXabcd/agent.42, which holds the socket of an ssh-agent",
+            ),
+            (
+                "--ro-bind /run/containerd /c",
+                "mounts /run/containerd, which holds the socket of containerd",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            let found = only(&audit.findings, "host-socket");
+            assert!(
+                found.message.starts_with(message),
+                "{opt}: {}",
+                found.message
+            );
+            assert!(found.message.ends_with("acts outside the sandbox"));
+            assert_eq!(found.arg, opt);
+        }
+        // One finding for the line, naming every option that opens one.
+        let both = bwrap_variant(&[], &["--ro-bind /run /run", "--ro-bind /var/run /var/run"]);
+        let found = only(&both.findings, "host-socket");
+        assert!(found.message.starts_with("mounts /run, /var/run, which hold the socket of the D-Bus system bus, systemd's private socket, a D-Bus session bus"), "{}", found.message);
+        assert_eq!(found.arg, "--ro-bind /run /run --ro-bind /var/run /var/run");
+        // Hidden by a later mount over every place one lands; a uid's directory is any.
+        for (opts, hidden) in [
+            (&["--ro-bind /run/user/1000 /u", "--tmpfs /u"][..], true),
+            (&["--ro-bind /run/user /u", "--tmpfs /u/1000"], false),
+            (&["--ro-bind /run/user /u", "--tmpfs /u"], true),
+            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], false),
+            (
+                &[
+                    "--ro-bind / /",
+                    "--tmpfs /run",
+                    "--tmpfs /var/run",
+                    "--tmpfs /tmp",
+                ],
+                true,
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(
+                count(&audit.findings, "host-socket"),
+                usize::from(!hidden),
+                "{opts:?}"
+            );
+        }
+        for fine in [
+            "--ro-bind /run/user/1000/x /x",
+            "--ro-bind /run/dbus/machine-id /x",
+            "--ro-bind /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf",
+            "--bind /tmp/build /tmp/build",
+            "--ro-bind /tmp/ssh_config /x",
+            "--ro-bind /usr /usr",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
         }
     }
 

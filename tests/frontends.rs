@@ -679,6 +679,7 @@ fn audit_bwrap_leaky_line() {
             "network-shared",
             "writable-home-or-root",
             "docker-socket",
+            "host-socket",
             "host-proc",
             "env-not-cleared",
             "tiocsti",
@@ -706,7 +707,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 12);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 13);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -1065,6 +1066,57 @@ fn audit_bwrap_host_ipc() {
         ("seen\n".to_string(), vec!["no-ipc-namespace".to_string()])
     );
     assert_eq!(results[1], ("not-seen\n".to_string(), vec![]));
+}
+
+/// The task of real bubblewrap reaches an agent's socket in the host's /tmp (an ssh-agent's
+/// `/tmp/ssh-XXXX/agent.N`) through `--ro-bind /tmp /host-tmp`, and the audit reports
+/// `host-socket`; a later `--tmpfs /host-tmp` hides it, and the audit says nothing of it.
+#[test]
+fn audit_bwrap_host_socket() {
+    let dir = tempfile::Builder::new()
+        .prefix("ssh-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let socket = dir.path().join("agent.1");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let inside = format!(
+        "/host-tmp/{}",
+        socket.strip_prefix("/tmp").unwrap().display()
+    );
+    let probe = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\n\
+         try:\n    s.connect('{inside}'); print('connected')\n\
+         except OSError as e: print('refused', e.errno)"
+    );
+    for (extra, reaches) in [
+        (&["--ro-bind", "/tmp", "/host-tmp"][..], true),
+        (
+            &["--ro-bind", "/tmp", "/host-tmp", "--tmpfs", "/host-tmp"],
+            false,
+        ),
+    ] {
+        let mut options = vec!["--cap-drop", "ALL"];
+        options.extend(extra);
+        let mut cmd = Command::new("/usr/bin/bwrap");
+        cmd.args(base_bwrap())
+            .args(&options)
+            .args(["--", "python3", "-c", &probe]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "connect to the agent");
+        let want = if reaches {
+            "connected\n"
+        } else {
+            "refused 2\n"
+        };
+        assert_eq!(stdout(&out), want, "{extra:?}: {}", show(&out));
+        let rules = audited_rules(&options);
+        assert_eq!(
+            rules.iter().any(|r| r == "host-socket"),
+            reaches,
+            "{extra:?}: {rules:?}"
+        );
+    }
+    assert!(listener.accept().is_ok(), "the agent saw no connection");
 }
 
 #[test]
