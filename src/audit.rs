@@ -741,11 +741,13 @@ fn is_airlock_scratch(source: &str) -> bool {
 }
 
 /// Host trees whose writable mount lets the task change the host's system (configuration,
-/// programs, boot files, state and sockets, kernel interfaces), not a project. (`/dev` is
-/// left to `dev-bind-dev`: binding `/dev/null` writable is common and harmless.)
+/// programs, boot files, state and sockets, kernel interfaces, other processes' shared memory
+/// and message queues), not a project. (The devices in `/dev` are left to `dev-bind-dev`:
+/// binding `/dev/null` writable is common and harmless.)
+#[rustfmt::skip]
 const SYSTEM_PATHS: &[&str] = &[
     "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/boot",
-    "/var", "/run", "/proc", "/sys",
+    "/var", "/run", "/proc", "/sys", "/dev/shm", "/dev/mqueue",
 ];
 
 /// A mount source whose writing changes more than a project: a system tree or anything in
@@ -2805,6 +2807,9 @@ mod tests {
             "--bind \"$HOME\"/.bashrc /b",
             "--bind /home/dev/.config /c",
             "--bind /root/.ssh /s",
+            "--bind /dev/shm /dev/shm",
+            "--bind /dev/mqueue /dev/mqueue",
+            "--bind /dev /dev",
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings)[0], "host-mount-rw", "{opt}");
@@ -2830,6 +2835,8 @@ mod tests {
             "--bind /tmp/x /tmp/x",
             "--bind /var/tmp/airlock-scratch /work",
             "--bind /usr-local /x",
+            "--bind /dev/null /dev/null",
+            "--dev-bind /dev/kvm /dev/kvm",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
@@ -3315,8 +3322,13 @@ mod tests {
     fn bwrap_dev_bind_dev() {
         for opt in ["--dev-bind /dev /dev", "--dev-bind-try /dev/ /dev"] {
             let audit = bwrap_variant(&["--dev /dev"], &[opt]);
-            assert_eq!(rules(&audit.findings), ["dev-bind-dev"], "{opt}");
-            assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
+            // Its /dev/shm is also writable.
+            assert_eq!(
+                rules(&audit.findings),
+                ["host-mount-rw", "dev-bind-dev"],
+                "{opt}"
+            );
+            assert_eq!(audit.findings[1].arg, shell_quote(&words(opt)));
         }
         assert!(
             bwrap_variant(&[], &["--dev-bind /dev/null /dev/null"])

@@ -678,6 +678,7 @@ fn audit_bwrap_leaky_line() {
         [
             "network-shared",
             "writable-home-or-root",
+            "host-mount-rw",
             "docker-socket",
             "host-socket",
             "host-proc",
@@ -707,7 +708,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 13);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 14);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -1117,6 +1118,34 @@ fn audit_bwrap_host_socket() {
         );
     }
     assert!(listener.accept().is_ok(), "the agent saw no connection");
+}
+
+/// The host's /dev/shm holds other processes' shared memory: the task of real bubblewrap run
+/// by root (every capability dropped) rewrites a root-owned 0600 file there through `--bind
+/// /dev/shm /dev/shm`, and the audit reports `host-mount-rw`; through `--ro-bind` it cannot,
+/// and the audit is clean.
+#[test]
+fn audit_bwrap_host_shm() {
+    let file = tempfile::Builder::new()
+        .prefix("airlock-audit-")
+        .tempfile_in("/dev/shm")
+        .unwrap();
+    std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let probe = format!("echo sandbox > {} 2>/dev/null; true", file.path().display());
+    for (bind, writes) in [("--bind", true), ("--ro-bind", false)] {
+        std::fs::write(file.path(), "host\n").unwrap();
+        let options = ["--cap-drop", "ALL", bind, "/dev/shm", "/dev/shm"];
+        let out = run_bwrap_line(true, &options, &probe);
+        assert_eq!(code(&out), Some(0), "{bind}: {}", show(&out));
+        let now = std::fs::read_to_string(file.path()).unwrap();
+        assert_eq!(now == "sandbox\n", writes, "{bind}: {now:?}");
+        let rules = audited_rules(&options);
+        assert_eq!(
+            rules.iter().any(|r| r == "host-mount-rw"),
+            writes,
+            "{bind}: {rules:?}"
+        );
+    }
 }
 
 #[test]
