@@ -361,6 +361,20 @@ fn is_at_or_below(path: &str, tree: &str) -> bool {
     tree == "/" || path == tree || path.starts_with(&format!("{tree}/"))
 }
 
+/// The first `n` words of a line for an error message, each cut at its first `=`: the rest
+/// of the line, and a variable's value (`TOKEN=... bwrap`), may be a credential.
+fn first_words(argv: &[String], n: usize) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .take(n)
+        .map(|word| match word.split_once('=') {
+            Some((name, _)) => format!("{name}=..."),
+            None => word.clone(),
+        })
+        .collect();
+    shell_quote(&words)
+}
+
 /// True when `arg` names the program `name`, bare or as a path (`/usr/bin/docker`).
 fn is_program(arg: &str, name: &str) -> bool {
     arg == name || arg.ends_with(&format!("/{name}"))
@@ -543,8 +557,8 @@ fn docker_run_args(argv: &[String]) -> Result<&[String], String> {
         [sub, tail @ ..] if is_run(sub) => Ok(tail),
         [group, sub, tail @ ..] if group == "container" && is_run(sub) => Ok(tail),
         _ => Err(format!(
-            "not a docker run/create command line: {}",
-            shell_quote(argv)
+            "not a docker run/create command line: it starts with {}",
+            first_words(argv, 2)
         )),
     }
 }
@@ -976,11 +990,20 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
     let run = parse_docker_run(docker_run_args(argv)?)?;
     let mut audit = Audit::default();
 
-    let env_args: Vec<&str> = run
+    let env_args: Vec<String> = run
         .options
         .iter()
         .filter(|o| o.name == "env" || o.name == "env-file")
-        .map(|o| o.raw.as_str())
+        .map(|o| {
+            // `-e NAME=VALUE`: the value is never printed (the report may end up in a log).
+            match (o.name.as_str(), o.value().split_once('=')) {
+                ("env", Some((name, _))) => match o.raw.strip_suffix(o.value()) {
+                    Some(written) => format!("{written}{name}=***"),
+                    None => format!("--env {name}=***"),
+                },
+                _ => o.raw.clone(),
+            }
+        })
         .collect();
     if !env_args.is_empty() {
         audit.finding(
@@ -1530,7 +1553,10 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let args = match argv.first() {
         Some(first) if is_program(first, "bwrap") => &argv[1..],
         Some(first) if !first.starts_with('-') => {
-            return Err(format!("not a bwrap command line: {}", shell_quote(argv)));
+            return Err(format!(
+                "not a bwrap command line: it starts with {}",
+                first_words(argv, 1)
+            ));
         }
         _ => argv,
     };
@@ -2089,15 +2115,16 @@ mod tests {
 
     #[test]
     fn env_forwarded() {
-        for opt in [
-            "-e FOO",
-            "-e FOO=bar",
-            "--env FOO",
-            "--env=FOO",
-            "-eFOO",
-            "-e=FOO",
-            "--env-file ./secrets.env",
-            "--env-file=.env",
+        for (opt, arg) in [
+            ("-e FOO", "-e FOO"),
+            ("-e FOO=bar", "-e FOO=***"),
+            ("--env FOO", "--env FOO"),
+            ("--env=FOO", "--env=FOO"),
+            ("-eFOO", "-eFOO"),
+            ("-e=FOO", "-e=FOO"),
+            ("-teGITHUB_TOKEN=ghp_x=y", "-teGITHUB_TOKEN=***"),
+            ("--env-file ./secrets.env", "--env-file ./secrets.env"),
+            ("--env-file=.env", "--env-file=.env"),
         ] {
             let audit = docker_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["env-forwarded"], "{opt}");
@@ -2105,12 +2132,13 @@ mod tests {
                 audit.findings[0].message,
                 "forwards host environment variables"
             );
-            assert_eq!(audit.findings[0].arg, opt);
+            // A value given on the line is never printed.
+            assert_eq!(audit.findings[0].arg, arg);
         }
         let both = docker_variant(&[], &["-e A", "--env-file f", "--env=B=c"]);
         assert_eq!(
             only(&both.findings, "env-forwarded").arg,
-            "-e A --env-file f --env=B=c"
+            "-e A --env-file f --env=B=***"
         );
         assert!(docker(CLEAN_DOCKER).findings.is_empty());
     }
@@ -3506,6 +3534,20 @@ mod tests {
         assert!(audit_bwrap(&words("bwrap --unshare-all")).is_err());
         assert!(audit_bwrap(&words("bwrap --unshare-all --")).is_err());
         assert!(audit_bwrap(&words("firejail --net=none ls")).is_err());
+        // The rest of a line that is not bwrap's, and a variable's value, are not printed.
+        let prefixed = audit_bwrap(&words(
+            "GITHUB_TOKEN=ghp_secret bwrap --setenv T ghp_secret -- sh",
+        ))
+        .unwrap_err();
+        assert_eq!(
+            prefixed,
+            "not a bwrap command line: it starts with GITHUB_TOKEN=..."
+        );
+        let sudo = audit_docker(&words("sudo docker run -e T=ghp_secret alpine")).unwrap_err();
+        assert_eq!(
+            sudo,
+            "not a docker run/create command line: it starts with sudo docker"
+        );
         assert!(audit_bwrap(&[]).is_err());
     }
 
