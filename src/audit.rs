@@ -800,17 +800,8 @@ fn host_tree(source: &str) -> Option<String> {
 /// cut before its first `*`: `""` when the tree is the socket, or lies in a directory of
 /// sockets; `None` when the tree does not hold it.
 fn socket_in(tree: &str, socket: &str) -> Option<String> {
-    let tree_parts: Vec<&str> = tree.split('/').filter(|p| !p.is_empty()).collect();
-    let socket_parts: Vec<&str> = socket.split('/').filter(|p| !p.is_empty()).collect();
-    let matches = |name: &str, pattern: &str| match pattern.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => name == pattern,
-    };
-    if !tree_parts
-        .iter()
-        .zip(&socket_parts)
-        .all(|(name, pattern)| matches(name, pattern))
-    {
+    let (tree_parts, socket_parts) = (path_parts(tree), path_parts(socket));
+    if !parts_match(&tree_parts, &socket_parts) {
         return None;
     }
     let below = socket_parts.get(tree_parts.len()..).unwrap_or(&[]);
@@ -820,6 +811,65 @@ fn socket_in(tree: &str, socket: &str) -> Option<String> {
         .copied()
         .collect();
     Some(named.join("/"))
+}
+
+/// The names along a path.
+fn path_parts(path: &str) -> Vec<&str> {
+    path.split('/').filter(|p| !p.is_empty()).collect()
+}
+
+/// True when the names two paths share match, a pattern's names ending in `*` (`ssh-*`, or
+/// a lone `*`: any name) matching by prefix.
+fn parts_match(names: &[&str], patterns: &[&str]) -> bool {
+    names
+        .iter()
+        .zip(patterns)
+        .all(|(name, pattern)| match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == pattern,
+        })
+}
+
+/// Host devices whose `--dev-bind` (a mount that keeps device access) hands the task the host
+/// below its own permissions, and what each is; a directory stands for the devices in it,
+/// and a name pattern ends in `*`.
+const HOST_DEVICES: &[(&str, &str)] = &[
+    // Block devices: every file on the host's disks, read and written below the filesystem.
+    ("/dev/sd*", "a disk"),
+    ("/dev/vd*", "a disk"),
+    ("/dev/xvd*", "a disk"),
+    ("/dev/hd*", "a disk"),
+    ("/dev/nvme*", "a disk"),
+    ("/dev/mmcblk*", "a disk"),
+    ("/dev/loop*", "a disk"),
+    ("/dev/nbd*", "a disk"),
+    ("/dev/dm-*", "a disk"),
+    ("/dev/md*", "a disk"),
+    ("/dev/zram*", "a disk"),
+    ("/dev/mapper", "a disk"),
+    ("/dev/disk", "a disk"),
+    // The machine's memory and I/O ports.
+    ("/dev/mem", "memory"),
+    ("/dev/kmem", "memory"),
+    ("/dev/port", "I/O ports"),
+    // Keyboards and mice: the host user's keystrokes, and input injected as theirs.
+    ("/dev/input", "input devices"),
+    ("/dev/uinput", "input devices"),
+    ("/dev/hidraw*", "input devices"),
+    // What the virtual consoles show.
+    ("/dev/vcs*", "a console's screen"),
+];
+
+/// What host device a `--dev-bind` source is, if HOST_DEVICES lists it or a directory of it.
+fn host_device(source: &str) -> Option<&'static str> {
+    let HostPath::Known(path) = host_path(source) else {
+        return None;
+    };
+    let names = path_parts(&path);
+    HOST_DEVICES.iter().find_map(|(device, what)| {
+        let patterns = path_parts(device);
+        (names.len() >= patterns.len() && parts_match(&names, &patterns)).then_some(*what)
+    })
 }
 
 /// Where any of `sockets` lies inside the host tree a mount source names, relative to it
@@ -1672,6 +1722,15 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                         option.raw(),
                     );
                 }
+                if option.name.starts_with("--dev-bind")
+                    && let Some(what) = host_device(source)
+                {
+                    found.finding(
+                        "host-device",
+                        format!("binds host device {source} ({what}) with device access"),
+                        option.raw(),
+                    );
+                }
                 expose(found, &whole);
                 expose_inside(
                     &mut expose,
@@ -1842,7 +1901,9 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
-    audit.findings.extend(exposed_as(&["dev-bind-dev"]));
+    audit
+        .findings
+        .extend(exposed_as(&["dev-bind-dev", "host-device"]));
     if root_caps_kept {
         audit.finding(
             "root-caps-kept",
@@ -3368,6 +3429,45 @@ mod tests {
                 .findings
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn bwrap_host_device() {
+        for (opt, what) in [
+            ("--dev-bind /dev/loop0 /dev/loop0", "a disk"),
+            ("--dev-bind-try /dev/sda1 /dev/sda1", "a disk"),
+            ("--dev-bind /dev/nvme0n1 /d", "a disk"),
+            ("--dev-bind /dev/mapper /dev/mapper", "a disk"),
+            ("--dev-bind /dev/disk/by-uuid/x /d", "a disk"),
+            ("--dev-bind /dev/mem /dev/mem", "memory"),
+            ("--dev-bind /dev/input /dev/input", "input devices"),
+            ("--dev-bind /dev/input/event3 /e", "input devices"),
+            ("--dev-bind /dev/uinput /dev/uinput", "input devices"),
+            ("--dev-bind /dev/vcsa1 /v", "a console's screen"),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");
+            let source = &words(opt)[1];
+            assert_eq!(
+                audit.findings[0].message,
+                format!("binds host device {source} ({what}) with device access")
+            );
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        // Without device access (`--bind`, `--ro-bind`: nodev) a device cannot be opened;
+        // the everyday devices are harmless; a later mount over it hides it.
+        for fine in [
+            &["--ro-bind /dev/loop0 /dev/loop0"][..],
+            &["--bind /dev/sda /dev/sda"],
+            &["--dev-bind /dev/null /dev/null"],
+            &["--dev-bind /dev/dri /dev/dri"],
+            &["--dev-bind /dev/snd /dev/snd"],
+            &["--dev-bind /dev/kvm /dev/kvm"],
+            &["--dev-bind /dev/loop0 /dev/loop0", "--dev /dev"],
+        ] {
+            let audit = bwrap_variant(&[], fine);
+            assert!(audit.findings.is_empty(), "{fine:?}: {audit:#?}");
+        }
     }
 
     #[test]

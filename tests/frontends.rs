@@ -1148,6 +1148,47 @@ fn audit_bwrap_host_shm() {
     }
 }
 
+/// A host block device bound with device access is the host's disk below its files'
+/// permissions: the task of real bubblewrap (run by root, every capability dropped) reads a
+/// loop device through `--dev-bind`, and the audit reports `host-device`; through `--ro-bind`
+/// (nodev) it cannot, and the audit is clean.
+#[test]
+fn audit_bwrap_host_device() {
+    let mut image = tempfile::NamedTempFile::new().unwrap();
+    image
+        .write_all(&[b"HOST-DISK-BYTES!".as_slice(), &[0; 4096]].concat())
+        .unwrap();
+    image.flush().unwrap();
+    let attached = Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(image.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&attached), Some(0), "{}", show(&attached));
+    let device = stdout(&attached).trim().to_string();
+    let probe = format!("head -c 16 {device} 2>/dev/null; echo");
+    let mut results = Vec::new();
+    for bind in ["--dev-bind", "--ro-bind"] {
+        let options = ["--cap-drop", "ALL", bind, &device, &device];
+        let out = run_bwrap_line(true, &options, &probe);
+        results.push((bind, stdout(&out), audited_rules(&options)));
+    }
+    let detached = Command::new("losetup")
+        .args(["-d", &device])
+        .output()
+        .unwrap();
+    assert_eq!(code(&detached), Some(0), "{}", show(&detached));
+    assert_eq!(
+        results[0],
+        (
+            "--dev-bind",
+            "HOST-DISK-BYTES!\n".to_string(),
+            vec!["host-device".to_string()]
+        )
+    );
+    assert_eq!(results[1], ("--ro-bind", "\n".to_string(), vec![]));
+}
+
 #[test]
 fn audit_bwrap_refuses_unknown_option() {
     let out = root(&["audit", "bwrap", "--", "bwrap", "--frobnicate", "--", "sh"]);
