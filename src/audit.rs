@@ -1672,7 +1672,9 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 pid_namespace = true;
                 hidden_args.push(option);
             }
-            "--bind-fd" | "--ro-bind-fd" => hidden_args.push(option),
+            "--bind-fd" | "--ro-bind-fd" | "--file" | "--bind-data" | "--ro-bind-data" => {
+                hidden_args.push(option)
+            }
             "--clearenv" => {
                 env_cleared = true;
                 credentials.iter_mut().for_each(|c| c.2 = false);
@@ -1948,6 +1950,13 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 "args-from-fd",
                 format!(
                     "reads more options from file descriptor {fd}, which this audit cannot see"
+                ),
+            ),
+            "--file" | "--bind-data" | "--ro-bind-data" => (
+                "data-from-fd",
+                format!(
+                    "puts the data read from file descriptor {fd} at {}, which this audit cannot see (it may be a host file's)",
+                    option.args[1]
                 ),
             ),
             "--bind-fd" | "--ro-bind-fd" => (
@@ -3378,6 +3387,21 @@ mod tests {
                 "binds the directory open on file descriptor 3",
             ),
             (
+                "--file 4 /etc/passwd",
+                "data-from-fd",
+                "puts the data read from file descriptor 4 at /etc/passwd",
+            ),
+            (
+                "--bind-data 4 /x",
+                "data-from-fd",
+                "puts the data read from file descriptor 4 at /x",
+            ),
+            (
+                "--ro-bind-data 4 /x",
+                "data-from-fd",
+                "puts the data read from file descriptor 4 at /x",
+            ),
+            (
                 "--userns 5",
                 "namespace-from-fd",
                 "joins the user namespace open on file descriptor 5",
@@ -3608,7 +3632,14 @@ mod tests {
         // Only the options that read a descriptor are reported, as unseen.
         assert_eq!(
             rules(&bwrap(line).findings),
-            ["namespace-from-fd", "bind-from-fd", "bind-from-fd"]
+            [
+                "data-from-fd",
+                "data-from-fd",
+                "data-from-fd",
+                "namespace-from-fd",
+                "bind-from-fd",
+                "bind-from-fd"
+            ]
         );
         // The command starts at the first non-option and is never audited.
         let cmd = bwrap(&CLEAN_BWRAP.replace("-- /bin/true", "/bin/sh --bind / / --share-net"));

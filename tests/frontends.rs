@@ -1189,6 +1189,23 @@ fn audit_bwrap_host_device() {
     assert_eq!(results[1], ("--ro-bind", "\n".to_string(), vec![]));
 }
 
+/// Data read from a descriptor is unseen by the audit and may be a host file's: the task of
+/// real bubblewrap reads the host's /etc/shadow through `--ro-bind-data 3 /x ... 3<`, and the
+/// audit reports `data-from-fd` rather than call the line clean.
+#[test]
+fn audit_bwrap_data_from_fd() {
+    let options = ["--cap-drop", "ALL", "--ro-bind-data", "3", "/x"];
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec /usr/bin/bwrap \"$@\" 3</etc/shadow", "sh"])
+        .args(base_bwrap())
+        .args(options)
+        .args(["--", "cat", "/x"]);
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "ro-bind-data");
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert_eq!(out.stdout, std::fs::read("/etc/shadow").unwrap());
+    assert_eq!(audited_rules(&options), ["data-from-fd"]);
+}
+
 #[test]
 fn audit_bwrap_refuses_unknown_option() {
     let out = root(&["audit", "bwrap", "--", "bwrap", "--frobnicate", "--", "sh"]);
