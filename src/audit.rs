@@ -1697,19 +1697,26 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 hidden_args.push(option);
             }
             "--die-with-parent" => dies_with_parent = true,
-            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
+            // A host tree in the sandbox: bound, the lower layer of an overlay, or the upper
+            // one, where writes through an overlay land on the host.
+            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+            | "--ro-bind-try" | "--overlay-src" | "--overlay" => {
                 let source = &option.args[0];
+                let read_only =
+                    matches!(option.name, "--ro-bind" | "--ro-bind-try" | "--overlay-src");
+                let overlay = option.name.contains("overlay");
                 let mut found = Audit::default();
-                if let Some(why) = home_or_root(source) {
+                if !read_only && let Some(why) = home_or_root(source) {
+                    let verb = if overlay { "overlays" } else { "binds" };
                     found.finding(
                         "writable-home-or-root",
-                        format!("binds {source} writable{why}"),
+                        format!("{verb} {source} writable{why}"),
                         option.raw(),
                     );
                 }
                 let mount = HostMount {
                     source: source.clone(),
-                    read_only: false,
+                    read_only,
                 };
                 check_writable_host_mount(
                     &mount,
@@ -1746,51 +1753,10 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     "host-socket",
                     &host_sockets_in(source).0,
                 );
-                expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
-            }
-            "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
-                let mount = HostMount {
-                    source: option.args[0].clone(),
-                    read_only: true,
-                };
-                let mut found = Audit::default();
-                check_writable_host_mount(
-                    &mount,
-                    &option.raw(),
-                    WritableLeak::Sensitive,
-                    &mut found,
-                );
-                expose(found, &whole);
-                let source = &option.args[0];
-                expose_inside(
-                    &mut expose,
-                    option,
-                    "docker-socket",
-                    &docker_sockets_in(source),
-                );
-                expose_inside(
-                    &mut expose,
-                    option,
-                    "host-socket",
-                    &host_sockets_in(source).0,
-                );
                 // An overlay shows one filesystem, without the mounts below its sources.
-                if option.name != "--overlay-src" {
+                if !overlay {
                     expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
                 }
-            }
-            // Writes through an overlay land in its RWSRC on the host.
-            "--overlay" => {
-                let source = &option.args[0];
-                let mut found = Audit::default();
-                if let Some(why) = home_or_root(source) {
-                    found.finding(
-                        "writable-home-or-root",
-                        format!("overlays {source} writable{why}"),
-                        option.raw(),
-                    );
-                }
-                expose(found, &whole);
             }
             "--cap-add" => caps.push(option),
             "--cap-drop" if option.args[0].eq_ignore_ascii_case("ALL") => {
@@ -2885,6 +2851,21 @@ mod tests {
             &["--overlay-src /usr", "--overlay /home/dev /tmp/w /usr"],
         );
         assert_eq!(rules(&overlay.findings), ["writable-home-or-root"]);
+        // The upper layer of an overlay is written on the host: a system tree there is
+        // host-mount-rw, and one holding sockets hands them over.
+        let upper = |rwsrc: &str| {
+            let overlay = format!("--overlay {rwsrc} /var/tmp/work /x");
+            bwrap_variant(&[], &["--overlay-src /usr", &overlay])
+        };
+        let etc = upper("/etc");
+        assert_eq!(rules(&etc.findings), ["host-mount-rw"]);
+        assert_eq!(etc.findings[0].message, "mounts /etc read-write");
+        assert_eq!(etc.findings[0].arg, "--overlay /etc /var/tmp/work /x");
+        assert_eq!(
+            rules(&upper("/run").findings),
+            ["host-mount-rw", "docker-socket", "host-socket"]
+        );
+        assert!(upper("/home/dev/upper").findings.is_empty());
     }
 
     #[test]
