@@ -856,8 +856,10 @@ const HOST_DEVICES: &[(&str, &str)] = &[
     ("/dev/input", "input devices"),
     ("/dev/uinput", "input devices"),
     ("/dev/hidraw*", "input devices"),
-    // What the virtual consoles show.
+    // What the virtual consoles show, and the host's pseudo-terminals: what other sessions
+    // show and read, written and read from the sandbox.
     ("/dev/vcs*", "a console's screen"),
+    ("/dev/pts", "the host's terminals"),
 ];
 
 /// What host device a `--dev-bind` source is, if HOST_DEVICES lists it or a directory of it.
@@ -3449,6 +3451,7 @@ mod tests {
             ("--dev-bind /dev/input/event3 /e", "input devices"),
             ("--dev-bind /dev/uinput /dev/uinput", "input devices"),
             ("--dev-bind /dev/vcsa1 /v", "a console's screen"),
+            ("--dev-bind /dev/pts /dev/pts", "the host's terminals"),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");
@@ -3468,6 +3471,8 @@ mod tests {
             &["--dev-bind /dev/dri /dev/dri"],
             &["--dev-bind /dev/snd /dev/snd"],
             &["--dev-bind /dev/kvm /dev/kvm"],
+            &["--dev-bind /dev/tty /dev/tty"],
+            &["--dev-bind /dev/ptmx /dev/ptmx"],
             &["--dev-bind /dev/loop0 /dev/loop0", "--dev /dev"],
         ] {
             let audit = bwrap_variant(&[], fine);
