@@ -940,6 +940,19 @@ fn distinct_raws(through: &[(String, String)]) -> Vec<&str> {
     distinct(through.iter().map(|(_, raw)| raw.as_str()))
 }
 
+/// One `host-proc` finding for every mount that shows the host's proc, given as
+/// `(source, raw)`.
+fn report_host_proc(through: &[(String, String)], audit: &mut Audit) {
+    if !through.is_empty() {
+        audit.finding(
+            "host-proc",
+            "mounts the host's /proc: every host process's command line, status and mount \
+             table can be read",
+            distinct_raws(through).join(" "),
+        );
+    }
+}
+
 /// One `host-socket` finding for every mount that hands over a HOST_SOCKETS socket, given as
 /// `(source, raw)`, naming what they hold.
 fn report_host_socket(through: &[(String, String)], audit: &mut Audit) {
@@ -1079,31 +1092,48 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
         );
     }
 
-    // connect(2) needs no write access to the mount: a read-only one is as good.
-    let mut sockets = Vec::new();
-    let mut host_sockets = Vec::new();
+    // What the mounts open, read-only ones included (connect(2) needs no write access), as
+    // (rule, (source, raw)). docker binds recursively, so a bind of / holds the host's proc.
+    let mut opened: Vec<(&str, (String, String))> = Vec::new();
     for option in &run.options {
         let mount = match option.name.as_str() {
             "volume" => volume_host_mount(option.value())?,
             "mount" => mount_host_mount(option.value())?,
-            "use-api-socket" if option.is_on() => {
-                sockets.push(("/var/run/docker.sock".to_string(), option.raw.clone()));
-                None
-            }
+            // Docker mounts its own socket into the container, read-only as far as the
+            // audit's checks go.
+            "use-api-socket" if option.is_on() => Some(HostMount {
+                source: "/var/run/docker.sock".to_string(),
+                read_only: true,
+            }),
             _ => None,
         };
-        if let Some(mount) = mount {
+        let Some(mount) = mount else { continue };
+        if option.name != "use-api-socket" {
             check_writable_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
-            if !host_sockets_in(&mount.source).0.is_empty() {
-                host_sockets.push((mount.source.clone(), option.raw.clone()));
-            }
-            if !docker_sockets_in(&mount.source).is_empty() {
-                sockets.push((mount.source, option.raw.clone()));
+        }
+        for (rule, holds) in [
+            (
+                "docker-socket",
+                !docker_sockets_in(&mount.source).is_empty(),
+            ),
+            ("host-socket", !host_sockets_in(&mount.source).0.is_empty()),
+            ("host-proc", !host_proc_in(&mount.source).is_empty()),
+        ] {
+            if holds {
+                opened.push((rule, (mount.source.clone(), option.raw.clone())));
             }
         }
     }
-    report_docker_socket(&sockets, &mut audit);
-    report_host_socket(&host_sockets, &mut audit);
+    let opened_by = |rule: &str| -> Vec<(String, String)> {
+        opened
+            .iter()
+            .filter(|(r, _)| *r == rule)
+            .map(|(_, through)| through.clone())
+            .collect()
+    };
+    report_docker_socket(&opened_by("docker-socket"), &mut audit);
+    report_host_socket(&opened_by("host-socket"), &mut audit);
+    report_host_proc(&opened_by("host-proc"), &mut audit);
 
     match run.last("user") {
         None => audit.finding("root-user", "runs as root inside the container", ""),
@@ -1808,15 +1838,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
     report_host_socket(&opened_by("host-socket"), &mut audit);
-    let host_proc = distinct_raws(&opened_by("host-proc")).join(" ");
-    if !host_proc.is_empty() {
-        audit.finding(
-            "host-proc",
-            "mounts the host's /proc: every host process's command line, status and mount \
-             table can be read",
-            host_proc,
-        );
-    }
+    report_host_proc(&opened_by("host-proc"), &mut audit);
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
@@ -2348,6 +2370,21 @@ mod tests {
         );
         let bus = docker_variant(&[], &["-v /run/dbus:/run/dbus:ro"]);
         assert_eq!(rules(&bus.findings), ["host-socket"]);
+        // A bind of the host's proc, or of / (docker binds recursively), shows every host
+        // process.
+        for opt in [
+            "-v /proc:/host/proc:ro",
+            "--mount type=bind,src=/proc/1,dst=/p,ro",
+        ] {
+            let proc = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&proc.findings), ["host-proc"], "{opt}");
+            assert_eq!(proc.findings[0].arg, opt);
+        }
+        let root = docker_variant(&[], &["-v /:/host:ro"]);
+        assert_eq!(
+            rules(&root.findings),
+            ["docker-socket", "host-socket", "host-proc"]
+        );
         let sockets = docker_variant(&[], &["-v /run/docker.sock:/a:ro", "--use-api-socket"]);
         assert_eq!(
             only(&sockets.findings, "docker-socket").message,
