@@ -356,6 +356,25 @@ fn normalize_path(path: &str) -> String {
     }
 }
 
+/// True when the normalised absolute `path` is `tree` or lies below it.
+fn is_at_or_below(path: &str, tree: &str) -> bool {
+    tree == "/" || path == tree || path.starts_with(&format!("{tree}/"))
+}
+
+/// The first `n` words of a line for an error message, each cut at its first `=`: the rest
+/// of the line, and a variable's value (`TOKEN=... bwrap`), may be a credential.
+fn first_words(argv: &[String], n: usize) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .take(n)
+        .map(|word| match word.split_once('=') {
+            Some((name, _)) => format!("{name}=..."),
+            None => word.clone(),
+        })
+        .collect();
+    shell_quote(&words)
+}
+
 /// True when `arg` names the program `name`, bare or as a path (`/usr/bin/docker`).
 fn is_program(arg: &str, name: &str) -> bool {
     arg == name || arg.ends_with(&format!("/{name}"))
@@ -437,15 +456,34 @@ const DOCKER_SHORT_OPTIONS: &[(char, &str)] = &[
     ('w', "workdir"),
 ];
 
-/// Host paths whose mount hands the container the Docker daemon's socket: the socket itself
-/// and every directory above it (`/var/run` is usually a symlink to `/run`).
-const DOCKER_SOCKET_PATHS: &[&str] = &[
-    "/var/run/docker.sock",
-    "/run/docker.sock",
-    "/var/run",
-    "/run",
-    "/var",
-    "/",
+/// Where the Docker daemon's socket lives on the host (also under `/var/run`, see
+/// `sockets_in`). A mount of it, or of a directory above it, hands the container the daemon.
+const DOCKER_SOCKETS: &[&str] = &["/run/docker.sock"];
+
+/// Host sockets besides Docker's whose connect(2) reaches a service that acts outside the
+/// sandbox, and what each is. In a pattern a trailing `*` ends a name (`ssh-*`) and a lone
+/// `*` is any one name (a uid); a directory stands for the sockets in it. Not exhaustive: a
+/// reviewer adds the daemons their hosts run.
+const HOST_SOCKETS: &[(&str, &str)] = &[
+    // Every system service. A root caller's task is root to the bus (the bus trusts the
+    // peer's uid), and systemd starts what root asks (StartTransientUnit).
+    ("/run/dbus/system_bus_socket", "the D-Bus system bus"),
+    ("/run/systemd/private", "systemd's private socket"),
+    // The user's systemd, reached through the session bus, starts what the user asks.
+    ("/run/user/*/bus", "a D-Bus session bus"),
+    ("/run/user/*/systemd/private", "a user's systemd"),
+    // Container and machine managers start privileged containers and machines.
+    ("/run/containerd/containerd.sock", "containerd"),
+    ("/run/podman/podman.sock", "Podman"),
+    ("/run/user/*/podman/podman.sock", "Podman"),
+    ("/run/libvirt/libvirt-sock", "libvirt"),
+    ("/run/snapd.socket", "snapd"),
+    // An X server takes keystrokes for the caller's terminals (a local user is often let in
+    // by uid, `xhost +SI:localuser:NAME`); an agent signs with the caller's keys.
+    ("/tmp/.X11-unix", "an X server"),
+    ("/tmp/ssh-*", "an ssh-agent"),
+    ("/run/user/*/gnupg", "gpg-agent"),
+    ("/run/user/*/keyring", "GNOME Keyring's agents"),
 ];
 
 /// One option of a parsed `docker run` line.
@@ -519,8 +557,8 @@ fn docker_run_args(argv: &[String]) -> Result<&[String], String> {
         [sub, tail @ ..] if is_run(sub) => Ok(tail),
         [group, sub, tail @ ..] if group == "container" && is_run(sub) => Ok(tail),
         _ => Err(format!(
-            "not a docker run/create command line: {}",
-            shell_quote(argv)
+            "not a docker run/create command line: it starts with {}",
+            first_words(argv, 2)
         )),
     }
 }
@@ -717,11 +755,13 @@ fn is_airlock_scratch(source: &str) -> bool {
 }
 
 /// Host trees whose writable mount lets the task change the host's system (configuration,
-/// programs, boot files, state and sockets, kernel interfaces), not a project. (`/dev` is
-/// left to `dev-bind-dev`: binding `/dev/null` writable is common and harmless.)
+/// programs, boot files, state and sockets, kernel interfaces, other processes' shared memory
+/// and message queues), not a project. (The devices in `/dev` are left to `dev-bind-dev`:
+/// binding `/dev/null` writable is common and harmless.)
+#[rustfmt::skip]
 const SYSTEM_PATHS: &[&str] = &[
     "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/boot",
-    "/var", "/run", "/proc", "/sys",
+    "/var", "/run", "/proc", "/sys", "/dev/shm", "/dev/mqueue",
 ];
 
 /// A mount source whose writing changes more than a project: a system tree or anything in
@@ -734,9 +774,6 @@ fn is_sensitive_host_path(source: &str) -> bool {
         HostPath::InHome(below) => return below.starts_with("/."),
         HostPath::Unknown(_) => return true,
     };
-    let inside = |path: &str, tree: &str| {
-        tree == "/" || path == tree || path.starts_with(&format!("{tree}/"))
-    };
     let parts: Vec<&str> = path.split('/').skip(1).collect();
     let home_dot_entry = match parts.as_slice() {
         ["home", _, entry, ..] | ["root", entry, ..] => entry.starts_with('.'),
@@ -745,17 +782,213 @@ fn is_sensitive_host_path(source: &str) -> bool {
     home_dot_entry
         || SYSTEM_PATHS
             .iter()
-            .any(|tree| inside(&path, tree) || inside(tree, &path))
+            .any(|tree| is_at_or_below(&path, tree) || is_at_or_below(tree, &path))
 }
 
-/// A mount source that holds the Docker daemon's socket: one of DOCKER_SOCKET_PATHS, or a
-/// `/proc/PID/root` (a process's `/`) or another `/proc` path this audit cannot follow.
-fn holds_docker_socket(source: &str) -> bool {
+/// The host tree a mount source names, to find what lies in it: an absolute path this audit
+/// cannot follow (`/proc/PID/root`, a process's `/`) is taken to be `/`. `None` for a path in
+/// a home or a relative one.
+fn host_tree(source: &str) -> Option<String> {
     match host_path(source) {
-        HostPath::Known(path) => DOCKER_SOCKET_PATHS.contains(&path.as_str()),
-        HostPath::InHome(_) => false,
-        HostPath::Unknown(_) => source.starts_with('/'),
+        HostPath::Known(path) => Some(path),
+        HostPath::InHome(_) => None,
+        HostPath::Unknown(_) => source.starts_with('/').then(|| "/".to_string()),
     }
+}
+
+/// Where a socket pattern (see HOST_SOCKETS) lies inside the host `tree`, relative to it and
+/// cut before its first `*`: `""` when the tree is the socket, or lies in a directory of
+/// sockets; `None` when the tree does not hold it.
+fn socket_in(tree: &str, socket: &str) -> Option<String> {
+    let (tree_parts, socket_parts) = (path_parts(tree), path_parts(socket));
+    if !parts_match(&tree_parts, &socket_parts) {
+        return None;
+    }
+    let below = socket_parts.get(tree_parts.len()..).unwrap_or(&[]);
+    let named: Vec<&str> = below
+        .iter()
+        .take_while(|part| !part.contains('*'))
+        .copied()
+        .collect();
+    Some(named.join("/"))
+}
+
+/// The names along a path.
+fn path_parts(path: &str) -> Vec<&str> {
+    path.split('/').filter(|p| !p.is_empty()).collect()
+}
+
+/// True when the names two paths share match, a pattern's names ending in `*` (`ssh-*`, or
+/// a lone `*`: any name) matching by prefix.
+fn parts_match(names: &[&str], patterns: &[&str]) -> bool {
+    names
+        .iter()
+        .zip(patterns)
+        .all(|(name, pattern)| match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == pattern,
+        })
+}
+
+/// Host devices whose `--dev-bind` (a mount that keeps device access) hands the task the host
+/// below its own permissions, and what each is; a directory stands for the devices in it,
+/// and a name pattern ends in `*`.
+const HOST_DEVICES: &[(&str, &str)] = &[
+    // Block devices: every file on the host's disks, read and written below the filesystem.
+    ("/dev/sd*", "a disk"),
+    ("/dev/vd*", "a disk"),
+    ("/dev/xvd*", "a disk"),
+    ("/dev/hd*", "a disk"),
+    ("/dev/nvme*", "a disk"),
+    ("/dev/mmcblk*", "a disk"),
+    ("/dev/loop*", "a disk"),
+    ("/dev/nbd*", "a disk"),
+    ("/dev/dm-*", "a disk"),
+    ("/dev/md*", "a disk"),
+    ("/dev/zram*", "a disk"),
+    ("/dev/mapper", "a disk"),
+    ("/dev/disk", "a disk"),
+    // The machine's memory and I/O ports.
+    ("/dev/mem", "memory"),
+    ("/dev/kmem", "memory"),
+    ("/dev/port", "I/O ports"),
+    // Keyboards and mice: the host user's keystrokes, and input injected as theirs.
+    ("/dev/input", "input devices"),
+    ("/dev/uinput", "input devices"),
+    ("/dev/hidraw*", "input devices"),
+    // What the virtual consoles show, and the host's pseudo-terminals: what other sessions
+    // show and read, written and read from the sandbox.
+    ("/dev/vcs*", "a console's screen"),
+    ("/dev/pts", "the host's terminals"),
+];
+
+/// What host device a `--dev-bind` source is, if HOST_DEVICES lists it or a directory of it.
+fn host_device(source: &str) -> Option<&'static str> {
+    let HostPath::Known(path) = host_path(source) else {
+        return None;
+    };
+    let names = path_parts(&path);
+    HOST_DEVICES.iter().find_map(|(device, what)| {
+        let patterns = path_parts(device);
+        (names.len() >= patterns.len() && parts_match(&names, &patterns)).then_some(*what)
+    })
+}
+
+/// Where any of `sockets` lies inside the host tree a mount source names, relative to it
+/// (`""`: the source is one); empty when it holds none. A `/run` path is also looked for
+/// under `/var/run`, usually a link to `/run`.
+fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
+    let Some(tree) = host_tree(source) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = Vec::new();
+    for socket in sockets {
+        let under_var = socket
+            .strip_prefix("/run/")
+            .map(|rest| format!("/var/run/{rest}"));
+        for path in std::iter::once(socket.to_string()).chain(under_var) {
+            if let Some(inside) = socket_in(&tree, &path)
+                && !found.contains(&inside)
+            {
+                found.push(inside);
+            }
+        }
+    }
+    found
+}
+
+/// Where the Docker sockets lie inside the host tree a mount source names (see `sockets_in`).
+fn docker_sockets_in(source: &str) -> Vec<String> {
+    sockets_in(source, DOCKER_SOCKETS)
+}
+
+/// Where the HOST_SOCKETS lie inside the host tree a mount source names (see `sockets_in`),
+/// and what they are.
+fn host_sockets_in(source: &str) -> (Vec<String>, Vec<&'static str>) {
+    let mut inside: Vec<String> = Vec::new();
+    let mut held: Vec<&'static str> = Vec::new();
+    for (socket, what) in HOST_SOCKETS {
+        let found = sockets_in(source, &[socket]);
+        if found.is_empty() {
+            continue;
+        }
+        for place in found {
+            if !inside.contains(&place) {
+                inside.push(place);
+            }
+        }
+        if !held.contains(what) {
+            held.push(what);
+        }
+    }
+    (inside, held)
+}
+
+/// Each of `items` once, in order.
+fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen
+}
+
+/// The options of `(source, raw)` pairs as written, each once, in order.
+fn distinct_raws(through: &[(String, String)]) -> Vec<&str> {
+    distinct(through.iter().map(|(_, raw)| raw.as_str()))
+}
+
+/// One `host-proc` finding for every mount that shows the host's proc, given as
+/// `(source, raw)`.
+fn report_host_proc(through: &[(String, String)], audit: &mut Audit) {
+    if !through.is_empty() {
+        audit.finding(
+            "host-proc",
+            "mounts the host's /proc: every host process's command line, status and mount \
+             table can be read",
+            distinct_raws(through).join(" "),
+        );
+    }
+}
+
+/// One `host-socket` finding for every mount that hands over a HOST_SOCKETS socket, given as
+/// `(source, raw)`, naming what they hold.
+fn report_host_socket(through: &[(String, String)], audit: &mut Audit) {
+    let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
+    let mut held: Vec<&str> = Vec::new();
+    for source in &sources {
+        held = distinct(held.into_iter().chain(host_sockets_in(source).1));
+    }
+    let verb = if sources.len() == 1 { "holds" } else { "hold" };
+    if !held.is_empty() {
+        audit.finding(
+            "host-socket",
+            format!(
+                "mounts {}, which {verb} the socket of {}: a connect(2) reaches a host \
+                 service that acts outside the sandbox",
+                sources.join(", "),
+                held.join(", ")
+            ),
+            distinct_raws(through).join(" "),
+        );
+    }
+}
+
+/// One `docker-socket` finding for every mount that hands over the socket, given as
+/// `(source, raw)`: it is one way out, however many options open it.
+fn report_docker_socket(through: &[(String, String)], audit: &mut Audit) {
+    let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
+    let raws = distinct_raws(through);
+    let is_socket = |source: &&str| normalize_path(source).ends_with("docker.sock");
+    let message = match sources.as_slice() {
+        [] => return,
+        all if all.iter().all(is_socket) => "mounts the Docker socket".to_string(),
+        [one] => format!("mounts {one}, which holds the Docker socket"),
+        many => format!("mounts the Docker socket through {}", many.join(", ")),
+    };
+    audit.finding("docker-socket", message, raws.join(" "));
 }
 
 /// Which writable host mounts an audit counts as a leak.
@@ -768,8 +1001,9 @@ enum WritableLeak {
     Sensitive,
 }
 
-/// The findings of one host path mounted into the sandbox, for docker and bwrap alike.
-fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mut Audit) {
+/// The `host-mount-rw` finding of one host path mounted into the sandbox, for docker and bwrap
+/// alike.
+fn check_writable_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mut Audit) {
     let writable_leaks = match leak {
         WritableLeak::AnyButScratch => true,
         WritableLeak::Sensitive => {
@@ -782,15 +1016,6 @@ fn check_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, audit: &mu
             format!("mounts {} read-write", mount.source),
             raw,
         );
-    }
-    // connect(2) needs no write access to the mount: a read-only one is as good.
-    if holds_docker_socket(&mount.source) {
-        let message = if normalize_path(&mount.source).ends_with("docker.sock") {
-            "mounts the Docker socket".to_string()
-        } else {
-            format!("mounts {}, which holds the Docker socket", mount.source)
-        };
-        audit.finding("docker-socket", message, raw);
     }
 }
 
@@ -830,11 +1055,20 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
     let run = parse_docker_run(docker_run_args(argv)?)?;
     let mut audit = Audit::default();
 
-    let env_args: Vec<&str> = run
+    let env_args: Vec<String> = run
         .options
         .iter()
         .filter(|o| o.name == "env" || o.name == "env-file")
-        .map(|o| o.raw.as_str())
+        .map(|o| {
+            // `-e NAME=VALUE`: the value is never printed (the report may end up in a log).
+            match (o.name.as_str(), o.value().split_once('=')) {
+                ("env", Some((name, _))) => match o.raw.strip_suffix(o.value()) {
+                    Some(written) => format!("{written}{name}=***"),
+                    None => format!("--env {name}=***"),
+                },
+                _ => o.raw.clone(),
+            }
+        })
         .collect();
     if !env_args.is_empty() {
         audit.finding(
@@ -858,19 +1092,48 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
         );
     }
 
+    // What the mounts open, read-only ones included (connect(2) needs no write access), as
+    // (rule, (source, raw)). docker binds recursively, so a bind of / holds the host's proc.
+    let mut opened: Vec<(&str, (String, String))> = Vec::new();
     for option in &run.options {
         let mount = match option.name.as_str() {
             "volume" => volume_host_mount(option.value())?,
             "mount" => mount_host_mount(option.value())?,
+            // Docker mounts its own socket into the container, read-only as far as the
+            // audit's checks go.
+            "use-api-socket" if option.is_on() => Some(HostMount {
+                source: "/var/run/docker.sock".to_string(),
+                read_only: true,
+            }),
             _ => None,
         };
-        if let Some(mount) = mount {
-            check_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
+        let Some(mount) = mount else { continue };
+        if option.name != "use-api-socket" {
+            check_writable_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
+        }
+        for (rule, holds) in [
+            (
+                "docker-socket",
+                !docker_sockets_in(&mount.source).is_empty(),
+            ),
+            ("host-socket", !host_sockets_in(&mount.source).0.is_empty()),
+            ("host-proc", !host_proc_in(&mount.source).is_empty()),
+        ] {
+            if holds {
+                opened.push((rule, (mount.source.clone(), option.raw.clone())));
+            }
         }
     }
-    for option in run.all("use-api-socket").filter(|o| o.is_on()) {
-        audit.finding("docker-socket", "mounts the Docker socket", &option.raw);
-    }
+    let opened_by = |rule: &str| -> Vec<(String, String)> {
+        opened
+            .iter()
+            .filter(|(r, _)| *r == rule)
+            .map(|(_, through)| through.clone())
+            .collect()
+    };
+    report_docker_socket(&opened_by("docker-socket"), &mut audit);
+    report_host_socket(&opened_by("host-socket"), &mut audit);
+    report_host_proc(&opened_by("host-proc"), &mut audit);
 
     match run.last("user") {
         None => audit.finding("root-user", "runs as root inside the container", ""),
@@ -1153,7 +1416,12 @@ fn host_path(source: &str) -> HostPath {
     }
     let normalized = normalize_path(source);
     let parts: Vec<&str> = normalized.split('/').skip(1).collect();
-    if let ["proc", _, "root" | "cwd" | "fd", ..] = parts.as_slice() {
+    // `/dev/fd` and `/dev/stdin` (`stdout`, `stderr`) are links into `/proc/self/fd`:
+    // bubblewrap follows them to whatever its caller left open there (`5</`).
+    if let ["proc", _, "root" | "cwd" | "fd", ..]
+    | ["dev", "fd", _, ..]
+    | ["dev", "stdin" | "stdout" | "stderr", ..] = parts.as_slice()
+    {
         return HostPath::Unknown(
             "it leads through a process's root, working directory or descriptors",
         );
@@ -1175,6 +1443,189 @@ fn home_or_root(source: &str) -> Option<String> {
     }
 }
 
+/// The option whose mount puts option `i`'s source in the sandbox: itself, or for
+/// `--overlay-src` the overlay option that takes it (`None` when none follows).
+fn placing_mount(options: &[BwrapOption], i: usize) -> Option<usize> {
+    if options[i].name != "--overlay-src" {
+        return Some(i);
+    }
+    (i + 1..options.len()).find(|&j| {
+        matches!(
+            options[j].name,
+            "--overlay" | "--tmp-overlay" | "--ro-overlay"
+        )
+    })
+}
+
+/// Where mount option `i` mounts in the sandbox, normalised. `None` for an option that mounts
+/// nothing, and for a destination with `..` (bubblewrap prefixes `/newroot/`, so `..` can
+/// leave the new root).
+fn mount_destination(options: &[BwrapOption], i: usize) -> Option<String> {
+    let option = &options[i];
+    let dest = match option.name {
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+        | "--ro-bind-try" | "--bind-fd" | "--ro-bind-fd" | "--bind-data" | "--ro-bind-data" => {
+            &option.args[1]
+        }
+        "--overlay" => &option.args[2],
+        "--tmp-overlay" | "--ro-overlay" | "--proc" | "--dev" | "--tmpfs" | "--mqueue" => {
+            &option.args[0]
+        }
+        _ => return None,
+    };
+    if dest.split('/').any(|part| part == "..") {
+        return None;
+    }
+    Some(normalize_path(&format!("/{dest}")))
+}
+
+/// A finding about what one mount option hands the sandbox, and the sandbox paths where that
+/// lands (`None`: a place this audit cannot name).
+struct Exposure {
+    /// The option whose mount puts it there (see `placing_mount`).
+    option: usize,
+    /// The host source as written.
+    source: String,
+    lands_at: Vec<Option<String>>,
+    finding: Finding,
+}
+
+impl Exposure {
+    /// True when every place it lands is hidden by a later mount on the same path or a
+    /// directory above it: bubblewrap mounts in argument order. A `-try` bind mounts nothing
+    /// when its source is missing, so it hides nothing for certain; any other mount that
+    /// fails ends bubblewrap before the command runs.
+    fn hidden_by_later_mount(&self, options: &[BwrapOption]) -> bool {
+        let later_mounts: Vec<String> = (self.option + 1..options.len())
+            .filter(|&j| !options[j].name.ends_with("-try"))
+            .filter_map(|j| mount_destination(options, j))
+            .collect();
+        self.lands_at.iter().all(|path| {
+            path.as_ref()
+                .is_some_and(|path| later_mounts.iter().any(|dest| is_at_or_below(path, dest)))
+        })
+    }
+}
+
+/// Hands `expose` a finding of `rule` about `option`, seen at the paths `inside` its mount,
+/// when there are any (its message is written when the line's findings are joined).
+fn expose_inside(
+    expose: &mut impl FnMut(Audit, &[String]),
+    option: &BwrapOption,
+    rule: &'static str,
+    inside: &[String],
+) {
+    if !inside.is_empty() {
+        let mut found = Audit::default();
+        found.finding(rule, "", option.raw());
+        expose(found, inside);
+    }
+}
+
+/// Where the host's proc lies inside the host tree a mount source names, relative to it: a
+/// source above `/proc` (`/`, or a path this audit cannot follow, taken to be `/`) holds it
+/// at `proc`; `/proc` itself, or one process's directory in it (`/proc/1`, `/proc/self`:
+/// bubblewrap's own), is it. Empty for any other source, `/proc/cpuinfo` or `/proc/sys`
+/// included: they show the machine, not its processes.
+fn host_proc_in(source: &str) -> Vec<String> {
+    let Some(tree) = host_tree(source) else {
+        return Vec::new();
+    };
+    if is_at_or_below("/proc", &tree) {
+        return vec!["/proc"[tree.len()..].trim_start_matches('/').to_string()];
+    }
+    let process = |name: &str| {
+        name == "self" || name == "thread-self" || name.bytes().all(|b| b.is_ascii_digit())
+    };
+    match tree.split('/').skip(1).collect::<Vec<&str>>().as_slice() {
+        ["proc", name, ..] if process(name) => vec![String::new()],
+        _ => Vec::new(),
+    }
+}
+
+/// Parts of a variable name that mark it a credential, found anywhere in the upper-cased name
+/// (`PGPASSWORD`, `AWS_SECRET_ACCESS_KEY`, `OPENAI_API_KEY`).
+const CREDENTIAL_NAME_PARTS: &[&str] = &[
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "API_KEY",
+    "APIKEY",
+    "PRIVATE_KEY",
+];
+
+/// Words of a variable name (split at `_`) that mark it a credential: whole words only, so
+/// `GITHUB_TOKEN` and `GH_PAT` count and `TOKENIZERS_PARALLELISM` and `PATH` do not.
+const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT"];
+
+/// Well-known credential formats: a value that starts with the prefix, is at least this long,
+/// and holds nothing but letters, digits, `_` and `-`.
+const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
+    // GitHub: personal (classic), OAuth, user-to-server, server-to-server, refresh tokens
+    // (prefix and 36 characters), and fine-grained personal tokens.
+    ("ghp_", 40),
+    ("gho_", 40),
+    ("ghu_", 40),
+    ("ghs_", 40),
+    ("ghr_", 40),
+    ("github_pat_", 40),
+    // GitLab personal access token (prefix and 20 characters).
+    ("glpat-", 26),
+    // Slack bot, user, app and refresh tokens.
+    ("xoxb-", 20),
+    ("xoxp-", 20),
+    ("xoxa-", 20),
+    ("xoxr-", 20),
+    // OpenAI and Anthropic (`sk-ant-`) secret keys.
+    ("sk-", 40),
+    // Google API key (prefix and 35 characters).
+    ("AIza", 39),
+    // npm access token (prefix and 36 characters).
+    ("npm_", 40),
+    // PyPI API token (a macaroon, well over 100 characters).
+    ("pypi-", 60),
+    // Hugging Face access token (prefix and 34 characters).
+    ("hf_", 37),
+];
+
+/// Why a `--setenv NAME VALUE` looks like a credential (`"name"` or `"value"`), if it does:
+/// a credential's name, a well-known token format, a PEM private key, a JSON Web Token, or
+/// a URL with a password (`postgres://user:pw@host`).
+fn credential_in(name: &str, value: &str) -> Option<&'static str> {
+    let upper = name.to_ascii_uppercase();
+    if CREDENTIAL_NAME_PARTS
+        .iter()
+        .any(|part| upper.contains(part))
+        || upper
+            .split('_')
+            .any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
+    {
+        return Some("name");
+    }
+    let token_chars = value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let known_format = CREDENTIAL_VALUE_PREFIXES
+        .iter()
+        .any(|(prefix, len)| value.starts_with(prefix) && value.len() >= *len && token_chars);
+    let private_key = value.contains("-----BEGIN") && value.contains("PRIVATE KEY");
+    let jwt = value.starts_with("eyJ")
+        && value.split('.').count() == 3
+        && value.len() >= 30
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.=".contains(&b));
+    let url_password = value.split_once("://").is_some_and(|(_, rest)| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    });
+    (known_format || private_key || jwt || url_password).then_some("value")
+}
+
 /// Audits a bubblewrap argument vector. `argv` may start with `bwrap` or a path ending in
 /// `/bwrap`. Errors on an unknown option, a missing option argument, or no command.
 ///
@@ -1184,7 +1635,10 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let args = match argv.first() {
         Some(first) if is_program(first, "bwrap") => &argv[1..],
         Some(first) if !first.starts_with('-') => {
-            return Err(format!("not a bwrap command line: {}", shell_quote(argv)));
+            return Err(format!(
+                "not a bwrap command line: it starts with {}",
+                first_words(argv, 1)
+            ));
         }
         _ => argv,
     };
@@ -1193,28 +1647,52 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut network_unshared = false;
     let mut user_namespace = false;
     let mut pid_namespace = false;
+    let mut ipc_namespace = false;
     let mut env_cleared = false;
     let mut new_session = false;
     let mut seccomp = Vec::new();
     let mut dies_with_parent = false;
-    let mut writable_homes = Vec::new();
-    let mut host_mounts = Audit::default();
-    let mut dev_binds = Vec::new();
+    let mut exposures: Vec<Exposure> = Vec::new();
     // bubblewrap run by root starts from root's effective capabilities and applies
     // --cap-add/--cap-drop in argument order: a later `--cap-drop ALL` clears the set,
     // adds made before it included (bubblewrap.c, `parse_args`; `man bwrap`, --cap-drop).
     let mut root_caps_kept = true;
     let mut caps: Vec<&BwrapOption> = Vec::new();
     let mut hidden_args = Vec::new();
+    // `--setenv`s of credentials: (name, why, still set in the sandbox's environment).
+    // bubblewrap applies --setenv, --unsetenv and --clearenv in argument order.
+    let mut credentials: Vec<(&str, &str, bool)> = Vec::new();
 
-    for option in &options {
+    for (i, option) in options.iter().enumerate() {
+        // What this option hands the sandbox, seen at the paths `inside` the mount where it
+        // lands (`""`: the whole mount).
+        let placed_by = placing_mount(&options, i);
+        let dest = placed_by.and_then(|j| mount_destination(&options, j));
+        let mut expose = |found: Audit, inside: &[String]| {
+            let lands_at: Vec<Option<String>> = inside
+                .iter()
+                .map(|part| {
+                    dest.as_ref()
+                        .map(|d| normalize_path(&format!("{d}/{part}")))
+                })
+                .collect();
+            exposures.extend(found.findings.into_iter().map(|finding| Exposure {
+                option: placed_by.unwrap_or(i),
+                source: option.args.first().cloned().unwrap_or_default(),
+                lands_at: lands_at.clone(),
+                finding,
+            }))
+        };
+        let whole = [String::new()];
         match option.name {
             "--unshare-all" => {
                 network_unshared = true;
                 user_namespace = true;
                 pid_namespace = true;
+                ipc_namespace = true;
             }
             "--unshare-net" => network_unshared = true,
+            "--unshare-ipc" => ipc_namespace = true,
             "--share-net" => network_unshared = false,
             "--unshare-user" | "--unshare-user-try" => user_namespace = true,
             "--unshare-pid" => pid_namespace = true,
@@ -1226,50 +1704,90 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 pid_namespace = true;
                 hidden_args.push(option);
             }
-            "--bind-fd" | "--ro-bind-fd" => hidden_args.push(option),
-            "--clearenv" => env_cleared = true,
+            "--bind-fd" | "--ro-bind-fd" | "--file" | "--bind-data" | "--ro-bind-data" => {
+                hidden_args.push(option)
+            }
+            "--clearenv" => {
+                env_cleared = true;
+                credentials.iter_mut().for_each(|c| c.2 = false);
+            }
+            "--setenv" | "--unsetenv" => {
+                let name = option.args[0].as_str();
+                credentials
+                    .iter_mut()
+                    .filter(|c| c.0 == name)
+                    .for_each(|c| c.2 = false);
+                if let [_, value] = option.args
+                    && let Some(why) = credential_in(name, value)
+                {
+                    credentials.push((name, why, true));
+                }
+            }
             "--new-session" => new_session = true,
             "--seccomp" | "--add-seccomp-fd" => {
                 seccomp.push(option.raw());
                 hidden_args.push(option);
             }
             "--die-with-parent" => dies_with_parent = true,
-            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
+            // A host tree in the sandbox: bound, the lower layer of an overlay, or the upper
+            // one, where writes through an overlay land on the host.
+            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+            | "--ro-bind-try" | "--overlay-src" | "--overlay" => {
                 let source = &option.args[0];
-                if let Some(why) = home_or_root(source) {
-                    writable_homes.push((format!("binds {source} writable{why}"), option.raw()));
+                let read_only =
+                    matches!(option.name, "--ro-bind" | "--ro-bind-try" | "--overlay-src");
+                let overlay = option.name.contains("overlay");
+                let mut found = Audit::default();
+                if !read_only && let Some(why) = home_or_root(source) {
+                    let verb = if overlay { "overlays" } else { "binds" };
+                    found.finding(
+                        "writable-home-or-root",
+                        format!("{verb} {source} writable{why}"),
+                        option.raw(),
+                    );
                 }
                 let mount = HostMount {
                     source: source.clone(),
-                    read_only: false,
+                    read_only,
                 };
-                check_host_mount(
+                check_writable_host_mount(
                     &mount,
                     &option.raw(),
                     WritableLeak::Sensitive,
-                    &mut host_mounts,
+                    &mut found,
                 );
                 if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
-                    dev_binds.push(option.raw());
+                    found.finding(
+                        "dev-bind-dev",
+                        "binds the host's /dev with device access",
+                        option.raw(),
+                    );
                 }
-            }
-            "--ro-bind" | "--ro-bind-try" | "--overlay-src" => {
-                let mount = HostMount {
-                    source: option.args[0].clone(),
-                    read_only: true,
-                };
-                check_host_mount(
-                    &mount,
-                    &option.raw(),
-                    WritableLeak::Sensitive,
-                    &mut host_mounts,
+                if option.name.starts_with("--dev-bind")
+                    && let Some(what) = host_device(source)
+                {
+                    found.finding(
+                        "host-device",
+                        format!("binds host device {source} ({what}) with device access"),
+                        option.raw(),
+                    );
+                }
+                expose(found, &whole);
+                expose_inside(
+                    &mut expose,
+                    option,
+                    "docker-socket",
+                    &docker_sockets_in(source),
                 );
-            }
-            // Writes through an overlay land in its RWSRC on the host.
-            "--overlay" => {
-                let source = &option.args[0];
-                if let Some(why) = home_or_root(source) {
-                    writable_homes.push((format!("overlays {source} writable{why}"), option.raw()));
+                expose_inside(
+                    &mut expose,
+                    option,
+                    "host-socket",
+                    &host_sockets_in(source).0,
+                );
+                // An overlay shows one filesystem, without the mounts below its sources.
+                if !overlay {
+                    expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
                 }
             }
             "--cap-add" => caps.push(option),
@@ -1283,20 +1801,76 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         }
     }
 
+    // A task that holds CAP_SYS_ADMIN can unmount a later mount and reach what it hides.
+    let can_unmount = root_caps_kept
+        || caps.iter().any(|add| {
+            ["ALL", "CAP_SYS_ADMIN", "21"]
+                .iter()
+                .any(|c| add.args[0].eq_ignore_ascii_case(c))
+        });
+    let exposed: Vec<Exposure> = exposures
+        .into_iter()
+        .filter(|e| can_unmount || !e.hidden_by_later_mount(&options))
+        .collect();
+    let exposed_as = |rules: &[&str]| {
+        exposed
+            .iter()
+            .filter(|e| rules.contains(&e.finding.rule))
+            .map(|e| e.finding.clone())
+            .collect::<Vec<Finding>>()
+    };
+    // What the options of one rule open together: `(source, raw)` each.
+    let opened_by = |rule: &str| {
+        exposed
+            .iter()
+            .filter(|e| e.finding.rule == rule)
+            .map(|e| (e.source.clone(), e.finding.arg.clone()))
+            .collect::<Vec<(String, String)>>()
+    };
+
     let mut audit = Audit::default();
     if !network_unshared {
         audit.finding("network-shared", "network is shared with the host", "");
     }
-    for (message, raw) in writable_homes {
-        audit.finding("writable-home-or-root", message, raw);
-    }
-    audit.findings.append(&mut host_mounts.findings);
+    audit
+        .findings
+        .extend(exposed_as(&["writable-home-or-root"]));
+    audit.findings.extend(exposed_as(&["host-mount-rw"]));
+    report_docker_socket(&opened_by("docker-socket"), &mut audit);
+    report_host_socket(&opened_by("host-socket"), &mut audit);
+    report_host_proc(&opened_by("host-proc"), &mut audit);
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
             "host environment is not cleared (no --clearenv)",
             "",
         );
+    }
+    // The value is never printed: the report may end up in a log.
+    let mut named: Vec<&str> = Vec::new();
+    for &(name, why, _) in &credentials {
+        if named.contains(&name) {
+            continue;
+        }
+        named.push(name);
+        let in_sandbox = credentials.iter().any(|c| c.0 == name && c.2);
+        let message = if in_sandbox {
+            format!(
+                "sets {name}, a credential by its {why}, in the sandbox; the value is also on \
+                 bwrap's command line, which host processes can read (/proc/PID/cmdline)"
+            )
+        } else {
+            format!(
+                "puts {name}, a credential by its {why}, on bwrap's command line, which host \
+                 processes can read (/proc/PID/cmdline); a later option takes it out of the \
+                 sandbox's environment"
+            )
+        };
+        let arg = format!(
+            "{} ***",
+            shell_quote(&["--setenv".to_string(), name.to_string()])
+        );
+        audit.finding("env-credential", message, arg);
     }
     // Only a new session keeps the task off the caller's terminal: a seccomp filter comes
     // from a descriptor this audit cannot read, and an allow-all one was seen to let
@@ -1319,13 +1893,9 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
-    for raw in dev_binds {
-        audit.finding(
-            "dev-bind-dev",
-            "binds the host's /dev with device access",
-            raw,
-        );
-    }
+    audit
+        .findings
+        .extend(exposed_as(&["dev-bind-dev", "host-device"]));
     if root_caps_kept {
         audit.finding(
             "root-caps-kept",
@@ -1352,6 +1922,15 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
+    if !ipc_namespace {
+        audit.finding(
+            "no-ipc-namespace",
+            "no IPC namespace: the host's System V shared memory, semaphores and message \
+             queues (and POSIX ones, under --mqueue) can be read and written, within their \
+             permissions",
+            "",
+        );
+    }
     // What an option reads from a file descriptor is invisible to this audit; say so rather
     // than call the line clean.
     for option in hidden_args {
@@ -1361,6 +1940,13 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 "args-from-fd",
                 format!(
                     "reads more options from file descriptor {fd}, which this audit cannot see"
+                ),
+            ),
+            "--file" | "--bind-data" | "--ro-bind-data" => (
+                "data-from-fd",
+                format!(
+                    "puts the data read from file descriptor {fd} at {}, which this audit cannot see (it may be a host file's)",
+                    option.args[1]
                 ),
             ),
             "--bind-fd" | "--ro-bind-fd" => (
@@ -1589,15 +2175,16 @@ mod tests {
 
     #[test]
     fn env_forwarded() {
-        for opt in [
-            "-e FOO",
-            "-e FOO=bar",
-            "--env FOO",
-            "--env=FOO",
-            "-eFOO",
-            "-e=FOO",
-            "--env-file ./secrets.env",
-            "--env-file=.env",
+        for (opt, arg) in [
+            ("-e FOO", "-e FOO"),
+            ("-e FOO=bar", "-e FOO=***"),
+            ("--env FOO", "--env FOO"),
+            ("--env=FOO", "--env=FOO"),
+            ("-eFOO", "-eFOO"),
+            ("-e=FOO", "-e=FOO"),
+            ("-teGITHUB_TOKEN=ghp_x=y", "-teGITHUB_TOKEN=***"),
+            ("--env-file ./secrets.env", "--env-file ./secrets.env"),
+            ("--env-file=.env", "--env-file=.env"),
         ] {
             let audit = docker_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["env-forwarded"], "{opt}");
@@ -1605,12 +2192,13 @@ mod tests {
                 audit.findings[0].message,
                 "forwards host environment variables"
             );
-            assert_eq!(audit.findings[0].arg, opt);
+            // A value given on the line is never printed.
+            assert_eq!(audit.findings[0].arg, arg);
         }
         let both = docker_variant(&[], &["-e A", "--env-file f", "--env=B=c"]);
         assert_eq!(
             only(&both.findings, "env-forwarded").arg,
-            "-e A --env-file f --env=B=c"
+            "-e A --env-file f --env=B=***"
         );
         assert!(docker(CLEAN_DOCKER).findings.is_empty());
     }
@@ -1706,14 +2294,22 @@ mod tests {
         ] {
             assert!(docker_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
-        for bad in [
-            "-v /tmp/airlock-scratch/..:/out",
-            "-v /tmp/airlock-scratch/../../home/dev:/out",
-            "-v /tmp/not-airlock-scratch:/out",
-            "--mount type=bind,source=/tmp/airlock-scratch/..,target=/out",
+        // (`/tmp` also holds an X server's and ssh-agents' sockets.)
+        for (bad, also) in [
+            ("-v /tmp/airlock-scratch/..:/out", &["host-socket"][..]),
+            ("-v /tmp/airlock-scratch/../../home/dev:/out", &[]),
+            ("-v /tmp/not-airlock-scratch:/out", &[]),
+            (
+                "--mount type=bind,source=/tmp/airlock-scratch/..,target=/out",
+                &["host-socket"],
+            ),
         ] {
             let audit = docker_variant(&[], &[bad]);
-            assert_eq!(rules(&audit.findings), ["host-mount-rw"], "{bad}");
+            assert_eq!(
+                rules(&audit.findings),
+                [&["host-mount-rw"][..], also].concat(),
+                "{bad}"
+            );
         }
     }
 
@@ -1752,6 +2348,47 @@ mod tests {
             docker_variant(&[], &["-v /run/user/1000/x:/x:ro"])
                 .findings
                 .is_empty()
+        );
+        // One way out is one finding, naming every option that opens it.
+        let many = docker_variant(
+            &[],
+            &[
+                "-v /run:/r:ro",
+                "-v /var/run/docker.sock:/s:ro",
+                "--use-api-socket",
+                "-v /run:/r2:ro",
+            ],
+        );
+        let socket = only(&many.findings, "docker-socket");
+        assert_eq!(
+            socket.message,
+            "mounts the Docker socket through /run, /var/run/docker.sock"
+        );
+        assert_eq!(
+            socket.arg,
+            "-v /run:/r:ro -v /var/run/docker.sock:/s:ro --use-api-socket -v /run:/r2:ro"
+        );
+        let bus = docker_variant(&[], &["-v /run/dbus:/run/dbus:ro"]);
+        assert_eq!(rules(&bus.findings), ["host-socket"]);
+        // A bind of the host's proc, or of / (docker binds recursively), shows every host
+        // process.
+        for opt in [
+            "-v /proc:/host/proc:ro",
+            "--mount type=bind,src=/proc/1,dst=/p,ro",
+        ] {
+            let proc = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&proc.findings), ["host-proc"], "{opt}");
+            assert_eq!(proc.findings[0].arg, opt);
+        }
+        let root = docker_variant(&[], &["-v /:/host:ro"]);
+        assert_eq!(
+            rules(&root.findings),
+            ["docker-socket", "host-socket", "host-proc"]
+        );
+        let sockets = docker_variant(&[], &["-v /run/docker.sock:/a:ro", "--use-api-socket"]);
+        assert_eq!(
+            only(&sockets.findings, "docker-socket").message,
+            "mounts the Docker socket"
         );
     }
 
@@ -2159,7 +2796,12 @@ mod tests {
         );
         let fixed_by_hand = bwrap_variant(
             &["--unshare-all"],
-            &["--unshare-user", "--unshare-pid", "--unshare-net"],
+            &[
+                "--unshare-user",
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-ipc",
+            ],
         );
         assert!(fixed_by_hand.findings.is_empty(), "{fixed_by_hand:#?}");
     }
@@ -2177,10 +2819,12 @@ mod tests {
             ("--bind /home/dev/code/.. /h", "/home/dev/code/.."),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
-            // `/` also holds the Docker socket.
-            let socket = usize::from(opt == "--bind / /");
-            assert_eq!(count(&audit.findings, "docker-socket"), socket, "{opt}");
-            assert_eq!(audit.findings.len(), 1 + socket, "{opt}");
+            // `/` also holds the Docker socket, other host sockets and the host's /proc.
+            let root = usize::from(opt == "--bind / /");
+            assert_eq!(count(&audit.findings, "docker-socket"), root, "{opt}");
+            assert_eq!(count(&audit.findings, "host-socket"), root, "{opt}");
+            assert_eq!(count(&audit.findings, "host-proc"), root, "{opt}");
+            assert_eq!(audit.findings.len(), 1 + 3 * root, "{opt}");
             assert_eq!(audit.findings[0].rule, "writable-home-or-root", "{opt}");
             assert_eq!(
                 audit.findings[0].message,
@@ -2189,7 +2833,10 @@ mod tests {
             assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
         }
         let read_only_root = bwrap_variant(&[], &["--ro-bind / /"]);
-        assert_eq!(rules(&read_only_root.findings), ["docker-socket"]);
+        assert_eq!(
+            rules(&read_only_root.findings),
+            ["docker-socket", "host-socket", "host-proc"]
+        );
         for fine in [
             "--ro-bind /home/dev /home/dev",
             "--bind /home/dev/project /work",
@@ -2209,6 +2856,10 @@ mod tests {
             ("--bind /proc/1/root/home /x", "process's root"),
             ("--bind /proc/self/cwd /x", "process's root"),
             ("--bind //proc/./42/fd/3 /x", "process's root"),
+            ("--bind /dev/fd/5 /x", "process's root"),
+            ("--bind /dev//fd/5/etc /x", "process's root"),
+            ("--bind /dev/stdin /x", "process's root"),
+            ("--dev-bind /dev/stderr /x", "process's root"),
             ("--bind \"$HOME\"/.. /x", "climbs out of the home"),
             ("--bind \"$HOME\"/code/../.. /x", "climbs out of the home"),
             ("--bind ~/.. /x", "climbs out of the home"),
@@ -2229,6 +2880,8 @@ mod tests {
             "--bind \"$HOME\"/code /x",
             "--bind ~/code/../work /x",
             "--ro-bind /proc/x /x",
+            "--bind /dev/null /dev/null",
+            "--bind /dev/fdx /x",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
@@ -2237,6 +2890,21 @@ mod tests {
             &["--overlay-src /usr", "--overlay /home/dev /tmp/w /usr"],
         );
         assert_eq!(rules(&overlay.findings), ["writable-home-or-root"]);
+        // The upper layer of an overlay is written on the host: a system tree there is
+        // host-mount-rw, and one holding sockets hands them over.
+        let upper = |rwsrc: &str| {
+            let overlay = format!("--overlay {rwsrc} /var/tmp/work /x");
+            bwrap_variant(&[], &["--overlay-src /usr", &overlay])
+        };
+        let etc = upper("/etc");
+        assert_eq!(rules(&etc.findings), ["host-mount-rw"]);
+        assert_eq!(etc.findings[0].message, "mounts /etc read-write");
+        assert_eq!(etc.findings[0].arg, "--overlay /etc /var/tmp/work /x");
+        assert_eq!(
+            rules(&upper("/run").findings),
+            ["host-mount-rw", "docker-socket", "host-socket"]
+        );
+        assert!(upper("/home/dev/upper").findings.is_empty());
     }
 
     #[test]
@@ -2257,6 +2925,9 @@ mod tests {
             "--bind \"$HOME\"/.bashrc /b",
             "--bind /home/dev/.config /c",
             "--bind /root/.ssh /s",
+            "--bind /dev/shm /dev/shm",
+            "--bind /dev/mqueue /dev/mqueue",
+            "--bind /dev /dev",
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings)[0], "host-mount-rw", "{opt}");
@@ -2282,6 +2953,8 @@ mod tests {
             "--bind /tmp/x /tmp/x",
             "--bind /var/tmp/airlock-scratch /work",
             "--bind /usr-local /x",
+            "--bind /dev/null /dev/null",
+            "--dev-bind /dev/kvm /dev/kvm",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
@@ -2320,6 +2993,267 @@ mod tests {
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
+        // One way out is one finding, naming every option that opens it.
+        for (opts, message) in [
+            (
+                &["--ro-bind /run /run", "--ro-bind /var/run /var/run"][..],
+                "mounts the Docker socket through /run, /var/run",
+            ),
+            (
+                &["--ro-bind / /", "--ro-bind /run /run"],
+                "mounts the Docker socket through /, /run",
+            ),
+            (
+                &["--ro-bind /run /a", "--bind /run /b"],
+                "mounts /run, which holds the Docker socket",
+            ),
+            (
+                &[
+                    "--ro-bind /run/docker.sock /a",
+                    "--ro-bind /var/run/docker.sock /b",
+                ],
+                "mounts the Docker socket",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let socket = only(&audit.findings, "docker-socket");
+            assert_eq!(socket.message, message, "{opts:?}");
+            assert_eq!(socket.arg, shell_quote(&words(&opts.join(" "))));
+        }
+        // It is hidden where a later mount covers every place a socket lands: `/`'s land at
+        // /run/docker.sock and /var/run/docker.sock, `/var`'s at /run/docker.sock.
+        for (opts, hidden) in [
+            (&["--ro-bind / /", "--tmpfs /run"][..], false),
+            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /var/run"], true),
+            (&["--ro-bind /var /v", "--tmpfs /v/run"], true),
+            (&["--ro-bind /var /v", "--tmpfs /run"], false),
+            (&["--ro-bind /run /r", "--ro-bind /usr /r"], true),
+            (&["--ro-bind /run /r", "--tmpfs /r/docker"], false),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(
+                count(&audit.findings, "docker-socket"),
+                usize::from(!hidden),
+                "{opts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_later_mounts_hide_earlier_ones() {
+        // bubblewrap mounts in argument order: a later mount on the same path or a directory
+        // above it hides what an earlier one brought.
+        for hidden in [
+            &["--bind /home /home", "--tmpfs /home"][..],
+            &["--bind /home/dev /home/dev", "--tmpfs /home"],
+            &["--bind /etc /x/etc", "--ro-bind /usr /x"],
+            &["--bind-try /root /root", "--dir /root", "--tmpfs /root/"],
+            &["--dev-bind /dev /dev", "--dev /dev"],
+            &["--overlay-src /run", "--tmp-overlay /r", "--tmpfs /r"],
+            &[
+                "--overlay-src /usr",
+                "--overlay /home/dev /tmp/w /u",
+                "--tmpfs /u",
+            ],
+            &[
+                "--bind /etc /etc",
+                "--cap-add CAP_SYS_ADMIN",
+                "--cap-drop ALL",
+                "--tmpfs /etc",
+            ],
+        ] {
+            let audit = bwrap_variant(&[], hidden);
+            assert!(audit.findings.is_empty(), "{hidden:?}: {audit:#?}");
+        }
+        let twice = bwrap_variant(&[], &["--bind / /", "--ro-bind / /"]);
+        assert_eq!(
+            rules(&twice.findings),
+            ["docker-socket", "host-socket", "host-proc"]
+        );
+        for found in &twice.findings {
+            assert_eq!(found.arg, "--ro-bind / /");
+        }
+
+        // Nothing hides a mount but a later one at or above it, certain to be made.
+        for kept in [
+            &["--tmpfs /home", "--bind /home /home"][..],
+            &["--bind /home /home", "--tmpfs /home/dev"],
+            &["--bind /home /home", "--tmpfs /homes"],
+            &["--bind /home /home", "--bind-try /srv/empty /home"],
+            &["--bind /home /home", "--ro-bind-try /srv/empty /"],
+            &["--bind /home /home", "--tmpfs /x/../home"],
+            &["--bind /home /home", "--dir /home", "--symlink /x /home/y"],
+            &["--bind /home /home", "--overlay-src /usr"],
+        ] {
+            let audit = bwrap_variant(&[], kept);
+            assert_eq!(
+                rules(&audit.findings),
+                ["writable-home-or-root"],
+                "{kept:?}"
+            );
+        }
+        // A task that keeps CAP_SYS_ADMIN unmounts the later mount and finds the earlier one.
+        for (drop, add) in [
+            (&["--cap-drop ALL"][..], &[][..]),
+            (&[], &["--cap-add CAP_SYS_ADMIN"]),
+            (&[], &["--cap-add cap_sys_admin"]),
+            (&[], &["--cap-add ALL"]),
+        ] {
+            let mut add = add.to_vec();
+            add.extend(["--bind /home /home", "--tmpfs /home"]);
+            let audit = bwrap_variant(drop, &add);
+            assert_eq!(
+                count(&audit.findings, "writable-home-or-root"),
+                1,
+                "{drop:?} {add:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_host_socket() {
+        for (opt, message) in [
+            (
+                "--ro-bind /run/user/1000 /run/user/1000",
+                "mounts /run/user/1000, which holds the socket of a D-Bus session bus, a \
+                 user's systemd, Podman, gpg-agent, GNOME Keyring's agents",
+            ),
+            (
+                "--ro-bind /run/user/1000/bus /bus",
+                "mounts /run/user/1000/bus, which holds the socket of a D-Bus session bus",
+            ),
+            (
+                "--ro-bind /var/run/dbus/system_bus_socket /s",
+                "mounts /var/run/dbus/system_bus_socket, which holds the socket of the D-Bus \
+                 system bus",
+            ),
+            (
+                "--bind /tmp /tmp",
+                "mounts /tmp, which holds the socket of an X server, an ssh-agent",
+            ),
+            (
+                "--ro-bind /tmp/.X11-unix/X0 /tmp/.X11-unix/X0",
+                "mounts /tmp/.X11-unix/X0, which holds the socket of an X server",
+            ),
+            (
+                "--ro-bind /tmp/ssh-XXXXabcd/agent.42 /agent",
+                "mounts /tmp/ssh-XXXXabcd/agent.42, which holds the socket of an ssh-agent",
+            ),
+            (
+                "--ro-bind /run/containerd /c",
+                "mounts /run/containerd, which holds the socket of containerd",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            let found = only(&audit.findings, "host-socket");
+            assert!(
+                found.message.starts_with(message),
+                "{opt}: {}",
+                found.message
+            );
+            assert!(found.message.ends_with("acts outside the sandbox"));
+            assert_eq!(found.arg, opt);
+        }
+        // One finding for the line, naming every option that opens one.
+        let both = bwrap_variant(&[], &["--ro-bind /run /run", "--ro-bind /var/run /var/run"]);
+        let found = only(&both.findings, "host-socket");
+        assert!(found.message.starts_with("mounts /run, /var/run, which hold the socket of the D-Bus system bus, systemd's private socket, a D-Bus session bus"), "{}", found.message);
+        assert_eq!(found.arg, "--ro-bind /run /run --ro-bind /var/run /var/run");
+        // Hidden by a later mount over every place one lands; a uid's directory is any.
+        for (opts, hidden) in [
+            (&["--ro-bind /run/user/1000 /u", "--tmpfs /u"][..], true),
+            (&["--ro-bind /run/user /u", "--tmpfs /u/1000"], false),
+            (&["--ro-bind /run/user /u", "--tmpfs /u"], true),
+            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], false),
+            (
+                &[
+                    "--ro-bind / /",
+                    "--tmpfs /run",
+                    "--tmpfs /var/run",
+                    "--tmpfs /tmp",
+                ],
+                true,
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(
+                count(&audit.findings, "host-socket"),
+                usize::from(!hidden),
+                "{opts:?}"
+            );
+        }
+        for fine in [
+            "--ro-bind /run/user/1000/x /x",
+            "--ro-bind /run/dbus/machine-id /x",
+            "--ro-bind /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf",
+            "--bind /tmp/build /tmp/build",
+            "--ro-bind /tmp/ssh_config /x",
+            "--ro-bind /usr /usr",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
+        }
+    }
+
+    #[test]
+    fn bwrap_host_proc() {
+        // A bind of / (or of a source taken to be /) brings the host's /proc along unless a
+        // later mount covers it; so does a bind of /proc or of one process's directory.
+        for (opts, arg) in [
+            (&["--ro-bind / /"][..], "--ro-bind / /"),
+            (
+                &["--ro-bind / /", "--proc /proc", "--ro-bind / /"],
+                "--ro-bind / /",
+            ),
+            (&["--proc /proc", "--ro-bind / /"], "--ro-bind / /"),
+            (&["--ro-bind / /host"], "--ro-bind / /host"),
+            (&["--ro-bind / /host", "--tmpfs /proc"], "--ro-bind / /host"),
+            (&["--ro-bind / /", "--proc /proc/1"], "--ro-bind / /"),
+            (&["--ro-bind-try /proc /x"], "--ro-bind-try /proc /x"),
+            (&["--ro-bind /proc/ /proc"], "--ro-bind /proc/ /proc"),
+            (&["--ro-bind /proc/1 /one"], "--ro-bind /proc/1 /one"),
+            (&["--ro-bind /proc/self /me"], "--ro-bind /proc/self /me"),
+            (&["--ro-bind /proc/1/root /h"], "--ro-bind /proc/1/root /h"),
+            (&["--dev-bind /proc /p"], "--dev-bind /proc /p"),
+            (
+                &["--ro-bind /proc /a", "--ro-bind / /b", "--ro-bind /proc /a"],
+                "--ro-bind / /b --ro-bind /proc /a",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let proc = only(&audit.findings, "host-proc");
+            assert_eq!(proc.arg, arg, "{opts:?}");
+            assert!(
+                proc.message.starts_with("mounts the host's /proc"),
+                "{}",
+                proc.message
+            );
+        }
+        let writable = bwrap_variant(&[], &["--bind /proc /p"]);
+        assert_eq!(rules(&writable.findings), ["host-mount-rw", "host-proc"]);
+        // A fresh proc, or any later mount, over the place it lands hides it.
+        for opts in [
+            &["--ro-bind / /", "--proc /proc"][..],
+            &["--ro-bind / /", "--tmpfs /proc"],
+            &["--ro-bind / /host", "--proc /host/proc"],
+            &["--ro-bind /proc /p", "--tmpfs /p"],
+            &["--ro-bind /proc/1 /one", "--ro-bind /usr /"],
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(count(&audit.findings, "host-proc"), 0, "{opts:?}");
+        }
+        // What shows the machine, not its processes, and what is no bind of the host's proc.
+        for fine in [
+            "--ro-bind /proc/cpuinfo /cpuinfo",
+            "--ro-bind /proc/sys /s",
+            "--ro-bind /usr /proc",
+            "--ro-bind . /x",
+            "--ro-bind /procfs /x",
+            "--overlay-src /proc --tmp-overlay /x",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
+        }
     }
 
     #[test]
@@ -2331,6 +3265,103 @@ mod tests {
                 .findings
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn bwrap_env_credential() {
+        let github = format!("ghp_{}", "a1B2".repeat(9));
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        for (name, value, why) in [
+            ("GITHUB_TOKEN", "x", "name"),
+            ("AWS_SECRET_ACCESS_KEY", "x", "name"),
+            ("OPENAI_API_KEY", "x", "name"),
+            ("PGPASSWORD", "x", "name"),
+            ("db_password", "x", "name"),
+            ("GH_PAT", "x", "name"),
+            ("NPM_TOKEN", "", "name"),
+            ("GPG_PASSPHRASE", "x", "name"),
+            ("DEPLOY_PRIVATE_KEY", "x", "name"),
+            ("GIT_CREDENTIALS", "x", "name"),
+            ("AUTH", github.as_str(), "value"),
+            ("X", "glpat-abcdefghij0123456789", "value"),
+            (
+                "X",
+                "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+                "value",
+            ),
+            (
+                "DATABASE_URL",
+                "postgres://app:hunter2@db:5432/app",
+                "value",
+            ),
+            ("X", jwt, "value"),
+            (
+                "KEY",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n",
+                "value",
+            ),
+        ] {
+            let args = ["--setenv".to_string(), name.to_string(), value.to_string()];
+            let line = format!(
+                "bwrap {} {} -- /bin/true",
+                CLEAN_BWRAP_OPTIONS.join(" "),
+                shell_quote(&args)
+            );
+            let audit = bwrap(&line);
+            let found = only(&audit.findings, "env-credential");
+            assert_eq!(rules(&audit.findings), ["env-credential"], "{name}");
+            assert!(
+                found.message.starts_with(&format!(
+                    "sets {name}, a credential by its {why}, in the sandbox"
+                )),
+                "{name}: {}",
+                found.message
+            );
+            assert!(found.message.contains("/proc/PID/cmdline"));
+            assert_eq!(found.arg, format!("--setenv {name} ***"));
+            // The value is never printed.
+            if value.len() > 1 {
+                assert!(!render_text(&audit).contains(value), "{name}");
+                assert!(!to_json(&audit).to_string().contains(value), "{name}");
+            }
+        }
+        // Taken out of the sandbox later, it is still on the command line.
+        for later in ["--clearenv", "--unsetenv GITHUB_TOKEN"] {
+            let audit = bwrap_variant(&[], &["--setenv GITHUB_TOKEN v", later]);
+            let found = only(&audit.findings, "env-credential");
+            assert!(found.message.starts_with("puts GITHUB_TOKEN"), "{later}");
+            assert!(found.message.contains("takes it out"), "{later}");
+        }
+        let set_again = bwrap_variant(
+            &[],
+            &["--setenv GH_PAT v", "--clearenv", "--setenv GH_PAT w"],
+        );
+        assert!(
+            only(&set_again.findings, "env-credential")
+                .message
+                .starts_with("sets GH_PAT")
+        );
+        let other = bwrap_variant(&[], &["--setenv GH_PAT v", "--unsetenv GITHUB_TOKEN"]);
+        assert!(
+            only(&other.findings, "env-credential")
+                .message
+                .starts_with("sets GH_PAT")
+        );
+        for fine in [
+            "--setenv PATH /usr/bin:/bin",
+            "--setenv HOME /home/dev",
+            "--setenv TOKENIZERS_PARALLELISM false",
+            "--setenv GIT_AUTHOR_NAME Dev",
+            "--setenv KEYMAP us",
+            "--setenv URL https://example.com/a:b",
+            "--setenv REPO https://git@example.com/r.git",
+            "--setenv MODE sk-SK",
+            "--setenv GREETING 'ghp_ is a GitHub token prefix'",
+            "--unsetenv GITHUB_TOKEN",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
+        }
     }
 
     #[test]
@@ -2376,6 +3407,21 @@ mod tests {
                 "binds the directory open on file descriptor 3",
             ),
             (
+                "--file 4 /etc/passwd",
+                "data-from-fd",
+                "puts the data read from file descriptor 4 at /etc/passwd",
+            ),
+            (
+                "--bind-data 4 /x",
+                "data-from-fd",
+                "puts the data read from file descriptor 4 at /x",
+            ),
+            (
+                "--ro-bind-data 4 /x",
+                "data-from-fd",
+                "puts the data read from file descriptor 4 at /x",
+            ),
+            (
                 "--userns 5",
                 "namespace-from-fd",
                 "joins the user namespace open on file descriptor 5",
@@ -2409,8 +3455,13 @@ mod tests {
     fn bwrap_dev_bind_dev() {
         for opt in ["--dev-bind /dev /dev", "--dev-bind-try /dev/ /dev"] {
             let audit = bwrap_variant(&["--dev /dev"], &[opt]);
-            assert_eq!(rules(&audit.findings), ["dev-bind-dev"], "{opt}");
-            assert_eq!(audit.findings[0].arg, shell_quote(&words(opt)));
+            // Its /dev/shm is also writable.
+            assert_eq!(
+                rules(&audit.findings),
+                ["host-mount-rw", "dev-bind-dev"],
+                "{opt}"
+            );
+            assert_eq!(audit.findings[1].arg, shell_quote(&words(opt)));
         }
         assert!(
             bwrap_variant(&[], &["--dev-bind /dev/null /dev/null"])
@@ -2422,6 +3473,48 @@ mod tests {
                 .findings
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn bwrap_host_device() {
+        for (opt, what) in [
+            ("--dev-bind /dev/loop0 /dev/loop0", "a disk"),
+            ("--dev-bind-try /dev/sda1 /dev/sda1", "a disk"),
+            ("--dev-bind /dev/nvme0n1 /d", "a disk"),
+            ("--dev-bind /dev/mapper /dev/mapper", "a disk"),
+            ("--dev-bind /dev/disk/by-uuid/x /d", "a disk"),
+            ("--dev-bind /dev/mem /dev/mem", "memory"),
+            ("--dev-bind /dev/input /dev/input", "input devices"),
+            ("--dev-bind /dev/input/event3 /e", "input devices"),
+            ("--dev-bind /dev/uinput /dev/uinput", "input devices"),
+            ("--dev-bind /dev/vcsa1 /v", "a console's screen"),
+            ("--dev-bind /dev/pts /dev/pts", "the host's terminals"),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");
+            let source = &words(opt)[1];
+            assert_eq!(
+                audit.findings[0].message,
+                format!("binds host device {source} ({what}) with device access")
+            );
+            assert_eq!(audit.findings[0].arg, opt);
+        }
+        // Without device access (`--bind`, `--ro-bind`: nodev) a device cannot be opened;
+        // the everyday devices are harmless; a later mount over it hides it.
+        for fine in [
+            &["--ro-bind /dev/loop0 /dev/loop0"][..],
+            &["--bind /dev/sda /dev/sda"],
+            &["--dev-bind /dev/null /dev/null"],
+            &["--dev-bind /dev/dri /dev/dri"],
+            &["--dev-bind /dev/snd /dev/snd"],
+            &["--dev-bind /dev/kvm /dev/kvm"],
+            &["--dev-bind /dev/tty /dev/tty"],
+            &["--dev-bind /dev/ptmx /dev/ptmx"],
+            &["--dev-bind /dev/loop0 /dev/loop0", "--dev /dev"],
+        ] {
+            let audit = bwrap_variant(&[], fine);
+            assert!(audit.findings.is_empty(), "{fine:?}: {audit:#?}");
+        }
     }
 
     #[test]
@@ -2474,7 +3567,7 @@ mod tests {
 
     #[test]
     fn bwrap_no_user_namespace() {
-        let base = ["--unshare-pid", "--unshare-net"];
+        let base = ["--unshare-pid", "--unshare-net", "--unshare-ipc"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-user-namespace"]);
         for fixed in ["--unshare-user", "--unshare-user-try"] {
@@ -2489,14 +3582,34 @@ mod tests {
 
     #[test]
     fn bwrap_no_pid_namespace() {
-        let base = ["--unshare-user", "--unshare-net"];
+        let base = ["--unshare-user", "--unshare-net", "--unshare-ipc"];
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-pid-namespace"]);
-        let fixed = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--unshare-pid"]);
+        let fixed = bwrap_variant(
+            &["--unshare-all"],
+            &[&base[..], &["--unshare-pid"]].concat(),
+        );
         assert!(fixed.findings.is_empty(), "{fixed:#?}");
         // A joined pid namespace counts, but is reported as unseen.
-        let joined = bwrap_variant(&["--unshare-all"], &[base[0], base[1], "--pidns 6"]);
+        let joined = bwrap_variant(&["--unshare-all"], &[&base[..], &["--pidns 6"]].concat());
         assert_eq!(rules(&joined.findings), ["namespace-from-fd"]);
+    }
+
+    #[test]
+    fn bwrap_no_ipc_namespace() {
+        let base = ["--unshare-user", "--unshare-pid", "--unshare-net"];
+        let audit = bwrap_variant(&["--unshare-all"], &base);
+        assert_eq!(rules(&audit.findings), ["no-ipc-namespace"]);
+        assert!(audit.findings[0].message.contains("shared memory"));
+        assert_eq!(audit.findings[0].arg, "");
+        let fixed = bwrap_variant(
+            &["--unshare-all"],
+            &[&base[..], &["--unshare-ipc"]].concat(),
+        );
+        assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        // `--unshare-all` unshares it, and `--share-net` gives back only the network.
+        let share_net = bwrap_variant(&[], &["--share-net"]);
+        assert_eq!(rules(&share_net.findings), ["network-shared"]);
     }
 
     #[test]
@@ -2518,7 +3631,8 @@ mod tests {
                 "no-die-with-parent",
                 "root-caps-kept",
                 "no-user-namespace",
-                "no-pid-namespace"
+                "no-pid-namespace",
+                "no-ipc-namespace"
             ]
         );
         assert!(audit.advice.is_empty());
@@ -2541,7 +3655,14 @@ mod tests {
         // Only the options that read a descriptor are reported, as unseen.
         assert_eq!(
             rules(&bwrap(line).findings),
-            ["namespace-from-fd", "bind-from-fd", "bind-from-fd"]
+            [
+                "data-from-fd",
+                "data-from-fd",
+                "data-from-fd",
+                "namespace-from-fd",
+                "bind-from-fd",
+                "bind-from-fd"
+            ]
         );
         // The command starts at the first non-option and is never audited.
         let cmd = bwrap(&CLEAN_BWRAP.replace("-- /bin/true", "/bin/sh --bind / / --share-net"));
@@ -2567,6 +3688,20 @@ mod tests {
         assert!(audit_bwrap(&words("bwrap --unshare-all")).is_err());
         assert!(audit_bwrap(&words("bwrap --unshare-all --")).is_err());
         assert!(audit_bwrap(&words("firejail --net=none ls")).is_err());
+        // The rest of a line that is not bwrap's, and a variable's value, are not printed.
+        let prefixed = audit_bwrap(&words(
+            "GITHUB_TOKEN=ghp_secret bwrap --setenv T ghp_secret -- sh",
+        ))
+        .unwrap_err();
+        assert_eq!(
+            prefixed,
+            "not a bwrap command line: it starts with GITHUB_TOKEN=..."
+        );
+        let sudo = audit_docker(&words("sudo docker run -e T=ghp_secret alpine")).unwrap_err();
+        assert_eq!(
+            sudo,
+            "not a docker run/create command line: it starts with sudo docker"
+        );
         assert!(audit_bwrap(&[]).is_err());
     }
 

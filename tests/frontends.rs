@@ -678,7 +678,10 @@ fn audit_bwrap_leaky_line() {
         [
             "network-shared",
             "writable-home-or-root",
+            "host-mount-rw",
             "docker-socket",
+            "host-socket",
+            "host-proc",
             "env-not-cleared",
             "tiocsti",
             "no-die-with-parent",
@@ -686,6 +689,7 @@ fn audit_bwrap_leaky_line() {
             "root-caps-kept",
             "no-user-namespace",
             "no-pid-namespace",
+            "no-ipc-namespace",
         ],
         "{v}"
     );
@@ -704,7 +708,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 10);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 14);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -744,6 +748,11 @@ fn audited_rules(extra: &[&str]) -> Vec<String> {
     let mut options = base_bwrap();
     options.extend_from_slice(extra);
     audited_rules_of(&options)
+}
+
+/// Whether `airlock audit bwrap` reports `rule` for the base line plus `extra`.
+fn audit_reports(extra: &[&str], rule: &str) -> bool {
+    audited_rules(extra).iter().any(|r| r == rule)
 }
 
 /// The rules `airlock audit bwrap --json` reports for `bwrap OPTIONS -- sh`.
@@ -852,8 +861,9 @@ fn audit_bwrap_seccomp_is_not_tiocsti_protection() {
 }
 
 /// Sources that name / or a home without spelling it: run from `/` by real bubblewrap (bound
-/// read-only here), each shows the host's `/` or `/root`; the audit reports each, bound
-/// writable, as `writable-home-or-root`.
+/// read-only here), with `/` open on its standard input and descriptor 5 (`bwrap ... </
+/// 5</`), each shows the host's `/` or `/root`; the audit reports each, bound writable, as
+/// `writable-home-or-root`.
 #[test]
 fn audit_bwrap_sources_that_reach_root_or_a_home() {
     let names = |dir: &str| -> BTreeSet<String> {
@@ -863,9 +873,16 @@ fn audit_bwrap_sources_that_reach_root_or_a_home() {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect()
     };
-    for (source, host_dir) in [(".", "/"), ("root", "/root"), ("/proc/self/root", "/")] {
-        let mut cmd = Command::new("/usr/bin/bwrap");
+    for (source, host_dir) in [
+        (".", "/"),
+        ("root", "/root"),
+        ("/proc/self/root", "/"),
+        ("/dev/stdin", "/"),
+        ("/dev/fd/5", "/"),
+    ] {
+        let mut cmd = Command::new("sh");
         cmd.current_dir("/")
+            .args(["-c", "exec /usr/bin/bwrap \"$@\" </ 5</", "sh"])
             .args(base_bwrap())
             .args(["--cap-drop", "ALL", "--ro-bind", source, "/host"])
             .args(["--", "ls", "-A", "/host"]);
@@ -903,11 +920,280 @@ fn audit_bwrap_read_only_binds_of_sockets() {
 
     for source in ["/run", "/var/run/docker.sock", "/"] {
         assert_eq!(
-            audited_rules(&["--cap-drop", "ALL", "--ro-bind", source, "/h"]),
-            ["docker-socket"],
+            audited_rules(&["--cap-drop", "ALL", "--ro-bind", source, "/h"])[0],
+            "docker-socket",
             "{source}"
         );
     }
+}
+
+/// A later mount on the same path hides an earlier one: under real bubblewrap with every
+/// capability dropped, `--bind /root /mnt --tmpfs /mnt` shows an empty /mnt that cannot be
+/// unmounted, and the audit is clean. A task that keeps root's capabilities unmounts the
+/// tmpfs and finds /root writable beneath, and the audit reports the bind.
+#[test]
+fn audit_bwrap_later_mount_hides_an_earlier_one() {
+    let hide = ["--bind", "/root", "/mnt", "--tmpfs", "/mnt"];
+    let probe =
+        "ls -A /mnt | wc -l; umount /mnt 2>/dev/null && ls -A /mnt | wc -l || echo cannot-unmount";
+    let mut dropped = vec!["--cap-drop", "ALL"];
+    dropped.extend(hide);
+    let out = run_bwrap_line(true, &dropped, probe);
+    assert_eq!(stdout(&out), "0\ncannot-unmount\n", "{}", show(&out));
+    assert!(audited_rules(&dropped).is_empty());
+
+    let out = run_bwrap_line(true, &hide, probe);
+    let text = stdout(&out);
+    let seen: Vec<&str> = text.lines().collect();
+    assert_eq!(seen.len(), 2, "{}", show(&out));
+    assert_eq!(seen[0], "0", "{}", show(&out));
+    assert!(seen[1].parse::<usize>().unwrap() > 0, "{}", show(&out));
+    assert_eq!(
+        audited_rules(&hide),
+        ["writable-home-or-root", "root-caps-kept"]
+    );
+}
+
+/// A bind of the host's `/` or `/proc` brings the host's processes along: the task of real
+/// bubblewrap (its own pid namespace, every capability dropped) reads the host's pid 1
+/// command line under /host/proc, and the audit reports `host-proc`. A fresh `--proc` over
+/// the place shows the sandbox's own pid 1, and the audit says nothing of it.
+#[test]
+fn audit_bwrap_host_proc() {
+    let host_init = std::fs::read("/proc/1/cmdline").unwrap();
+    for (extra, leaks) in [
+        (&["--ro-bind", "/", "/host"][..], true),
+        (&["--ro-bind", "/proc", "/host/proc"], true),
+        (&["--ro-bind", "/", "/host", "--proc", "/host/proc"], false),
+    ] {
+        let mut options = vec!["--cap-drop", "ALL"];
+        options.extend(extra);
+        let out = run_bwrap_line(true, &options, "cat /host/proc/1/cmdline");
+        assert_eq!(code(&out), Some(0), "{extra:?}: {}", show(&out));
+        assert!(!out.stdout.is_empty(), "{extra:?}: {}", show(&out));
+        assert_eq!(out.stdout == host_init, leaks, "{extra:?}: {}", show(&out));
+        assert_eq!(audit_reports(&options, "host-proc"), leaks, "{extra:?}");
+    }
+}
+
+/// A credential given with `--setenv` reaches the task of real bubblewrap, and any host user
+/// reads it in the launcher's /proc/PID/cmdline while the sandbox runs. The audit reports the
+/// name (`env-credential`) and never prints the value.
+#[test]
+fn audit_bwrap_credential_in_setenv() {
+    let value = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let mut options = base_bwrap();
+    options.extend(["--cap-drop", "ALL", "--setenv", "GITHUB_TOKEN", value]);
+    let mut child = Command::new("/usr/bin/bwrap")
+        .args(&options)
+        .args(["--", "sh", "-c", "echo \"$GITHUB_TOKEN\"; exec sleep 20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen_inside = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut seen_inside,
+    )
+    .unwrap();
+    let host_user = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "cat",
+        ])
+        .arg(format!("/proc/{}/cmdline", child.id()))
+        .output()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(seen_inside, format!("{value}\n"));
+    assert!(
+        String::from_utf8_lossy(&host_user.stdout).contains(value),
+        "{}",
+        show(&host_user)
+    );
+
+    let mut args = vec!["audit", "bwrap", "--json", "--", "bwrap"];
+    args.extend_from_slice(&options);
+    args.extend_from_slice(&["--", "sh"]);
+    let out = root(&args);
+    assert!(!stdout(&out).contains(value), "{}", show(&out));
+    let v = json_of(&out);
+    assert_eq!(v["findings"][0]["rule"], "env-credential", "{v}");
+    assert_eq!(v["findings"][0]["arg"], "--setenv GITHUB_TOKEN ***", "{v}");
+    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+}
+
+/// Without `--unshare-ipc` the task of real bubblewrap (its own user, pid and network
+/// namespaces, every capability dropped) sees a System V shared memory segment the host made,
+/// and the audit reports `no-ipc-namespace`; with it, the segment is not there.
+#[test]
+fn audit_bwrap_host_ipc() {
+    let made = Command::new("ipcmk").args(["-M", "4096"]).output().unwrap();
+    assert_eq!(code(&made), Some(0), "{}", show(&made));
+    let id = stdout(&made).rsplit(' ').next().unwrap().trim().to_string();
+    // Columns of /proc/sysvipc/shm: key, shmid, ...
+    let probe = format!(
+        "seen=not-seen; while read -r key shmid rest; do \
+         [ \"$shmid\" = {id} ] && seen=seen; done </proc/sysvipc/shm; echo $seen"
+    );
+    let own: Vec<&str> = base_bwrap()
+        .into_iter()
+        .filter(|a| *a != "--unshare-all")
+        .chain([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--cap-drop",
+            "ALL",
+        ])
+        .collect();
+    let mut results = Vec::new();
+    for ipc in [&[][..], &["--unshare-ipc"]] {
+        let options = [&own[..], ipc].concat();
+        let mut cmd = Command::new("/usr/bin/bwrap");
+        cmd.args(&options).args(["--", "sh", "-c", &probe]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "ipc probe");
+        results.push((stdout(&out), audited_rules_of(&options)));
+    }
+    let removed = Command::new("ipcrm").args(["-m", &id]).output().unwrap();
+    assert_eq!(code(&removed), Some(0), "{}", show(&removed));
+    assert_eq!(
+        results[0],
+        ("seen\n".to_string(), vec!["no-ipc-namespace".to_string()])
+    );
+    assert_eq!(results[1], ("not-seen\n".to_string(), vec![]));
+}
+
+/// The task of real bubblewrap reaches an agent's socket in the host's /tmp (an ssh-agent's
+/// `/tmp/ssh-XXXX/agent.N`) through `--ro-bind /tmp /host-tmp`, and the audit reports
+/// `host-socket`; a later `--tmpfs /host-tmp` hides it, and the audit says nothing of it.
+#[test]
+fn audit_bwrap_host_socket() {
+    let dir = tempfile::Builder::new()
+        .prefix("ssh-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let socket = dir.path().join("agent.1");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let inside = format!(
+        "/host-tmp/{}",
+        socket.strip_prefix("/tmp").unwrap().display()
+    );
+    let probe = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\n\
+         try:\n    s.connect('{inside}'); print('connected')\n\
+         except OSError as e: print('refused', e.errno)"
+    );
+    for (extra, reaches) in [
+        (&["--ro-bind", "/tmp", "/host-tmp"][..], true),
+        (
+            &["--ro-bind", "/tmp", "/host-tmp", "--tmpfs", "/host-tmp"],
+            false,
+        ),
+    ] {
+        let mut options = vec!["--cap-drop", "ALL"];
+        options.extend(extra);
+        let mut cmd = Command::new("/usr/bin/bwrap");
+        cmd.args(base_bwrap())
+            .args(&options)
+            .args(["--", "python3", "-c", &probe]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "connect to the agent");
+        let want = if reaches {
+            "connected\n"
+        } else {
+            "refused 2\n"
+        };
+        assert_eq!(stdout(&out), want, "{extra:?}: {}", show(&out));
+        assert_eq!(audit_reports(&options, "host-socket"), reaches, "{extra:?}");
+    }
+    assert!(listener.accept().is_ok(), "the agent saw no connection");
+}
+
+/// The host's /dev/shm holds other processes' shared memory: the task of real bubblewrap run
+/// by root (every capability dropped) rewrites a root-owned 0600 file there through `--bind
+/// /dev/shm /dev/shm`, and the audit reports `host-mount-rw`; through `--ro-bind` it cannot,
+/// and the audit is clean.
+#[test]
+fn audit_bwrap_host_shm() {
+    let file = tempfile::Builder::new()
+        .prefix("airlock-audit-")
+        .tempfile_in("/dev/shm")
+        .unwrap();
+    std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let probe = format!("echo sandbox > {} 2>/dev/null; true", file.path().display());
+    for (bind, writes) in [("--bind", true), ("--ro-bind", false)] {
+        std::fs::write(file.path(), "host\n").unwrap();
+        let options = ["--cap-drop", "ALL", bind, "/dev/shm", "/dev/shm"];
+        let out = run_bwrap_line(true, &options, &probe);
+        assert_eq!(code(&out), Some(0), "{bind}: {}", show(&out));
+        let now = std::fs::read_to_string(file.path()).unwrap();
+        assert_eq!(now == "sandbox\n", writes, "{bind}: {now:?}");
+        assert_eq!(audit_reports(&options, "host-mount-rw"), writes, "{bind}");
+    }
+}
+
+/// A host block device bound with device access is the host's disk below its files'
+/// permissions: the task of real bubblewrap (run by root, every capability dropped) reads a
+/// loop device through `--dev-bind`, and the audit reports `host-device`; through `--ro-bind`
+/// (nodev) it cannot, and the audit is clean.
+#[test]
+fn audit_bwrap_host_device() {
+    let mut image = tempfile::NamedTempFile::new().unwrap();
+    image
+        .write_all(&[b"HOST-DISK-BYTES!".as_slice(), &[0; 4096]].concat())
+        .unwrap();
+    image.flush().unwrap();
+    let attached = Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(image.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&attached), Some(0), "{}", show(&attached));
+    let device = stdout(&attached).trim().to_string();
+    let probe = format!("head -c 16 {device} 2>/dev/null; echo");
+    let mut results = Vec::new();
+    for bind in ["--dev-bind", "--ro-bind"] {
+        let options = ["--cap-drop", "ALL", bind, &device, &device];
+        let out = run_bwrap_line(true, &options, &probe);
+        results.push((bind, stdout(&out), audited_rules(&options)));
+    }
+    let detached = Command::new("losetup")
+        .args(["-d", &device])
+        .output()
+        .unwrap();
+    assert_eq!(code(&detached), Some(0), "{}", show(&detached));
+    assert_eq!(
+        results[0],
+        (
+            "--dev-bind",
+            "HOST-DISK-BYTES!\n".to_string(),
+            vec!["host-device".to_string()]
+        )
+    );
+    assert_eq!(results[1], ("--ro-bind", "\n".to_string(), vec![]));
+}
+
+/// Data read from a descriptor is unseen by the audit and may be a host file's: the task of
+/// real bubblewrap reads the host's /etc/shadow through `--ro-bind-data 3 /x ... 3<`, and the
+/// audit reports `data-from-fd` rather than call the line clean.
+#[test]
+fn audit_bwrap_data_from_fd() {
+    let options = ["--cap-drop", "ALL", "--ro-bind-data", "3", "/x"];
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec /usr/bin/bwrap \"$@\" 3</etc/shadow", "sh"])
+        .args(base_bwrap())
+        .args(options)
+        .args(["--", "cat", "/x"]);
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "ro-bind-data");
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert_eq!(out.stdout, std::fs::read("/etc/shadow").unwrap());
+    assert_eq!(audited_rules(&options), ["data-from-fd"]);
 }
 
 #[test]
