@@ -2767,6 +2767,14 @@ mod tests {
         "--tmpfs /tmp",
     ];
 
+    /// Each of these bwrap options, alone on the variant line, brings no finding.
+    fn assert_each_clean(lines: &[&str]) {
+        for fine in lines {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
+        }
+    }
+
     fn bwrap_variant(drop: &[&str], add: &[&str]) -> Audit {
         bwrap(&variant(
             "bwrap",
@@ -3182,17 +3190,14 @@ mod tests {
                 "{opts:?}"
             );
         }
-        for fine in [
+        assert_each_clean(&[
             "--ro-bind /run/user/1000/x /x",
             "--ro-bind /run/dbus/machine-id /x",
             "--ro-bind /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf",
             "--bind /tmp/build /tmp/build",
             "--ro-bind /tmp/ssh_config /x",
             "--ro-bind /usr /usr",
-        ] {
-            let audit = bwrap_variant(&[], &[fine]);
-            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
-        }
+        ]);
     }
 
     #[test]
@@ -3243,17 +3248,14 @@ mod tests {
             assert_eq!(count(&audit.findings, "host-proc"), 0, "{opts:?}");
         }
         // What shows the machine, not its processes, and what is no bind of the host's proc.
-        for fine in [
+        assert_each_clean(&[
             "--ro-bind /proc/cpuinfo /cpuinfo",
             "--ro-bind /proc/sys /s",
             "--ro-bind /usr /proc",
             "--ro-bind . /x",
             "--ro-bind /procfs /x",
             "--overlay-src /proc --tmp-overlay /x",
-        ] {
-            let audit = bwrap_variant(&[], &[fine]);
-            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
-        }
+        ]);
     }
 
     #[test]
@@ -3347,7 +3349,7 @@ mod tests {
                 .message
                 .starts_with("sets GH_PAT")
         );
-        for fine in [
+        assert_each_clean(&[
             "--setenv PATH /usr/bin:/bin",
             "--setenv HOME /home/dev",
             "--setenv TOKENIZERS_PARALLELISM false",
@@ -3358,10 +3360,7 @@ mod tests {
             "--setenv MODE sk-SK",
             "--setenv GREETING 'ghp_ is a GitHub token prefix'",
             "--unsetenv GITHUB_TOKEN",
-        ] {
-            let audit = bwrap_variant(&[], &[fine]);
-            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
-        }
+        ]);
     }
 
     #[test]

@@ -1909,6 +1909,19 @@ fn usage_errors() {
     }
 }
 
+/// Run `c` under bubblewrap and airlock as `who`: bubblewrap's result, and how airlock's exit
+/// status, stdout or stderr differ from it, if they do.
+fn word_for_word(c: &Case, who: Launcher) -> (Res, Option<String>) {
+    let [b, a] = c.run_all(who);
+    let differs = ((b.code, &b.stdout, &b.stderr) != (a.code, &a.stdout, &a.stderr)).then(|| {
+        format!(
+            "as {who:?} {:?}\n  bubblewrap: exit {} {:?} {:?}\n  airlock:    exit {} {:?} {:?}",
+            c.args, b.code, b.stdout, b.stderr, a.code, a.stdout, a.stderr
+        )
+    });
+    (b, differs)
+}
+
 /// Mistakes in the command line, each word for word as bubblewrap prints it (tools and their
 /// users quote these: "--size takes a non-zero number of bytes"), and the warning for an
 /// option given twice, with the same exit status.
@@ -1962,13 +1975,7 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
     let mut wrong = vec![];
     for who in BOTH {
         for args in &lines {
-            let [b, a] = case(args).run_all(who);
-            if (b.code, &b.stdout, &b.stderr) != (a.code, &a.stdout, &a.stderr) {
-                wrong.push(format!(
-                    "as {who:?} {args:?}\n  bubblewrap: exit {} {:?} {:?}\n  airlock:    exit {} {:?} {:?}",
-                    b.code, b.stdout, b.stderr, a.code, a.stdout, a.stderr
-                ));
-            }
+            wrong.extend(word_for_word(&case(args), who).1);
         }
     }
     // Only a root caller can be without a user namespace.
@@ -2035,15 +2042,9 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
     let mut wrong = vec![];
     for who in BOTH {
         for args in &lines {
-            let c = case(&with(args, &["true"])).pre(&pre);
-            let [b, a] = c.run_all(who);
+            let (b, differs) = word_for_word(&case(&with(args, &["true"])).pre(&pre), who);
             assert_eq!(b.code, 1, "{}", b.show());
-            if (b.code, &b.stderr) != (a.code, &a.stderr) {
-                wrong.push(format!(
-                    "as {who:?} {args:?}\n  bubblewrap: exit {} {:?}\n  airlock:    exit {} {:?}",
-                    b.code, b.stderr, a.code, a.stderr
-                ));
-            }
+            wrong.extend(differs);
         }
     }
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
