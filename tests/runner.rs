@@ -2133,3 +2133,38 @@ fn run_help_documents_every_exit_code_and_report_key() {
         }
     }
 }
+
+/// A bind destination inside the sandbox's /proc is refused as bad usage before anything is
+/// built (exit 2, nothing run), never mounted over a procfs file; the same bind elsewhere
+/// runs (the control).
+#[test]
+fn a_bind_into_proc_is_refused_as_bad_usage() {
+    let dir = tmpdir();
+    write_file(&dir.path().join("f"), b"HOSTFILE\n", 0o644);
+    let src = dir.path().join("f").display().to_string();
+    for who in BOTH {
+        for dest in ["/proc/x", "/proc/sys/kernel/x", "/proc/self/attr/current"] {
+            let bind = format!("{src}:{dest}");
+            let run = al(
+                who,
+                &["run", "--ro-bind", &bind, "--", "sh", "-c", "echo RAN"],
+                SECS_10,
+            );
+            assert_eq!(run.code(), Some(2), "{who:?} {dest}: {}", run.show());
+            assert!(
+                !run.show().contains("RAN"),
+                "{who:?} {dest}: {}",
+                run.show()
+            );
+            assert!(run.show().contains("inside /proc"), "{}", run.show());
+        }
+        let bind = format!("{src}:/x");
+        let run = al(
+            who,
+            &["run", "--ro-bind", &bind, "--", "cat", "/x"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        assert!(run.show().contains("HOSTFILE"), "{}", run.show());
+    }
+}
