@@ -61,9 +61,17 @@ pub fn binary() -> &'static PathBuf {
             "the integration tests launch airlock both as root and as uid 65534: run them as root"
         );
         let dest = own_dir("airlock-test-bin").join("airlock");
-        std::fs::copy(env!("CARGO_BIN_EXE_airlock"), &dest).unwrap();
+        copy_executable(Path::new(env!("CARGO_BIN_EXE_airlock")), &dest);
         dest
     })
+}
+
+/// Copy a program by `cp`, so that the copy's writable descriptor lives in cp's process alone:
+/// a copy made here would be inherited by a child another test thread forks meanwhile, and an
+/// exec of the copy before that child's own exec fails with ETXTBSY.
+fn copy_executable(from: &Path, to: &Path) {
+    let st = Command::new("cp").arg(from).arg(to).status().unwrap();
+    assert!(st.success(), "cp {from:?} {to:?}: {st}");
 }
 
 /// The command prefix that runs a program as `who` (empty for root).
@@ -142,7 +150,7 @@ pub fn bwrap_binary() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let dest = own_dir("airlock-test-bwrap").join("bwrap");
-        std::fs::copy(binary(), &dest).unwrap();
+        copy_executable(binary(), &dest);
         dest
     })
 }
