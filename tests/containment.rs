@@ -1218,8 +1218,9 @@ fn what_the_task_left_is_gone_when_airlock_returns() {
 
 /// A leftover this init may not signal (bwrap mode as root with CAP_SETUID kept: the task starts
 /// a sleeper as another uid, and the init, without CAP_KILL, cannot kill it) does not hold the
-/// answer back: the init's bounded wait gives up, its exit as pid 1 ends the sleeper, and
-/// airlock returns the task's status well before the sleeper would have ended by itself (30 s).
+/// answer back: the init exits once the task has, its exit as pid 1 ends the sleeper whatever
+/// the rights, and airlock returns the task's status well before the sleeper would have ended
+/// by itself (30 s).
 /// Control: the sleeper runs, as uid 1234, while the task is still there.
 #[test]
 fn a_leftover_the_init_cannot_signal_does_not_hold_the_answer() {
