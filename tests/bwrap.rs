@@ -1067,7 +1067,7 @@ fn proc_dev_and_mqueue() {
         let ctx = || format!("as {who:?}\n{}\n{}", b.show(), a.show());
         assert_eq!((b.code, a.code), (0, 0), "{}", ctx());
         assert_eq!(b.stderr, a.stderr, "{}", ctx());
-        // Documented in the source (boundary.rs, make_dev), not in the README: airlock's
+        // Documented in the source (boundary/contents.rs, make_dev), not in the README: airlock's
         // /dev/shm is a tmpfs of its own, mode 1777 (bubblewrap: a 0755 directory of the /dev
         // tmpfs, writable only by the sandbox's uid), and its mqueue is nosuid,nodev,noexec
         // (bubblewrap: none of these). The device nodes are bound read-only and noexec

@@ -1514,7 +1514,7 @@ fn explain_describes_the_boundary_for_both_launchers() {
 }
 
 /// The host's resolv.conf and DNS in nsswitch.conf come with --share-net only, and explain says
-/// so (the same functions of src/boundary.rs choose them for the sandbox).
+/// so (the same functions of src/boundary/contents.rs choose them for the sandbox).
 #[test]
 fn explain_names_the_resolver_only_with_share_net() {
     for (flags, shared) in [(&["--share-net"][..], true), (&[][..], false)] {

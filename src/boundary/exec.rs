@@ -1,0 +1,316 @@
+//! The end of the steps: capabilities dropped (step 12), and the task's side of step 13:
+//! signals, stdio, descriptors, the seccomp filter last, then execve and the command search.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::stat::Mode;
+use nix::unistd::{AccessFlags, Pid};
+
+use crate::channel::{self, Msg};
+use crate::spec::{self, Seccomp, Spec};
+use crate::sys::{self, SysError, named};
+
+use super::fs::io_err;
+use super::{Inherited, NetworkSet, StepError, session_in_task};
+
+/// bwrap's --block-fd: wait until the descriptor has data (or is closed).
+/// A non-blocking descriptor is waited on with poll, and a signal does not end the wait. A
+/// write-only one is not waited on (it can never be read: bubblewrap's read fails at once).
+fn wait_on_fd(fd: i32) -> Result<(), SysError> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let f = sys::dup_fd(fd)?;
+    let fl = named(nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETFL), || {
+        format!("fcntl(--block-fd {fd}, F_GETFL)")
+    })?;
+    if fl & libc::O_ACCMODE == libc::O_WRONLY {
+        return Ok(());
+    }
+    loop {
+        let mut fds = [PollFd::new(f.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(Errno::EINTR) => continue,
+            Err(e) => return named(Err(e), || format!("poll(--block-fd {fd})")),
+            Ok(_) => break,
+        }
+    }
+    // Consume the byte that ended the wait, as bubblewrap does (EOF or EAGAIN: nothing to).
+    let _ = nix::unistd::read(&f, &mut [0u8; 1]);
+    Ok(())
+}
+
+fn install_seccomp(s: &Seccomp) -> Result<(), SysError> {
+    match s {
+        Seccomp::Policy => crate::seccomp::install(),
+        Seccomp::None => Ok(()),
+        Seccomp::Fds(fds) => {
+            for fd in fds {
+                let mut data = Vec::new();
+                let mut f = File::from(sys::dup_fd(*fd).map_err(|e| SysError {
+                    call: format!("read(seccomp fd {fd})"),
+                    errno: e.errno,
+                })?);
+                std::io::Read::read_to_end(&mut f, &mut data)
+                    .map_err(|e| io_err(e, || format!("read(seccomp fd {fd})")))?;
+                crate::seccomp::install_program(&data).map_err(|mut e| {
+                    e.call = format!("{} from fd {fd}", e.call);
+                    e
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+pub(super) fn drop_caps_except(keep: &[caps::Capability]) -> Result<(), SysError> {
+    use caps::{CapSet, CapsHashSet};
+    let kept: CapsHashSet = keep.iter().copied().collect();
+    // The caps crate keeps only the text of a failure; errno still holds the failed call's
+    // (read before anything else runs), unless the failure was no call's (EINVAL then).
+    let fail = |set: CapSet, e: caps::errors::CapsError| {
+        let errno = match Errno::last() {
+            Errno::UnknownErrno => Errno::EINVAL,
+            errno => errno,
+        };
+        SysError {
+            call: format!("capset/prctl setting {set:?} to {kept:?} ({e})"),
+            errno,
+        }
+    };
+    for cap in caps::all() {
+        if !kept.contains(&cap) {
+            caps::drop(None, CapSet::Bounding, cap).map_err(|e| fail(CapSet::Bounding, e))?;
+        }
+    }
+    caps::clear(None, CapSet::Ambient).map_err(|e| fail(CapSet::Ambient, e))?;
+    for set in [CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
+        caps::set(None, set, &kept).map_err(|e| fail(set, e))?;
+    }
+    // Kept capabilities survive execve as a non-root user only through the ambient set.
+    for cap in &kept {
+        caps::raise(None, CapSet::Ambient, *cap).map_err(|e| fail(CapSet::Ambient, e))?;
+    }
+    Ok(())
+}
+
+/// The task's argv, environment and PATH, made before fork.
+pub(super) struct ExecPlan {
+    argv: Vec<CString>,
+    argv0: Option<CString>,
+    envp: Vec<CString>,
+    path: String,
+}
+
+impl ExecPlan {
+    /// Takes step 10's proof that the network is set: no way to the task skips it.
+    pub(super) fn new(spec: &Spec, cwd: PathBuf, _network: NetworkSet) -> ExecPlan {
+        let mut env = spec.env.clone();
+        if spec.bwrap.is_some() {
+            // bwrap sets PWD to the directory it entered.
+            env.retain(|(n, _)| n != "PWD");
+            env.push(("PWD".into(), cwd.display().to_string()));
+        }
+        ExecPlan {
+            argv: spec.argv.iter().map(|a| sys::cstring(a)).collect(),
+            argv0: spec
+                .bwrap
+                .as_ref()
+                .and_then(|b| b.argv0.as_deref())
+                .map(sys::cstring),
+            envp: env
+                .iter()
+                .map(|(n, v)| sys::cstring(&format!("{n}={v}")))
+                .collect(),
+            path: env
+                .iter()
+                .find(|(n, _)| n == "PATH")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| spec::SAFE_PATH.into()),
+        }
+    }
+}
+
+/// The task, pid 2: its signals (default, or bwrap mode's as the caller left them), its stdio, every other descriptor closed at exec, then
+/// execve with the environment built from nothing. Never returns.
+pub(super) fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
+    let sock = inh.sock.as_fd();
+    let spec = inh.spec;
+    let fail = |e: String| -> ! {
+        let _ = channel::send(sock, &Msg::SetupFailed(e));
+        sys::exit_now(spec::exit::SETUP_FAILED)
+    };
+    // airlock run starts the task with every signal at its default and none blocked; bwrap
+    // mode leaves the ones its caller ignored ignored and blocked blocked, as bubblewrap's
+    // exec does (nohup, a script's background job).
+    let mask = if spec.bwrap.is_some() {
+        sys::caller_signal_dispositions();
+        inh.caller_mask
+    } else {
+        sys::reset_signal_dispositions();
+        SigSet::empty()
+    };
+    if let Err(e) = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&mask), None) {
+        fail(format!("step 13: sigprocmask(SIG_SETMASK): {e}"));
+    }
+    // The task dies with its init (which dies with the launcher); checked after setting, as
+    // the init may already be gone (without a pid namespace the task would be reparented).
+    if let Some(init) = init {
+        if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+            fail(format!("step 13: prctl(PR_SET_PDEATHSIG, SIGKILL): {e}"));
+        }
+        if nix::unistd::getppid() != init {
+            sys::exit_now(spec::exit::SETUP_FAILED);
+        }
+    }
+    if let Some((out, err)) = &inh.capture {
+        let ok = named(
+            nix::fcntl::open("/dev/null", OFlag::O_RDONLY, Mode::empty()),
+            || "open(\"/dev/null\", O_RDONLY)".into(),
+        )
+        .and_then(|null| {
+            named(nix::unistd::dup2_stdin(null), || {
+                "dup2(/dev/null, 0)".into()
+            })
+        })
+        .and_then(|_| {
+            named(nix::unistd::dup2_stdout(out), || {
+                "dup2(<stdout pipe>, 1)".into()
+            })
+        })
+        .and_then(|_| {
+            named(nix::unistd::dup2_stderr(err), || {
+                "dup2(<stderr pipe>, 2)".into()
+            })
+        });
+        if let Err(e) = ok {
+            fail(format!("step 13: {e}"));
+        }
+    }
+    for (stream, end) in inh.relayed.iter().enumerate() {
+        let dup2_to = |fd: &OwnedFd, n: usize| match n {
+            0 => nix::unistd::dup2_stdin(fd),
+            1 => nix::unistd::dup2_stdout(fd),
+            _ => nix::unistd::dup2_stderr(fd),
+        };
+        if let Some(end) = end
+            && let Err(e) = named(dup2_to(end, stream), || {
+                format!("dup2(<relay pipe>, {stream})")
+            })
+        {
+            fail(format!("step 13: {e}"));
+        }
+    }
+    // A new session with no controlling terminal (TIOCSTI injection, CVE-2017-5226): made
+    // here when the task has no reaper of its own in a new pid namespace, else by the init
+    // (where bubblewrap makes it too).
+    if spec.lockdown.new_session
+        && session_in_task(spec)
+        && let Err(e) = nix::unistd::setsid()
+    {
+        fail(format!("step 13: setsid(): {e}"));
+    }
+    // Every descriptor but 0-2 closes at exec, the channel included. bwrap mode, as
+    // bubblewrap: those the caller left open reach the task, but for those an option names
+    // (airlock's own are all close-on-exec).
+    let closed = match &spec.bwrap {
+        None => sys::cloexec_from(3),
+        Some(b) => b
+            .named_fds
+            .iter()
+            .filter(|&&fd| !(spec.lockdown.as_pid_1 && b.sync_fd == Some(fd)))
+            .try_for_each(|&fd| sys::set_cloexec(fd)),
+    };
+    if let Err(e) = closed {
+        fail(format!("step 13: {e}"));
+    }
+    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.block_fd)
+        && let Err(e) = wait_on_fd(fd)
+    {
+        fail(format!("step 13: {e}"));
+    }
+    // The seccomp filter last, because it denies calls the steps above need.
+    if let Err(e) = install_seccomp(&spec.lockdown.seccomp) {
+        let err = StepError {
+            step: "13 seccomp",
+            err: e,
+        };
+        fail(match spec.bwrap {
+            Some(_) => crate::bwrap::message(&err),
+            None => err.to_string(),
+        });
+    }
+    let (code, msg) = exec_search(plan);
+    let _ = channel::send(sock, &Msg::ExecFailed(code, msg));
+    sys::exit_now(code)
+}
+
+/// Why a file that is there could not be started: execve's ENOENT for an existing file.
+pub const NO_INTERPRETER: &str =
+    "the interpreter its #! line names (or its ELF loader) is not in the sandbox";
+
+/// execve argv[0], searching `path` when it has no '/'. Returns only on failure: 127 when no
+/// such command exists, 126 when one exists but cannot be executed.
+fn exec_search(plan: &ExecPlan) -> (i32, String) {
+    let (envp, path) = (&plan.envp, plan.path.as_str());
+    // bwrap's --argv0: the program is looked up by its real name, started under another.
+    let mut argv = plan.argv.clone();
+    if let Some(a0) = &plan.argv0 {
+        argv[0] = a0.clone();
+    }
+    let name = plan.argv[0].to_string_lossy().into_owned();
+    let candidates: Vec<CString> = if name.is_empty() {
+        // No file has an empty name (execvp(3) fails with ENOENT rather than trying "DIR/").
+        vec![]
+    } else if name.contains('/') {
+        vec![plan.argv[0].clone()]
+    } else {
+        // An empty entry is the working directory, as to execvp(3).
+        path.split(':')
+            .map(|d| match d {
+                "" => sys::cstring(&name),
+                d => sys::cstring(&format!("{d}/{name}")),
+            })
+            .collect()
+    };
+    let mut denied: Option<Errno> = None;
+    for c in &candidates {
+        let e = nix::unistd::execve(c, &argv, envp).unwrap_err();
+        match e {
+            // The file is there, but what it names to start it with is not: the interpreter of
+            // its #! line or its ELF loader (a venv's script naming a host python, say). It
+            // cannot be executed, as a shell says (126), rather than not found.
+            Errno::ENOENT if nix::unistd::access(c.as_c_str(), AccessFlags::F_OK).is_ok() => {
+                denied.get_or_insert(Errno::ENOENT);
+            }
+            Errno::ENOENT | Errno::ENOTDIR => {}
+            // A file the kernel cannot start (no #! line) is a shell script to execvp(3), and so
+            // to bubblewrap: /bin/sh runs it, with its path as $0.
+            Errno::ENOEXEC => {
+                let mut sh = vec![sys::cstring("/bin/sh"), c.clone()];
+                sh.extend(argv.iter().skip(1).cloned());
+                let e = nix::unistd::execve(&sh[0], &sh, envp).unwrap_err();
+                denied = Some(denied.unwrap_or(match e {
+                    Errno::ENOENT => Errno::ENOEXEC,
+                    other => other,
+                }));
+            }
+            other => denied = Some(denied.unwrap_or(other)),
+        }
+    }
+    match denied {
+        Some(Errno::ENOENT) => (
+            spec::exit::NOT_EXECUTABLE,
+            format!("{name}: cannot execute: {NO_INTERPRETER}"),
+        ),
+        Some(e) => (
+            spec::exit::NOT_EXECUTABLE,
+            format!("{name}: cannot execute: {}", sys::errno_text(e)),
+        ),
+        None => (spec::exit::NOT_FOUND, format!("{name}: command not found")),
+    }
+}

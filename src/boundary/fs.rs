@@ -1,0 +1,989 @@
+//! The sandbox's filesystem, steps 5, 7 and 8 of `build` (mod.rs): the detached copies of
+//! host trees taken while the caller's identity is held (`prepare`), the kernel's own
+//! filesystems found in a writable copy (from /proc/self/mountinfo) and kept read-only, the
+//! scaffold and the new root, and each operation of the plan applied in order (`apply`).
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::mount::MsFlags;
+use nix::sys::stat::Mode;
+
+use crate::channel::Handed;
+use crate::spec::{Access, FsOp, OverlayUpper, Spec};
+use crate::sys::{self, SysError, named};
+
+use super::Inherited;
+use super::contents::{
+    DEVICES, EtcEntry, etc_entry, etc_from_host, make_dev, make_scratch, stdout_terminal,
+    write_file_from_fd, write_generated_etc,
+};
+
+/// What step 5 took for one filesystem operation.
+pub(super) enum Prepared {
+    Nothing,
+    Tree {
+        fd: OwnedFd,
+        is_dir: bool,
+    },
+    /// A writable copy, with the proc and sysfs mounts inside it (made read-only once attached).
+    WritableTree {
+        fd: OwnedFd,
+        is_dir: bool,
+        kernel_fs: Vec<PathBuf>,
+    },
+    Link(PathBuf),
+    /// The host's /proc (no new pid namespace), with read-only copies of its knobs.
+    HostProc {
+        fd: OwnedFd,
+        knobs: Vec<(&'static str, OwnedFd)>,
+    },
+    Etc(Vec<(PathBuf, EtcEntry)>),
+    Dev(Vec<(&'static str, OwnedFd)>),
+    /// Read-only copies of an overlay's sources (lowest first) and, for a host upper layer,
+    /// writable copies of the upper and work directories.
+    Overlay {
+        lower: Vec<OwnedFd>,
+        /// The common parent of the upper and work directories, and its host path.
+        upper: Option<(OwnedFd, PathBuf)>,
+    },
+}
+
+pub(super) const RO: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+
+/// Parts of proc that reach the whole kernel rather than the sandbox's own processes.
+const PROC_KNOBS: &[&str] = &["sys", "sysrq-trigger", "irq", "bus"];
+
+/// The kernel's own interfaces, by mountinfo type and statfs magic: their files are knobs of
+/// the whole host (sysctls, cgroups, tracing, EFI variables, ...) rather than storage, and
+/// their permission checks are mostly the file's owner and mode alone, which a task that is
+/// the host's uid 0 passes.
+const KERNEL_FS: &[(&str, i64)] = &[
+    ("proc", 0x9fa0),
+    ("sysfs", 0x6265_6572),
+    ("cgroup", 0x0027_e0eb),
+    ("cgroup2", 0x6367_7270),
+    ("tracefs", 0x7472_6163),
+    ("debugfs", 0x6462_6720),
+    ("securityfs", 0x7363_6673),
+    ("bpf", 0xcafe_4a11),
+    ("configfs", 0x6265_6570),
+    ("pstore", 0x6165_676c),
+    ("efivarfs", 0xde5e_81e4),
+    ("binfmt_misc", 0x4249_4e4d),
+    ("fusectl", 0x6573_5543),
+    ("selinuxfs", 0xf97c_ff8c),
+    ("smackfs", 0x4341_5d53),
+];
+
+/// Mounts of the kernel's interfaces (KERNEL_FS) in a copy of the host tree at `src`, relative
+/// to `src` ("" for the tree's own root, when `src` lies inside one): a writable copy keeps
+/// these read-only whole. (A host proc too: as the host's uid 0 a root caller's task could
+/// otherwise write other host processes' files, such as their oom_score_adj, and the host's
+/// sysctls.) The source is canonicalized first (a /proc/self/root path, say), and an
+/// unreadable mount table is an error, not an empty answer.
+fn kernel_fs_under(src: &Path, tree: &OwnedFd) -> Result<Vec<PathBuf>, SysError> {
+    let mut found = Vec::new();
+    let st = named(nix::sys::statfs::fstatfs(tree), || {
+        format!("fstatfs(<tree of {src:?}>)")
+    })?;
+    let magic = st.filesystem_type().0 as i64;
+    if KERNEL_FS.iter().any(|&(_, m)| m == magic) {
+        found.push(PathBuf::new());
+    }
+    let src = std::fs::canonicalize(src).map_err(|e| io_err(e, || format!("realpath({src:?})")))?;
+    // Bytes, not text: a mount point need not be UTF-8.
+    let table = std::fs::read("/proc/self/mountinfo")
+        .map_err(|e| io_err(e, || "read(\"/proc/self/mountinfo\")".into()))?;
+    let mounts: Vec<Mount> = table
+        .split(|&b| b == b'\n')
+        .filter_map(Mount::parse)
+        .collect();
+    for m in &mounts {
+        if !KERNEL_FS
+            .iter()
+            .any(|&(name, _)| name.as_bytes() == m.fstype)
+        {
+            continue;
+        }
+        let Ok(rel) = m.path.strip_prefix(&src) else {
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        // What the path reaches: this mount, or one that covers it (mounted over it or over
+        // a directory above it; what its deepest existing part reaches, where the cover
+        // lacks the rest). A covered mount is unreachable in the copy too (the kernel locks
+        // such covers in a copy made for another user namespace), and no path there names it.
+        let mut reached = None;
+        for p in m.path.ancestors() {
+            if let Some(id) = mount_id(p)? {
+                reached = Some(id);
+                break;
+            }
+        }
+        match reached {
+            Some(id) if id == m.id => found.push(rel.to_path_buf()),
+            Some(id) if !m.below(&mounts).contains(&id.as_slice()) => {}
+            // Reached one it is mounted on: the table changed under us (a directory above
+            // it renamed?). Left writable it could be reachable in the copy: stop.
+            _ => {
+                return Err(SysError {
+                    call: format!("open({:?}): not the kernel mount listed there", m.path),
+                    errno: Errno::ESTALE,
+                });
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A line of /proc/self/mountinfo: the mount's id, its parent's, where it is and its type.
+struct Mount<'a> {
+    id: &'a [u8],
+    parent: &'a [u8],
+    path: PathBuf,
+    fstype: &'a [u8],
+}
+
+impl<'a> Mount<'a> {
+    fn parse(line: &'a [u8]) -> Option<Mount<'a>> {
+        let sep = line.windows(3).position(|w| w == b" - ")?;
+        let mut fields = line[..sep].split(|&b| b == b' ');
+        let (id, parent) = (fields.next()?, fields.next()?);
+        // mountinfo escapes space, tab, newline and backslash as octal.
+        let path = PathBuf::from(OsString::from_vec(unescape_mountinfo(fields.nth(2)?)));
+        let fstype = line[sep + 3..].split(|&b| b == b' ').next()?;
+        Some(Mount {
+            id,
+            parent,
+            path,
+            fstype,
+        })
+    }
+
+    /// This mount's id and those of the mounts it sits on, down to the root.
+    fn below<'b>(&self, all: &[Mount<'b>]) -> Vec<&'b [u8]>
+    where
+        'a: 'b,
+    {
+        let mut below: Vec<&[u8]> = vec![self.id];
+        while let Some(m) = all.iter().find(|m| m.id == below[below.len() - 1]) {
+            if below.contains(&m.parent) {
+                break;
+            }
+            below.push(m.parent);
+        }
+        below
+    }
+}
+
+/// The id (as /proc/self/mountinfo shows it) of the mount `path` reaches, or None if there is
+/// no such path. No symlink is followed (mountinfo's paths hold none): one put in since, by
+/// whoever owns a directory on the way, could lead the path to another mount and have this
+/// one taken for covered; it fails the step instead (ELOOP).
+fn mount_id(path: &Path) -> Result<Option<Vec<u8>>, SysError> {
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let fd = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
+        Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
+        r => named(r, || {
+            format!("openat2({path:?}, O_PATH, RESOLVE_NO_SYMLINKS)")
+        })?,
+    };
+    let info = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
+    let text = std::fs::read(&info).map_err(|e| io_err(e, || format!("read({info:?})")))?;
+    let id = text
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"mnt_id:"))
+        .map(|v| v.trim_ascii().to_vec());
+    match id {
+        Some(id) => Ok(Some(id)),
+        None => Err(SysError {
+            call: format!("read({info:?}): no mnt_id"),
+            errno: Errno::EIO,
+        }),
+    }
+}
+
+fn unescape_mountinfo(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        if b[i] == b'\\'
+            && let Some(d) = octal
+        {
+            out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+/// A writable copy of a host tree for a root caller keeps the proc and sysfs mounts in it
+/// read-only: only a root caller's task can be the host's uid 0, the owner of their knobs.
+/// Whether the tree was named by path or handed over as a descriptor.
+fn guard_kernel_fs(
+    copy: Prepared,
+    src: &Path,
+    access: Access,
+    caller_is_root: bool,
+) -> Result<Prepared, SysError> {
+    match copy {
+        Prepared::Tree { fd, is_dir } if access != Access::ReadOnly && caller_is_root => {
+            let kernel_fs = kernel_fs_under(src, &fd)?;
+            Ok(Prepared::WritableTree {
+                fd,
+                is_dir,
+                kernel_fs,
+            })
+        }
+        other => Ok(other),
+    }
+}
+
+pub(super) fn access_attrs(a: Access) -> u64 {
+    match a {
+        Access::ReadOnly => RO,
+        Access::ReadWrite => sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        Access::Devices => sys::MOUNT_ATTR_NOSUID,
+    }
+}
+
+/// Whether the sandbox's pid namespace is its own (new, or joined with bwrap's --pidns), so a
+/// new proc can be mounted for it.
+fn own_pid_ns(spec: &Spec) -> bool {
+    spec.ns.pid || spec.bwrap.as_ref().is_some_and(|b| b.pidns_fd.is_some())
+}
+
+pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Prepared, SysError> {
+    Ok(match op {
+        FsOp::SystemPath(path) => match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = named(nix::fcntl::readlink(path.as_path()), || {
+                    format!("readlink({path:?})")
+                })?;
+                Prepared::Link(target.into())
+            }
+            Ok(m) if m.is_dir() => tree(path, RO)?,
+            Ok(_) => Prepared::Nothing,
+            Err(_) if path != Path::new("/usr") => Prepared::Nothing,
+            Err(e) => return Err(io_err(e, || format!("lstat({path:?})"))),
+        },
+        FsOp::MinimalEtc => {
+            let mut v = Vec::new();
+            for name in etc_from_host(!spec.ns.net) {
+                if let Some(entry) = etc_entry(&Path::new("/etc").join(name))? {
+                    v.push((PathBuf::from(name), entry));
+                }
+            }
+            Prepared::Etc(v)
+        }
+        FsOp::Dev(_) => {
+            let mut nodes: Vec<(&'static str, PathBuf)> = DEVICES
+                .iter()
+                .map(|dev| (*dev, Path::new("/dev").join(dev)))
+                .collect();
+            // bwrap mode, as bubblewrap: a terminal on stdout is bound at /dev/console, where
+            // ttyname(3) finds it (the host's /dev/pts/N is not in the sandbox's devpts).
+            if spec.bwrap.is_some()
+                && let Some(tty) = stdout_terminal()
+            {
+                nodes.push(("console", tty));
+            }
+            let mut v = Vec::new();
+            // Device nodes must not be nodev; they are nosuid, noexec and read-only: that does
+            // not stop writing to a device, only touch and chmod, which a root caller's bwrap
+            // task (the host's uid 0, their owner) could otherwise apply to the host's nodes
+            // and to the caller's terminal at /dev/console (bubblewrap lets it).
+            let attrs = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+            for (name, host) in nodes {
+                let fd = sys::clone_tree(&host)?;
+                sys::set_mount_attrs(fd.as_fd(), "", attrs, true, &host)?;
+                v.push((name, fd));
+            }
+            Prepared::Dev(v)
+        }
+        FsOp::Bind {
+            src,
+            access,
+            optional,
+            ..
+        } => match tree(src, access_attrs(*access)) {
+            Err(e) if *optional && (e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR) => {
+                Prepared::Nothing
+            }
+            Ok(copy) => guard_kernel_fs(copy, src, *access, caller_is_root)?,
+            Err(e) => return Err(e),
+        },
+        FsOp::Proc(_) if !own_pid_ns(spec) => {
+            let Prepared::Tree { fd, .. } = tree(
+                Path::new("/proc"),
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+            )?
+            else {
+                unreachable!("tree() returns a Tree")
+            };
+            // A root caller's task may be the host's uid 0: the kernel-wide knobs of the host's
+            // proc go over the copy read-only.
+            let mut knobs = Vec::new();
+            if caller_is_root {
+                for knob in PROC_KNOBS {
+                    let p = Path::new("/proc").join(knob);
+                    if present(&p)? {
+                        let t = sys::clone_tree(&p)?;
+                        sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &p)?;
+                        knobs.push((*knob, t));
+                    }
+                }
+            }
+            Prepared::HostProc { fd, knobs }
+        }
+        FsOp::BindFd { fd, access, .. } => {
+            // The descriptor's mount belongs to the launcher's mount namespace, which this one
+            // copied; its path names the same tree here. The path may have been swapped (for a
+            // symlink, say) since the caller opened the descriptor, so the copy must be the
+            // very directory the descriptor refers to (CVE-2024-42472 in flatpak).
+            let link = format!("/proc/self/fd/{fd}");
+            let path = named(nix::fcntl::readlink(link.as_str()), || {
+                format!("readlink({link:?})")
+            })?;
+            let copy = tree(Path::new(&path), access_attrs(*access))?;
+            let Prepared::Tree { fd: ref t, .. } = copy else {
+                unreachable!("tree() returns a Tree")
+            };
+            let held = sys::dup_fd(*fd)?;
+            let same = |a: &OwnedFd, b: &OwnedFd| {
+                matches!((nix::sys::stat::fstat(a), nix::sys::stat::fstat(b)),
+                    (Ok(x), Ok(y)) if x.st_dev == y.st_dev && x.st_ino == y.st_ino)
+            };
+            if !same(t, &held) {
+                return Err(SysError {
+                    call: format!("Race condition binding dirfd {fd} ({path:?})"),
+                    errno: Errno::EXDEV,
+                });
+            }
+            guard_kernel_fs(copy, Path::new(&path), *access, caller_is_root)?
+        }
+        FsOp::Overlay { sources, upper, .. } => {
+            let copy = |p: &Path, attrs| -> Result<OwnedFd, SysError> {
+                let fd = sys::clone_tree(p)?;
+                sys::set_mount_attrs(fd.as_fd(), "", attrs, true, p)?;
+                Ok(fd)
+            };
+            let lower = sources
+                .iter()
+                .map(|p| copy(p, RO))
+                .collect::<Result<Vec<_>, _>>()?;
+            let upper = match upper {
+                OverlayUpper::Host { upper, work } => {
+                    // overlayfs wants upper and work on one mount: copy their common parent.
+                    let common = common_parent(upper, work);
+                    let tree = copy(&common, access_attrs(Access::ReadWrite))?;
+                    Some((tree, common))
+                }
+                _ => None,
+            };
+            Prepared::Overlay { lower, upper }
+        }
+        _ => Prepared::Nothing,
+    })
+}
+
+/// A detached copy of a host tree with the given mount attributes.
+pub(super) fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
+    // A path through a magic link (/proc/self/fd/N) reaches a mount of the namespace the
+    // descriptor was opened in, the caller's, which open_tree cannot clone from this one
+    // (EINVAL); the path it resolves to names the same tree in this namespace's copy, as
+    // bubblewrap resolves bind sources before its namespaces exist.
+    let fd = match sys::clone_tree(path) {
+        Err(e) if e.errno == Errno::EINVAL => match std::fs::canonicalize(path) {
+            Ok(real) if real != path => sys::clone_tree(&real).map_err(|_| e)?,
+            _ => return Err(e),
+        },
+        r => r?,
+    };
+    sys::set_mount_attrs(fd.as_fd(), "", attrs, true, path)?;
+    let is_dir = nix::sys::stat::fstat(&fd)
+        .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        .map_err(|errno| SysError {
+            call: format!("fstat(<tree of {path:?}>)"),
+            errno,
+        })?;
+    Ok(Prepared::Tree { fd, is_dir })
+}
+
+pub(super) fn mount_fs(
+    src: &str,
+    target: &Path,
+    fstype: &str,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> Result<(), SysError> {
+    named(
+        nix::mount::mount(Some(src), target, Some(fstype), flags, data),
+        || format!("mount({src:?}, {target:?}, {fstype:?}, {flags:?}, {data:?})"),
+    )
+}
+
+/// A tmpfs (nosuid, nodev) at `target` with the given options (mode, size).
+pub(super) fn mount_tmpfs(target: &Path, opts: &str) -> Result<(), SysError> {
+    mount_fs(
+        "tmpfs",
+        target,
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts),
+    )
+}
+
+pub(super) fn open_path(p: &str) -> Result<OwnedFd, SysError> {
+    named(
+        nix::fcntl::open(
+            p,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ),
+        || format!("open({p:?}, O_PATH)"),
+    )
+}
+
+/// The scaffold: a tmpfs over /tmp (in this mount namespace only) entered with pivot_root,
+/// with the sandbox's root tmpfs at /newroot. pivot_root moves the host to /oldroot, which an
+/// empty directory of the scaffold covers at once: no path resolves into the host while the
+/// plan runs. The host is detached with the scaffold at step 8, in the same detach, so the
+/// launch waits for one RCU grace period there instead of two. Its /proc stays in this mount
+/// namespace until then, which is what lets the plan mount a new proc (the kernel refuses
+/// one in a user namespace unless a fully visible proc exists in the mount namespace).
+pub(super) fn enter_scaffold(disable_userns: bool) -> Result<(), SysError> {
+    let base = Path::new(SCAFFOLD);
+    mount_tmpfs(base, "mode=0755")?;
+    named(nix::unistd::chdir(base), || format!("chdir({SCAFFOLD:?})"))?;
+    for dir in ["newroot", "oldroot", "cover"] {
+        make_dirs(Path::new(dir))?;
+    }
+    named(nix::unistd::pivot_root(".", "oldroot"), || {
+        format!("pivot_root({SCAFFOLD:?}, \"oldroot\")")
+    })?;
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
+    mount_tmpfs(Path::new(NEWROOT), "mode=0755")?;
+    if disable_userns {
+        // user.* limits are per user namespace: 0 here refuses every nested one.
+        std::fs::write("/oldroot/proc/sys/user/max_user_namespaces", "0").map_err(|e| {
+            io_err(e, || {
+                "write(\"/proc/sys/user/max_user_namespaces\", \"0\")".into()
+            })
+        })?;
+    }
+    mount_fs("/cover", Path::new("/oldroot"), "", MsFlags::MS_BIND, None)
+}
+
+pub(super) fn enter_new_root() -> Result<(), SysError> {
+    named(nix::unistd::chdir(NEWROOT), || {
+        format!("chdir({NEWROOT:?})")
+    })?;
+    // pivot_root(".", "."): the scaffold, with the covered host under it, ends up stacked on
+    // the new root and is detached at once, so nothing but the new root remains.
+    named(nix::unistd::pivot_root(".", "."), || {
+        format!("pivot_root({NEWROOT:?}, {NEWROOT:?})")
+    })?;
+    named(
+        nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH),
+        || "umount2(<scaffold>, MNT_DETACH)".into(),
+    )?;
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())
+}
+
+const SCAFFOLD: &str = "/tmp";
+const NEWROOT: &str = "/newroot";
+
+/// An absolute path inside the sandbox, as seen from the scaffold.
+pub(super) fn at(p: &Path) -> PathBuf {
+    Path::new(NEWROOT).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// mkdir -p (under the scaffold, where every path resolves inside it). Something other than
+/// a directory already at `path` is ENOTDIR, as bubblewrap reports it (mkdir's EEXIST would
+/// read as if the directory were there).
+pub(super) fn make_dirs(path: &Path) -> Result<(), SysError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => SysError {
+                call: format!("mkdir -p {path:?}"),
+                errno: Errno::ENOTDIR,
+            },
+            _ => io_err(e, || format!("mkdir -p {path:?}")),
+        })
+}
+
+/// Create the missing parents of `dest` (inside) with no more access than `perms` gives: group
+/// and others keep read and search only where `perms` grants them anything (bwrap's rule).
+fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
+    let mut mode = 0o700;
+    if perms & 0o070 != 0 {
+        mode |= 0o050;
+    }
+    if perms & 0o007 != 0 {
+        mode |= 0o005;
+    }
+    let Some(parent) = at(dest).parent().map(Path::to_path_buf) else {
+        return Ok(());
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(&parent)
+        .map_err(|e| io_err(e, || format!("mkdir -p {parent:?}")))
+}
+
+pub(super) fn make_file(path: &Path, mode: u32) -> Result<File, SysError> {
+    if let Some(parent) = path.parent() {
+        make_dirs(parent)?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| io_err(e, || format!("open({path:?}, O_CREAT)")))
+}
+
+pub(super) fn io_err(e: std::io::Error, call: impl FnOnce() -> String) -> SysError {
+    SysError {
+        call: call(),
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// Attach a prepared tree at `dest` (inside), creating the mount point.
+pub(super) fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
+    let path = at(dest);
+    if is_dir {
+        make_dirs(&path)?;
+    } else {
+        ensure_file(&path)?;
+    }
+    sys::attach_tree(tree.as_fd(), &path)
+}
+
+/// [`attach`] for a bind the caller asked for, then a check that the destination's path now
+/// leads to the root of the tree just attached. A symlink on the way (in a root filesystem
+/// the caller binds, which a task may have written) can route the path through the directory
+/// the tree lands on, so that once the tree is there the same path leads elsewhere: the
+/// steps after it that name paths under the destination (a --tmpfs mask, --remount-ro, a
+/// nested bind) would then act somewhere else and leave this tree as it is. bubblewrap makes
+/// the same check against its mount table.
+fn attach_bind(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
+    attach(tree, dest, is_dir)?;
+    let path = at(dest);
+    let id = |st: nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+    let now = named(nix::sys::stat::stat(&path), || {
+        format!("stat({path:?}) after the bind")
+    })?;
+    let root = named(nix::sys::stat::fstat(tree), || {
+        format!("fstat(<tree bound at {dest:?}>)")
+    })?;
+    if id(now) != id(root) {
+        return Err(SysError {
+            call: format!(
+                "the path {dest:?} no longer leads to the tree just bound there (a symlink on \
+                 the way passes through it)"
+            ),
+            errno: Errno::ELOOP,
+        });
+    }
+    Ok(())
+}
+
+/// A directory under an attached or detached tree, reached from the tree itself (never from a
+/// path that a symlink could send elsewhere): no symlink followed, nothing above the tree.
+fn under_tree(tree: &OwnedFd, rel: &Path, name: &Path) -> Result<OwnedFd, SysError> {
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let rel = match rel.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => rel,
+    };
+    named(nix::fcntl::openat2(tree.as_fd(), rel, how), || {
+        format!("openat2(<tree>, {name:?}, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)")
+    })
+}
+
+/// Make sure something exists at `path` to mount a file on: an empty file is created (with
+/// its parents) unless an entry is already there, which is left as it is. The common case,
+/// a new file in an existing directory, costs one mknod (no descriptor to open and close).
+fn ensure_file(path: &Path) -> Result<(), SysError> {
+    let make = || {
+        nix::sys::stat::mknod(
+            path,
+            nix::sys::stat::SFlag::S_IFREG,
+            Mode::from_bits_truncate(0o644),
+            0,
+        )
+    };
+    let err = |e: Errno| SysError {
+        call: format!("mknod({path:?}, S_IFREG)"),
+        errno: e,
+    };
+    match make() {
+        Ok(()) => Ok(()),
+        Err(Errno::ENOENT) => {
+            if let Some(parent) = path.parent() {
+                make_dirs(parent)?;
+            }
+            make().map_err(err)
+        }
+        // A directory cannot take a file: bubblewrap's error for the file it would create.
+        Err(Errno::EEXIST) if path.symlink_metadata().is_ok_and(|m| m.is_dir()) => Err(SysError {
+            call: format!("mknod({path:?}, S_IFREG)"),
+            errno: Errno::EISDIR,
+        }),
+        // A file, or a symlink to something, already there: the mount decides.
+        Err(Errno::EEXIST) if path.exists() => Ok(()),
+        Err(e) => Err(err(e)),
+    }
+}
+
+fn symlink(target: &Path, dest: &Path) -> Result<(), SysError> {
+    let path = at(dest);
+    let make = || std::os::unix::fs::symlink(target, &path);
+    let err = |e: std::io::Error| io_err(e, || format!("symlink({target:?}, {dest:?})"));
+    match make() {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent() {
+                make_dirs(parent)?;
+            }
+            make().map_err(err)
+        }
+        // Already there: fine if it is the same link.
+        Err(e) => match std::fs::read_link(&path) {
+            Ok(existing) if existing == target => Ok(()),
+            _ => Err(err(e)),
+        },
+    }
+}
+
+/// Set the mode of a directory this step just made, through a descriptor that does not
+/// follow a symlink: one planted at the path meanwhile (through a writable bind) is refused,
+/// not followed to whatever it names.
+fn chmod_made_dir(path: &Path, perms: u32) -> Result<(), SysError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let dir = named(nix::fcntl::open(path, flags, Mode::empty()), || {
+        format!("open({path:?}, O_DIRECTORY|O_NOFOLLOW)")
+    })?;
+    named(
+        nix::sys::stat::fchmod(&dir, Mode::from_bits_retain(perms)),
+        || format!("fchmod({path:?}, {perms:04o})"),
+    )
+}
+
+fn chmod(path: &Path, perms: u32) -> Result<(), SysError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(perms))
+        .map_err(|e| io_err(e, || format!("chmod({path:?}, {perms:04o})")))
+}
+
+/// Apply one filesystem operation; Scratch leaves its descriptor in `scratch`.
+pub(super) fn apply(
+    op: &FsOp,
+    prep: Prepared,
+    inh: &Inherited,
+    scratch: &mut Option<(OwnedFd, Handed)>,
+) -> Result<(), SysError> {
+    let ro_tmpfs = inh.spec.root_readonly;
+    match (op, prep) {
+        (FsOp::SystemPath(p), Prepared::Tree { fd, .. }) => attach(&fd, p, true),
+        (FsOp::SystemPath(p), Prepared::Link(target)) => symlink(&target, p),
+        (FsOp::MinimalEtc, Prepared::Etc(entries)) => {
+            make_dirs(&at(Path::new("/etc")))?;
+            for (name, entry) in entries {
+                let dest = Path::new("/etc").join(&name);
+                attach(&entry.fd, &dest, entry.is_dir)?;
+            }
+            write_generated_etc(!inh.spec.ns.net)
+        }
+        (FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. }, Prepared::Tree { fd, is_dir }) => {
+            attach_bind(&fd, dest, is_dir)
+        }
+        (
+            FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. },
+            Prepared::WritableTree {
+                fd,
+                is_dir,
+                kernel_fs,
+            },
+        ) => {
+            attach_bind(&fd, dest, is_dir)?;
+            // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only, each
+            // reached from the tree itself.
+            for rel in kernel_fs {
+                let p = at(dest).join(&rel);
+                let sub = under_tree(&fd, &rel, &p)?;
+                sys::set_mount_attrs(sub.as_fd(), "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
+            }
+            Ok(())
+        }
+        (FsOp::Tmpfs { dest, perms, size }, _) => {
+            let path = at(dest);
+            if let Some(p) = perms {
+                make_parents(dest, *p)?;
+            }
+            make_dirs(&path)?;
+            let mut opts = format!("mode={:o}", perms.unwrap_or(0o755));
+            if let Some(size) = size {
+                opts.push_str(&format!(",size={size}"));
+            }
+            mount_tmpfs(&path, &opts)
+        }
+        (FsOp::Proc(dest), Prepared::HostProc { fd, knobs }) => {
+            // No new pid namespace (bwrap mode): the host's /proc, as a new proc of the host's
+            // pid namespace would show it.
+            attach(&fd, dest, true)?;
+            // Each knob's cover goes where the knob is in this /proc, reached from it.
+            for (knob, t) in knobs {
+                let p = at(dest).join(knob);
+                let target = under_tree(&fd, Path::new(knob), &p)?;
+                sys::attach_tree_at(t.as_fd(), target.as_fd(), &p)?;
+            }
+            Ok(())
+        }
+        (FsOp::Proc(dest), _) => {
+            let path = at(dest);
+            make_dirs(&path)?;
+            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            if ro_tmpfs {
+                return mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None);
+            }
+            // A writable proc (bwrap mode) keeps the kernel's global knobs read-only when the
+            // task may be the host's uid 0 (a root caller): it must not write the host's
+            // sysctls or trigger sysrq. For any other caller the kernel already refuses, and
+            // covering them would stop a nested proc mount (the kernel wants proc fully
+            // visible), so they are left as bubblewrap leaves them.
+            if !inh.caller_is_root {
+                return mount_fs("proc", &path, "proc", flags, None);
+            }
+            // The covers find the new proc by its path again: a symlink on the way could
+            // route that path through the directory proc lands on and send them elsewhere, so
+            // the path must hold none.
+            {
+                use nix::fcntl::{OpenHow, ResolveFlag};
+                let how = OpenHow::new()
+                    .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+                    .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+                named(
+                    nix::fcntl::openat2(nix::fcntl::AT_FDCWD, &path, how),
+                    || format!("openat2({dest:?}, RESOLVE_NO_SYMLINKS) for --proc"),
+                )?;
+            }
+            mount_fs("proc", &path, "proc", flags, None)?;
+            protect_proc_knobs(&path)
+        }
+        (FsOp::Dev(dest), Prepared::Dev(nodes)) => {
+            let shm = inh.spec.limits.map(|l| l.scratch_size);
+            make_dev(dest, nodes, ro_tmpfs, shm)
+        }
+        (FsOp::Mqueue(dest), _) => {
+            let path = at(dest);
+            make_dirs(&path)?;
+            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            mount_fs("mqueue", &path, "mqueue", flags, None)
+        }
+        (FsOp::Dir { dest, perms }, _) => {
+            let path = at(dest);
+            // As bubblewrap: an existing directory keeps its mode (--perms is for one made
+            // here; through a writable bind it would be the host's), and a symlink already
+            // there is left as it is.
+            match path.symlink_metadata() {
+                Ok(m) if m.is_dir() || m.file_type().is_symlink() => return Ok(()),
+                _ => {}
+            }
+            if let Some(p) = perms {
+                make_parents(dest, *p)?;
+            }
+            make_dirs(&path)?;
+            match perms {
+                Some(p) => chmod_made_dir(&path, *p),
+                None => Ok(()),
+            }
+        }
+        (FsOp::Symlink { target, dest }, _) => symlink(target, dest),
+        (
+            FsOp::File {
+                fd,
+                dest,
+                perms,
+                bind,
+            },
+            _,
+        ) => {
+            // bwrap's defaults: 0666 for --file, 0600 for the bind-data variants.
+            let default = if bind.is_some() { 0o600 } else { 0o666 };
+            if let Some(p) = perms {
+                make_parents(dest, *p)?;
+            }
+            write_file_from_fd(*fd, dest, perms.unwrap_or(default), *bind)
+        }
+        (FsOp::Chmod { path, perms }, _) => chmod(&at(path), *perms),
+        (FsOp::RemountRo(dest), _) => {
+            let remount = |errno| SysError {
+                call: format!("mount_setattr({:?}, RDONLY)", at(dest)),
+                errno,
+            };
+            let fd = open_path(&at(dest).to_string_lossy()).map_err(|e| remount(e.errno))?;
+            sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
+                .map_err(|e| remount(e.errno))
+        }
+        (FsOp::Overlay { upper, dest, .. }, Prepared::Overlay { lower, upper: host }) => {
+            mount_overlay(dest, lower, upper, host)
+        }
+        (FsOp::Scratch(dest), _) => {
+            *scratch = Some(make_scratch(inh, dest)?);
+            Ok(())
+        }
+        // A system path or optional bind the host does not have.
+        (_, Prepared::Nothing) => Ok(()),
+        (op, _) => Err(SysError {
+            call: format!("internal: {op:?} was not prepared"),
+            errno: Errno::EINVAL,
+        }),
+    }
+}
+
+/// Whether `p` exists: an error other than ENOENT is an error, not "absent" (a knob that
+/// could not be looked at must not be left writable).
+fn present(p: &Path) -> Result<bool, SysError> {
+    p.try_exists()
+        .map_err(|e| io_err(e, || format!("stat({p:?})")))
+}
+
+/// Bind each of proc's kernel-wide knobs read-only over itself in the proc at `path`.
+fn protect_proc_knobs(path: &Path) -> Result<(), SysError> {
+    for knob in PROC_KNOBS {
+        let (src, dest) = (path.join(knob), path.join(knob));
+        if present(&src)? {
+            let t = sys::clone_tree(&src)?;
+            sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &src)?;
+            sys::attach_tree(t.as_fd(), &dest)?;
+        }
+    }
+    Ok(())
+}
+
+/// An overlay at `dest`: its layers are attached in the scaffold (/layers/N/...), which is
+/// detached with the scaffold once the overlay holds them.
+fn mount_overlay(
+    dest: &Path,
+    lower: Vec<OwnedFd>,
+    upper: &OverlayUpper,
+    host: Option<(OwnedFd, PathBuf)>,
+) -> Result<(), SysError> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let base = PathBuf::from(format!(
+        "/layers/{}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let mut lowers = Vec::new();
+    for (i, fd) in lower.iter().enumerate() {
+        let p = base.join(format!("lower{i}"));
+        make_dirs(&p)?;
+        sys::attach_tree(fd.as_fd(), &p)?;
+        lowers.push(p.display().to_string());
+    }
+    // overlayfs lists the uppermost lower layer first; the last --overlay-src is uppermost.
+    lowers.reverse();
+    let mut opts = format!("lowerdir={},userxattr", lowers.join(":"));
+    let rw = match (upper, host) {
+        (OverlayUpper::Host { upper, work }, Some((tree, common))) => {
+            let rwdir = base.join("rw");
+            make_dirs(&rwdir)?;
+            sys::attach_tree(tree.as_fd(), &rwdir)?;
+            let inside = |p: &Path| rwdir.join(p.strip_prefix(&common).unwrap_or(p));
+            opts.push_str(&format!(
+                ",upperdir={},workdir={}",
+                inside(upper).display(),
+                inside(work).display()
+            ));
+            true
+        }
+        (OverlayUpper::Tmpfs, _) => {
+            let t = base.join("tmp");
+            make_dirs(&t)?;
+            mount_tmpfs(&t, "mode=0755")?;
+            make_dirs(&t.join("upper"))?;
+            make_dirs(&t.join("work"))?;
+            opts.push_str(&format!(
+                ",upperdir={0}/upper,workdir={0}/work",
+                t.display()
+            ));
+            true
+        }
+        _ => false,
+    };
+    let path = at(dest);
+    make_dirs(&path)?;
+    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if !rw {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    mount_fs("overlay", &path, "overlay", flags, Some(&opts))
+}
+
+/// The deepest directory containing both paths.
+fn common_parent(a: &Path, b: &Path) -> PathBuf {
+    a.components()
+        .zip(b.components())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mount;
+
+    /// The mounts a mount sits on, as the search for kernel interfaces tells a covered one
+    /// (the path reaches a mount not among them) from a stale table (it reaches one of them).
+    #[test]
+    fn a_mount_sits_on_its_parents_down_to_the_root() {
+        let table = b"1 0 0:1 / / rw - ext4 /dev/root rw\n\
+                      2 1 0:2 / /m/p rw - proc proc rw\n\
+                      3 1 0:3 / /m rw - tmpfs t rw\n\
+                      4 3 0:4 / /m/p rw - proc proc rw\n\
+                      5 1 0:5 / /x\\040y/p rw - proc proc rw\n";
+        let all: Vec<Mount> = table
+            .split(|&b| b == b'\n')
+            .filter_map(Mount::parse)
+            .collect();
+        assert_eq!(all.len(), 5);
+        assert_eq!(all[4].path, std::path::Path::new("/x y/p"));
+        assert_eq!(all[1].fstype, b"proc");
+        let below = |i: usize| all[i].below(&all);
+        // (The root's parent, 0 here, is outside the table and ends the walk.)
+        assert_eq!(below(1), [b"2", b"1", b"0"]);
+        assert_eq!(below(3), [b"4", b"3", b"1", b"0"]);
+        // /m/p reaches 4 (the later proc, on the tmpfs): not under 2, so 2 is covered.
+        assert!(!below(1).contains(&&b"4"[..]));
+    }
+}

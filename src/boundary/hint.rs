@@ -1,0 +1,60 @@
+//! Hints for the failures whose usual cause is known, added to a failed step's message.
+
+use nix::errno::Errno;
+
+use crate::sys::SysError;
+
+/// A hint for the failures whose usual cause is known.
+pub fn hint(err: &SysError) -> Option<String> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    if err.errno == Errno::EPERM || err.errno == Errno::ENOSPC || err.errno == Errno::EACCES {
+        if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+            return Some("user namespaces are disabled: sysctl user.max_user_namespaces=0".into());
+        }
+        if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+            return Some(
+                "unprivileged user namespaces are disabled: sysctl kernel.unprivileged_userns_clone=0"
+                    .into(),
+            );
+        }
+        if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+            return Some(
+                "AppArmor restricts unprivileged user namespaces \
+                 (kernel.apparmor_restrict_unprivileged_userns=1): allow airlock with an AppArmor \
+                 profile that grants 'userns'"
+                    .into(),
+            );
+        }
+    }
+    if err.errno == Errno::ENOSPC
+        && (err.call.starts_with("clone3(") || err.call.starts_with("unshare("))
+    {
+        if err.call.starts_with("unshare(CLONE_NEWNET)") {
+            return Some(
+                "the network namespace limit is reached: user.max_net_namespaces, on the host \
+                 or in an enclosing user namespace"
+                    .into(),
+            );
+        }
+        return Some(
+            "a namespace limit is reached: a user.max_*_namespaces sysctl, on the host or in an \
+             enclosing user namespace, or the nesting depth of user namespaces (32)"
+                .into(),
+        );
+    }
+    if err.call.starts_with("mount(\"proc\"") && err.errno == Errno::EPERM {
+        return Some(
+            "the kernel refuses a new /proc when the host's /proc is partly hidden \
+             (as inside some containers)"
+                .into(),
+        );
+    }
+    if err.errno == Errno::ENOSYS {
+        return Some("airlock needs Linux 5.12 or newer (clone3, open_tree, mount_setattr)".into());
+    }
+    None
+}

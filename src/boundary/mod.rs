@@ -1,0 +1,723 @@
+//! The boundary: the code that runs in the sandbox's first process (pid 1 of the new pid
+//! namespace) and isolates the task. It is the only code an auditor must read to judge
+//! isolation, and it reads top to bottom in kernel order; the step numbers match the README.
+//!
+//! The launcher (`launch.rs`) has already created every namespace with one clone3 call (step 1)
+//! but the network one, which it makes in this side's user namespace while steps 2-9 run and
+//! hands over for step 10. For a root caller it writes the id maps (step 2) while this side
+//! waits; an unprivileged caller's maps are written by this side. If any step fails, the
+//! error (naming the step, the syscall, its path and the errno) goes to the launcher and the
+//! task never runs.
+//!
+//! Where each part is, in `src/boundary/`:
+//!
+//! - `mod.rs` (this file): `init` and `build`, which list steps 3 to 13 in kernel order, one
+//!   call and one comment per step; the functions that are a step by themselves (descriptors,
+//!   parent death, id maps, bwrap's --userns, the sandbox user, the working directory, the
+//!   network, the cgroup, lock files); and `supervise`, init's loop while the task runs.
+//! - `fs.rs`: steps 5, 7 and 8: the detached copies of host trees (`prepare`), the kernel's
+//!   filesystems kept read-only in a writable copy (mountinfo read), the scaffold and the new
+//!   root, and each filesystem operation of the plan applied in order (`apply`).
+//! - `contents.rs`: what the sandbox's own files are: the minimal /etc (the host entries
+//!   bound, the files generated), /dev, scratch with the inputs copied in, and bwrap's --file
+//!   and --bind-data contents.
+//! - `exec.rs`: step 12's capability drop and the task's side of step 13: signals, stdio,
+//!   descriptors, bwrap's --block-fd, the seccomp filter last, then execve and the command
+//!   search.
+//! - `hint.rs`: the hint added to a failure whose usual cause is known.
+//!
+//! None of them holds `unsafe`: every raw call goes through `src/sys.rs` (with its parts in
+//! `src/sys/`), the only module allowed it, which names the syscall and its arguments in each
+//! error.
+
+mod contents;
+mod exec;
+mod fs;
+mod hint;
+
+pub use contents::{DEV_LINKS, DEVICES, etc_from_host, hosts_sources};
+pub use exec::NO_INTERPRETER;
+pub use hint::hint;
+
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::mount::MsFlags;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
+use nix::sys::stat::Mode;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Gid, Pid, Uid};
+
+use crate::channel::{self, Msg};
+use crate::spec::{self, FsOp, Output, Seccomp, Spec};
+use crate::sys::{self, SysError, named};
+
+use exec::{ExecPlan, drop_caps_except, exec_task};
+use fs::{apply, enter_new_root, enter_scaffold, io_err, open_path, prepare};
+
+/// Everything the sandbox's init inherits from the launcher across clone3.
+pub struct Inherited<'a> {
+    pub spec: &'a Spec,
+    /// The child's end of the channel.
+    pub sock: OwnedFd,
+    /// Input files opened by the launcher with the caller's rights, in `spec.inputs` order
+    /// (`None` for inputs given as text).
+    pub inputs: Vec<Option<File>>,
+    /// Write ends of the stdout/stderr pipes in JSON mode.
+    pub capture: Option<(OwnedFd, OwnedFd)>,
+    /// The task's ends of the pipes the launcher relays a streamed run's regular-file streams
+    /// through (`relay.rs`), put on fds 0-2 at step 13; `None`: the stream as it is.
+    pub relayed: [Option<OwnedFd>; 3],
+    /// The launcher runs as root: the task must still be unprivileged on the host.
+    pub caller_is_root: bool,
+    /// The uid and gid maps this init writes for itself (an unprivileged caller maps only its
+    /// own ids, which a process may do for its own new user namespace); `None`: the launcher
+    /// writes them and says so on the channel.
+    pub own_maps: Option<(String, String)>,
+    /// The launcher is making a cgroup v1 for this run and will hand over its `tasks` files;
+    /// this init joins it before it starts the task.
+    pub cgroup_v1: bool,
+    /// The launcher makes the network namespace (in this init's user namespace, which it opens
+    /// through /proc) and hands it over; this init joins it at step 10.
+    pub net_by_launcher: bool,
+    /// Resource limits set before the task starts (inherited by all its processes).
+    pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
+    /// The signals the caller had blocked: bwrap mode's task starts with them blocked.
+    pub caller_mask: SigSet,
+}
+
+/// A failed step: which one, what failed, and a hint when one exists.
+#[derive(Debug)]
+pub struct StepError {
+    pub step: &'static str,
+    pub err: SysError,
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "step {}: {}", self.step, self.err)?;
+        if let Some(h) = hint(&self.err) {
+            write!(f, "; hint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+trait Step<T> {
+    fn step(self, step: &'static str) -> Result<T, StepError>;
+}
+
+impl<T> Step<T> for Result<T, SysError> {
+    fn step(self, step: &'static str) -> Result<T, StepError> {
+        self.map_err(|err| StepError { step, err })
+    }
+}
+
+/// The entry point of the sandbox's init after clone3. Never returns.
+pub fn init(inh: Inherited) -> ! {
+    // The task can read this process's /proc/1/cmdline: it is not to show the caller's line.
+    sys::blank_argv();
+    let sock = inh.sock.as_fd();
+    if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.userns_fd) {
+        // Returns only in the new init, inside the joined and created namespaces.
+        if let Err(e) = join_namespaces(&inh, fd) {
+            let text = crate::bwrap::message(&e);
+            let _ = channel::send(sock, &Msg::SetupFailed(text));
+            sys::exit_now(spec::exit::SETUP_FAILED)
+        }
+    }
+    match build(&inh) {
+        Ok(task) => supervise(task, sock, inh.spec.bwrap.is_none()),
+        Err(e) => {
+            let text = match inh.spec.bwrap {
+                Some(_) => crate::bwrap::message(&e),
+                None => e.to_string(),
+            };
+            let _ = channel::send(sock, &Msg::SetupFailed(text));
+            sys::exit_now(spec::exit::SETUP_FAILED)
+        }
+    }
+}
+
+/// Steps 3 to 13, in order. Returns the pid of the running task.
+fn build(inh: &Inherited) -> Result<Pid, StepError> {
+    let spec = inh.spec;
+    let sock = inh.sock.as_fd();
+
+    // 3. Sanitize descriptors; die with the launcher. Only the channel, the input files, the
+    //    capture pipes and the descriptors the command line names stay open.
+    //    PR_SET_PDEATHSIG is set, then the launcher is checked still alive (it may have died
+    //    before the call: its end of the channel is then closed).
+    sanitize_fds(inh).step("3 sanitize descriptors")?;
+    die_with_launcher(sock).step("3 die with the launcher")?;
+
+    // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
+    match &inh.own_maps {
+        Some((uid_map, gid_map)) => {
+            write_maps("/proc/self", uid_map, gid_map, true).step("2 write id maps")?
+        }
+        None => match channel::recv(sock, false, channel::SMALL).step("2 wait for id maps")? {
+            Some(Msg::MapsReady) => {}
+            _ => return Err(lost("2 wait for id maps")),
+        },
+    }
+
+    // 4. Make every mount private, so nothing done here propagates to the host and no host
+    //    mount event reaches the sandbox.
+    named(
+        nix::mount::mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        ),
+        || "mount(\"/\", MS_REC|MS_PRIVATE)".into(),
+    )
+    .step("4 make mounts private")?;
+
+    //    The sandbox's own files (the root's directories, /etc, /dev, scratch, the inputs,
+    //    bwrap's --dir and --file) get the modes airlock gives them whatever the caller's
+    //    umask (under 0377 the task could not even read /etc); the task gets the caller's
+    //    umask back at step 12. bwrap mode builds under umask 0, as bubblewrap does (its
+    //    --dir is 0755 and its --file 0666 under any umask).
+    let build_umask = if spec.bwrap.is_some() { 0 } else { 0o022 };
+    let caller_umask = nix::sys::stat::umask(Mode::from_bits_truncate(build_umask));
+
+    // 5. Take detached copies of every host tree the sandbox will see, while we still hold the
+    //    caller's identity (a root caller can name paths the sandbox user could not reach).
+    //    Each copy gets its mount flags (read-only, nosuid, nodev unless asked otherwise),
+    //    submounts included, before it is attached anywhere.
+    let prepared = spec
+        .fs
+        .iter()
+        .map(|op| prepare(op, spec, inh.caller_is_root))
+        .collect::<Result<Vec<_>, _>>()
+        .step("5 copy host paths")?;
+
+    // 6. Become the sandbox user (on the host: the caller's uid, or an unprivileged uid when
+    //    the caller is root). This clears PR_SET_PDEATHSIG, so it is set again. Non-dumpable
+    //    keeps every other process (the task, other processes of the same host uid) out of
+    //    this init's /proc/PID/{environ,mem,fd}: set here for a root caller, whose init holds
+    //    trees it opened as root. An unprivileged caller's init, which runs as the caller's
+    //    own uid and holds nothing the caller could not open, stays dumpable until step 10 if
+    //    the launcher is making the network namespace: the launcher opens this user namespace
+    //    through /proc, which an unprivileged process may do only to a dumpable one.
+    become_sandbox_user(spec, inh.caller_is_root).step("6 become the sandbox user")?;
+    die_with_launcher(sock).step("6 die with the launcher")?;
+    let dumpable_until_10 = !inh.caller_is_root && inh.net_by_launcher;
+    if !dumpable_until_10 {
+        non_dumpable().step("6 non-dumpable")?;
+    }
+
+    // 7. Build the new root. A scaffold tmpfs is entered first with pivot_root, and the host,
+    //    moved to /oldroot, is covered by an empty directory before any operation of the plan
+    //    runs: a path the plan writes through (an absolute symlink planted in a writable bind,
+    //    say) resolves inside the scaffold, never to a host directory. The host stays in the
+    //    mount namespace, unreachable, until step 8 detaches it with the scaffold; meanwhile
+    //    its /proc is what lets the plan mount a new one (the kernel lets a user namespace
+    //    mount proc only while a fully visible one exists in the mount namespace).
+    //    The sandbox's root is a second tmpfs at /newroot, filled by the plan in order.
+    let disable_userns = spec.bwrap.as_ref().is_some_and(|b| b.disable_userns);
+    enter_scaffold(disable_userns).step("7 new root")?;
+    let mut scratch = None;
+    for (op, prep) in spec.fs.iter().zip(prepared) {
+        apply(op, prep, inh, &mut scratch).map_err(|err| StepError {
+            step: "7 build the filesystem",
+            err,
+        })?;
+    }
+
+    // 8. pivot_root into the new root and detach the scaffold with the host under it: nothing
+    //    else stays reachable.
+    enter_new_root().step("8 pivot_root")?;
+
+    // 9. The root itself becomes read-only in airlock run (scratch, /dev/shm and /dev/pts are
+    //    separate, writable mounts), and the task's directory is entered.
+    if spec.root_readonly {
+        sys::set_mount_attrs(
+            open_path("/").step("9 read-only root")?.as_fd(),
+            "",
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            false,
+            Path::new("/"),
+        )
+        .step("9 read-only root")?;
+    }
+    let cwd = enter_cwd(spec).step("9 enter the working directory")?;
+
+    // 10. Hostname and network: loopback up, nothing else exists in a new net namespace.
+    if let (true, Some(name)) = (spec.ns.uts, &spec.hostname) {
+        named(nix::unistd::sethostname(name), || {
+            format!("sethostname({name:?})")
+        })
+        .step("10 hostname")?;
+    }
+    //     The launcher made the network namespace (loopback up) meanwhile, in this user
+    //     namespace, unless clone3 made it with the others.
+    let network = set_network(inh)?;
+    //     The init left dumpable at step 6 becomes non-dumpable now; nothing but this init
+    //     runs in the sandbox before step 13.
+    if dumpable_until_10 {
+        non_dumpable().step("10 non-dumpable")?;
+    }
+
+    // 11. Hand the launcher a descriptor of scratch so it can collect result files after the
+    //     whole sandbox is gone (the descriptor keeps the tmpfs alive; nothing is on disk).
+    if let (Output::Json { .. }, Some((fd, handed))) = (spec.output, scratch) {
+        channel::send(sock, &Msg::Scratch(fd, handed)).step("11 hand over scratch")?;
+    }
+    // bwrap's --lock-file: held by this init for the sandbox's lifetime.
+    let locks = take_locks(spec).step("11 lock files")?;
+
+    // 12. Lock down the init, in this order: the run's cgroup (v1: the launcher made it
+    //     meanwhile and hands over its tasks files) and resource limits; capabilities dropped in every
+    //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
+    //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
+    //     an unprivileged process may install seccomp); a new session with no controlling
+    //     terminal (TIOCSTI injection, CVE-2017-5226) when the task has this init as reaper.
+    //     The seccomp filters come last, in the task (step 13), because they deny calls the
+    //     steps before need.
+    if inh.cgroup_v1 {
+        join_cgroup(sock)?;
+    }
+    for (res, soft, hard) in &inh.rlimits {
+        named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
+            format!("setrlimit({res:?}, {soft}, {hard})")
+        })
+        .step("12 resource limits")?;
+    }
+    if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
+        sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
+    }
+    nix::sys::stat::umask(caller_umask);
+    drop_caps_except(&spec.lockdown.keep_caps).step("12 drop capabilities")?;
+    named(nix::sys::prctl::set_no_new_privs(), || {
+        "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()
+    })
+    .step("12 no_new_privs")?;
+    if spec.lockdown.new_session && !session_in_task(spec) {
+        named(nix::unistd::setsid(), || "setsid()".into()).step("12 new session")?;
+    }
+
+    // 13. Start the task as pid 2; this init stays as its reaper and waits for signals with
+    //     SIGCHLD blocked (SIGINT, SIGTERM and SIGHUP arrive blocked from the launcher). With
+    //     as_pid_1 (bwrap mode only) the task replaces this init instead. The task's last
+    //     steps (new session, descriptors, seccomp) are in `exec_task`.
+    let exec = ExecPlan::new(spec, cwd, network);
+    if spec.lockdown.as_pid_1 {
+        exec_task(inh, &exec, None);
+    }
+    let mut blocked = SigSet::empty();
+    blocked.add(Signal::SIGCHLD);
+    named(
+        nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&blocked), None),
+        || "sigprocmask(SIG_BLOCK, SIGCHLD)".into(),
+    )
+    .step("13 start task")?;
+    let init_pid = nix::unistd::getpid();
+    // The task shares this init's memory until its execve (no copy of the init's pages), unless
+    // it may wait before it (bwrap's --block-fd, filters read from descriptors): the init must
+    // then keep running meanwhile, to pass on a SIGINT.
+    let may_wait = spec.bwrap.as_ref().is_some_and(|b| b.block_fd.is_some())
+        || matches!(spec.lockdown.seccomp, Seccomp::Fds(_));
+    let how = if may_wait {
+        sys::Start::Fork
+    } else {
+        sys::Start::SharedMemory
+    };
+    let pid = sys::start_task(how, &mut || exec_task(inh, &exec, Some(init_pid)))
+        .step("13 start task")?;
+    std::mem::forget(locks);
+    Ok(pid)
+}
+
+fn non_dumpable() -> Result<(), SysError> {
+    named(nix::sys::prctl::set_dumpable(false), || {
+        "prctl(PR_SET_DUMPABLE, 0)".into()
+    })
+}
+
+/// Proof that step 10 set the task's network up: the task is only ever started with one, so no
+/// path to it can skip joining the namespace the launcher made.
+pub struct NetworkSet(());
+
+/// Step 10's network part: join the network namespace the launcher made (or fail with the
+/// call that failed making it), bring up the loopback of the one clone3 made, or keep the
+/// host's (`--share-net`, bwrap without `--unshare-net`).
+fn set_network(inh: &Inherited) -> Result<NetworkSet, StepError> {
+    if inh.net_by_launcher {
+        let step = "10 network namespace";
+        match channel::recv(inh.sock.as_fd(), false, channel::SMALL).step(step)? {
+            Some(Msg::NetNs(Ok(net))) => {
+                sys::join_namespace(net.as_raw_fd(), libc::CLONE_NEWNET).step(step)?
+            }
+            Some(Msg::NetNs(Err(err))) => return Err(StepError { step, err }),
+            _ => return Err(lost(step)),
+        }
+    } else if inh.spec.ns.net {
+        sys::loopback_up().step("10 loopback")?;
+    }
+    Ok(NetworkSet(()))
+}
+
+/// bwrap's --userns (step 1 for this case): enter the caller's user namespace (and pid
+/// namespace, with --pidns), create the other namespaces inside it, then fork the init that
+/// builds the sandbox. This process stays only to wait for that init and exit as it did. A
+/// pipe tells the init if this process died before its parent-death signal was set.
+fn join_namespaces(inh: &Inherited, userns: i32) -> Result<(), StepError> {
+    let spec = inh.spec;
+    let io = spec.bwrap.as_ref().expect("--userns is a bwrap option");
+    sanitize_fds(inh).step("1 sanitize descriptors")?;
+    die_with_launcher(inh.sock.as_fd()).step("1 die with the launcher")?;
+    sys::join_namespace(userns, libc::CLONE_NEWUSER).step("1 enter the user namespace")?;
+    if let Some(fd) = io.pidns_fd {
+        sys::join_namespace(fd, libc::CLONE_NEWPID).step("1 enter the pid namespace")?;
+    }
+    let ns = &spec.ns;
+    let mut flags = libc::CLONE_NEWNS;
+    for (on, flag) in [
+        (ns.ipc, libc::CLONE_NEWIPC),
+        (ns.uts, libc::CLONE_NEWUTS),
+        (ns.cgroup, libc::CLONE_NEWCGROUP),
+        (ns.net, libc::CLONE_NEWNET),
+    ] {
+        if on {
+            flags |= flag;
+        }
+    }
+    sys::unshare_namespaces(flags).step("1 create namespaces")?;
+    // A new pid namespace comes with a clone, and not from a process that has joined another
+    // pid namespace with setns (the kernel refuses): then a first child, born in the joined
+    // one, makes the clone.
+    if io.pidns_fd.is_some() && ns.pid {
+        fork_stage(0)?;
+    }
+    fork_stage(if ns.pid { libc::CLONE_NEWPID as u64 } else { 0 })
+}
+
+/// Fork (with `flags`); the parent waits for the child and exits as it did, the child returns.
+/// A pipe tells the child whether the parent died before its parent-death signal was set.
+fn fork_stage(flags: u64) -> Result<(), StepError> {
+    let (alive_r, alive_w) =
+        named(nix::unistd::pipe2(OFlag::O_CLOEXEC), || "pipe2()".into()).step("1 fork init")?;
+    let child = match sys::clone_process(flags, None).step("1 fork init")? {
+        sys::Forked::Child => None,
+        sys::Forked::Parent { pid, .. } => Some(pid),
+    };
+    let Some(child) = child else {
+        drop(alive_w);
+        named(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL), || {
+            "prctl(PR_SET_PDEATHSIG, SIGKILL)".into()
+        })
+        .step("1 die with the launcher")?;
+        let mut fds = [nix::poll::PollFd::new(
+            alive_r.as_fd(),
+            nix::poll::PollFlags::empty(),
+        )];
+        named(
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+            || "poll(<parent alive pipe>)".into(),
+        )
+        .step("1 die with the launcher")?;
+        if fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP))
+        {
+            sys::exit_now(spec::exit::SETUP_FAILED);
+        }
+        return Ok(());
+    };
+    drop(alive_r);
+    match waitpid(child, None) {
+        Ok(WaitStatus::Exited(_, code)) => sys::exit_now(code),
+        Ok(WaitStatus::Signaled(_, sig, _)) => {
+            // Die of the same signal, so the launcher reads the same end.
+            sys::reset_signal_dispositions();
+            let _ = nix::sys::signal::sigprocmask(
+                SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            );
+            let _ = kill(nix::unistd::getpid(), sig);
+            sys::exit_now(128 + sig as i32)
+        }
+        _ => sys::exit_now(spec::exit::SETUP_FAILED),
+    }
+}
+
+/// Whether the task itself calls setsid: when no init of a new pid namespace reaps for it.
+fn session_in_task(spec: &Spec) -> bool {
+    !spec.ns.pid || spec.lockdown.as_pid_1
+}
+
+fn lost(step: &'static str) -> StepError {
+    StepError {
+        step,
+        err: SysError {
+            call: "recvmsg(<channel>): launcher went away".into(),
+            errno: Errno::EPIPE,
+        },
+    }
+}
+
+/// Step 3's descriptors: airlock run closes all but those it uses (kept_fds). bwrap mode keeps
+/// the caller's, which reach the task as under bubblewrap; the launcher's copies here are all
+/// close-on-exec, and its end of the channel was dropped at clone3, so the launcher's death
+/// still shows on this side's end. But it closes those only the launcher uses (--info-fd,
+/// --json-status-fd, --userns-block-fd): their readers and writers see the launcher's close
+/// alone, as under bubblewrap (the info document's reader its end at once).
+fn sanitize_fds(inh: &Inherited) -> Result<(), SysError> {
+    let Some(b) = &inh.spec.bwrap else {
+        return sys::close_fds_except(&kept_fds(inh));
+    };
+    let kept = kept_fds(inh);
+    [b.info_fd, b.json_status_fd, b.userns_block_fd]
+        .into_iter()
+        .flatten()
+        .filter(|fd| !kept.contains(fd))
+        .for_each(sys::close_fd);
+    Ok(())
+}
+
+/// The descriptors init keeps across step 3.
+fn kept_fds(inh: &Inherited) -> Vec<i32> {
+    let mut keep = vec![inh.sock.as_raw_fd()];
+    keep.extend(inh.inputs.iter().flatten().map(|f| f.as_raw_fd()));
+    if let Some((o, e)) = &inh.capture {
+        keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
+    }
+    keep.extend(inh.relayed.iter().flatten().map(|f| f.as_raw_fd()));
+    for op in &inh.spec.fs {
+        if let FsOp::BindFd { fd, .. } | FsOp::File { fd, .. } = op {
+            keep.push(*fd);
+        }
+    }
+    if let Seccomp::Fds(fds) = &inh.spec.lockdown.seccomp {
+        keep.extend(fds);
+    }
+    if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.block_fd) {
+        keep.push(fd);
+    }
+    if let Some(b) = &inh.spec.bwrap {
+        keep.extend(
+            [b.userns_fd, b.userns2_fd, b.pidns_fd]
+                .into_iter()
+                .flatten(),
+        );
+    }
+    keep
+}
+
+/// Move this (single-threaded) process into the run's cgroup v1 hierarchies, whose `tasks`
+/// files the launcher hands over (it made the cgroup while this init built the sandbox), by
+/// writing "0" to each.
+fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
+    const STEP: &str = "12 join the cgroup";
+    let Some(Msg::JoinCgroup(tasks)) = channel::recv(sock, false, channel::SMALL).step(STEP)?
+    else {
+        return Err(lost(STEP));
+    };
+    // One tasks file per hierarchy (memory, pids): fewer would leave the task outside a limit
+    // the report says applied, with no rlimit in its place.
+    if tasks.len() != 2 {
+        return Err(StepError {
+            step: STEP,
+            err: SysError {
+                call: format!(
+                    "recvmsg(<channel>): {} cgroup tasks descriptors, not 2",
+                    tasks.len()
+                ),
+                errno: Errno::EBADMSG,
+            },
+        });
+    }
+    for f in tasks {
+        named(nix::unistd::write(&f, b"0"), || {
+            "write(<cgroup tasks file>, \"0\")".into()
+        })
+        .step(STEP)?;
+    }
+    Ok(())
+}
+
+/// Write the id maps of the process whose proc directory is `proc_dir` (`/proc/self` when the
+/// init maps itself, `/proc/PID` when the launcher does). An unprivileged caller may map only
+/// its own ids, and only with setgroups denied first, which `deny_setgroups` does.
+pub fn write_maps(
+    proc_dir: &str,
+    uid_map: &str,
+    gid_map: &str,
+    deny_setgroups: bool,
+) -> Result<(), SysError> {
+    let setgroups = deny_setgroups.then_some(("setgroups", "deny"));
+    for (file, text) in setgroups
+        .into_iter()
+        .chain([("uid_map", uid_map), ("gid_map", gid_map)])
+    {
+        let path = format!("{proc_dir}/{file}");
+        std::fs::write(&path, text)
+            .map_err(|e| io_err(e, || format!("write({path:?}, {:?})", text.trim_end())))?;
+    }
+    Ok(())
+}
+
+fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
+    named(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL), || {
+        "prctl(PR_SET_PDEATHSIG, SIGKILL)".into()
+    })?;
+    // getppid() is 0 in a new pid namespace, so the launcher's liveness is read from the
+    // channel: if its end is closed, it died before PR_SET_PDEATHSIG took effect.
+    let mut fds = [nix::poll::PollFd::new(sock, nix::poll::PollFlags::empty())];
+    named(
+        nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+        || "poll(<channel>)".into(),
+    )?;
+    let gone = fds[0]
+        .revents()
+        .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP));
+    if gone {
+        sys::exit_now(spec::exit::SETUP_FAILED);
+    }
+    Ok(())
+}
+
+fn become_sandbox_user(spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
+    if let Some(io) = &spec.bwrap
+        && (io.userns_fd.is_some() || io.userns_block_fd.is_some())
+    {
+        // A joined user namespace maps the caller as it was made to, and so does one whose
+        // maps the caller wrote (--userns-block-fd; the launcher dropped a root caller's
+        // supplementary groups before clone3): an id changes only if asked.
+        if io.explicit_gid {
+            let gid = Gid::from_raw(spec.gid);
+            named(nix::unistd::setresgid(gid, gid, gid), || {
+                format!("setresgid({gid})")
+            })?;
+        }
+        if io.explicit_uid {
+            let uid = Uid::from_raw(spec.uid);
+            named(nix::unistd::setresuid(uid, uid, uid), || {
+                format!("setresuid({uid})")
+            })?;
+        }
+        return Ok(());
+    } else if caller_is_root {
+        // A root caller's supplementary groups (root, disk, ...) must not follow the task.
+        named(nix::unistd::setgroups(&[]), || "setgroups([])".into())?;
+    }
+    let (uid, gid) = (Uid::from_raw(spec.uid), Gid::from_raw(spec.gid));
+    named(nix::unistd::setresgid(gid, gid, gid), || {
+        format!("setresgid({gid})")
+    })?;
+    named(nix::unistd::setresuid(uid, uid, uid), || {
+        format!("setresuid({uid})")
+    })
+}
+
+/// chdir to the task's directory: the spec's, or (bwrap without --chdir) the first of the
+/// fallbacks that exists inside. Returns the directory entered.
+fn enter_cwd(spec: &Spec) -> Result<PathBuf, SysError> {
+    let fallbacks = spec
+        .bwrap
+        .as_ref()
+        .map(|b| b.cwd_fallback.clone())
+        .unwrap_or_default();
+    if fallbacks.is_empty() {
+        named(nix::unistd::chdir(spec.cwd.as_path()), || {
+            format!("chdir({:?})", spec.cwd)
+        })?;
+        return Ok(spec.cwd.clone());
+    }
+    for dir in &fallbacks {
+        if nix::unistd::chdir(dir.as_path()).is_ok() {
+            return Ok(dir.clone());
+        }
+    }
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
+    Ok("/".into())
+}
+
+/// bwrap's --lock-file: a read lock held by init for the sandbox's lifetime.
+fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
+    let mut held = Vec::new();
+    for path in spec.bwrap.iter().flat_map(|b| &b.lock_files) {
+        let f = File::open(path).map_err(|e| io_err(e, || format!("open({path:?})")))?;
+        named(
+            nix::fcntl::fcntl(
+                &f,
+                nix::fcntl::FcntlArg::F_SETLK(&libc::flock {
+                    l_type: libc::F_RDLCK as i16,
+                    l_whence: libc::SEEK_SET as i16,
+                    l_start: 0,
+                    l_len: 0,
+                    l_pid: 0,
+                }),
+            ),
+            || format!("fcntl({path:?}, F_SETLK)"),
+        )?;
+        held.push(f);
+    }
+    Ok(held)
+}
+
+/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP to the task (airlock run),
+/// and report the task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
+fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+    ] {
+        set.add(s);
+    }
+    loop {
+        let sig = match set.wait() {
+            Ok(s) => s,
+            Err(_) => continue,
+        };
+        // airlock run: the launcher's forwarded signal, for the task in its own session.
+        // bwrap mode forwards nothing, as bubblewrap: a task in the caller's process group
+        // already got what the group got (Ctrl-C), and must not get it twice.
+        if sig != Signal::SIGCHLD {
+            if forward {
+                let _ = kill(task, sig);
+            }
+            continue;
+        }
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == task => report_end(sock, false, code),
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == task => {
+                    report_end(sock, true, sig as i32)
+                }
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+fn report_end(sock: BorrowedFd, signaled: bool, value: i32) -> ! {
+    let cpu_ms = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let ms =
+                |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1000 + t.tv_usec() as u64 / 1000;
+            ms(u.user_time()) + ms(u.system_time())
+        })
+        .unwrap_or(0);
+    let _ = channel::send(
+        sock,
+        &Msg::TaskEnded {
+            signaled,
+            value,
+            cpu_ms,
+        },
+    );
+    sys::exit_now(0)
+}
