@@ -1473,10 +1473,60 @@ fn mount_destination(options: &[BwrapOption], i: usize) -> Option<String> {
         }
         _ => return None,
     };
+    sandbox_path(dest)
+}
+
+/// A destination as bubblewrap reaches it under the new root, normalised; `None` for one with
+/// `..` (bubblewrap prefixes `/newroot/`, so `..` can leave the new root).
+fn sandbox_path(dest: &str) -> Option<String> {
     if dest.split('/').any(|part| part == "..") {
         return None;
     }
     Some(normalize_path(&format!("/{dest}")))
+}
+
+/// Host paths that are mounts of their own on most Linux hosts (a lone `*` is any one name).
+/// bubblewrap binds recursively, so a bind of a tree above one brings that mount along, and
+/// `--remount-ro` of the bind leaves it writable (see `left_writable_by_remount`).
+const HOST_MOUNT_POINTS: &[&str] = &[
+    // Kernel interfaces and device trees.
+    "/proc",
+    "/sys",
+    "/dev",
+    "/dev/shm",
+    "/dev/pts",
+    "/dev/mqueue",
+    // tmpfs mounts of a systemd host: state and sockets, each user's runtime directory, and
+    // (Fedora, Arch, Debian 13) /tmp.
+    "/run",
+    "/run/lock",
+    "/run/user/*",
+    "/tmp",
+    // Partitions of their own in many installs.
+    "/boot",
+    "/boot/efi",
+    "/home",
+];
+
+/// The HOST_MOUNT_POINTS strictly below the host tree a mount source names (all of them for
+/// a source this audit cannot know): `--remount-ro` of its bind makes only the bind's top
+/// mount read-only (`man bwrap`: "without changing any other mount point under the specified
+/// path"), so these stay as writable as they are on the host.
+fn left_writable_by_remount(source: &str) -> Vec<&'static str> {
+    let tree = match host_path(source) {
+        HostPath::Known(path) => path,
+        HostPath::InHome(_) => return Vec::new(),
+        HostPath::Unknown(_) => "/".to_string(),
+    };
+    let tree_parts = path_parts(&tree);
+    HOST_MOUNT_POINTS
+        .iter()
+        .copied()
+        .filter(|mount| {
+            let mount_parts = path_parts(mount);
+            mount_parts.len() > tree_parts.len() && parts_match(&tree_parts, &mount_parts)
+        })
+        .collect()
 }
 
 /// A finding about what one mount option hands the sandbox, and the sandbox paths where that
@@ -1505,6 +1555,54 @@ impl Exposure {
                 .is_some_and(|path| later_mounts.iter().any(|dest| is_at_or_below(path, dest)))
         })
     }
+
+    /// The `--remount-ro` that makes this exposure's mount read-only, if one does: a later one
+    /// on its destination, with no other mount on that destination between them (bubblewrap
+    /// remounts the top mount there, and fails when the destination is no mount point).
+    fn remounted_read_only_by<'o>(
+        &self,
+        options: &'o [BwrapOption],
+    ) -> Option<&'o BwrapOption<'o>> {
+        let dest = mount_destination(options, self.option)?;
+        options[self.option + 1..]
+            .iter()
+            .enumerate()
+            .map(|(k, option)| (self.option + 1 + k, option))
+            .take_while(|&(j, _)| mount_destination(options, j).as_ref() != Some(&dest))
+            .map(|(_, option)| option)
+            .find(|option| {
+                option.name == "--remount-ro"
+                    && sandbox_path(&option.args[0]).as_ref() == Some(&dest)
+            })
+    }
+}
+
+/// A writable-mount finding after any `--remount-ro` of its mount: gone when the remount
+/// leaves nothing of the host writable, kept and told what stays writable when the host's
+/// own mounts below the source do. `None` when the finding is gone.
+fn after_remount_ro(exposure: Exposure, options: &[BwrapOption]) -> Option<Exposure> {
+    if !matches!(
+        exposure.finding.rule,
+        "writable-home-or-root" | "host-mount-rw"
+    ) {
+        return Some(exposure);
+    }
+    let Some(remount) = exposure.remounted_read_only_by(options) else {
+        return Some(exposure);
+    };
+    let below = left_writable_by_remount(&exposure.source);
+    if below.is_empty() {
+        return None;
+    }
+    let mut kept = exposure;
+    kept.finding.message = format!(
+        "{}; {} makes only its top mount read-only: the host's mounts below it ({} on most \
+         hosts) stay writable",
+        kept.finding.message,
+        remount.raw(),
+        below.join(", ")
+    );
+    Some(kept)
 }
 
 /// Hands `expose` a finding of `rule` about `option`, seen at the paths `inside` its mount,
@@ -1808,9 +1906,17 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 .iter()
                 .any(|c| add.args[0].eq_ignore_ascii_case(c))
         });
+    // Such a task also remounts a read-only mount writable again.
     let exposed: Vec<Exposure> = exposures
         .into_iter()
         .filter(|e| can_unmount || !e.hidden_by_later_mount(&options))
+        .filter_map(|e| {
+            if can_unmount {
+                Some(e)
+            } else {
+                after_remount_ro(e, &options)
+            }
+        })
         .collect();
     let exposed_as = |rules: &[&str]| {
         exposed
@@ -3116,6 +3222,91 @@ mod tests {
                 "{drop:?} {add:?}"
             );
         }
+    }
+
+    #[test]
+    fn bwrap_remount_ro() {
+        // `--remount-ro DEST` makes the top mount on DEST read-only, once the task cannot
+        // remount it back (every capability dropped, as the variant line does).
+        assert_each_clean(&[
+            "--bind /etc /etc --remount-ro /etc",
+            "--bind /etc /etc --remount-ro /etc/",
+            "--bind /etc /x --remount-ro //x",
+            "--bind /home/dev /home/dev --remount-ro /home/dev",
+            "--bind /etc /etc --tmpfs /etc/ssl --remount-ro /etc",
+            "--overlay-src /usr --overlay /etc /tmp/w /u --remount-ro /u",
+        ]);
+        // Not a later remount of that very mount: nothing changes.
+        for kept in [
+            &["--bind /etc /x", "--remount-ro /etc"][..],
+            &["--bind /etc /etc", "--remount-ro /etc/ssl"],
+            &["--remount-ro /etc", "--bind /etc /etc"],
+            &[
+                "--bind /etc /etc",
+                "--bind-try /srv/x /etc",
+                "--remount-ro /etc",
+            ],
+        ] {
+            let audit = bwrap_variant(&[], kept);
+            let found = only(&audit.findings, "host-mount-rw");
+            assert!(found.arg.starts_with("--bind /etc /"), "{kept:?}");
+            assert!(kept.contains(&found.arg.as_str()), "{kept:?}");
+            assert_eq!(found.message, "mounts /etc read-write", "{kept:?}");
+        }
+        // A line's own mount below DEST stays writable, whether made before or after.
+        for opts in [
+            &[
+                "--bind /etc /etc",
+                "--bind /var /etc/v",
+                "--remount-ro /etc",
+            ][..],
+            &[
+                "--bind /etc /etc",
+                "--remount-ro /etc",
+                "--bind /var /etc/v",
+            ],
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(
+                only(&audit.findings, "host-mount-rw").arg,
+                "--bind /var /etc/v"
+            );
+        }
+        // So do the host's own mounts below the source: the finding stays, and says so.
+        for (opts, rule, below) in [
+            (
+                &["--bind / /", "--remount-ro /"][..],
+                "writable-home-or-root",
+                "/dev/shm",
+            ),
+            (
+                &["--bind /run /run", "--remount-ro /run"],
+                "host-mount-rw",
+                "/run/user/*",
+            ),
+            (
+                &["--dev-bind /dev /dev", "--remount-ro /dev"],
+                "host-mount-rw",
+                "/dev/pts",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, rule);
+            assert!(found.message.contains(below), "{opts:?}: {}", found.message);
+            assert!(
+                found
+                    .message
+                    .contains(&format!("; {} makes only its top mount", opts[1])),
+                "{}",
+                found.message
+            );
+        }
+        // A task that keeps CAP_SYS_ADMIN remounts it writable.
+        let caps = bwrap_variant(
+            &["--cap-drop ALL"],
+            &["--bind /etc /etc", "--remount-ro /etc"],
+        );
+        assert_eq!(rules(&caps.findings), ["host-mount-rw", "root-caps-kept"]);
     }
 
     #[test]

@@ -729,17 +729,27 @@ fn base_bwrap() -> Vec<&'static str> {
 /// `bwrap` (the real one at /usr/bin/bwrap, or airlock's `bwrap` subcommand) as root with the
 /// base line, then `extra`, then `-- sh -c SCRIPT`.
 fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
-    let mut cmd = if real {
-        Command::new("/usr/bin/bwrap")
-    } else {
-        let mut c = airlock(Launcher::Root, &["bwrap"]);
-        c.env_clear();
-        c
-    };
-    cmd.args(base_bwrap())
+    if real {
+        return real_bwrap_as(Launcher::Root, extra, script);
+    }
+    let mut cmd = airlock(Launcher::Root, &["bwrap"]);
+    cmd.env_clear()
+        .args(base_bwrap())
         .args(extra)
         .args(["--", "sh", "-c", script]);
-    let what = format!("bwrap (real: {real}) {extra:?}");
+    let what = format!("airlock bwrap {extra:?}");
+    output_within(&mut cmd, Duration::from_secs(20), &what).0
+}
+
+/// The real bubblewrap run by `who` with the base line, then `extra`, then `-- sh -c SCRIPT`.
+fn real_bwrap_as(who: Launcher, extra: &[&str], script: &str) -> Output {
+    let mut cmd = Command::new("env");
+    cmd.args(common::as_user(who))
+        .arg("/usr/bin/bwrap")
+        .args(base_bwrap())
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
+    let what = format!("bwrap as {who:?} {extra:?}");
     output_within(&mut cmd, Duration::from_secs(20), &what).0
 }
 
@@ -757,16 +767,29 @@ fn audit_reports(extra: &[&str], rule: &str) -> bool {
 
 /// The rules `airlock audit bwrap --json` reports for `bwrap OPTIONS -- sh`.
 fn audited_rules_of(options: &[&str]) -> Vec<String> {
+    audited_json_of(options, "findings")
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The findings `airlock audit bwrap --json` reports for the base line plus `extra`.
+fn audited_findings(extra: &[&str]) -> Vec<Value> {
+    let mut options = base_bwrap();
+    options.extend_from_slice(extra);
+    audited_json_of(&options, "findings")
+}
+
+/// The `findings` or `advice` of `airlock audit bwrap --json` for `bwrap OPTIONS -- sh`.
+fn audited_json_of(options: &[&str], kind: &str) -> Vec<Value> {
     let mut args = vec!["audit", "bwrap", "--json", "--", "bwrap"];
     args.extend_from_slice(options);
     args.extend_from_slice(&["--", "sh"]);
     let out = root(&args);
-    json_of(&out)["findings"]
+    json_of(&out)[kind]
         .as_array()
-        .unwrap_or_else(|| panic!("no findings:\n{}", show(&out)))
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap().to_string())
-        .collect()
+        .unwrap_or_else(|| panic!("no {kind}:\n{}", show(&out)))
+        .clone()
 }
 
 /// Without `--cap-drop ALL`, bubblewrap 0.8 run by root leaves the task root's capabilities
@@ -809,6 +832,151 @@ fn audit_bwrap_root_capabilities_match_real_bubblewrap() {
         "{}",
         show(&airlock_bwrap)
     );
+}
+
+/// `--remount-ro DEST` makes read-only the one mount on DEST (bubblewrap 0.8: "without
+/// changing any other mount point under the specified path"). Under real bubblewrap, run by
+/// root and by uid 65534 with every capability dropped, a bind of a host system directory
+/// (a directory in /var/tmp) remounted read-only cannot be written, a line's own bind below
+/// it can, and so can the host's own mounts below a remounted bind of / (/dev/shm); the
+/// audit reports exactly the writable ones. A task that keeps root's capabilities remounts
+/// the bind writable again, and the audit keeps reporting it.
+#[test]
+fn audit_bwrap_remount_ro_matches_real_bubblewrap() {
+    let dir = tempfile::Builder::new()
+        .prefix("airlock-remount-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    // Writable by both callers: the task of root's bubblewrap holds no capability to pass
+    // the permission bits.
+    for path in [dir.path().to_path_buf(), dir.path().join("sub")] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let src = dir.path().display().to_string();
+    let sub = format!("{src}/sub");
+    let shm = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let probe = format!(
+        "for f in /x/f /x/sub/f /h/dev/shm/{shm}; do \
+         (echo x > $f) 2>/dev/null && echo wrote $f || echo cannot $f; done"
+    );
+    let dropped = |extra: &[&str]| -> Vec<String> {
+        let mut line = vec!["--cap-drop".to_string(), "ALL".to_string()];
+        line.extend(
+            extra
+                .iter()
+                .map(|a| a.replace("SRC", &src).replace("SUB", &sub)),
+        );
+        line
+    };
+    let shm_line = format!("cannot /x/f\ncannot /x/sub/f\nwrote /h/dev/shm/{shm}\n");
+    // (line after SRC and SUB are filled in, what the task wrote, the options reported).
+    for (extra, wrote, reported) in [
+        (
+            &["--bind", "SRC", "/x"][..],
+            "wrote /x/f\nwrote /x/sub/f\n",
+            "--bind SRC /x",
+        ),
+        (
+            &["--bind", "SRC", "/x", "--remount-ro", "/x"],
+            "cannot /x/f\ncannot /x/sub/f\n",
+            "",
+        ),
+        (
+            &[
+                "--bind",
+                "SRC",
+                "/x",
+                "--bind",
+                "SUB",
+                "/x/sub",
+                "--remount-ro",
+                "/x",
+            ],
+            "cannot /x/f\nwrote /x/sub/f\n",
+            "--bind SUB /x/sub",
+        ),
+        (
+            &[
+                "--bind",
+                "SRC",
+                "/x",
+                "--remount-ro",
+                "/x",
+                "--bind",
+                "SUB",
+                "/x/sub",
+            ],
+            "cannot /x/f\nwrote /x/sub/f\n",
+            "--bind SUB /x/sub",
+        ),
+    ] {
+        let line = dropped(extra);
+        let line: Vec<&str> = line.iter().map(String::as_str).collect();
+        for who in BOTH {
+            let out = real_bwrap_as(who, &line, &probe);
+            let seen = stdout(&out).replace(&format!("cannot /h/dev/shm/{shm}\n"), "");
+            assert_eq!(seen, wrote, "{who:?} {line:?}: {}", show(&out));
+            let _ = std::fs::remove_file(dir.path().join("f"));
+            let _ = std::fs::remove_file(dir.path().join("sub/f"));
+        }
+        let found: Vec<String> = audited_findings(&line)
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["rule"].as_str().unwrap(),
+                    f["arg"].as_str().unwrap()
+                )
+            })
+            .collect();
+        let want: Vec<String> = Some(reported)
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                format!(
+                    "host-mount-rw {}",
+                    r.replace("SRC", &src).replace("SUB", &sub)
+                )
+            })
+            .into_iter()
+            .collect();
+        assert_eq!(found, want, "{line:?}");
+    }
+    // The host's /dev/shm is a mount of its own below /: it stays writable.
+    let line = [
+        "--cap-drop",
+        "ALL",
+        "--bind",
+        "/",
+        "/h",
+        "--remount-ro",
+        "/h",
+    ];
+    for who in BOTH {
+        let out = real_bwrap_as(who, &line, &probe);
+        assert_eq!(stdout(&out), shm_line, "{who:?}: {}", show(&out));
+        std::fs::remove_file(format!("/dev/shm/{shm}")).unwrap();
+    }
+    let found = audited_findings(&line);
+    assert_eq!(found[0]["rule"], "writable-home-or-root");
+    assert!(
+        found[0]["message"].as_str().unwrap().contains("/dev/shm"),
+        "{found:?}"
+    );
+    // With root's capabilities kept, the task remounts the bind writable.
+    let kept = ["--bind", &src, "/x", "--remount-ro", "/x"];
+    let out = real_bwrap_as(
+        Launcher::Root,
+        &kept,
+        "mount -o remount,bind,rw /x && echo x > /x/f && echo wrote",
+    );
+    assert_eq!(stdout(&out), "wrote\n", "{}", show(&out));
+    assert_eq!(audited_rules(&kept), ["host-mount-rw", "root-caps-kept"]);
 }
 
 /// A seccomp filter is not TIOCSTI protection: with an allow-all program on descriptor 3 and
