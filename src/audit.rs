@@ -875,18 +875,15 @@ fn host_device(source: &str) -> Option<&'static str> {
 }
 
 /// Where any of `sockets` lies inside the host tree a mount source names, relative to it
-/// (`""`: the source is one); empty when it holds none. A `/run` path is also looked for
-/// under `/var/run`, usually a link to `/run`.
+/// (`""`: the source is one); empty when it holds none. A socket is also looked for through
+/// the HOST_LINKS that lead to it (see `host_spellings`).
 fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
     let Some(tree) = host_tree(source) else {
         return Vec::new();
     };
     let mut found: Vec<String> = Vec::new();
     for socket in sockets {
-        let under_var = socket
-            .strip_prefix("/run/")
-            .map(|rest| format!("/var/run/{rest}"));
-        for path in std::iter::once(socket.to_string()).chain(under_var) {
+        for path in host_spellings(socket, &tree) {
             if let Some(inside) = socket_in(&tree, &path)
                 && !found.contains(&inside)
             {
@@ -895,6 +892,38 @@ fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
         }
     }
     found
+}
+
+/// Symlinks every usual Linux host has (FHS 3.0; systemd requires them), and where each
+/// points from its directory. Debian and Ubuntu spell `/var/run` as `/run`, Fedora as `../run`:
+/// under bubblewrap the relative form leads where this table says, and the absolute one is
+/// resolved outside the new root, so a mount through it fails and the sandbox never runs.
+const HOST_LINKS: &[(&str, &str)] = &[("/var/run", "../run"), ("/var/lock", "../run/lock")];
+
+/// Where a link at `place` leads, read as relative to its directory (see HOST_LINKS).
+fn link_target(place: &str, relative: &str) -> String {
+    let parent = place.rsplit_once('/').map_or("", |(parent, _)| parent);
+    normalize_path(&format!("{parent}/{relative}"))
+}
+
+/// What is left of `path` below `tree` (`""` when it is `tree`), if it lies there.
+fn rest_below<'p>(path: &'p str, tree: &str) -> Option<&'p str> {
+    is_at_or_below(path, tree).then(|| path[tree.len()..].trim_start_matches('/'))
+}
+
+/// `path` and its spellings through the HOST_LINKS that lead to it, as a bind of host `tree`
+/// can hand it over. bubblewrap resolves a bind's source on the host, so a tree at or below a
+/// link (`/var/run/docker.sock`) is what the link leads to; a tree above one (`/`, `/var`)
+/// shows the link itself, which leads to the sandbox's own target, not into this mount: what
+/// is there is handed over by whatever mount is there.
+fn host_spellings(path: &str, tree: &str) -> Vec<String> {
+    let through_links = HOST_LINKS.iter().filter_map(|(link, relative)| {
+        let rest = rest_below(path, &link_target(link, relative))?;
+        is_at_or_below(tree, link).then(|| normalize_path(&format!("{link}/{rest}")))
+    });
+    std::iter::once(path.to_string())
+        .chain(through_links)
+        .collect()
 }
 
 /// Where the Docker sockets lie inside the host tree a mount source names (see `sockets_in`).
@@ -1460,6 +1489,40 @@ fn placing_mount(options: &[BwrapOption], i: usize) -> Option<usize> {
 /// Where mount option `i` mounts in the sandbox, normalised. `None` for an option that mounts
 /// nothing, and for a destination with `..` (bubblewrap prefixes `/newroot/`, so `..` can
 /// leave the new root).
+/// Where mount option `i` really lands in the sandbox: its destination, or what that leads to
+/// when it passes through a host link an earlier bind shows there (`--ro-bind / / --tmpfs
+/// /var/run` mounts on `/run`, or fails where the link is absolute; either way `/run`'s
+/// content is gone). `None` as for `mount_destination`.
+fn sandbox_place(options: &[BwrapOption], i: usize) -> Option<String> {
+    let dest = mount_destination(options, i)?;
+    for (link, relative) in HOST_LINKS {
+        for place in host_link_places(options, i, link) {
+            if let Some(rest) = rest_below(&dest, &place) {
+                let target = link_target(&place, relative);
+                return Some(normalize_path(&format!("{target}/{rest}")));
+            }
+        }
+    }
+    Some(dest)
+}
+
+/// Where the sandbox shows the host's `link` when option `i` is made: below each earlier bind,
+/// certain to be made, of a host tree above the link, unless a mount between them covers it.
+fn host_link_places(options: &[BwrapOption], i: usize, link: &str) -> Vec<String> {
+    (0..i)
+        .filter(|&k| matches!(options[k].name, "--bind" | "--ro-bind" | "--dev-bind"))
+        .filter_map(|k| {
+            let tree = host_tree(&options[k].args[0])?;
+            let inside = rest_below(link, &tree).filter(|rest| !rest.is_empty())?;
+            let place = normalize_path(&format!("{}/{inside}", mount_destination(options, k)?));
+            let covered = (k + 1..i).any(|m| {
+                mount_destination(options, m).is_some_and(|dest| is_at_or_below(&place, &dest))
+            });
+            (!covered).then_some(place)
+        })
+        .collect()
+}
+
 fn mount_destination(options: &[BwrapOption], i: usize) -> Option<String> {
     let option = &options[i];
     let dest = match option.name {
@@ -1548,7 +1611,7 @@ impl Exposure {
     fn hidden_by_later_mount(&self, options: &[BwrapOption]) -> bool {
         let later_mounts: Vec<String> = (self.option + 1..options.len())
             .filter(|&j| !options[j].name.ends_with("-try"))
-            .filter_map(|j| mount_destination(options, j))
+            .filter_map(|j| sandbox_place(options, j))
             .collect();
         self.lands_at.iter().all(|path| {
             path.as_ref()
@@ -1629,8 +1692,8 @@ fn host_proc_in(source: &str) -> Vec<String> {
     let Some(tree) = host_tree(source) else {
         return Vec::new();
     };
-    if is_at_or_below("/proc", &tree) {
-        return vec!["/proc"[tree.len()..].trim_start_matches('/').to_string()];
+    if let Some(rest) = rest_below("/proc", &tree) {
+        return vec![rest.to_string()];
     }
     let process = |name: &str| {
         name == "self" || name == "thread-self" || name.bytes().all(|b| b.is_ascii_digit())
@@ -1765,7 +1828,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         // What this option hands the sandbox, seen at the paths `inside` the mount where it
         // lands (`""`: the whole mount).
         let placed_by = placing_mount(&options, i);
-        let dest = placed_by.and_then(|j| mount_destination(&options, j));
+        let dest = placed_by.and_then(|j| sandbox_place(&options, j));
         let mut expose = |found: Audit, inside: &[String]| {
             let lands_at: Vec<Option<String>> = inside
                 .iter()
@@ -3045,8 +3108,9 @@ mod tests {
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings)[0], "host-mount-rw", "{opt}");
-            // /run and /var also hold the Docker socket.
-            let socket = opt.contains(" /run ") || opt.contains(" /var ");
+            // /run also holds the Docker socket (/var only the link /var/run to the sandbox's
+            // own /run).
+            let socket = opt.contains(" /run ");
             assert_eq!(
                 count(&audit.findings, "docker-socket"),
                 usize::from(socket),
@@ -3080,7 +3144,6 @@ mod tests {
             "--ro-bind / /",
             "--ro-bind /run /run",
             "--ro-bind-try /var/run /var/run",
-            "--ro-bind /var /var",
             "--ro-bind /run/docker.sock /s",
             "--ro-bind /var/run/docker.sock /s",
             "--ro-bind /proc/self/root /h",
@@ -3100,10 +3163,13 @@ mod tests {
             .message,
             "mounts /run, which holds the Docker socket"
         );
+        // `/var` holds the host's link `/var/run`, which leads to the sandbox's own `/run`.
         for fine in [
             "--ro-bind /run/user/1000/x /x",
             "--ro-bind /usr /usr",
             "--ro-bind . /x",
+            "--ro-bind /var /var",
+            "--ro-bind /var /v",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
@@ -3114,7 +3180,7 @@ mod tests {
                 "mounts the Docker socket through /run, /var/run",
             ),
             (
-                &["--ro-bind / /", "--ro-bind /run /run"],
+                &["--ro-bind / /", "--ro-bind /run /r"],
                 "mounts the Docker socket through /, /run",
             ),
             (
@@ -3134,13 +3200,36 @@ mod tests {
             assert_eq!(socket.message, message, "{opts:?}");
             assert_eq!(socket.arg, shell_quote(&words(&opts.join(" "))));
         }
-        // It is hidden where a later mount covers every place a socket lands: `/`'s land at
-        // /run/docker.sock and /var/run/docker.sock, `/var`'s at /run/docker.sock.
+        // A later bind covers the socket `/` brought: it is the one way out.
+        let covered = bwrap_variant(&[], &["--ro-bind / /", "--ro-bind /run /run"]);
+        let socket = only(&covered.findings, "docker-socket");
+        assert_eq!(socket.message, "mounts /run, which holds the Docker socket");
+        assert_eq!(socket.arg, "--ro-bind /run /run");
+        // It is hidden where a later mount covers every place a socket lands. `/`'s lands at
+        // /run/docker.sock: the sandbox's /var/run is the host's link to it, and a mount
+        // through that link lands on /run (or fails, where the link is absolute). Where the
+        // line itself puts a directory at /var/run, it is no link.
         for (opts, hidden) in [
-            (&["--ro-bind / /", "--tmpfs /run"][..], false),
+            (&["--ro-bind / /", "--tmpfs /run"][..], true),
+            (&["--ro-bind / /", "--tmpfs /var/run"], true),
             (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /var/run"], true),
-            (&["--ro-bind /var /v", "--tmpfs /v/run"], true),
-            (&["--ro-bind /var /v", "--tmpfs /run"], false),
+            (&["--ro-bind / /", "--tmpfs /var/run/"], true),
+            (&["--ro-bind / /h", "--tmpfs /h/run"], true),
+            (&["--ro-bind / /h", "--tmpfs /h/var/run"], true),
+            (&["--ro-bind / /h", "--tmpfs /var/run"], false),
+            (
+                &["--ro-bind / /", "--tmpfs /var", "--tmpfs /var/run"],
+                false,
+            ),
+            (
+                &["--ro-bind / /", "--ro-bind-try /x /var", "--tmpfs /var/run"],
+                false,
+            ),
+            (&["--ro-bind-try / /", "--tmpfs /var/run"], false),
+            (&["--ro-bind /run /var/run", "--tmpfs /run"], false),
+            (&["--ro-bind /run /run", "--tmpfs /var/run"], false),
+            (&["--ro-bind /var/run /run", "--tmpfs /var/run"], false),
+            (&["--ro-bind /var/run /var/run", "--tmpfs /var/run"], true),
             (&["--ro-bind /run /r", "--ro-bind /usr /r"], true),
             (&["--ro-bind /run /r", "--tmpfs /r/docker"], false),
         ] {
@@ -3363,16 +3452,10 @@ mod tests {
             (&["--ro-bind /run/user/1000 /u", "--tmpfs /u"][..], true),
             (&["--ro-bind /run/user /u", "--tmpfs /u/1000"], false),
             (&["--ro-bind /run/user /u", "--tmpfs /u"], true),
-            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], false),
-            (
-                &[
-                    "--ro-bind / /",
-                    "--tmpfs /run",
-                    "--tmpfs /var/run",
-                    "--tmpfs /tmp",
-                ],
-                true,
-            ),
+            (&["--ro-bind / /", "--tmpfs /run"], false),
+            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], true),
+            (&["--ro-bind / /", "--tmpfs /var/run", "--tmpfs /tmp"], true),
+            (&["--ro-bind /run /var/run", "--tmpfs /run"], false),
         ] {
             let audit = bwrap_variant(&[], opts);
             assert_eq!(

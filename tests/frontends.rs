@@ -730,7 +730,7 @@ fn base_bwrap() -> Vec<&'static str> {
 /// base line, then `extra`, then `-- sh -c SCRIPT`.
 fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
     if real {
-        return real_bwrap_as(Launcher::Root, extra, script);
+        return real_bwrap_as(Launcher::Root, extra, &["sh", "-c", script]);
     }
     let mut cmd = airlock(Launcher::Root, &["bwrap"]);
     cmd.env_clear()
@@ -741,14 +741,15 @@ fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
     output_within(&mut cmd, Duration::from_secs(20), &what).0
 }
 
-/// The real bubblewrap run by `who` with the base line, then `extra`, then `-- sh -c SCRIPT`.
-fn real_bwrap_as(who: Launcher, extra: &[&str], script: &str) -> Output {
+/// The real bubblewrap run by `who` with the base line, then `extra`, then `-- COMMAND`.
+fn real_bwrap_as(who: Launcher, extra: &[&str], command: &[&str]) -> Output {
     let mut cmd = Command::new("env");
     cmd.args(common::as_user(who))
         .arg("/usr/bin/bwrap")
         .args(base_bwrap())
         .args(extra)
-        .args(["--", "sh", "-c", script]);
+        .arg("--")
+        .args(command);
     let what = format!("bwrap as {who:?} {extra:?}");
     output_within(&mut cmd, Duration::from_secs(20), &what).0
 }
@@ -919,7 +920,7 @@ fn audit_bwrap_remount_ro_matches_real_bubblewrap() {
         let line = dropped(extra);
         let line: Vec<&str> = line.iter().map(String::as_str).collect();
         for who in BOTH {
-            let out = real_bwrap_as(who, &line, &probe);
+            let out = real_bwrap_as(who, &line, &["sh", "-c", &probe]);
             let seen = stdout(&out).replace(&format!("cannot /h/dev/shm/{shm}\n"), "");
             assert_eq!(seen, wrote, "{who:?} {line:?}: {}", show(&out));
             let _ = std::fs::remove_file(dir.path().join("f"));
@@ -958,7 +959,7 @@ fn audit_bwrap_remount_ro_matches_real_bubblewrap() {
         "/h",
     ];
     for who in BOTH {
-        let out = real_bwrap_as(who, &line, &probe);
+        let out = real_bwrap_as(who, &line, &["sh", "-c", &probe]);
         assert_eq!(stdout(&out), shm_line, "{who:?}: {}", show(&out));
         std::fs::remove_file(format!("/dev/shm/{shm}")).unwrap();
     }
@@ -970,11 +971,8 @@ fn audit_bwrap_remount_ro_matches_real_bubblewrap() {
     );
     // With root's capabilities kept, the task remounts the bind writable.
     let kept = ["--bind", &src, "/x", "--remount-ro", "/x"];
-    let out = real_bwrap_as(
-        Launcher::Root,
-        &kept,
-        "mount -o remount,bind,rw /x && echo x > /x/f && echo wrote",
-    );
+    let remount = "mount -o remount,bind,rw /x && echo x > /x/f && echo wrote";
+    let out = real_bwrap_as(Launcher::Root, &kept, &["sh", "-c", remount]);
     assert_eq!(stdout(&out), "wrote\n", "{}", show(&out));
     assert_eq!(audited_rules(&kept), ["host-mount-rw", "root-caps-kept"]);
 }
@@ -1265,13 +1263,8 @@ fn audit_bwrap_host_socket() {
             false,
         ),
     ] {
-        let mut options = vec!["--cap-drop", "ALL"];
-        options.extend(extra);
-        let mut cmd = Command::new("/usr/bin/bwrap");
-        cmd.args(base_bwrap())
-            .args(&options)
-            .args(["--", "python3", "-c", &probe]);
-        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "connect to the agent");
+        let options = [&["--cap-drop", "ALL"][..], extra].concat();
+        let out = real_bwrap_as(Launcher::Root, &options, &["python3", "-c", &probe]);
         let want = if reaches {
             "connected\n"
         } else {
@@ -1281,6 +1274,83 @@ fn audit_bwrap_host_socket() {
         assert_eq!(audit_reports(&options, "host-socket"), reaches, "{extra:?}");
     }
     assert!(listener.accept().is_ok(), "the agent saw no connection");
+}
+
+/// `/var/run` is the host's link to `/run` (Debian: an absolute one). Under real bubblewrap
+/// (run by root, every capability dropped) a session bus socket in the host's /run is reached
+/// through `--ro-bind / /` at both spellings, and a later `--tmpfs /run` hides it at both: the
+/// sandbox shows the host's link. A `--tmpfs /var/run` there goes through the absolute link
+/// and bubblewrap fails before the command runs. Where the line itself puts /run at /var/run,
+/// or shows no link (`/h/var/run` leads to the sandbox's own /run; `/var` alone holds the link
+/// and nothing of /run), `--tmpfs` on the other spelling hides nothing. The audit reports
+/// `host-socket` exactly where the socket is reached.
+#[test]
+fn audit_bwrap_var_run_is_the_host_link_to_run() {
+    let dir = format!("/run/user/airlock-audit-{}", std::process::id());
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = format!("{dir}/bus");
+    let _ = std::fs::remove_file(&socket);
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let inside = socket.strip_prefix("/run/").unwrap();
+    let probe = format!(
+        "import socket\n\
+         for p in ['/run', '/var/run', '/h/run', '/h/var/run']:\n    \
+         s = socket.socket(socket.AF_UNIX)\n    \
+         try: s.connect(p + '/{inside}'); print('reached', p)\n    \
+         except OSError: pass"
+    );
+    let mut results = Vec::new();
+    for extra in [
+        &["--ro-bind", "/", "/", "--tmpfs", "/tmp"][..],
+        &["--ro-bind", "/", "/", "--tmpfs", "/tmp", "--tmpfs", "/run"],
+        &[
+            "--ro-bind",
+            "/",
+            "/",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/var/run",
+        ],
+        &["--ro-bind", "/run", "/var/run", "--tmpfs", "/run"],
+        &["--ro-bind", "/run", "/run", "--tmpfs", "/var/run"],
+        &[
+            "--ro-bind",
+            "/",
+            "/h",
+            "--tmpfs",
+            "/h/tmp",
+            "--tmpfs",
+            "/h/run",
+        ],
+        &["--ro-bind", "/var", "/var"],
+    ] {
+        let options = [&["--cap-drop", "ALL"][..], extra].concat();
+        let out = real_bwrap_as(Launcher::Root, &options, &["python3", "-c", &probe]);
+        let ran = if code(&out) == Some(0) {
+            stdout(&out)
+        } else {
+            format!("failed: {}", stderr(&out))
+        };
+        results.push((ran, audit_reports(&options, "host-socket")));
+    }
+    drop(listener);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let failed =
+        "failed: bwrap: Can't mount tmpfs on /newroot/var/run: No such file or directory\n";
+    let results: Vec<(&str, bool)> = results.iter().map(|(r, a)| (r.as_str(), *a)).collect();
+    assert_eq!(
+        results,
+        [
+            ("reached /run\nreached /var/run\n", true),
+            ("", false),
+            (failed, false),
+            ("reached /var/run\n", true),
+            ("reached /run\n", true),
+            ("", false),
+            ("", false),
+        ]
+    );
 }
 
 /// The host's /dev/shm holds other processes' shared memory: the task of real bubblewrap run
