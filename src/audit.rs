@@ -1807,6 +1807,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
 
     let mut network_unshared = false;
     let mut user_namespace = false;
+    let mut joins_user_namespace = false;
     let mut pid_namespace = false;
     let mut ipc_namespace = false;
     let mut env_cleared = false;
@@ -1859,6 +1860,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "--unshare-pid" => pid_namespace = true,
             "--userns" | "--userns2" => {
                 user_namespace = true;
+                joins_user_namespace = true;
                 hidden_args.push(option);
             }
             "--pidns" => {
@@ -2145,6 +2147,21 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             _ => continue,
         };
         audit.finding(rule, message, option.raw());
+    }
+    // No option of the line changes this: bubblewrap maps the uid it gives the task (0, or
+    // --uid's) to its caller's, user namespace or not, so the task of a root caller holds the
+    // host's uid 0 for every file it is given. It is advice, as the line cannot know who runs
+    // it; a joined user namespace has its own mapping (reported as unseen above).
+    if !joins_user_namespace {
+        audit.advise(
+            "host-root-if-run-as-root",
+            "when root runs bubblewrap, the task is the host's uid 0 to every file it is \
+             given, in a user namespace too and whatever --uid says (bubblewrap maps the \
+             sandbox's uid to its caller's): it reads root-only files, /etc/shadow under \
+             --ro-bind /etc /etc, and writes root's files in a writable bind, with every \
+             capability dropped; run bubblewrap as an unprivileged user",
+            "",
+        );
     }
     Ok(audit)
 }
@@ -2954,10 +2971,17 @@ mod tests {
         ))
     }
 
+    /// The audit of a clean bwrap line: no finding, and the advice every line gets.
+    fn clean_bwrap_audit() -> Audit {
+        let mut audit = bwrap("bwrap -- /bin/true");
+        audit.findings.clear();
+        audit
+    }
+
     #[test]
     fn clean_bwrap_line() {
-        assert_eq!(bwrap(CLEAN_BWRAP), Audit::default());
-        assert_eq!(bwrap_variant(&[], &[]), Audit::default());
+        assert_eq!(bwrap(CLEAN_BWRAP), clean_bwrap_audit());
+        assert_eq!(bwrap_variant(&[], &[]), clean_bwrap_audit());
     }
 
     #[test]
@@ -3908,7 +3932,35 @@ mod tests {
                 "no-ipc-namespace"
             ]
         );
-        assert!(audit.advice.is_empty());
+        assert_eq!(rules(&audit.advice), ["host-root-if-run-as-root"]);
+    }
+
+    #[test]
+    fn bwrap_host_root_if_run_as_root() {
+        // Every line gets it: no option stops a root caller's task being the host's uid 0.
+        for line in [
+            "bwrap /bin/sh",
+            CLEAN_BWRAP,
+            "bwrap --unshare-user --uid 65534 --gid 65534 /bin/sh",
+            "bwrap --unshare-all --uid 1000 --gid 1000 /bin/sh",
+        ] {
+            let audit = bwrap(line);
+            let advice = only(&audit.advice, "host-root-if-run-as-root");
+            assert_eq!(audit.advice.len(), 1, "{line}");
+            assert_eq!(advice.arg, "", "{line}");
+            assert!(advice.message.contains("/etc/shadow"), "{}", advice.message);
+            assert!(
+                advice.message.contains("unprivileged user"),
+                "{}",
+                advice.message
+            );
+        }
+        // A joined user namespace has a mapping of its own, and is reported as unseen.
+        for joined in ["--userns 5", "--userns2 5"] {
+            let audit = bwrap_variant(&[], &[joined]);
+            assert!(audit.advice.is_empty(), "{joined}");
+            assert_eq!(rules(&audit.findings), ["namespace-from-fd"], "{joined}");
+        }
     }
 
     #[test]
@@ -3939,14 +3991,14 @@ mod tests {
         );
         // The command starts at the first non-option and is never audited.
         let cmd = bwrap(&CLEAN_BWRAP.replace("-- /bin/true", "/bin/sh --bind / / --share-net"));
-        assert_eq!(cmd, Audit::default());
+        assert_eq!(cmd, clean_bwrap_audit());
         let after_dashdash = bwrap(&CLEAN_BWRAP.replace("/bin/true", "--share-net"));
-        assert_eq!(after_dashdash, Audit::default());
+        assert_eq!(after_dashdash, clean_bwrap_audit());
         // A path to bwrap is accepted, and so is an argv without the program.
         let path = bwrap(&CLEAN_BWRAP.replacen("bwrap", "/usr/bin/bwrap", 1));
-        assert_eq!(path, Audit::default());
+        assert_eq!(path, clean_bwrap_audit());
         let bare = bwrap(CLEAN_BWRAP.trim_start_matches("bwrap "));
-        assert_eq!(bare, Audit::default());
+        assert_eq!(bare, clean_bwrap_audit());
     }
 
     #[test]

@@ -646,18 +646,68 @@ const LEAKY_BWRAP: &[&str] = &[
     "sh",
 ];
 
+/// What `audit bwrap` prints for a clean line: the advice every bwrap line gets follows.
+const CLEAN_BWRAP_REPORT: &str = "clean: no way for the host to leak in was found
+advice: when root runs bubblewrap, the task is the host's uid 0 to every file it is given, \
+in a user namespace too and whatever --uid says (bubblewrap maps the sandbox's uid to its \
+caller's): it reads root-only files, /etc/shadow under --ro-bind /etc /etc, and writes root's \
+files in a writable bind, with every capability dropped; run bubblewrap as an unprivileged user
+";
+
 #[test]
 fn audit_bwrap_clean_line() {
     let mut args = vec!["audit", "bwrap", "--"];
     args.extend_from_slice(CLEAN_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(0), "{}", show(&out));
-    assert_eq!(stdout(&out), format!("{CLEAN_LINE}\n"));
+    assert_eq!(stdout(&out), CLEAN_BWRAP_REPORT);
 
     // Same line on stdin, shell-quoted.
     let out = root_stdin(&["audit", "bwrap", "--file", "-"], &CLEAN_BWRAP.join(" "));
     assert_eq!(code(&out), Some(0), "{}", show(&out));
-    assert_eq!(stdout(&out), format!("{CLEAN_LINE}\n"));
+    assert_eq!(stdout(&out), CLEAN_BWRAP_REPORT);
+}
+
+/// Run by root, the task of real bubblewrap is the host's uid 0 to the files it is given
+/// whatever the line says: with every capability dropped it reads /etc/shadow (0640 root)
+/// through `--ro-bind /etc /etc` without a user namespace, in one (`--unshare-all`), and in one
+/// with `--uid 65534` (its uid_map sends 65534 to the caller's 0). Run by uid 65534, the same
+/// lines cannot. The audit gives every line the `host-root-if-run-as-root` advice.
+#[test]
+fn audit_bwrap_host_root_if_run_as_root() {
+    let probe = "id -u; head -c1 /etc/shadow >/dev/null 2>&1 && echo read || echo refused";
+    let no_user_namespace: Vec<&str> = base_bwrap()
+        .into_iter()
+        .filter(|a| *a != "--unshare-all")
+        .chain(["--unshare-pid", "--unshare-net", "--unshare-ipc"])
+        .collect();
+    let ro_etc = ["--cap-drop", "ALL", "--ro-bind", "/etc", "/etc"];
+    for (line, uid_as_root) in [
+        ([&base_bwrap()[..], &ro_etc].concat(), "0"),
+        (
+            [
+                &base_bwrap()[..],
+                &ro_etc,
+                &["--uid", "65534", "--gid", "65534"],
+            ]
+            .concat(),
+            "65534",
+        ),
+        ([&no_user_namespace[..], &ro_etc].concat(), "0"),
+    ] {
+        // A caller other than root is its own uid inside unless --uid says otherwise.
+        for (who, uid, access) in [
+            (Launcher::Root, uid_as_root, "read"),
+            (Launcher::Unprivileged, "65534", "refused"),
+        ] {
+            let out = real_bwrap_line_as(who, &line, &["sh", "-c", probe]);
+            let want = format!("{uid}\n{access}\n");
+            assert_eq!(stdout(&out), want, "{who:?} {line:?}: {}", show(&out));
+        }
+        let advice = audited_json_of(&line, "advice");
+        assert_eq!(advice.len(), 1, "{line:?}: {advice:?}");
+        assert_eq!(advice[0]["rule"], "host-root-if-run-as-root");
+    }
 }
 
 #[test]
@@ -743,14 +793,18 @@ fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
 
 /// The real bubblewrap run by `who` with the base line, then `extra`, then `-- COMMAND`.
 fn real_bwrap_as(who: Launcher, extra: &[&str], command: &[&str]) -> Output {
+    real_bwrap_line_as(who, &[&base_bwrap()[..], extra].concat(), command)
+}
+
+/// The real bubblewrap run by `who` with `options`, then `-- COMMAND`.
+fn real_bwrap_line_as(who: Launcher, options: &[&str], command: &[&str]) -> Output {
     let mut cmd = Command::new("env");
     cmd.args(common::as_user(who))
         .arg("/usr/bin/bwrap")
-        .args(base_bwrap())
-        .args(extra)
+        .args(options)
         .arg("--")
         .args(command);
-    let what = format!("bwrap as {who:?} {extra:?}");
+    let what = format!("bwrap as {who:?} {options:?}");
     output_within(&mut cmd, Duration::from_secs(20), &what).0
 }
 
