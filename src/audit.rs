@@ -484,7 +484,21 @@ const HOST_SOCKETS: &[(&str, &str)] = &[
     ("/tmp/ssh-*", "an ssh-agent"),
     ("/run/user/*/gnupg", "gpg-agent"),
     ("/run/user/*/keyring", "GNOME Keyring's agents"),
+    // The desktop's display and media servers: a Wayland compositor shows the client's
+    // windows over the user's and hands it the clipboard; PulseAudio and PipeWire the
+    // microphone, and PipeWire cameras and screen casts too.
+    ("/run/user/*/wayland-*", "a Wayland compositor"),
+    ("/run/user/*/pulse", "PulseAudio"),
+    ("/run/user/*/pipewire-*", "PipeWire"),
+    // A source spelt as the variable that names an agent's socket (`--ro-bind
+    // "$SSH_AUTH_SOCK" /agent`, `-v $SSH_AUTH_SOCK:/agent`) is that socket.
+    ("$SSH_AUTH_SOCK", "an ssh-agent"),
 ];
+
+/// Variables whose value names a socket, and what it is: a line that sets one in the sandbox
+/// (`--setenv SSH_AUTH_SOCK /agent`) says where the task finds it, so a mount that lands
+/// there, or of a host tree holding that path, hands it over (see `sockets_named_by`).
+const SOCKET_VARIABLES: &[(&str, &str)] = &[("SSH_AUTH_SOCK", "an ssh-agent")];
 
 /// One option of a parsed `docker run` line.
 #[derive(Debug)]
@@ -878,11 +892,15 @@ fn host_device(source: &str) -> Option<&'static str> {
 /// (`""`: the source is one); empty when it holds none. A socket is also looked for through
 /// the HOST_LINKS that lead to it (see `host_spellings`).
 fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
-    let Some(tree) = host_tree(source) else {
+    let Some(tree) = host_tree(source).or_else(|| variable_spelling(source)) else {
         return Vec::new();
     };
     let mut found: Vec<String> = Vec::new();
-    for socket in sockets {
+    // A socket named by a variable is in no host path, and a host path in no variable.
+    for socket in sockets
+        .iter()
+        .filter(|s| s.starts_with('$') == tree.starts_with('$'))
+    {
         for path in host_spellings(socket, &tree) {
             if let Some(inside) = socket_in(&tree, &path)
                 && !found.contains(&inside)
@@ -892,6 +910,17 @@ fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
         }
     }
     found
+}
+
+/// A source that starts with a variable, spelt `$NAME/rest` (`${NAME}` unbraced), normalised,
+/// to find the sockets HOST_SOCKETS names by a variable.
+fn variable_spelling(source: &str) -> Option<String> {
+    let rest = source.strip_prefix('$')?;
+    let (name, rest) = match rest.strip_prefix('{') {
+        Some(braced) => braced.split_once('}')?,
+        None => rest.split_at(rest.find('/').unwrap_or(rest.len())),
+    };
+    Some(normalize_path(&format!("${name}/{rest}")))
 }
 
 /// Symlinks every usual Linux host has (FHS 3.0; systemd requires them), and where each
@@ -931,26 +960,45 @@ fn docker_sockets_in(source: &str) -> Vec<String> {
     sockets_in(source, DOCKER_SOCKETS)
 }
 
-/// Where the HOST_SOCKETS lie inside the host tree a mount source names (see `sockets_in`),
-/// and what they are.
-fn host_sockets_in(source: &str) -> (Vec<String>, Vec<&'static str>) {
-    let mut inside: Vec<String> = Vec::new();
-    let mut held: Vec<&'static str> = Vec::new();
-    for (socket, what) in HOST_SOCKETS {
+/// What the sockets of `table` (as HOST_SOCKETS) a mount source holds are, each with where
+/// they lie inside the host tree it names (see `sockets_in`).
+fn host_sockets_in(
+    source: &str,
+    table: &[(&str, &'static str)],
+) -> Vec<(&'static str, Vec<String>)> {
+    let mut held: Vec<(&'static str, Vec<String>)> = Vec::new();
+    for &(socket, what) in table {
         let found = sockets_in(source, &[socket]);
         if found.is_empty() {
             continue;
         }
-        for place in found {
-            if !inside.contains(&place) {
-                inside.push(place);
+        match held.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, places)) => {
+                for place in found {
+                    if !places.contains(&place) {
+                        places.push(place);
+                    }
+                }
             }
-        }
-        if !held.contains(what) {
-            held.push(what);
+            None => held.push((what, found)),
         }
     }
-    (inside, held)
+    held
+}
+
+/// The sockets the line's own `--setenv`s of SOCKET_VARIABLES name, as `(path, what)`: an
+/// absolute path, normalised (where the task will look for it).
+fn sockets_named_by(options: &[BwrapOption]) -> Vec<(String, &'static str)> {
+    options
+        .iter()
+        .filter(|option| option.name == "--setenv" && option.args[1].starts_with('/'))
+        .filter_map(|option| {
+            let (_, what) = SOCKET_VARIABLES
+                .iter()
+                .find(|(name, _)| *name == option.args[0])?;
+            Some((normalize_path(&option.args[1]), *what))
+        })
+        .collect()
 }
 
 /// Each of `items` once, in order.
@@ -982,14 +1030,10 @@ fn report_host_proc(through: &[(String, String)], audit: &mut Audit) {
     }
 }
 
-/// One `host-socket` finding for every mount that hands over a HOST_SOCKETS socket, given as
-/// `(source, raw)`, naming what they hold.
-fn report_host_socket(through: &[(String, String)], audit: &mut Audit) {
+/// One `host-socket` finding for every mount that hands over a host service's socket, given
+/// as `(source, raw)`, naming what they hold.
+fn report_host_socket(through: &[(String, String)], held: &[&str], audit: &mut Audit) {
     let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
-    let mut held: Vec<&str> = Vec::new();
-    for source in &sources {
-        held = distinct(held.into_iter().chain(host_sockets_in(source).1));
-    }
     let verb = if sources.len() == 1 { "holds" } else { "hold" };
     if !held.is_empty() {
         audit.finding(
@@ -1145,7 +1189,10 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
                 "docker-socket",
                 !docker_sockets_in(&mount.source).is_empty(),
             ),
-            ("host-socket", !host_sockets_in(&mount.source).0.is_empty()),
+            (
+                "host-socket",
+                !host_sockets_in(&mount.source, HOST_SOCKETS).is_empty(),
+            ),
             ("host-proc", !host_proc_in(&mount.source).is_empty()),
         ] {
             if holds {
@@ -1161,7 +1208,13 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             .collect()
     };
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
-    report_host_socket(&opened_by("host-socket"), &mut audit);
+    let host_sockets = opened_by("host-socket");
+    let held: Vec<&str> = host_sockets
+        .iter()
+        .flat_map(|(source, _)| host_sockets_in(source, HOST_SOCKETS))
+        .map(|(what, _)| what)
+        .collect();
+    report_host_socket(&host_sockets, &distinct(held.into_iter()), &mut audit);
     report_host_proc(&opened_by("host-proc"), &mut audit);
 
     match run.last("user") {
@@ -1804,6 +1857,16 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         _ => argv,
     };
     let options = parse_bwrap(args)?;
+    let named_sockets: Vec<(String, &str)> = sockets_named_by(&options);
+    let named_sockets: Vec<(&str, &str)> = named_sockets
+        .iter()
+        .map(|(path, what)| (path.as_str(), *what))
+        .collect();
+    let line_sockets: Vec<(&str, &str)> = HOST_SOCKETS
+        .iter()
+        .copied()
+        .chain(named_sockets.iter().copied())
+        .collect();
 
     let mut network_unshared = false;
     let mut user_namespace = false;
@@ -1942,12 +2005,19 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     "docker-socket",
                     &docker_sockets_in(source),
                 );
-                expose_inside(
-                    &mut expose,
-                    option,
-                    "host-socket",
-                    &host_sockets_in(source).0,
-                );
+                // What it is rides in the message until the line's findings are joined.
+                let landing_at_named = named_sockets.iter().filter_map(|&(path, what)| {
+                    let inside = rest_below(path, dest.as_deref()?)?;
+                    Some((what, vec![inside.to_string()]))
+                });
+                for (what, inside) in host_sockets_in(source, &line_sockets)
+                    .into_iter()
+                    .chain(landing_at_named.collect::<Vec<_>>())
+                {
+                    let mut found = Audit::default();
+                    found.finding("host-socket", what, option.raw());
+                    expose(found, &inside);
+                }
                 // An overlay shows one filesystem, without the mounts below its sources.
                 if !overlay {
                     expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
@@ -2008,7 +2078,16 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         .extend(exposed_as(&["writable-home-or-root"]));
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
-    report_host_socket(&opened_by("host-socket"), &mut audit);
+    let held: Vec<&str> = exposed
+        .iter()
+        .filter(|e| e.finding.rule == "host-socket")
+        .map(|e| e.finding.message.as_str())
+        .collect();
+    report_host_socket(
+        &opened_by("host-socket"),
+        &distinct(held.into_iter()),
+        &mut audit,
+    );
     report_host_proc(&opened_by("host-proc"), &mut audit);
     if !env_cleared {
         audit.finding(
@@ -2556,6 +2635,23 @@ mod tests {
         );
         let bus = docker_variant(&[], &["-v /run/dbus:/run/dbus:ro"]);
         assert_eq!(rules(&bus.findings), ["host-socket"]);
+        // The desktop's sockets, and an agent's socket spelt as its variable.
+        for (opt, held) in [
+            ("-v /run/user/1000/pipewire-0:/p:ro", "PipeWire"),
+            ("-v /run/user/1000/pulse:/p:ro", "PulseAudio"),
+            ("-v \"$SSH_AUTH_SOCK:/agent\"", "an ssh-agent"),
+            (
+                "--mount \"type=bind,src=${SSH_AUTH_SOCK},dst=/agent\"",
+                "an ssh-agent",
+            ),
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            let found = only(&audit.findings, "host-socket");
+            assert!(
+                found.message.contains(&format!("socket of {held}:")),
+                "{opt}"
+            );
+        }
         // A bind of the host's proc, or of / (docker binds recursively), shows every host
         // process.
         for opt in [
@@ -3495,6 +3591,90 @@ mod tests {
             "--bind /tmp/build /tmp/build",
             "--ro-bind /tmp/ssh_config /x",
             "--ro-bind /usr /usr",
+        ]);
+    }
+
+    #[test]
+    fn bwrap_desktop_and_agent_sockets() {
+        for (opts, held) in [
+            (&["--ro-bind /run/user/1000/pipewire-0 /p"][..], "PipeWire"),
+            (
+                &["--ro-bind /run/user/1000/pipewire-0-manager /p"],
+                "PipeWire",
+            ),
+            (&["--ro-bind /run/user/1000/pulse /p"], "PulseAudio"),
+            (&["--ro-bind /run/user/1000/pulse/native /p"], "PulseAudio"),
+            (
+                &["--ro-bind /run/user/1000/wayland-1 /w"],
+                "a Wayland compositor",
+            ),
+            (&["--ro-bind \"$SSH_AUTH_SOCK\" /agent"], "an ssh-agent"),
+            (&["--ro-bind \"${SSH_AUTH_SOCK}\" /agent"], "an ssh-agent"),
+            // The line says where the task finds its agent: a bind that lands there, or of a
+            // host tree holding that path, hands one over.
+            (
+                &[
+                    "--ro-bind /home/dev/.ssh/agent.sock /agent",
+                    "--setenv SSH_AUTH_SOCK /agent",
+                ],
+                "an ssh-agent",
+            ),
+            (
+                &["--setenv SSH_AUTH_SOCK /a/s", "--ro-bind /srv/agents /a"],
+                "an ssh-agent",
+            ),
+            (
+                &[
+                    "--ro-bind /home/dev/.1password /x",
+                    "--setenv SSH_AUTH_SOCK /home/dev/.1password/agent.sock",
+                ],
+                "an ssh-agent",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, "host-socket");
+            assert!(
+                found.message.contains(&format!("socket of {held}:")),
+                "{opts:?}: {}",
+                found.message
+            );
+            let written = |o: &&str| shell_quote(&words(o)) == found.arg;
+            assert!(opts.iter().any(written), "{opts:?}: {}", found.arg);
+        }
+        // Every socket of a user's runtime directory, in the table's order.
+        let runtime = bwrap_variant(&[], &["--ro-bind /run/user/1000 /u"]);
+        assert!(only(&runtime.findings, "host-socket").message.starts_with(
+            "mounts /run/user/1000, which holds the socket of a D-Bus session bus, a \
+                 user's systemd, Podman, gpg-agent, GNOME Keyring's agents, a Wayland \
+                 compositor, PulseAudio, PipeWire: "
+        ));
+        // Hidden by a later mount where it lands; a socket a cover leaves is still named,
+        // and the one it hides is not.
+        let covered = bwrap_variant(
+            &[],
+            &[
+                "--ro-bind /run/user/1000 /u",
+                "--tmpfs /u/pulse",
+                "--tmpfs /u/bus",
+            ],
+        );
+        let found = only(&covered.findings, "host-socket");
+        assert!(!found.message.contains("PulseAudio"), "{}", found.message);
+        assert!(
+            !found.message.contains("D-Bus session bus"),
+            "{}",
+            found.message
+        );
+        assert!(found.message.contains("PipeWire"), "{}", found.message);
+        assert_each_clean(&[
+            "--ro-bind /run/user/1000/pipewire.conf /x",
+            "--ro-bind /run/user/1000/pulsex /x",
+            "--ro-bind \"$SSH_AUTH_SOCK_DIR\" /x",
+            "--setenv SSH_AUTH_SOCK /agent",
+            "--setenv SSH_AUTH_SOCK relative/agent",
+            "--setenv SSH_AUTH_SOCKET /agent --ro-bind /srv/a /agent",
+            "--ro-bind /srv/a /agent --setenv SSH_AUTH_SOCK /agent --tmpfs /agent",
+            "--ro-bind /srv/a /x --setenv SSH_AUTH_SOCK /y",
         ]);
     }
 

@@ -1407,6 +1407,94 @@ fn audit_bwrap_var_run_is_the_host_link_to_run() {
     );
 }
 
+/// The desktop's sockets in a user's runtime directory (PipeWire `pipewire-0`, PulseAudio
+/// `pulse/native`, Wayland `wayland-0`), and an ssh-agent wherever the line's own
+/// `--setenv SSH_AUTH_SOCK` says or bound from `"$SSH_AUTH_SOCK"`: the task of real bubblewrap
+/// (run by root, every capability dropped) connects to each through the line's binds, and the
+/// audit reports `host-socket` naming what it reached. Without the bind nothing is reached,
+/// and the audit is clean.
+#[test]
+fn audit_bwrap_desktop_and_agent_sockets() {
+    let runtime = format!("/run/user/airlock-audit-desktop-{}", std::process::id());
+    std::fs::create_dir_all(format!("{runtime}/pulse")).unwrap();
+    let agent_dir = tempfile::Builder::new()
+        .prefix("airlock-agent-")
+        .tempdir()
+        .unwrap();
+    let agent = agent_dir.path().join("agent.sock").display().to_string();
+    let mut listeners = Vec::new();
+    for socket in [
+        format!("{runtime}/pipewire-0"),
+        format!("{runtime}/pulse/native"),
+        format!("{runtime}/wayland-0"),
+        agent.clone(),
+    ] {
+        listeners.push(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    }
+    let probe = "import os, socket\n\
+        for p in ['/u/pipewire-0', '/u/pulse/native', '/u/wayland-0', os.environ.get('SSH_AUTH_SOCK', '/none')]:\n    \
+        s = socket.socket(socket.AF_UNIX)\n    \
+        try: s.connect(p); print('reached', p)\n    \
+        except OSError: pass";
+    let desktop = "a Wayland compositor, PulseAudio, PipeWire";
+    // (options, with AGENT for the agent's path; whether the audit reads that path spelt as
+    // the caller's shell variable, as a job template writes it; what is reached; what the
+    // finding names).
+    let by_agent = [
+        "--ro-bind",
+        "AGENT",
+        "/agent",
+        "--setenv",
+        "SSH_AUTH_SOCK",
+        "/agent",
+    ];
+    for (options, spelt_as_variable, reached, held) in [
+        (
+            &["--ro-bind", &runtime, "/u"][..],
+            false,
+            "reached /u/pipewire-0\nreached /u/pulse/native\nreached /u/wayland-0\n",
+            desktop,
+        ),
+        (&by_agent, false, "reached /agent\n", "an ssh-agent"),
+        (&by_agent, true, "reached /agent\n", "an ssh-agent"),
+        (&by_agent[3..], false, "", ""),
+    ] {
+        let spelt = |agent_is: &str| -> Vec<String> {
+            ["--cap-drop", "ALL"]
+                .iter()
+                .chain(options)
+                .map(|o| if *o == "AGENT" { agent_is } else { o }.to_string())
+                .collect()
+        };
+        let run = spelt(&agent);
+        let run: Vec<&str> = run.iter().map(String::as_str).collect();
+        let out = real_bwrap_as(Launcher::Root, &run, &["python3", "-c", probe]);
+        assert_eq!(stdout(&out), reached, "{run:?}: {}", show(&out));
+        let audited = spelt(if spelt_as_variable {
+            "$SSH_AUTH_SOCK"
+        } else {
+            &agent
+        });
+        let audited: Vec<&str> = audited.iter().map(String::as_str).collect();
+        let found: Vec<String> = audited_findings(&audited)
+            .iter()
+            .map(|f| f["message"].as_str().unwrap().to_string())
+            .collect();
+        match held {
+            "" => assert!(found.is_empty(), "{audited:?}: {found:?}"),
+            held => {
+                assert_eq!(found.len(), 1, "{audited:?}: {found:?}");
+                assert!(
+                    found[0].contains(&format!("{held}: a connect(2)")),
+                    "{found:?}"
+                );
+            }
+        }
+    }
+    drop(listeners);
+    std::fs::remove_dir_all(&runtime).unwrap();
+}
+
 /// The host's /dev/shm holds other processes' shared memory: the task of real bubblewrap run
 /// by root (every capability dropped) rewrites a root-owned 0600 file there through `--bind
 /// /dev/shm /dev/shm`, and the audit reports `host-mount-rw`; through `--ro-bind` it cannot,
