@@ -1873,6 +1873,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     let mut joins_user_namespace = false;
     let mut pid_namespace = false;
     let mut ipc_namespace = false;
+    let mut cgroup_namespace = false;
     let mut env_cleared = false;
     let mut new_session = false;
     let mut seccomp = Vec::new();
@@ -1915,9 +1916,12 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 user_namespace = true;
                 pid_namespace = true;
                 ipc_namespace = true;
+                cgroup_namespace = true;
             }
             "--unshare-net" => network_unshared = true,
             "--unshare-ipc" => ipc_namespace = true,
+            // `-try` is skipped only on a kernel without cgroup namespaces (before 4.6).
+            "--unshare-cgroup" | "--unshare-cgroup-try" => cgroup_namespace = true,
             "--share-net" => network_unshared = false,
             "--unshare-user" | "--unshare-user-try" => user_namespace = true,
             "--unshare-pid" => pid_namespace = true,
@@ -2178,6 +2182,14 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "no IPC namespace: the host's System V shared memory, semaphores and message \
              queues (and POSIX ones, under --mqueue) can be read and written, within their \
              permissions",
+            "",
+        );
+    }
+    if !cgroup_namespace {
+        audit.finding(
+            "no-cgroup-namespace",
+            "no cgroup namespace: the task reads the host's cgroup paths in /proc/self/cgroup \
+             (the caller's service, user slice or container id)",
             "",
         );
     }
@@ -3098,6 +3110,7 @@ mod tests {
                 "--unshare-pid",
                 "--unshare-net",
                 "--unshare-ipc",
+                "--unshare-cgroup-try",
             ],
         );
         assert!(fixed_by_hand.findings.is_empty(), "{fixed_by_hand:#?}");
@@ -4042,13 +4055,27 @@ mod tests {
         assert!(dropped_again.findings.is_empty(), "{dropped_again:#?}");
     }
 
+    /// The options that unshare each namespace `--unshare-all` does, but `missing`'s.
+    fn unsharing_all_but(missing: &str) -> Vec<&'static str> {
+        [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-cgroup",
+        ]
+        .into_iter()
+        .filter(|o| *o != missing)
+        .collect()
+    }
+
     #[test]
     fn bwrap_no_user_namespace() {
-        let base = ["--unshare-pid", "--unshare-net", "--unshare-ipc"];
+        let base = unsharing_all_but("--unshare-user");
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-user-namespace"]);
         for fixed in ["--unshare-user", "--unshare-user-try"] {
-            let mut add = base.to_vec();
+            let mut add = base.clone();
             add.push(fixed);
             assert!(
                 bwrap_variant(&["--unshare-all"], &add).findings.is_empty(),
@@ -4059,7 +4086,7 @@ mod tests {
 
     #[test]
     fn bwrap_no_pid_namespace() {
-        let base = ["--unshare-user", "--unshare-net", "--unshare-ipc"];
+        let base = unsharing_all_but("--unshare-pid");
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-pid-namespace"]);
         let fixed = bwrap_variant(
@@ -4074,7 +4101,7 @@ mod tests {
 
     #[test]
     fn bwrap_no_ipc_namespace() {
-        let base = ["--unshare-user", "--unshare-pid", "--unshare-net"];
+        let base = unsharing_all_but("--unshare-ipc");
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-ipc-namespace"]);
         assert!(audit.findings[0].message.contains("shared memory"));
@@ -4084,6 +4111,22 @@ mod tests {
             &[&base[..], &["--unshare-ipc"]].concat(),
         );
         assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        // `--unshare-all` unshares it, and `--share-net` gives back only the network.
+        let share_net = bwrap_variant(&[], &["--share-net"]);
+        assert_eq!(rules(&share_net.findings), ["network-shared"]);
+    }
+
+    #[test]
+    fn bwrap_no_cgroup_namespace() {
+        let base = unsharing_all_but("--unshare-cgroup");
+        let audit = bwrap_variant(&["--unshare-all"], &base);
+        assert_eq!(rules(&audit.findings), ["no-cgroup-namespace"]);
+        assert!(audit.findings[0].message.contains("/proc/self/cgroup"));
+        assert_eq!(audit.findings[0].arg, "");
+        for fixed in ["--unshare-cgroup", "--unshare-cgroup-try"] {
+            let fixed = bwrap_variant(&["--unshare-all"], &[&base[..], &[fixed]].concat());
+            assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        }
         // `--unshare-all` unshares it, and `--share-net` gives back only the network.
         let share_net = bwrap_variant(&[], &["--share-net"]);
         assert_eq!(rules(&share_net.findings), ["network-shared"]);
@@ -4109,7 +4152,8 @@ mod tests {
                 "root-caps-kept",
                 "no-user-namespace",
                 "no-pid-namespace",
-                "no-ipc-namespace"
+                "no-ipc-namespace",
+                "no-cgroup-namespace"
             ]
         );
         assert_eq!(rules(&audit.advice), ["host-root-if-run-as-root"]);

@@ -676,11 +676,8 @@ fn audit_bwrap_clean_line() {
 #[test]
 fn audit_bwrap_host_root_if_run_as_root() {
     let probe = "id -u; head -c1 /etc/shadow >/dev/null 2>&1 && echo read || echo refused";
-    let no_user_namespace: Vec<&str> = base_bwrap()
-        .into_iter()
-        .filter(|a| *a != "--unshare-all")
-        .chain(["--unshare-pid", "--unshare-net", "--unshare-ipc"])
-        .collect();
+    let no_user_namespace =
+        base_bwrap_unsharing(&["--unshare-pid", "--unshare-net", "--unshare-ipc"]);
     let ro_etc = ["--cap-drop", "ALL", "--ro-bind", "/etc", "/etc"];
     for (line, uid_as_root) in [
         ([&base_bwrap()[..], &ro_etc].concat(), "0"),
@@ -740,6 +737,7 @@ fn audit_bwrap_leaky_line() {
             "no-user-namespace",
             "no-pid-namespace",
             "no-ipc-namespace",
+            "no-cgroup-namespace",
         ],
         "{v}"
     );
@@ -758,7 +756,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 14);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 15);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -774,6 +772,17 @@ fn base_bwrap() -> Vec<&'static str> {
     line.extend_from_slice(common::MIN_ROOT);
     line.extend_from_slice(&["--proc", "/proc", "--dev", "/dev"]);
     line
+}
+
+/// The base line with only `namespaces` unshared instead of `--unshare-all`, and every
+/// capability dropped.
+fn base_bwrap_unsharing(namespaces: &[&'static str]) -> Vec<&'static str> {
+    base_bwrap()
+        .into_iter()
+        .filter(|a| *a != "--unshare-all")
+        .chain(namespaces.iter().copied())
+        .chain(["--cap-drop", "ALL"])
+        .collect()
 }
 
 /// `bwrap` (the real one at /usr/bin/bwrap, or airlock's `bwrap` subcommand) as root with the
@@ -1261,17 +1270,12 @@ fn audit_bwrap_host_ipc() {
         "seen=not-seen; while read -r key shmid rest; do \
          [ \"$shmid\" = {id} ] && seen=seen; done </proc/sysvipc/shm; echo $seen"
     );
-    let own: Vec<&str> = base_bwrap()
-        .into_iter()
-        .filter(|a| *a != "--unshare-all")
-        .chain([
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-net",
-            "--cap-drop",
-            "ALL",
-        ])
-        .collect();
+    let own = base_bwrap_unsharing(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-cgroup",
+    ]);
     let mut results = Vec::new();
     for ipc in [&[][..], &["--unshare-ipc"]] {
         let options = [&own[..], ipc].concat();
@@ -1287,6 +1291,78 @@ fn audit_bwrap_host_ipc() {
         ("seen\n".to_string(), vec!["no-ipc-namespace".to_string()])
     );
     assert_eq!(results[1], ("not-seen\n".to_string(), vec![]));
+}
+
+/// Without a cgroup namespace the task of real bubblewrap (its own user, pid, network and IPC
+/// namespaces, every capability dropped) reads its host cgroup path: started in a new child
+/// cgroup, it sees that cgroup's name in /proc/self/cgroup, and the audit reports
+/// `no-cgroup-namespace`; with `--unshare-cgroup` (or `-try`, or `--unshare-all`) it sees `/`
+/// and the audit is clean.
+#[test]
+fn audit_bwrap_host_cgroup() {
+    // The pids controller's (cgroup v1) or the unified hierarchy's (v2) line.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let (line, hierarchy) = own
+        .lines()
+        .find_map(|l| l.split_once(":pids:").map(|(_, p)| (l, format!("pids{p}"))))
+        .or_else(|| {
+            own.lines()
+                .find_map(|l| Some((l, l.strip_prefix("0::/")?.to_string())))
+        })
+        .expect("a pids or unified cgroup line");
+    let prefix = line.split(':').take(2).collect::<Vec<_>>().join(":");
+    let name = format!("airlock-audit-cgroup-{}", std::process::id());
+    let dir = std::path::Path::new("/sys/fs/cgroup")
+        .join(hierarchy.trim_matches('/'))
+        .join(&name);
+    std::fs::create_dir(&dir).unwrap();
+    let probe = format!("grep '^{prefix}:' /proc/self/cgroup");
+    let unshared = base_bwrap_unsharing(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+    ]);
+    let mut results = Vec::new();
+    for (cgroup, options) in [
+        ("", unshared.clone()),
+        (
+            "--unshare-cgroup",
+            [&unshared[..], &["--unshare-cgroup"]].concat(),
+        ),
+        (
+            "--unshare-cgroup-try",
+            [&unshared[..], &["--unshare-cgroup-try"]].concat(),
+        ),
+        (
+            "--unshare-all",
+            [&base_bwrap()[..], &["--cap-drop", "ALL"]].concat(),
+        ),
+    ] {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\""])
+            .arg(&dir)
+            .arg("/usr/bin/bwrap")
+            .args(&options)
+            .args(["--", "sh", "-c", &probe]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "cgroup probe");
+        let seen = stdout(&out);
+        // The cgroup the test made, as the host names it, or the namespace's root.
+        let host_path = seen.trim().ends_with(&format!("/{name}"));
+        let ns_root = seen.trim() == format!("{prefix}:/");
+        results.push((cgroup, host_path, ns_root, audited_rules_of(&options)));
+    }
+    std::fs::remove_dir(&dir).unwrap();
+    let leak = vec!["no-cgroup-namespace".to_string()];
+    assert_eq!(
+        results,
+        [
+            ("", true, false, leak),
+            ("--unshare-cgroup", false, true, vec![]),
+            ("--unshare-cgroup-try", false, true, vec![]),
+            ("--unshare-all", false, true, vec![]),
+        ]
+    );
 }
 
 /// The task of real bubblewrap reaches an agent's socket in the host's /tmp (an ssh-agent's
