@@ -1416,10 +1416,8 @@ fn audit_bwrap_host_socket() {
 /// `host-socket` exactly where the socket is reached.
 #[test]
 fn audit_bwrap_var_run_is_the_host_link_to_run() {
-    let dir = format!("/run/user/airlock-audit-{}", std::process::id());
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = format!("{dir}/bus");
-    let _ = std::fs::remove_file(&socket);
+    let runtime = run_user_dir();
+    let socket = format!("{}/bus", runtime.path().display());
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let inside = socket.strip_prefix("/run/").unwrap();
     let probe = format!(
@@ -1465,7 +1463,6 @@ fn audit_bwrap_var_run_is_the_host_link_to_run() {
         results.push((ran, audit_reports(&options, "host-socket")));
     }
     drop(listener);
-    std::fs::remove_dir_all(&dir).unwrap();
     let failed =
         "failed: bwrap: Can't mount tmpfs on /newroot/var/run: No such file or directory\n";
     let results: Vec<(&str, bool)> = results.iter().map(|(r, a)| (r.as_str(), *a)).collect();
@@ -1491,8 +1488,9 @@ fn audit_bwrap_var_run_is_the_host_link_to_run() {
 /// and the audit is clean.
 #[test]
 fn audit_bwrap_desktop_and_agent_sockets() {
-    let runtime = format!("/run/user/airlock-audit-desktop-{}", std::process::id());
-    std::fs::create_dir_all(format!("{runtime}/pulse")).unwrap();
+    let runtime_dir = run_user_dir();
+    let runtime = runtime_dir.path().display().to_string();
+    std::fs::create_dir(format!("{runtime}/pulse")).unwrap();
     let agent_dir = tempfile::Builder::new()
         .prefix("airlock-agent-")
         .tempdir()
@@ -1568,7 +1566,16 @@ fn audit_bwrap_desktop_and_agent_sockets() {
         }
     }
     drop(listeners);
-    std::fs::remove_dir_all(&runtime).unwrap();
+}
+
+/// A new directory in the host's /run/user, where a user's runtime directory lives (any name
+/// there is one in the audit's tables), removed when dropped, on a failed assertion too.
+fn run_user_dir() -> tempfile::TempDir {
+    std::fs::create_dir_all("/run/user").unwrap();
+    tempfile::Builder::new()
+        .prefix("airlock-audit-")
+        .tempdir_in("/run/user")
+        .unwrap()
 }
 
 /// The host's /dev/shm holds other processes' shared memory: the task of real bubblewrap run
