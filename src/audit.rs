@@ -484,7 +484,21 @@ const HOST_SOCKETS: &[(&str, &str)] = &[
     ("/tmp/ssh-*", "an ssh-agent"),
     ("/run/user/*/gnupg", "gpg-agent"),
     ("/run/user/*/keyring", "GNOME Keyring's agents"),
+    // The desktop's display and media servers: a Wayland compositor shows the client's
+    // windows over the user's and hands it the clipboard; PulseAudio and PipeWire the
+    // microphone, and PipeWire cameras and screen casts too.
+    ("/run/user/*/wayland-*", "a Wayland compositor"),
+    ("/run/user/*/pulse", "PulseAudio"),
+    ("/run/user/*/pipewire-*", "PipeWire"),
+    // A source spelt as the variable that names an agent's socket (`--ro-bind
+    // "$SSH_AUTH_SOCK" /agent`, `-v $SSH_AUTH_SOCK:/agent`) is that socket.
+    ("$SSH_AUTH_SOCK", "an ssh-agent"),
 ];
+
+/// Variables whose value names a socket, and what it is: a line that sets one in the sandbox
+/// (`--setenv SSH_AUTH_SOCK /agent`) says where the task finds it, so a mount that lands
+/// there, or of a host tree holding that path, hands it over (see `sockets_named_by`).
+const SOCKET_VARIABLES: &[(&str, &str)] = &[("SSH_AUTH_SOCK", "an ssh-agent")];
 
 /// One option of a parsed `docker run` line.
 #[derive(Debug)]
@@ -875,18 +889,19 @@ fn host_device(source: &str) -> Option<&'static str> {
 }
 
 /// Where any of `sockets` lies inside the host tree a mount source names, relative to it
-/// (`""`: the source is one); empty when it holds none. A `/run` path is also looked for
-/// under `/var/run`, usually a link to `/run`.
+/// (`""`: the source is one); empty when it holds none. A socket is also looked for through
+/// the HOST_LINKS that lead to it (see `host_spellings`).
 fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
-    let Some(tree) = host_tree(source) else {
+    let Some(tree) = host_tree(source).or_else(|| variable_spelling(source)) else {
         return Vec::new();
     };
     let mut found: Vec<String> = Vec::new();
-    for socket in sockets {
-        let under_var = socket
-            .strip_prefix("/run/")
-            .map(|rest| format!("/var/run/{rest}"));
-        for path in std::iter::once(socket.to_string()).chain(under_var) {
+    // A socket named by a variable is in no host path, and a host path in no variable.
+    for socket in sockets
+        .iter()
+        .filter(|s| s.starts_with('$') == tree.starts_with('$'))
+    {
+        for path in host_spellings(socket, &tree) {
             if let Some(inside) = socket_in(&tree, &path)
                 && !found.contains(&inside)
             {
@@ -897,31 +912,93 @@ fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
     found
 }
 
+/// A source that starts with a variable, spelt `$NAME/rest` (`${NAME}` unbraced), normalised,
+/// to find the sockets HOST_SOCKETS names by a variable.
+fn variable_spelling(source: &str) -> Option<String> {
+    let rest = source.strip_prefix('$')?;
+    let (name, rest) = match rest.strip_prefix('{') {
+        Some(braced) => braced.split_once('}')?,
+        None => rest.split_at(rest.find('/').unwrap_or(rest.len())),
+    };
+    Some(normalize_path(&format!("${name}/{rest}")))
+}
+
+/// Symlinks every usual Linux host has (FHS 3.0; systemd requires them), and where each
+/// points from its directory. Debian and Ubuntu spell `/var/run` as `/run`, Fedora as `../run`:
+/// under bubblewrap the relative form leads where this table says, and the absolute one is
+/// resolved outside the new root, so a mount through it fails and the sandbox never runs.
+const HOST_LINKS: &[(&str, &str)] = &[("/var/run", "../run"), ("/var/lock", "../run/lock")];
+
+/// Where a link at `place` leads, read as relative to its directory (see HOST_LINKS).
+fn link_target(place: &str, relative: &str) -> String {
+    let parent = place.rsplit_once('/').map_or("", |(parent, _)| parent);
+    normalize_path(&format!("{parent}/{relative}"))
+}
+
+/// What is left of `path` below `tree` (`""` when it is `tree`), if it lies there.
+fn rest_below<'p>(path: &'p str, tree: &str) -> Option<&'p str> {
+    is_at_or_below(path, tree).then(|| path[tree.len()..].trim_start_matches('/'))
+}
+
+/// `path` and its spellings through the HOST_LINKS that lead to it, as a bind of host `tree`
+/// can hand it over. bubblewrap resolves a bind's source on the host, so a tree at or below a
+/// link (`/var/run/docker.sock`) is what the link leads to; a tree above one (`/`, `/var`)
+/// shows the link itself, which leads to the sandbox's own target, not into this mount: what
+/// is there is handed over by whatever mount is there.
+fn host_spellings(path: &str, tree: &str) -> Vec<String> {
+    let through_links = HOST_LINKS.iter().filter_map(|(link, relative)| {
+        let rest = rest_below(path, &link_target(link, relative))?;
+        is_at_or_below(tree, link).then(|| normalize_path(&format!("{link}/{rest}")))
+    });
+    std::iter::once(path.to_string())
+        .chain(through_links)
+        .collect()
+}
+
 /// Where the Docker sockets lie inside the host tree a mount source names (see `sockets_in`).
 fn docker_sockets_in(source: &str) -> Vec<String> {
     sockets_in(source, DOCKER_SOCKETS)
 }
 
-/// Where the HOST_SOCKETS lie inside the host tree a mount source names (see `sockets_in`),
-/// and what they are.
-fn host_sockets_in(source: &str) -> (Vec<String>, Vec<&'static str>) {
-    let mut inside: Vec<String> = Vec::new();
-    let mut held: Vec<&'static str> = Vec::new();
-    for (socket, what) in HOST_SOCKETS {
+/// What the sockets of `table` (as HOST_SOCKETS) a mount source holds are, each with where
+/// they lie inside the host tree it names (see `sockets_in`).
+fn host_sockets_in(
+    source: &str,
+    table: &[(&str, &'static str)],
+) -> Vec<(&'static str, Vec<String>)> {
+    let mut held: Vec<(&'static str, Vec<String>)> = Vec::new();
+    for &(socket, what) in table {
         let found = sockets_in(source, &[socket]);
         if found.is_empty() {
             continue;
         }
-        for place in found {
-            if !inside.contains(&place) {
-                inside.push(place);
+        match held.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, places)) => {
+                for place in found {
+                    if !places.contains(&place) {
+                        places.push(place);
+                    }
+                }
             }
-        }
-        if !held.contains(what) {
-            held.push(what);
+            None => held.push((what, found)),
         }
     }
-    (inside, held)
+    held
+}
+
+/// The sockets the line's own `--setenv`s of SOCKET_VARIABLES name, as `(path, what)`: an
+/// absolute path, normalised (where the task will look for it).
+fn sockets_named_by(options: &[BwrapOption]) -> Vec<(String, &'static str)> {
+    options
+        .iter()
+        .filter(|option| option.name == "--setenv" && option.args[1].starts_with('/'))
+        .filter_map(|option| {
+            let (_, what) = SOCKET_VARIABLES
+                .iter()
+                .find(|(name, _)| *name == option.args[0])?;
+            Some((normalize_path(&option.args[1]), *what))
+        })
+        .collect()
 }
 
 /// Each of `items` once, in order.
@@ -953,14 +1030,10 @@ fn report_host_proc(through: &[(String, String)], audit: &mut Audit) {
     }
 }
 
-/// One `host-socket` finding for every mount that hands over a HOST_SOCKETS socket, given as
-/// `(source, raw)`, naming what they hold.
-fn report_host_socket(through: &[(String, String)], audit: &mut Audit) {
+/// One `host-socket` finding for every mount that hands over a host service's socket, given
+/// as `(source, raw)`, naming what they hold.
+fn report_host_socket(through: &[(String, String)], held: &[&str], audit: &mut Audit) {
     let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
-    let mut held: Vec<&str> = Vec::new();
-    for source in &sources {
-        held = distinct(held.into_iter().chain(host_sockets_in(source).1));
-    }
     let verb = if sources.len() == 1 { "holds" } else { "hold" };
     if !held.is_empty() {
         audit.finding(
@@ -1116,7 +1189,10 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
                 "docker-socket",
                 !docker_sockets_in(&mount.source).is_empty(),
             ),
-            ("host-socket", !host_sockets_in(&mount.source).0.is_empty()),
+            (
+                "host-socket",
+                !host_sockets_in(&mount.source, HOST_SOCKETS).is_empty(),
+            ),
             ("host-proc", !host_proc_in(&mount.source).is_empty()),
         ] {
             if holds {
@@ -1132,7 +1208,13 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             .collect()
     };
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
-    report_host_socket(&opened_by("host-socket"), &mut audit);
+    let host_sockets = opened_by("host-socket");
+    let held: Vec<&str> = host_sockets
+        .iter()
+        .flat_map(|(source, _)| host_sockets_in(source, HOST_SOCKETS))
+        .map(|(what, _)| what)
+        .collect();
+    report_host_socket(&host_sockets, &distinct(held.into_iter()), &mut audit);
     report_host_proc(&opened_by("host-proc"), &mut audit);
 
     match run.last("user") {
@@ -1460,6 +1542,40 @@ fn placing_mount(options: &[BwrapOption], i: usize) -> Option<usize> {
 /// Where mount option `i` mounts in the sandbox, normalised. `None` for an option that mounts
 /// nothing, and for a destination with `..` (bubblewrap prefixes `/newroot/`, so `..` can
 /// leave the new root).
+/// Where mount option `i` really lands in the sandbox: its destination, or what that leads to
+/// when it passes through a host link an earlier bind shows there (`--ro-bind / / --tmpfs
+/// /var/run` mounts on `/run`, or fails where the link is absolute; either way `/run`'s
+/// content is gone). `None` as for `mount_destination`.
+fn sandbox_place(options: &[BwrapOption], i: usize) -> Option<String> {
+    let dest = mount_destination(options, i)?;
+    for (link, relative) in HOST_LINKS {
+        for place in host_link_places(options, i, link) {
+            if let Some(rest) = rest_below(&dest, &place) {
+                let target = link_target(&place, relative);
+                return Some(normalize_path(&format!("{target}/{rest}")));
+            }
+        }
+    }
+    Some(dest)
+}
+
+/// Where the sandbox shows the host's `link` when option `i` is made: below each earlier bind,
+/// certain to be made, of a host tree above the link, unless a mount between them covers it.
+fn host_link_places(options: &[BwrapOption], i: usize, link: &str) -> Vec<String> {
+    (0..i)
+        .filter(|&k| matches!(options[k].name, "--bind" | "--ro-bind" | "--dev-bind"))
+        .filter_map(|k| {
+            let tree = host_tree(&options[k].args[0])?;
+            let inside = rest_below(link, &tree).filter(|rest| !rest.is_empty())?;
+            let place = normalize_path(&format!("{}/{inside}", mount_destination(options, k)?));
+            let covered = (k + 1..i).any(|m| {
+                mount_destination(options, m).is_some_and(|dest| is_at_or_below(&place, &dest))
+            });
+            (!covered).then_some(place)
+        })
+        .collect()
+}
+
 fn mount_destination(options: &[BwrapOption], i: usize) -> Option<String> {
     let option = &options[i];
     let dest = match option.name {
@@ -1473,10 +1589,60 @@ fn mount_destination(options: &[BwrapOption], i: usize) -> Option<String> {
         }
         _ => return None,
     };
+    sandbox_path(dest)
+}
+
+/// A destination as bubblewrap reaches it under the new root, normalised; `None` for one with
+/// `..` (bubblewrap prefixes `/newroot/`, so `..` can leave the new root).
+fn sandbox_path(dest: &str) -> Option<String> {
     if dest.split('/').any(|part| part == "..") {
         return None;
     }
     Some(normalize_path(&format!("/{dest}")))
+}
+
+/// Host paths that are mounts of their own on most Linux hosts (a lone `*` is any one name).
+/// bubblewrap binds recursively, so a bind of a tree above one brings that mount along, and
+/// `--remount-ro` of the bind leaves it writable (see `left_writable_by_remount`).
+const HOST_MOUNT_POINTS: &[&str] = &[
+    // Kernel interfaces and device trees.
+    "/proc",
+    "/sys",
+    "/dev",
+    "/dev/shm",
+    "/dev/pts",
+    "/dev/mqueue",
+    // tmpfs mounts of a systemd host: state and sockets, each user's runtime directory, and
+    // (Fedora, Arch, Debian 13) /tmp.
+    "/run",
+    "/run/lock",
+    "/run/user/*",
+    "/tmp",
+    // Partitions of their own in many installs.
+    "/boot",
+    "/boot/efi",
+    "/home",
+];
+
+/// The HOST_MOUNT_POINTS strictly below the host tree a mount source names (all of them for
+/// a source this audit cannot know): `--remount-ro` of its bind makes only the bind's top
+/// mount read-only (`man bwrap`: "without changing any other mount point under the specified
+/// path"), so these stay as writable as they are on the host.
+fn left_writable_by_remount(source: &str) -> Vec<&'static str> {
+    let tree = match host_path(source) {
+        HostPath::Known(path) => path,
+        HostPath::InHome(_) => return Vec::new(),
+        HostPath::Unknown(_) => "/".to_string(),
+    };
+    let tree_parts = path_parts(&tree);
+    HOST_MOUNT_POINTS
+        .iter()
+        .copied()
+        .filter(|mount| {
+            let mount_parts = path_parts(mount);
+            mount_parts.len() > tree_parts.len() && parts_match(&tree_parts, &mount_parts)
+        })
+        .collect()
 }
 
 /// A finding about what one mount option hands the sandbox, and the sandbox paths where that
@@ -1498,13 +1664,61 @@ impl Exposure {
     fn hidden_by_later_mount(&self, options: &[BwrapOption]) -> bool {
         let later_mounts: Vec<String> = (self.option + 1..options.len())
             .filter(|&j| !options[j].name.ends_with("-try"))
-            .filter_map(|j| mount_destination(options, j))
+            .filter_map(|j| sandbox_place(options, j))
             .collect();
         self.lands_at.iter().all(|path| {
             path.as_ref()
                 .is_some_and(|path| later_mounts.iter().any(|dest| is_at_or_below(path, dest)))
         })
     }
+
+    /// The `--remount-ro` that makes this exposure's mount read-only, if one does: a later one
+    /// on its destination, with no other mount on that destination between them (bubblewrap
+    /// remounts the top mount there, and fails when the destination is no mount point).
+    fn remounted_read_only_by<'o>(
+        &self,
+        options: &'o [BwrapOption],
+    ) -> Option<&'o BwrapOption<'o>> {
+        let dest = mount_destination(options, self.option)?;
+        options[self.option + 1..]
+            .iter()
+            .enumerate()
+            .map(|(k, option)| (self.option + 1 + k, option))
+            .take_while(|&(j, _)| mount_destination(options, j).as_ref() != Some(&dest))
+            .map(|(_, option)| option)
+            .find(|option| {
+                option.name == "--remount-ro"
+                    && sandbox_path(&option.args[0]).as_ref() == Some(&dest)
+            })
+    }
+}
+
+/// A writable-mount finding after any `--remount-ro` of its mount: gone when the remount
+/// leaves nothing of the host writable, kept and told what stays writable when the host's
+/// own mounts below the source do. `None` when the finding is gone.
+fn after_remount_ro(exposure: Exposure, options: &[BwrapOption]) -> Option<Exposure> {
+    if !matches!(
+        exposure.finding.rule,
+        "writable-home-or-root" | "host-mount-rw"
+    ) {
+        return Some(exposure);
+    }
+    let Some(remount) = exposure.remounted_read_only_by(options) else {
+        return Some(exposure);
+    };
+    let below = left_writable_by_remount(&exposure.source);
+    if below.is_empty() {
+        return None;
+    }
+    let mut kept = exposure;
+    kept.finding.message = format!(
+        "{}; {} makes only its top mount read-only: the host's mounts below it ({} on most \
+         hosts) stay writable",
+        kept.finding.message,
+        remount.raw(),
+        below.join(", ")
+    );
+    Some(kept)
 }
 
 /// Hands `expose` a finding of `rule` about `option`, seen at the paths `inside` its mount,
@@ -1531,8 +1745,8 @@ fn host_proc_in(source: &str) -> Vec<String> {
     let Some(tree) = host_tree(source) else {
         return Vec::new();
     };
-    if is_at_or_below("/proc", &tree) {
-        return vec!["/proc"[tree.len()..].trim_start_matches('/').to_string()];
+    if let Some(rest) = rest_below("/proc", &tree) {
+        return vec![rest.to_string()];
     }
     let process = |name: &str| {
         name == "self" || name == "thread-self" || name.bytes().all(|b| b.is_ascii_digit())
@@ -1643,11 +1857,23 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         _ => argv,
     };
     let options = parse_bwrap(args)?;
+    let named_sockets: Vec<(String, &str)> = sockets_named_by(&options);
+    let named_sockets: Vec<(&str, &str)> = named_sockets
+        .iter()
+        .map(|(path, what)| (path.as_str(), *what))
+        .collect();
+    let line_sockets: Vec<(&str, &str)> = HOST_SOCKETS
+        .iter()
+        .copied()
+        .chain(named_sockets.iter().copied())
+        .collect();
 
     let mut network_unshared = false;
     let mut user_namespace = false;
+    let mut joins_user_namespace = false;
     let mut pid_namespace = false;
     let mut ipc_namespace = false;
+    let mut cgroup_namespace = false;
     let mut env_cleared = false;
     let mut new_session = false;
     let mut seccomp = Vec::new();
@@ -1667,7 +1893,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         // What this option hands the sandbox, seen at the paths `inside` the mount where it
         // lands (`""`: the whole mount).
         let placed_by = placing_mount(&options, i);
-        let dest = placed_by.and_then(|j| mount_destination(&options, j));
+        let dest = placed_by.and_then(|j| sandbox_place(&options, j));
         let mut expose = |found: Audit, inside: &[String]| {
             let lands_at: Vec<Option<String>> = inside
                 .iter()
@@ -1690,14 +1916,18 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 user_namespace = true;
                 pid_namespace = true;
                 ipc_namespace = true;
+                cgroup_namespace = true;
             }
             "--unshare-net" => network_unshared = true,
             "--unshare-ipc" => ipc_namespace = true,
+            // `-try` is skipped only on a kernel without cgroup namespaces (before 4.6).
+            "--unshare-cgroup" | "--unshare-cgroup-try" => cgroup_namespace = true,
             "--share-net" => network_unshared = false,
             "--unshare-user" | "--unshare-user-try" => user_namespace = true,
             "--unshare-pid" => pid_namespace = true,
             "--userns" | "--userns2" => {
                 user_namespace = true;
+                joins_user_namespace = true;
                 hidden_args.push(option);
             }
             "--pidns" => {
@@ -1779,12 +2009,19 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     "docker-socket",
                     &docker_sockets_in(source),
                 );
-                expose_inside(
-                    &mut expose,
-                    option,
-                    "host-socket",
-                    &host_sockets_in(source).0,
-                );
+                // What it is rides in the message until the line's findings are joined.
+                let landing_at_named = named_sockets.iter().filter_map(|&(path, what)| {
+                    let inside = rest_below(path, dest.as_deref()?)?;
+                    Some((what, vec![inside.to_string()]))
+                });
+                for (what, inside) in host_sockets_in(source, &line_sockets)
+                    .into_iter()
+                    .chain(landing_at_named.collect::<Vec<_>>())
+                {
+                    let mut found = Audit::default();
+                    found.finding("host-socket", what, option.raw());
+                    expose(found, &inside);
+                }
                 // An overlay shows one filesystem, without the mounts below its sources.
                 if !overlay {
                     expose_inside(&mut expose, option, "host-proc", &host_proc_in(source));
@@ -1808,9 +2045,17 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 .iter()
                 .any(|c| add.args[0].eq_ignore_ascii_case(c))
         });
+    // Such a task also remounts a read-only mount writable again.
     let exposed: Vec<Exposure> = exposures
         .into_iter()
         .filter(|e| can_unmount || !e.hidden_by_later_mount(&options))
+        .filter_map(|e| {
+            if can_unmount {
+                Some(e)
+            } else {
+                after_remount_ro(e, &options)
+            }
+        })
         .collect();
     let exposed_as = |rules: &[&str]| {
         exposed
@@ -1837,7 +2082,16 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         .extend(exposed_as(&["writable-home-or-root"]));
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
-    report_host_socket(&opened_by("host-socket"), &mut audit);
+    let held: Vec<&str> = exposed
+        .iter()
+        .filter(|e| e.finding.rule == "host-socket")
+        .map(|e| e.finding.message.as_str())
+        .collect();
+    report_host_socket(
+        &opened_by("host-socket"),
+        &distinct(held.into_iter()),
+        &mut audit,
+    );
     report_host_proc(&opened_by("host-proc"), &mut audit);
     if !env_cleared {
         audit.finding(
@@ -1931,6 +2185,14 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             "",
         );
     }
+    if !cgroup_namespace {
+        audit.finding(
+            "no-cgroup-namespace",
+            "no cgroup namespace: the task reads the host's cgroup paths in /proc/self/cgroup \
+             (the caller's service, user slice or container id)",
+            "",
+        );
+    }
     // What an option reads from a file descriptor is invisible to this audit; say so rather
     // than call the line clean.
     for option in hidden_args {
@@ -1976,6 +2238,21 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
             _ => continue,
         };
         audit.finding(rule, message, option.raw());
+    }
+    // No option of the line changes this: bubblewrap maps the uid it gives the task (0, or
+    // --uid's) to its caller's, user namespace or not, so the task of a root caller holds the
+    // host's uid 0 for every file it is given. It is advice, as the line cannot know who runs
+    // it; a joined user namespace has its own mapping (reported as unseen above).
+    if !joins_user_namespace {
+        audit.advise(
+            "host-root-if-run-as-root",
+            "when root runs bubblewrap, the task is the host's uid 0 to every file it is \
+             given, in a user namespace too and whatever --uid says (bubblewrap maps the \
+             sandbox's uid to its caller's): it reads root-only files, /etc/shadow under \
+             --ro-bind /etc /etc, and writes root's files in a writable bind, with every \
+             capability dropped; run bubblewrap as an unprivileged user",
+            "",
+        );
     }
     Ok(audit)
 }
@@ -2370,6 +2647,23 @@ mod tests {
         );
         let bus = docker_variant(&[], &["-v /run/dbus:/run/dbus:ro"]);
         assert_eq!(rules(&bus.findings), ["host-socket"]);
+        // The desktop's sockets, and an agent's socket spelt as its variable.
+        for (opt, held) in [
+            ("-v /run/user/1000/pipewire-0:/p:ro", "PipeWire"),
+            ("-v /run/user/1000/pulse:/p:ro", "PulseAudio"),
+            ("-v \"$SSH_AUTH_SOCK:/agent\"", "an ssh-agent"),
+            (
+                "--mount \"type=bind,src=${SSH_AUTH_SOCK},dst=/agent\"",
+                "an ssh-agent",
+            ),
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            let found = only(&audit.findings, "host-socket");
+            assert!(
+                found.message.contains(&format!("socket of {held}:")),
+                "{opt}"
+            );
+        }
         // A bind of the host's proc, or of / (docker binds recursively), shows every host
         // process.
         for opt in [
@@ -2785,10 +3079,17 @@ mod tests {
         ))
     }
 
+    /// The audit of a clean bwrap line: no finding, and the advice every line gets.
+    fn clean_bwrap_audit() -> Audit {
+        let mut audit = bwrap("bwrap -- /bin/true");
+        audit.findings.clear();
+        audit
+    }
+
     #[test]
     fn clean_bwrap_line() {
-        assert_eq!(bwrap(CLEAN_BWRAP), Audit::default());
-        assert_eq!(bwrap_variant(&[], &[]), Audit::default());
+        assert_eq!(bwrap(CLEAN_BWRAP), clean_bwrap_audit());
+        assert_eq!(bwrap_variant(&[], &[]), clean_bwrap_audit());
     }
 
     #[test]
@@ -2809,6 +3110,7 @@ mod tests {
                 "--unshare-pid",
                 "--unshare-net",
                 "--unshare-ipc",
+                "--unshare-cgroup-try",
             ],
         );
         assert!(fixed_by_hand.findings.is_empty(), "{fixed_by_hand:#?}");
@@ -2939,8 +3241,9 @@ mod tests {
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings)[0], "host-mount-rw", "{opt}");
-            // /run and /var also hold the Docker socket.
-            let socket = opt.contains(" /run ") || opt.contains(" /var ");
+            // /run also holds the Docker socket (/var only the link /var/run to the sandbox's
+            // own /run).
+            let socket = opt.contains(" /run ");
             assert_eq!(
                 count(&audit.findings, "docker-socket"),
                 usize::from(socket),
@@ -2974,7 +3277,6 @@ mod tests {
             "--ro-bind / /",
             "--ro-bind /run /run",
             "--ro-bind-try /var/run /var/run",
-            "--ro-bind /var /var",
             "--ro-bind /run/docker.sock /s",
             "--ro-bind /var/run/docker.sock /s",
             "--ro-bind /proc/self/root /h",
@@ -2994,10 +3296,13 @@ mod tests {
             .message,
             "mounts /run, which holds the Docker socket"
         );
+        // `/var` holds the host's link `/var/run`, which leads to the sandbox's own `/run`.
         for fine in [
             "--ro-bind /run/user/1000/x /x",
             "--ro-bind /usr /usr",
             "--ro-bind . /x",
+            "--ro-bind /var /var",
+            "--ro-bind /var /v",
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
@@ -3008,7 +3313,7 @@ mod tests {
                 "mounts the Docker socket through /run, /var/run",
             ),
             (
-                &["--ro-bind / /", "--ro-bind /run /run"],
+                &["--ro-bind / /", "--ro-bind /run /r"],
                 "mounts the Docker socket through /, /run",
             ),
             (
@@ -3028,13 +3333,36 @@ mod tests {
             assert_eq!(socket.message, message, "{opts:?}");
             assert_eq!(socket.arg, shell_quote(&words(&opts.join(" "))));
         }
-        // It is hidden where a later mount covers every place a socket lands: `/`'s land at
-        // /run/docker.sock and /var/run/docker.sock, `/var`'s at /run/docker.sock.
+        // A later bind covers the socket `/` brought: it is the one way out.
+        let covered = bwrap_variant(&[], &["--ro-bind / /", "--ro-bind /run /run"]);
+        let socket = only(&covered.findings, "docker-socket");
+        assert_eq!(socket.message, "mounts /run, which holds the Docker socket");
+        assert_eq!(socket.arg, "--ro-bind /run /run");
+        // It is hidden where a later mount covers every place a socket lands. `/`'s lands at
+        // /run/docker.sock: the sandbox's /var/run is the host's link to it, and a mount
+        // through that link lands on /run (or fails, where the link is absolute). Where the
+        // line itself puts a directory at /var/run, it is no link.
         for (opts, hidden) in [
-            (&["--ro-bind / /", "--tmpfs /run"][..], false),
+            (&["--ro-bind / /", "--tmpfs /run"][..], true),
+            (&["--ro-bind / /", "--tmpfs /var/run"], true),
             (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /var/run"], true),
-            (&["--ro-bind /var /v", "--tmpfs /v/run"], true),
-            (&["--ro-bind /var /v", "--tmpfs /run"], false),
+            (&["--ro-bind / /", "--tmpfs /var/run/"], true),
+            (&["--ro-bind / /h", "--tmpfs /h/run"], true),
+            (&["--ro-bind / /h", "--tmpfs /h/var/run"], true),
+            (&["--ro-bind / /h", "--tmpfs /var/run"], false),
+            (
+                &["--ro-bind / /", "--tmpfs /var", "--tmpfs /var/run"],
+                false,
+            ),
+            (
+                &["--ro-bind / /", "--ro-bind-try /x /var", "--tmpfs /var/run"],
+                false,
+            ),
+            (&["--ro-bind-try / /", "--tmpfs /var/run"], false),
+            (&["--ro-bind /run /var/run", "--tmpfs /run"], false),
+            (&["--ro-bind /run /run", "--tmpfs /var/run"], false),
+            (&["--ro-bind /var/run /run", "--tmpfs /var/run"], false),
+            (&["--ro-bind /var/run /var/run", "--tmpfs /var/run"], true),
             (&["--ro-bind /run /r", "--ro-bind /usr /r"], true),
             (&["--ro-bind /run /r", "--tmpfs /r/docker"], false),
         ] {
@@ -3119,6 +3447,91 @@ mod tests {
     }
 
     #[test]
+    fn bwrap_remount_ro() {
+        // `--remount-ro DEST` makes the top mount on DEST read-only, once the task cannot
+        // remount it back (every capability dropped, as the variant line does).
+        assert_each_clean(&[
+            "--bind /etc /etc --remount-ro /etc",
+            "--bind /etc /etc --remount-ro /etc/",
+            "--bind /etc /x --remount-ro //x",
+            "--bind /home/dev /home/dev --remount-ro /home/dev",
+            "--bind /etc /etc --tmpfs /etc/ssl --remount-ro /etc",
+            "--overlay-src /usr --overlay /etc /tmp/w /u --remount-ro /u",
+        ]);
+        // Not a later remount of that very mount: nothing changes.
+        for kept in [
+            &["--bind /etc /x", "--remount-ro /etc"][..],
+            &["--bind /etc /etc", "--remount-ro /etc/ssl"],
+            &["--remount-ro /etc", "--bind /etc /etc"],
+            &[
+                "--bind /etc /etc",
+                "--bind-try /srv/x /etc",
+                "--remount-ro /etc",
+            ],
+        ] {
+            let audit = bwrap_variant(&[], kept);
+            let found = only(&audit.findings, "host-mount-rw");
+            assert!(found.arg.starts_with("--bind /etc /"), "{kept:?}");
+            assert!(kept.contains(&found.arg.as_str()), "{kept:?}");
+            assert_eq!(found.message, "mounts /etc read-write", "{kept:?}");
+        }
+        // A line's own mount below DEST stays writable, whether made before or after.
+        for opts in [
+            &[
+                "--bind /etc /etc",
+                "--bind /var /etc/v",
+                "--remount-ro /etc",
+            ][..],
+            &[
+                "--bind /etc /etc",
+                "--remount-ro /etc",
+                "--bind /var /etc/v",
+            ],
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(
+                only(&audit.findings, "host-mount-rw").arg,
+                "--bind /var /etc/v"
+            );
+        }
+        // So do the host's own mounts below the source: the finding stays, and says so.
+        for (opts, rule, below) in [
+            (
+                &["--bind / /", "--remount-ro /"][..],
+                "writable-home-or-root",
+                "/dev/shm",
+            ),
+            (
+                &["--bind /run /run", "--remount-ro /run"],
+                "host-mount-rw",
+                "/run/user/*",
+            ),
+            (
+                &["--dev-bind /dev /dev", "--remount-ro /dev"],
+                "host-mount-rw",
+                "/dev/pts",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, rule);
+            assert!(found.message.contains(below), "{opts:?}: {}", found.message);
+            assert!(
+                found
+                    .message
+                    .contains(&format!("; {} makes only its top mount", opts[1])),
+                "{}",
+                found.message
+            );
+        }
+        // A task that keeps CAP_SYS_ADMIN remounts it writable.
+        let caps = bwrap_variant(
+            &["--cap-drop ALL"],
+            &["--bind /etc /etc", "--remount-ro /etc"],
+        );
+        assert_eq!(rules(&caps.findings), ["host-mount-rw", "root-caps-kept"]);
+    }
+
+    #[test]
     fn bwrap_host_socket() {
         for (opt, message) in [
             (
@@ -3172,16 +3585,10 @@ mod tests {
             (&["--ro-bind /run/user/1000 /u", "--tmpfs /u"][..], true),
             (&["--ro-bind /run/user /u", "--tmpfs /u/1000"], false),
             (&["--ro-bind /run/user /u", "--tmpfs /u"], true),
-            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], false),
-            (
-                &[
-                    "--ro-bind / /",
-                    "--tmpfs /run",
-                    "--tmpfs /var/run",
-                    "--tmpfs /tmp",
-                ],
-                true,
-            ),
+            (&["--ro-bind / /", "--tmpfs /run"], false),
+            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], true),
+            (&["--ro-bind / /", "--tmpfs /var/run", "--tmpfs /tmp"], true),
+            (&["--ro-bind /run /var/run", "--tmpfs /run"], false),
         ] {
             let audit = bwrap_variant(&[], opts);
             assert_eq!(
@@ -3197,6 +3604,90 @@ mod tests {
             "--bind /tmp/build /tmp/build",
             "--ro-bind /tmp/ssh_config /x",
             "--ro-bind /usr /usr",
+        ]);
+    }
+
+    #[test]
+    fn bwrap_desktop_and_agent_sockets() {
+        for (opts, held) in [
+            (&["--ro-bind /run/user/1000/pipewire-0 /p"][..], "PipeWire"),
+            (
+                &["--ro-bind /run/user/1000/pipewire-0-manager /p"],
+                "PipeWire",
+            ),
+            (&["--ro-bind /run/user/1000/pulse /p"], "PulseAudio"),
+            (&["--ro-bind /run/user/1000/pulse/native /p"], "PulseAudio"),
+            (
+                &["--ro-bind /run/user/1000/wayland-1 /w"],
+                "a Wayland compositor",
+            ),
+            (&["--ro-bind \"$SSH_AUTH_SOCK\" /agent"], "an ssh-agent"),
+            (&["--ro-bind \"${SSH_AUTH_SOCK}\" /agent"], "an ssh-agent"),
+            // The line says where the task finds its agent: a bind that lands there, or of a
+            // host tree holding that path, hands one over.
+            (
+                &[
+                    "--ro-bind /home/dev/.ssh/agent.sock /agent",
+                    "--setenv SSH_AUTH_SOCK /agent",
+                ],
+                "an ssh-agent",
+            ),
+            (
+                &["--setenv SSH_AUTH_SOCK /a/s", "--ro-bind /srv/agents /a"],
+                "an ssh-agent",
+            ),
+            (
+                &[
+                    "--ro-bind /home/dev/.1password /x",
+                    "--setenv SSH_AUTH_SOCK /home/dev/.1password/agent.sock",
+                ],
+                "an ssh-agent",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, "host-socket");
+            assert!(
+                found.message.contains(&format!("socket of {held}:")),
+                "{opts:?}: {}",
+                found.message
+            );
+            let written = |o: &&str| shell_quote(&words(o)) == found.arg;
+            assert!(opts.iter().any(written), "{opts:?}: {}", found.arg);
+        }
+        // Every socket of a user's runtime directory, in the table's order.
+        let runtime = bwrap_variant(&[], &["--ro-bind /run/user/1000 /u"]);
+        assert!(only(&runtime.findings, "host-socket").message.starts_with(
+            "mounts /run/user/1000, which holds the socket of a D-Bus session bus, a \
+                 user's systemd, Podman, gpg-agent, GNOME Keyring's agents, a Wayland \
+                 compositor, PulseAudio, PipeWire: "
+        ));
+        // Hidden by a later mount where it lands; a socket a cover leaves is still named,
+        // and the one it hides is not.
+        let covered = bwrap_variant(
+            &[],
+            &[
+                "--ro-bind /run/user/1000 /u",
+                "--tmpfs /u/pulse",
+                "--tmpfs /u/bus",
+            ],
+        );
+        let found = only(&covered.findings, "host-socket");
+        assert!(!found.message.contains("PulseAudio"), "{}", found.message);
+        assert!(
+            !found.message.contains("D-Bus session bus"),
+            "{}",
+            found.message
+        );
+        assert!(found.message.contains("PipeWire"), "{}", found.message);
+        assert_each_clean(&[
+            "--ro-bind /run/user/1000/pipewire.conf /x",
+            "--ro-bind /run/user/1000/pulsex /x",
+            "--ro-bind \"$SSH_AUTH_SOCK_DIR\" /x",
+            "--setenv SSH_AUTH_SOCK /agent",
+            "--setenv SSH_AUTH_SOCK relative/agent",
+            "--setenv SSH_AUTH_SOCKET /agent --ro-bind /srv/a /agent",
+            "--ro-bind /srv/a /agent --setenv SSH_AUTH_SOCK /agent --tmpfs /agent",
+            "--ro-bind /srv/a /x --setenv SSH_AUTH_SOCK /y",
         ]);
     }
 
@@ -3564,13 +4055,27 @@ mod tests {
         assert!(dropped_again.findings.is_empty(), "{dropped_again:#?}");
     }
 
+    /// The options that unshare each namespace `--unshare-all` does, but `missing`'s.
+    fn unsharing_all_but(missing: &str) -> Vec<&'static str> {
+        [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-cgroup",
+        ]
+        .into_iter()
+        .filter(|o| *o != missing)
+        .collect()
+    }
+
     #[test]
     fn bwrap_no_user_namespace() {
-        let base = ["--unshare-pid", "--unshare-net", "--unshare-ipc"];
+        let base = unsharing_all_but("--unshare-user");
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-user-namespace"]);
         for fixed in ["--unshare-user", "--unshare-user-try"] {
-            let mut add = base.to_vec();
+            let mut add = base.clone();
             add.push(fixed);
             assert!(
                 bwrap_variant(&["--unshare-all"], &add).findings.is_empty(),
@@ -3581,7 +4086,7 @@ mod tests {
 
     #[test]
     fn bwrap_no_pid_namespace() {
-        let base = ["--unshare-user", "--unshare-net", "--unshare-ipc"];
+        let base = unsharing_all_but("--unshare-pid");
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-pid-namespace"]);
         let fixed = bwrap_variant(
@@ -3596,7 +4101,7 @@ mod tests {
 
     #[test]
     fn bwrap_no_ipc_namespace() {
-        let base = ["--unshare-user", "--unshare-pid", "--unshare-net"];
+        let base = unsharing_all_but("--unshare-ipc");
         let audit = bwrap_variant(&["--unshare-all"], &base);
         assert_eq!(rules(&audit.findings), ["no-ipc-namespace"]);
         assert!(audit.findings[0].message.contains("shared memory"));
@@ -3606,6 +4111,22 @@ mod tests {
             &[&base[..], &["--unshare-ipc"]].concat(),
         );
         assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        // `--unshare-all` unshares it, and `--share-net` gives back only the network.
+        let share_net = bwrap_variant(&[], &["--share-net"]);
+        assert_eq!(rules(&share_net.findings), ["network-shared"]);
+    }
+
+    #[test]
+    fn bwrap_no_cgroup_namespace() {
+        let base = unsharing_all_but("--unshare-cgroup");
+        let audit = bwrap_variant(&["--unshare-all"], &base);
+        assert_eq!(rules(&audit.findings), ["no-cgroup-namespace"]);
+        assert!(audit.findings[0].message.contains("/proc/self/cgroup"));
+        assert_eq!(audit.findings[0].arg, "");
+        for fixed in ["--unshare-cgroup", "--unshare-cgroup-try"] {
+            let fixed = bwrap_variant(&["--unshare-all"], &[&base[..], &[fixed]].concat());
+            assert!(fixed.findings.is_empty(), "{fixed:#?}");
+        }
         // `--unshare-all` unshares it, and `--share-net` gives back only the network.
         let share_net = bwrap_variant(&[], &["--share-net"]);
         assert_eq!(rules(&share_net.findings), ["network-shared"]);
@@ -3631,10 +4152,39 @@ mod tests {
                 "root-caps-kept",
                 "no-user-namespace",
                 "no-pid-namespace",
-                "no-ipc-namespace"
+                "no-ipc-namespace",
+                "no-cgroup-namespace"
             ]
         );
-        assert!(audit.advice.is_empty());
+        assert_eq!(rules(&audit.advice), ["host-root-if-run-as-root"]);
+    }
+
+    #[test]
+    fn bwrap_host_root_if_run_as_root() {
+        // Every line gets it: no option stops a root caller's task being the host's uid 0.
+        for line in [
+            "bwrap /bin/sh",
+            CLEAN_BWRAP,
+            "bwrap --unshare-user --uid 65534 --gid 65534 /bin/sh",
+            "bwrap --unshare-all --uid 1000 --gid 1000 /bin/sh",
+        ] {
+            let audit = bwrap(line);
+            let advice = only(&audit.advice, "host-root-if-run-as-root");
+            assert_eq!(audit.advice.len(), 1, "{line}");
+            assert_eq!(advice.arg, "", "{line}");
+            assert!(advice.message.contains("/etc/shadow"), "{}", advice.message);
+            assert!(
+                advice.message.contains("unprivileged user"),
+                "{}",
+                advice.message
+            );
+        }
+        // A joined user namespace has a mapping of its own, and is reported as unseen.
+        for joined in ["--userns 5", "--userns2 5"] {
+            let audit = bwrap_variant(&[], &[joined]);
+            assert!(audit.advice.is_empty(), "{joined}");
+            assert_eq!(rules(&audit.findings), ["namespace-from-fd"], "{joined}");
+        }
     }
 
     #[test]
@@ -3665,14 +4215,14 @@ mod tests {
         );
         // The command starts at the first non-option and is never audited.
         let cmd = bwrap(&CLEAN_BWRAP.replace("-- /bin/true", "/bin/sh --bind / / --share-net"));
-        assert_eq!(cmd, Audit::default());
+        assert_eq!(cmd, clean_bwrap_audit());
         let after_dashdash = bwrap(&CLEAN_BWRAP.replace("/bin/true", "--share-net"));
-        assert_eq!(after_dashdash, Audit::default());
+        assert_eq!(after_dashdash, clean_bwrap_audit());
         // A path to bwrap is accepted, and so is an argv without the program.
         let path = bwrap(&CLEAN_BWRAP.replacen("bwrap", "/usr/bin/bwrap", 1));
-        assert_eq!(path, Audit::default());
+        assert_eq!(path, clean_bwrap_audit());
         let bare = bwrap(CLEAN_BWRAP.trim_start_matches("bwrap "));
-        assert_eq!(bare, Audit::default());
+        assert_eq!(bare, clean_bwrap_audit());
     }
 
     #[test]

@@ -646,18 +646,65 @@ const LEAKY_BWRAP: &[&str] = &[
     "sh",
 ];
 
+/// What `audit bwrap` prints for a clean line: the advice every bwrap line gets follows.
+const CLEAN_BWRAP_REPORT: &str = "clean: no way for the host to leak in was found
+advice: when root runs bubblewrap, the task is the host's uid 0 to every file it is given, \
+in a user namespace too and whatever --uid says (bubblewrap maps the sandbox's uid to its \
+caller's): it reads root-only files, /etc/shadow under --ro-bind /etc /etc, and writes root's \
+files in a writable bind, with every capability dropped; run bubblewrap as an unprivileged user
+";
+
 #[test]
 fn audit_bwrap_clean_line() {
     let mut args = vec!["audit", "bwrap", "--"];
     args.extend_from_slice(CLEAN_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(0), "{}", show(&out));
-    assert_eq!(stdout(&out), format!("{CLEAN_LINE}\n"));
+    assert_eq!(stdout(&out), CLEAN_BWRAP_REPORT);
 
     // Same line on stdin, shell-quoted.
     let out = root_stdin(&["audit", "bwrap", "--file", "-"], &CLEAN_BWRAP.join(" "));
     assert_eq!(code(&out), Some(0), "{}", show(&out));
-    assert_eq!(stdout(&out), format!("{CLEAN_LINE}\n"));
+    assert_eq!(stdout(&out), CLEAN_BWRAP_REPORT);
+}
+
+/// Run by root, the task of real bubblewrap is the host's uid 0 to the files it is given
+/// whatever the line says: with every capability dropped it reads /etc/shadow (0640 root)
+/// through `--ro-bind /etc /etc` without a user namespace, in one (`--unshare-all`), and in one
+/// with `--uid 65534` (its uid_map sends 65534 to the caller's 0). Run by uid 65534, the same
+/// lines cannot. The audit gives every line the `host-root-if-run-as-root` advice.
+#[test]
+fn audit_bwrap_host_root_if_run_as_root() {
+    let probe = "id -u; head -c1 /etc/shadow >/dev/null 2>&1 && echo read || echo refused";
+    let no_user_namespace =
+        base_bwrap_unsharing(&["--unshare-pid", "--unshare-net", "--unshare-ipc"]);
+    let ro_etc = ["--cap-drop", "ALL", "--ro-bind", "/etc", "/etc"];
+    for (line, uid_as_root) in [
+        ([&base_bwrap()[..], &ro_etc].concat(), "0"),
+        (
+            [
+                &base_bwrap()[..],
+                &ro_etc,
+                &["--uid", "65534", "--gid", "65534"],
+            ]
+            .concat(),
+            "65534",
+        ),
+        ([&no_user_namespace[..], &ro_etc].concat(), "0"),
+    ] {
+        // A caller other than root is its own uid inside unless --uid says otherwise.
+        for (who, uid, access) in [
+            (Launcher::Root, uid_as_root, "read"),
+            (Launcher::Unprivileged, "65534", "refused"),
+        ] {
+            let out = real_bwrap_line_as(who, &line, &["sh", "-c", probe]);
+            let want = format!("{uid}\n{access}\n");
+            assert_eq!(stdout(&out), want, "{who:?} {line:?}: {}", show(&out));
+        }
+        let advice = audited_json_of(&line, "advice");
+        assert_eq!(advice.len(), 1, "{line:?}: {advice:?}");
+        assert_eq!(advice[0]["rule"], "host-root-if-run-as-root");
+    }
 }
 
 #[test]
@@ -690,6 +737,7 @@ fn audit_bwrap_leaky_line() {
             "no-user-namespace",
             "no-pid-namespace",
             "no-ipc-namespace",
+            "no-cgroup-namespace",
         ],
         "{v}"
     );
@@ -708,7 +756,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 14);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 15);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -726,20 +774,46 @@ fn base_bwrap() -> Vec<&'static str> {
     line
 }
 
+/// The base line with only `namespaces` unshared instead of `--unshare-all`, and every
+/// capability dropped.
+fn base_bwrap_unsharing(namespaces: &[&'static str]) -> Vec<&'static str> {
+    base_bwrap()
+        .into_iter()
+        .filter(|a| *a != "--unshare-all")
+        .chain(namespaces.iter().copied())
+        .chain(["--cap-drop", "ALL"])
+        .collect()
+}
+
 /// `bwrap` (the real one at /usr/bin/bwrap, or airlock's `bwrap` subcommand) as root with the
 /// base line, then `extra`, then `-- sh -c SCRIPT`.
 fn run_bwrap_line(real: bool, extra: &[&str], script: &str) -> Output {
-    let mut cmd = if real {
-        Command::new("/usr/bin/bwrap")
-    } else {
-        let mut c = airlock(Launcher::Root, &["bwrap"]);
-        c.env_clear();
-        c
-    };
-    cmd.args(base_bwrap())
+    if real {
+        return real_bwrap_as(Launcher::Root, extra, &["sh", "-c", script]);
+    }
+    let mut cmd = airlock(Launcher::Root, &["bwrap"]);
+    cmd.env_clear()
+        .args(base_bwrap())
         .args(extra)
         .args(["--", "sh", "-c", script]);
-    let what = format!("bwrap (real: {real}) {extra:?}");
+    let what = format!("airlock bwrap {extra:?}");
+    output_within(&mut cmd, Duration::from_secs(20), &what).0
+}
+
+/// The real bubblewrap run by `who` with the base line, then `extra`, then `-- COMMAND`.
+fn real_bwrap_as(who: Launcher, extra: &[&str], command: &[&str]) -> Output {
+    real_bwrap_line_as(who, &[&base_bwrap()[..], extra].concat(), command)
+}
+
+/// The real bubblewrap run by `who` with `options`, then `-- COMMAND`.
+fn real_bwrap_line_as(who: Launcher, options: &[&str], command: &[&str]) -> Output {
+    let mut cmd = Command::new("env");
+    cmd.args(common::as_user(who))
+        .arg("/usr/bin/bwrap")
+        .args(options)
+        .arg("--")
+        .args(command);
+    let what = format!("bwrap as {who:?} {options:?}");
     output_within(&mut cmd, Duration::from_secs(20), &what).0
 }
 
@@ -757,16 +831,29 @@ fn audit_reports(extra: &[&str], rule: &str) -> bool {
 
 /// The rules `airlock audit bwrap --json` reports for `bwrap OPTIONS -- sh`.
 fn audited_rules_of(options: &[&str]) -> Vec<String> {
+    audited_json_of(options, "findings")
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The findings `airlock audit bwrap --json` reports for the base line plus `extra`.
+fn audited_findings(extra: &[&str]) -> Vec<Value> {
+    let mut options = base_bwrap();
+    options.extend_from_slice(extra);
+    audited_json_of(&options, "findings")
+}
+
+/// The `findings` or `advice` of `airlock audit bwrap --json` for `bwrap OPTIONS -- sh`.
+fn audited_json_of(options: &[&str], kind: &str) -> Vec<Value> {
     let mut args = vec!["audit", "bwrap", "--json", "--", "bwrap"];
     args.extend_from_slice(options);
     args.extend_from_slice(&["--", "sh"]);
     let out = root(&args);
-    json_of(&out)["findings"]
+    json_of(&out)[kind]
         .as_array()
-        .unwrap_or_else(|| panic!("no findings:\n{}", show(&out)))
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap().to_string())
-        .collect()
+        .unwrap_or_else(|| panic!("no {kind}:\n{}", show(&out)))
+        .clone()
 }
 
 /// Without `--cap-drop ALL`, bubblewrap 0.8 run by root leaves the task root's capabilities
@@ -809,6 +896,148 @@ fn audit_bwrap_root_capabilities_match_real_bubblewrap() {
         "{}",
         show(&airlock_bwrap)
     );
+}
+
+/// `--remount-ro DEST` makes read-only the one mount on DEST (bubblewrap 0.8: "without
+/// changing any other mount point under the specified path"). Under real bubblewrap, run by
+/// root and by uid 65534 with every capability dropped, a bind of a host system directory
+/// (a directory in /var/tmp) remounted read-only cannot be written, a line's own bind below
+/// it can, and so can the host's own mounts below a remounted bind of / (/dev/shm); the
+/// audit reports exactly the writable ones. A task that keeps root's capabilities remounts
+/// the bind writable again, and the audit keeps reporting it.
+#[test]
+fn audit_bwrap_remount_ro_matches_real_bubblewrap() {
+    let dir = tempfile::Builder::new()
+        .prefix("airlock-remount-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    // Writable by both callers: the task of root's bubblewrap holds no capability to pass
+    // the permission bits.
+    for path in [dir.path().to_path_buf(), dir.path().join("sub")] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let src = dir.path().display().to_string();
+    let sub = format!("{src}/sub");
+    let shm = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let probe = format!(
+        "for f in /x/f /x/sub/f /h/dev/shm/{shm}; do \
+         (echo x > $f) 2>/dev/null && echo wrote $f || echo cannot $f; done"
+    );
+    let dropped = |extra: &[&str]| -> Vec<String> {
+        let mut line = vec!["--cap-drop".to_string(), "ALL".to_string()];
+        line.extend(
+            extra
+                .iter()
+                .map(|a| a.replace("SRC", &src).replace("SUB", &sub)),
+        );
+        line
+    };
+    let shm_line = format!("cannot /x/f\ncannot /x/sub/f\nwrote /h/dev/shm/{shm}\n");
+    // (line after SRC and SUB are filled in, what the task wrote, the options reported).
+    for (extra, wrote, reported) in [
+        (
+            &["--bind", "SRC", "/x"][..],
+            "wrote /x/f\nwrote /x/sub/f\n",
+            "--bind SRC /x",
+        ),
+        (
+            &["--bind", "SRC", "/x", "--remount-ro", "/x"],
+            "cannot /x/f\ncannot /x/sub/f\n",
+            "",
+        ),
+        (
+            &[
+                "--bind",
+                "SRC",
+                "/x",
+                "--bind",
+                "SUB",
+                "/x/sub",
+                "--remount-ro",
+                "/x",
+            ],
+            "cannot /x/f\nwrote /x/sub/f\n",
+            "--bind SUB /x/sub",
+        ),
+        (
+            &[
+                "--bind",
+                "SRC",
+                "/x",
+                "--remount-ro",
+                "/x",
+                "--bind",
+                "SUB",
+                "/x/sub",
+            ],
+            "cannot /x/f\nwrote /x/sub/f\n",
+            "--bind SUB /x/sub",
+        ),
+    ] {
+        let line = dropped(extra);
+        let line: Vec<&str> = line.iter().map(String::as_str).collect();
+        for who in BOTH {
+            let out = real_bwrap_as(who, &line, &["sh", "-c", &probe]);
+            let seen = stdout(&out).replace(&format!("cannot /h/dev/shm/{shm}\n"), "");
+            assert_eq!(seen, wrote, "{who:?} {line:?}: {}", show(&out));
+            let _ = std::fs::remove_file(dir.path().join("f"));
+            let _ = std::fs::remove_file(dir.path().join("sub/f"));
+        }
+        let found: Vec<String> = audited_findings(&line)
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["rule"].as_str().unwrap(),
+                    f["arg"].as_str().unwrap()
+                )
+            })
+            .collect();
+        let want: Vec<String> = Some(reported)
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                format!(
+                    "host-mount-rw {}",
+                    r.replace("SRC", &src).replace("SUB", &sub)
+                )
+            })
+            .into_iter()
+            .collect();
+        assert_eq!(found, want, "{line:?}");
+    }
+    // The host's /dev/shm is a mount of its own below /: it stays writable.
+    let line = [
+        "--cap-drop",
+        "ALL",
+        "--bind",
+        "/",
+        "/h",
+        "--remount-ro",
+        "/h",
+    ];
+    for who in BOTH {
+        let out = real_bwrap_as(who, &line, &["sh", "-c", &probe]);
+        assert_eq!(stdout(&out), shm_line, "{who:?}: {}", show(&out));
+        std::fs::remove_file(format!("/dev/shm/{shm}")).unwrap();
+    }
+    let found = audited_findings(&line);
+    assert_eq!(found[0]["rule"], "writable-home-or-root");
+    assert!(
+        found[0]["message"].as_str().unwrap().contains("/dev/shm"),
+        "{found:?}"
+    );
+    // With root's capabilities kept, the task remounts the bind writable.
+    let kept = ["--bind", &src, "/x", "--remount-ro", "/x"];
+    let remount = "mount -o remount,bind,rw /x && echo x > /x/f && echo wrote";
+    let out = real_bwrap_as(Launcher::Root, &kept, &["sh", "-c", remount]);
+    assert_eq!(stdout(&out), "wrote\n", "{}", show(&out));
+    assert_eq!(audited_rules(&kept), ["host-mount-rw", "root-caps-kept"]);
 }
 
 /// A seccomp filter is not TIOCSTI protection: with an allow-all program on descriptor 3 and
@@ -1041,17 +1270,12 @@ fn audit_bwrap_host_ipc() {
         "seen=not-seen; while read -r key shmid rest; do \
          [ \"$shmid\" = {id} ] && seen=seen; done </proc/sysvipc/shm; echo $seen"
     );
-    let own: Vec<&str> = base_bwrap()
-        .into_iter()
-        .filter(|a| *a != "--unshare-all")
-        .chain([
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-net",
-            "--cap-drop",
-            "ALL",
-        ])
-        .collect();
+    let own = base_bwrap_unsharing(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-cgroup",
+    ]);
     let mut results = Vec::new();
     for ipc in [&[][..], &["--unshare-ipc"]] {
         let options = [&own[..], ipc].concat();
@@ -1067,6 +1291,78 @@ fn audit_bwrap_host_ipc() {
         ("seen\n".to_string(), vec!["no-ipc-namespace".to_string()])
     );
     assert_eq!(results[1], ("not-seen\n".to_string(), vec![]));
+}
+
+/// Without a cgroup namespace the task of real bubblewrap (its own user, pid, network and IPC
+/// namespaces, every capability dropped) reads its host cgroup path: started in a new child
+/// cgroup, it sees that cgroup's name in /proc/self/cgroup, and the audit reports
+/// `no-cgroup-namespace`; with `--unshare-cgroup` (or `-try`, or `--unshare-all`) it sees `/`
+/// and the audit is clean.
+#[test]
+fn audit_bwrap_host_cgroup() {
+    // The pids controller's (cgroup v1) or the unified hierarchy's (v2) line.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let (line, hierarchy) = own
+        .lines()
+        .find_map(|l| l.split_once(":pids:").map(|(_, p)| (l, format!("pids{p}"))))
+        .or_else(|| {
+            own.lines()
+                .find_map(|l| Some((l, l.strip_prefix("0::/")?.to_string())))
+        })
+        .expect("a pids or unified cgroup line");
+    let prefix = line.split(':').take(2).collect::<Vec<_>>().join(":");
+    let name = format!("airlock-audit-cgroup-{}", std::process::id());
+    let dir = std::path::Path::new("/sys/fs/cgroup")
+        .join(hierarchy.trim_matches('/'))
+        .join(&name);
+    std::fs::create_dir(&dir).unwrap();
+    let probe = format!("grep '^{prefix}:' /proc/self/cgroup");
+    let unshared = base_bwrap_unsharing(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+    ]);
+    let mut results = Vec::new();
+    for (cgroup, options) in [
+        ("", unshared.clone()),
+        (
+            "--unshare-cgroup",
+            [&unshared[..], &["--unshare-cgroup"]].concat(),
+        ),
+        (
+            "--unshare-cgroup-try",
+            [&unshared[..], &["--unshare-cgroup-try"]].concat(),
+        ),
+        (
+            "--unshare-all",
+            [&base_bwrap()[..], &["--cap-drop", "ALL"]].concat(),
+        ),
+    ] {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\""])
+            .arg(&dir)
+            .arg("/usr/bin/bwrap")
+            .args(&options)
+            .args(["--", "sh", "-c", &probe]);
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "cgroup probe");
+        let seen = stdout(&out);
+        // The cgroup the test made, as the host names it, or the namespace's root.
+        let host_path = seen.trim().ends_with(&format!("/{name}"));
+        let ns_root = seen.trim() == format!("{prefix}:/");
+        results.push((cgroup, host_path, ns_root, audited_rules_of(&options)));
+    }
+    std::fs::remove_dir(&dir).unwrap();
+    let leak = vec!["no-cgroup-namespace".to_string()];
+    assert_eq!(
+        results,
+        [
+            ("", true, false, leak),
+            ("--unshare-cgroup", false, true, vec![]),
+            ("--unshare-cgroup-try", false, true, vec![]),
+            ("--unshare-all", false, true, vec![]),
+        ]
+    );
 }
 
 /// The task of real bubblewrap reaches an agent's socket in the host's /tmp (an ssh-agent's
@@ -1097,13 +1393,8 @@ fn audit_bwrap_host_socket() {
             false,
         ),
     ] {
-        let mut options = vec!["--cap-drop", "ALL"];
-        options.extend(extra);
-        let mut cmd = Command::new("/usr/bin/bwrap");
-        cmd.args(base_bwrap())
-            .args(&options)
-            .args(["--", "python3", "-c", &probe]);
-        let (out, _) = output_within(&mut cmd, Duration::from_secs(20), "connect to the agent");
+        let options = [&["--cap-drop", "ALL"][..], extra].concat();
+        let out = real_bwrap_as(Launcher::Root, &options, &["python3", "-c", &probe]);
         let want = if reaches {
             "connected\n"
         } else {
@@ -1113,6 +1404,178 @@ fn audit_bwrap_host_socket() {
         assert_eq!(audit_reports(&options, "host-socket"), reaches, "{extra:?}");
     }
     assert!(listener.accept().is_ok(), "the agent saw no connection");
+}
+
+/// `/var/run` is the host's link to `/run` (Debian: an absolute one). Under real bubblewrap
+/// (run by root, every capability dropped) a session bus socket in the host's /run is reached
+/// through `--ro-bind / /` at both spellings, and a later `--tmpfs /run` hides it at both: the
+/// sandbox shows the host's link. A `--tmpfs /var/run` there goes through the absolute link
+/// and bubblewrap fails before the command runs. Where the line itself puts /run at /var/run,
+/// or shows no link (`/h/var/run` leads to the sandbox's own /run; `/var` alone holds the link
+/// and nothing of /run), `--tmpfs` on the other spelling hides nothing. The audit reports
+/// `host-socket` exactly where the socket is reached.
+#[test]
+fn audit_bwrap_var_run_is_the_host_link_to_run() {
+    let runtime = run_user_dir();
+    let socket = format!("{}/bus", runtime.path().display());
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let inside = socket.strip_prefix("/run/").unwrap();
+    let probe = format!(
+        "import socket\n\
+         for p in ['/run', '/var/run', '/h/run', '/h/var/run']:\n    \
+         s = socket.socket(socket.AF_UNIX)\n    \
+         try: s.connect(p + '/{inside}'); print('reached', p)\n    \
+         except OSError: pass"
+    );
+    let mut results = Vec::new();
+    for extra in [
+        &["--ro-bind", "/", "/", "--tmpfs", "/tmp"][..],
+        &["--ro-bind", "/", "/", "--tmpfs", "/tmp", "--tmpfs", "/run"],
+        &[
+            "--ro-bind",
+            "/",
+            "/",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/var/run",
+        ],
+        &["--ro-bind", "/run", "/var/run", "--tmpfs", "/run"],
+        &["--ro-bind", "/run", "/run", "--tmpfs", "/var/run"],
+        &[
+            "--ro-bind",
+            "/",
+            "/h",
+            "--tmpfs",
+            "/h/tmp",
+            "--tmpfs",
+            "/h/run",
+        ],
+        &["--ro-bind", "/var", "/var"],
+    ] {
+        let options = [&["--cap-drop", "ALL"][..], extra].concat();
+        let out = real_bwrap_as(Launcher::Root, &options, &["python3", "-c", &probe]);
+        let ran = if code(&out) == Some(0) {
+            stdout(&out)
+        } else {
+            format!("failed: {}", stderr(&out))
+        };
+        results.push((ran, audit_reports(&options, "host-socket")));
+    }
+    drop(listener);
+    let failed =
+        "failed: bwrap: Can't mount tmpfs on /newroot/var/run: No such file or directory\n";
+    let results: Vec<(&str, bool)> = results.iter().map(|(r, a)| (r.as_str(), *a)).collect();
+    assert_eq!(
+        results,
+        [
+            ("reached /run\nreached /var/run\n", true),
+            ("", false),
+            (failed, false),
+            ("reached /var/run\n", true),
+            ("reached /run\n", true),
+            ("", false),
+            ("", false),
+        ]
+    );
+}
+
+/// The desktop's sockets in a user's runtime directory (PipeWire `pipewire-0`, PulseAudio
+/// `pulse/native`, Wayland `wayland-0`), and an ssh-agent wherever the line's own
+/// `--setenv SSH_AUTH_SOCK` says or bound from `"$SSH_AUTH_SOCK"`: the task of real bubblewrap
+/// (run by root, every capability dropped) connects to each through the line's binds, and the
+/// audit reports `host-socket` naming what it reached. Without the bind nothing is reached,
+/// and the audit is clean.
+#[test]
+fn audit_bwrap_desktop_and_agent_sockets() {
+    let runtime_dir = run_user_dir();
+    let runtime = runtime_dir.path().display().to_string();
+    std::fs::create_dir(format!("{runtime}/pulse")).unwrap();
+    let agent_dir = tempfile::Builder::new()
+        .prefix("airlock-agent-")
+        .tempdir()
+        .unwrap();
+    let agent = agent_dir.path().join("agent.sock").display().to_string();
+    let mut listeners = Vec::new();
+    for socket in [
+        format!("{runtime}/pipewire-0"),
+        format!("{runtime}/pulse/native"),
+        format!("{runtime}/wayland-0"),
+        agent.clone(),
+    ] {
+        listeners.push(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    }
+    let probe = "import os, socket\n\
+        for p in ['/u/pipewire-0', '/u/pulse/native', '/u/wayland-0', os.environ.get('SSH_AUTH_SOCK', '/none')]:\n    \
+        s = socket.socket(socket.AF_UNIX)\n    \
+        try: s.connect(p); print('reached', p)\n    \
+        except OSError: pass";
+    let desktop = "a Wayland compositor, PulseAudio, PipeWire";
+    // (options, with AGENT for the agent's path; whether the audit reads that path spelt as
+    // the caller's shell variable, as a job template writes it; what is reached; what the
+    // finding names).
+    let by_agent = [
+        "--ro-bind",
+        "AGENT",
+        "/agent",
+        "--setenv",
+        "SSH_AUTH_SOCK",
+        "/agent",
+    ];
+    for (options, spelt_as_variable, reached, held) in [
+        (
+            &["--ro-bind", &runtime, "/u"][..],
+            false,
+            "reached /u/pipewire-0\nreached /u/pulse/native\nreached /u/wayland-0\n",
+            desktop,
+        ),
+        (&by_agent, false, "reached /agent\n", "an ssh-agent"),
+        (&by_agent, true, "reached /agent\n", "an ssh-agent"),
+        (&by_agent[3..], false, "", ""),
+    ] {
+        let spelt = |agent_is: &str| -> Vec<String> {
+            ["--cap-drop", "ALL"]
+                .iter()
+                .chain(options)
+                .map(|o| if *o == "AGENT" { agent_is } else { o }.to_string())
+                .collect()
+        };
+        let run = spelt(&agent);
+        let run: Vec<&str> = run.iter().map(String::as_str).collect();
+        let out = real_bwrap_as(Launcher::Root, &run, &["python3", "-c", probe]);
+        assert_eq!(stdout(&out), reached, "{run:?}: {}", show(&out));
+        let audited = spelt(if spelt_as_variable {
+            "$SSH_AUTH_SOCK"
+        } else {
+            &agent
+        });
+        let audited: Vec<&str> = audited.iter().map(String::as_str).collect();
+        let found: Vec<String> = audited_findings(&audited)
+            .iter()
+            .map(|f| f["message"].as_str().unwrap().to_string())
+            .collect();
+        match held {
+            "" => assert!(found.is_empty(), "{audited:?}: {found:?}"),
+            held => {
+                assert_eq!(found.len(), 1, "{audited:?}: {found:?}");
+                assert!(
+                    found[0].contains(&format!("{held}: a connect(2)")),
+                    "{found:?}"
+                );
+            }
+        }
+    }
+    drop(listeners);
+}
+
+/// A new directory in the host's /run/user, where a user's runtime directory lives (any name
+/// there is one in the audit's tables), removed when dropped, on a failed assertion too.
+fn run_user_dir() -> tempfile::TempDir {
+    std::fs::create_dir_all("/run/user").unwrap();
+    tempfile::Builder::new()
+        .prefix("airlock-audit-")
+        .tempdir_in("/run/user")
+        .unwrap()
 }
 
 /// The host's /dev/shm holds other processes' shared memory: the task of real bubblewrap run
