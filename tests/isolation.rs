@@ -415,6 +415,65 @@ def int80_getpid():
     if os.WIFSIGNALED(st):
         return ('KILLED', signal.Signals(os.WTERMSIG(st)).name)
     return 0 if os.WEXITSTATUS(st) == 0 else -2
+L = ctypes.c_long
+AT_FDCWD = -100
+def fd_ok(r):
+    # A call that answers a new descriptor: OK, and the descriptor closed.
+    if r < 0:
+        return -1
+    os.close(r)
+    return 0
+def raw_clone(flags):
+    # The clone syscall itself (x86_64: flags, stack, parent tid, child tid, tls), as a fork
+    # whose child exits at once; SIGCHLD (17) is its exit signal.
+    r = libc.syscall(L(56), L(flags | 17), None, None, None, None)
+    if r == 0:
+        os._exit(0)
+    if r > 0:
+        os.waitpid(r, 0)
+        return 0
+    return -1
+def tmpfs_on_cwd():
+    # The new mount API end to end: fsopen("tmpfs"), fsconfig(FSCONFIG_CMD_CREATE = 6),
+    # fsmount, move_mount(MOVE_MOUNT_F_EMPTY_PATH = 4) onto the working directory.
+    fs = libc.syscall(L(430), b'tmpfs', L(0))
+    if fs < 0:
+        return -1
+    try:
+        if libc.syscall(L(431), L(fs), L(6), None, None, L(0)) < 0:
+            return -1
+        mnt = libc.syscall(L(432), L(fs), L(0), L(0))
+        if mnt < 0:
+            return -1
+        try:
+            return libc.syscall(L(429), L(mnt), b'', L(AT_FDCWD), b'.', L(4))
+        finally:
+            os.close(mnt)
+    finally:
+        os.close(fs)
+class MountAttr(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ('set', 'clr', 'propagation', 'userns_fd')]
+def root_writable():
+    # mount_setattr clearing MOUNT_ATTR_RDONLY (1) on the root mount.
+    a = MountAttr(0, 1, 0, 0)
+    return libc.syscall(L(442), L(AT_FDCWD), b'/', L(0), ctypes.byref(a), L(ctypes.sizeof(a)))
+class Iovec(ctypes.Structure):
+    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
+def vm_readv_self():
+    # process_vm_readv of 8 bytes of this process's own memory.
+    src = ctypes.create_string_buffer(b'airlock', 8)
+    dst = ctypes.create_string_buffer(8)
+    local, remote = Iovec(ctypes.addressof(dst), 8), Iovec(ctypes.addressof(src), 8)
+    n = libc.syscall(L(310), L(os.getpid()), ctypes.byref(local), L(1), ctypes.byref(remote),
+                     L(1), L(0))
+    return -1 if n < 0 else (0 if dst.raw == src.raw else -2)
+def pidfd_getfd_self():
+    # A copy of this process's own descriptor 0, taken through its pidfd.
+    pidfd = os.pidfd_open(os.getpid())
+    try:
+        return fd_ok(libc.syscall(L(438), L(pidfd), L(0), L(0)))
+    finally:
+        os.close(pidfd)
 probes = {
     'clone3-null': lambda: libc.syscall(435, None, 0),
     # Calls newer than the policy's NEWEST_REVIEWED (mseal, 462), with arguments the kernel
@@ -436,6 +495,27 @@ probes = {
     'open-by-handle-at': lambda: libc.syscall(304, -2, None, 0),
     'perf-event-open': lambda: libc.syscall(298, None, 0, -1, -1, 0),
     'keyctl-bad-cmd': lambda: libc.syscall(250, 0, 0),
+    # Break-outs that work for root of a user namespace of its own (the control), and for
+    # which no privilege is needed at all when marked (*).
+    'clone-newuser': lambda: raw_clone(CLONE_NEWUSER),  # (*)
+    'clone-newuser-newns': lambda: raw_clone(CLONE_NEWUSER | 0x20000),  # (*) CLONE_NEWNS
+    'setns-bad-fd': lambda: libc.syscall(L(308), L(-1), L(0)),  # (*) EBADF
+    'open_tree-plain': lambda: fd_ok(libc.syscall(L(428), L(AT_FDCWD), b'/', L(0))),  # (*)
+    'tmpfs-on-cwd': tmpfs_on_cwd,
+    'mount_setattr-root-rw': root_writable,
+    'chroot-cwd': lambda: libc.chroot(b'.'),
+    'userfaultfd-user-mode': lambda: fd_ok(libc.syscall(L(323), L(1 | os.O_CLOEXEC))),  # (*)
+    'add_key-null': lambda: libc.syscall(L(248), None, None, None, L(0), L(0)),  # (*) EFAULT
+    'request_key-null': lambda: libc.syscall(L(249), None, None, None, L(0)),  # (*) EFAULT
+    'kcmp-bad-type': lambda: libc.syscall(L(312), L(os.getpid()), L(os.getpid()), L(99),
+                                          L(0), L(0)),  # (*) EINVAL
+    'name_to_handle_at-null': lambda: libc.syscall(L(303), L(AT_FDCWD), None, None, None,
+                                                   L(0)),  # (*) EFAULT
+    'process_vm_readv-self': vm_readv_self,  # (*)
+    'pidfd_getfd-self': pidfd_getfd_self,  # (*)
+    'personality-no-aslr': lambda: libc.personality(L(0x0040000)),  # (*) ADDR_NO_RANDOMIZE
+    'socket-raw-icmp': lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW,
+                                             socket.IPPROTO_ICMP).close(),
 }
 for name in sys.argv[1:]:
     try:
@@ -1734,6 +1814,66 @@ fn kernel_attack_surface_calls_are_denied_by_the_filter() {
             assert_line(&o, &format!("{call}:ERR:EPERM"), &format!("{who:?} inside"));
         }
         assert_exit(&o, 0, &format!("{who:?} inside"));
+    }
+}
+
+/// The break-outs a root of the sandbox's own user namespace could make, tried by the task:
+/// a new user namespace by the raw clone call (not unshare), joining a namespace, the new mount
+/// API end to end (a tmpfs over the working directory), clearing the read-only flag of the
+/// root mount, chroot, a raw socket; and the introspection and kernel-surface calls
+/// (userfaultfd, keyrings, kcmp, file handles, process_vm_readv and pidfd_getfd on itself,
+/// personality without ASLR). Control: the same probe on the host as root of a user, mount and
+/// network namespace of its own (`unshare -Urmn`), where each works or gets the kernel's own
+/// answer to its arguments (EBADF, EFAULT, EINVAL). Inside, every one is EPERM; for those the
+/// probe marks (*) no privilege is needed at all, so only the filter gives that answer (the
+/// others are also refused for want of capabilities). The control's mounts die with its
+/// mount namespace: none shows on the host.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn namespace_mount_and_introspection_break_outs_are_refused() {
+    let answers = [
+        ("clone-newuser", "OK"),
+        ("clone-newuser-newns", "OK"),
+        ("setns-bad-fd", "ERR:EBADF"),
+        ("open_tree-plain", "OK"),
+        ("tmpfs-on-cwd", "OK"),
+        ("mount_setattr-root-rw", "OK"),
+        ("chroot-cwd", "OK"),
+        ("userfaultfd-user-mode", "OK"),
+        ("add_key-null", "ERR:EFAULT"),
+        ("request_key-null", "ERR:EFAULT"),
+        ("kcmp-bad-type", "ERR:EINVAL"),
+        ("name_to_handle_at-null", "ERR:EFAULT"),
+        ("process_vm_readv-self", "OK"),
+        ("pidfd_getfd-self", "OK"),
+        ("personality-no-aslr", "OK"),
+        ("socket-raw-icmp", "OK"),
+    ];
+    let calls: Vec<&str> = answers.iter().map(|(c, _)| *c).collect();
+    let probe = py(SYSCALL_PROBE, &calls);
+    let mut in_own_namespaces = vec!["unshare", "-Urmn"];
+    in_own_namespaces.extend_from_slice(&probe);
+    for who in BOTH {
+        let cwd = world_readable_dir("/var/tmp", "airlock-breakouts");
+        let host = host_cmd(who, &in_own_namespaces)
+            .current_dir(cwd.path())
+            .output()
+            .unwrap();
+        let ctx = format!("host control as {who:?} in its own namespaces");
+        let want: Vec<String> = answers.iter().map(|(c, a)| format!("{c}:{a}")).collect();
+        assert_eq!(lines(&host), want, "{ctx}\n{}", show(&host));
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let dir = cwd.path().to_str().unwrap();
+        assert!(
+            !mountinfo.contains(dir),
+            "{ctx}: a mount reached the host\n{mountinfo}"
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &probe);
+        let want: Vec<String> = calls.iter().map(|c| format!("{c}:ERR:EPERM")).collect();
+        assert_eq!(lines(&o), want, "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
     }
 }
 
