@@ -383,6 +383,61 @@ for p in sys.argv[1:]:
         print('LANDED:' + p)
 "#;
 
+/// Reaches into process argv[1] (`child`: a sleeping child of the probe's own) through its
+/// /proc entries (memory, maps, auxv, descriptors, root, cwd, executable, namespaces) and
+/// stops it with SIGSTOP: `<entry>:OK`, `<entry>:ERR:<errno name>`, `sigstop:OK` (its state
+/// turned T; then SIGCONT) or `sigstop:IGNORED` (still not stopped 1 s later).
+const PROC_TARGET_PROBE: &str = r#"
+import errno, os, signal, sys, time
+if sys.argv[1] == 'child':
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+else:
+    pid = int(sys.argv[1])
+p = '/proc/%d/' % pid
+def mem():
+    with open(p + 'mem', 'rb', 0) as f:
+        with open(p + 'maps') as m:
+            f.seek(int(m.readline().split('-')[0], 16))
+        if len(f.read(8)) != 8:
+            raise OSError(errno.EIO, 'short read')
+def state():
+    with open(p + 'status') as f:
+        return [l.split()[1] for l in f if l.startswith('State:')][0]
+def stop():
+    os.kill(pid, signal.SIGSTOP)
+    for _ in range(50):
+        if state() == 'T':
+            os.kill(pid, signal.SIGCONT)
+            return 'OK'
+        time.sleep(0.02)
+    return 'IGNORED'
+probes = [
+    ('maps', lambda: open(p + 'maps').read()),
+    ('mem', mem),
+    ('auxv', lambda: open(p + 'auxv', 'rb').read()),
+    ('fd', lambda: os.listdir(p + 'fd')),
+    ('fdinfo', lambda: os.listdir(p + 'fdinfo')),
+    ('root', lambda: os.listdir(p + 'root/')),
+    ('cwd', lambda: os.readlink(p + 'cwd')),
+    ('exe', lambda: os.readlink(p + 'exe')),
+    ('ns-user', lambda: os.close(os.open(p + 'ns/user', os.O_RDONLY))),
+    ('ns-mnt', lambda: os.readlink(p + 'ns/mnt')),
+]
+for name, f in probes:
+    try:
+        f()
+        print(name + ':OK')
+    except OSError as e:
+        print('%s:ERR:%s' % (name, errno.errorcode.get(e.errno, e.errno)))
+print('sigstop:' + stop())
+if sys.argv[1] == 'child':
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+"#;
+
 /// Makes each named system call through libc (ctypes) or the socket module:
 /// `<name>:OK`, `<name>:ERR:<errno name>`, or `<name>:KILLED:<signal>`.
 const SYSCALL_PROBE: &str = r#"
@@ -1367,6 +1422,50 @@ fn proc_shows_only_the_sandbox_processes() {
             show(&o)
         );
         assert_line(&o, "SELF:2", &ctx);
+    }
+}
+
+/// The task against its init, pid 1, which holds what airlock opened (as root, for a root
+/// caller) and runs without the task's seccomp filter: its memory, maps, auxv, descriptors,
+/// root, cwd, executable and namespaces stay closed through /proc (EACCES: it is not dumpable),
+/// and a SIGSTOP to it is dropped (the kernel's rule for a pid namespace's init). Control: the
+/// same probe pointed at a child of its own, inside the same sandbox (same uid, dumpable, not
+/// an init) and on the host, reaches every entry and stops the child.
+#[test]
+fn the_init_s_memory_descriptors_and_namespaces_are_closed_to_the_task() {
+    let entries = [
+        "maps", "mem", "auxv", "fd", "fdinfo", "root", "cwd", "exe", "ns-user", "ns-mnt",
+    ];
+    let reached: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{e}:OK"))
+        .chain(["sigstop:OK".to_string()])
+        .collect();
+    let closed: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{e}:ERR:EACCES"))
+        .chain(["sigstop:IGNORED".to_string()])
+        .collect();
+    for who in BOTH {
+        let host = run_host(who, &py(PROC_TARGET_PROBE, &["child"]));
+        assert_eq!(
+            lines(&host),
+            reached,
+            "{who:?} host control\n{}",
+            show(&host)
+        );
+        let sibling = run_inside(who, &[], &py(PROC_TARGET_PROBE, &["child"]));
+        assert_eq!(
+            lines(&sibling),
+            reached,
+            "{who:?} inside, control\n{}",
+            show(&sibling)
+        );
+
+        let ctx = format!("{who:?} inside, against pid 1");
+        let o = run_inside(who, &[], &py(PROC_TARGET_PROBE, &["1"]));
+        assert_eq!(lines(&o), closed, "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
     }
 }
 
