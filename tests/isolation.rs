@@ -1469,6 +1469,38 @@ fn the_init_s_memory_descriptors_and_namespaces_are_closed_to_the_task() {
     }
 }
 
+/// kill(-1, SIGKILL) from the task reaches every process it may signal: only the sandbox's own.
+/// A sibling of the task dies, the task and its init live on (the task prints after it and
+/// exits 0), and a host process running as the task's host uid (65534, the default for a root
+/// caller and the unprivileged caller's own) lives. Control: on the host, uid 65534 may signal
+/// that process (kill -0), so its uid does not protect it; only the pid namespace does.
+#[test]
+fn kill_minus_one_from_the_task_reaches_only_the_sandbox() {
+    let argv = ["sleep", "59.8427"];
+    let mut host = Running(host_cmd(Launcher::Unprivileged, &argv).spawn().unwrap());
+    let pid = poll_for(Duration::from_secs(5), || {
+        pids_with_argv(&argv).first().copied()
+    })
+    .expect("the host process as uid 65534 did not start");
+    let control = host_sh(
+        Launcher::Unprivileged,
+        &format!("kill -0 {pid} && echo SIGNAL-OK"),
+    );
+    assert_line(&control, "SIGNAL-OK", "host control as uid 65534");
+
+    let script = "sleep 30 & s=$!; kill -9 -1; wait $s; echo \"SIBLING:$?\"; echo TASK-ALIVE";
+    for who in BOTH {
+        let ctx = format!("{who:?} inside");
+        let o = sh(who, &[], script);
+        assert_lines(&o, &["SIBLING:137", "TASK-ALIVE"], &ctx);
+        assert_exit(&o, 0, &ctx);
+        assert!(
+            host.0.try_wait().unwrap().is_none(),
+            "{ctx}: the host process of uid 65534 died"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Capabilities, no_new_privs, seccomp
 
