@@ -1501,6 +1501,57 @@ fn kill_minus_one_from_the_task_reaches_only_the_sandbox() {
     }
 }
 
+/// A crash inside must reach no core dump helper of the host. The kernel ignores RLIMIT_CORE 0
+/// when core_pattern pipes to a helper (systemd-coredump, apport: the default of many
+/// distributions), which it starts as root on the host and hands the task's memory, forwarded
+/// secrets included; at exactly 1 byte it starts none, and writes no core file either (below
+/// one page): fs/coredump.c. So the task's limit is 1, soft and hard, and a Python holding a
+/// forwarded secret that dies of SIGSEGV in scratch is reported (139) and leaves no core.
+/// Control: the same reading of /proc/self/limits on the host prints the host process's own
+/// limit, which is not 1. A caller whose hard limit is 0 (`prlimit --core=0:0`) cannot raise
+/// it: its task runs, with 0.
+#[test]
+fn a_crash_inside_starts_no_core_dump() {
+    let limit = "awk '/^Max core file size/ {print \"CORE-LIMIT:\" $5 \":\" $6}' /proc/self/limits";
+    let script = format!(
+        "{limit}; python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'; \
+         echo \"CRASH:$?\"; ls -A | sed 's/^/LEFT:/'"
+    );
+    for who in BOTH {
+        let host = host_sh(who, limit);
+        let line = lines(&host)
+            .into_iter()
+            .find(|l| l.starts_with("CORE-LIMIT:"));
+        assert!(
+            line.as_ref().is_some_and(|l| l != "CORE-LIMIT:1:1"),
+            "{who:?} host control\n{}",
+            show(&host)
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = sh(who, &["--env", "SECRET=core-4711"], &script);
+        assert_eq!(
+            lines(&o),
+            ["CORE-LIMIT:1:1", "CRASH:139"],
+            "{ctx}\n{}",
+            show(&o)
+        );
+        assert_exit(&o, 0, &ctx);
+
+        let ctx = format!("{who:?} inside, the caller's hard limit 0");
+        let o = Command::new("prlimit")
+            .arg("--core=0:0")
+            .args(as_user(who))
+            .arg(binary())
+            .args(["run", "--", "sh", "-c", limit])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(lines(&o), ["CORE-LIMIT:0:0"], "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Capabilities, no_new_privs, seccomp
 
