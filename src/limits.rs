@@ -112,7 +112,8 @@ pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource
         // 1 byte, not 0: the kernel ignores RLIMIT_CORE when core_pattern pipes to a helper
         // (systemd-coredump, apport), which then runs as root on the host and stores the
         // task's memory outside the sandbox; 1 is the value at which it starts no helper
-        // (fs/coredump.c, coredump_pipe) and writes no file (1 byte is below one page). A
+        // (fs/coredump.c, coredump_pipe) and writes no file (1 byte is below one page); the
+        // policy answers the task's changes of it 0 and makes none (seccomp/README.md). A
         // caller whose own hard limit is 0 cannot raise it: its task keeps 0.
         (Resource::RLIMIT_CORE, core, core),
     ];

@@ -1501,41 +1501,77 @@ fn kill_minus_one_from_the_task_reaches_only_the_sandbox() {
     }
 }
 
+/// Prints the core line of /proc/self/limits (`CORE-LIMIT:<soft>:<hard>`), then lowers the
+/// limit to 0 as programs do (`SETRLIMIT:...`, read back), then through prlimit64 with a
+/// new_limit of {0, 0} at 0x100000000, a pointer a filter testing only its low 32 bits would
+/// take for NULL, a read (`PRLIMIT64-HIGH:<answer>:...`); with argument `crash`, then dies of
+/// SIGSEGV. x86_64's prlimit64 number.
+const CORE_PROBE: &str = r#"
+import ctypes, os, resource, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+def limit():
+    with open('/proc/self/limits') as f:
+        w = [l.split() for l in f if l.startswith('Max core file size')][0]
+    return '%s:%s' % (w[4], w[5])
+print('CORE-LIMIT:' + limit())
+resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+print('SETRLIMIT:' + limit())
+# MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED_NOREPLACE at 4 GiB: struct rlimit {0, 0} there.
+at = libc.mmap(ctypes.c_void_p(1 << 32), ctypes.c_size_t(4096), 3, 0x22 | 0x100000, -1,
+               ctypes.c_long(0))
+assert at == 1 << 32, at
+ctypes.memmove(at, bytes(16), 16)
+r = libc.syscall(ctypes.c_long(302), ctypes.c_long(0), ctypes.c_long(4), ctypes.c_void_p(at),
+                 None)
+print('PRLIMIT64-HIGH:%d:%s' % (r, limit()))
+if sys.argv[1:] == ['crash']:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGSEGV)
+"#;
+
 /// A crash inside must reach no core dump helper of the host. The kernel ignores RLIMIT_CORE 0
 /// when core_pattern pipes to a helper (systemd-coredump, apport: the default of many
 /// distributions), which it starts as root on the host and hands the task's memory, forwarded
 /// secrets included; at exactly 1 byte it starts none, and writes no core file either (below
-/// one page): fs/coredump.c. So the task's limit is 1, soft and hard, and a Python holding a
-/// forwarded secret that dies of SIGSEGV in scratch is reported (139) and leaves no core.
-/// Control: the same reading of /proc/self/limits on the host prints the host process's own
-/// limit, which is not 1. A caller whose hard limit is 0 (`prlimit --core=0:0`) cannot raise
-/// it: its task runs, with 0.
+/// one page): fs/coredump.c. So the task's limit is 1, soft and hard, its changes of it (by
+/// setrlimit, by prlimit64 through a pointer whose low half is 0) answer 0 and leave it 1,
+/// and a Python holding a forwarded secret that then dies of SIGSEGV in scratch is reported
+/// (139) and leaves no core. Control: on the host the same probe lowers its limit to 0 both
+/// ways, and its limit was not 1 to begin with. A caller whose hard limit is 0
+/// (`prlimit --core=0:0`) cannot raise it: its task runs, with 0.
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn a_crash_inside_starts_no_core_dump() {
-    let limit = "awk '/^Max core file size/ {print \"CORE-LIMIT:\" $5 \":\" $6}' /proc/self/limits";
-    let script = format!(
-        "{limit}; python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'; \
-         echo \"CRASH:$?\"; ls -A | sed 's/^/LEFT:/'"
-    );
+    let script =
+        format!("{PYTHON} -c \"$PROBE\" crash; echo \"CRASH:$?\"; ls -A | sed 's/^/LEFT:/'");
+    let probe_env = format!("PROBE={CORE_PROBE}");
     for who in BOTH {
-        let host = host_sh(who, limit);
-        let line = lines(&host)
-            .into_iter()
-            .find(|l| l.starts_with("CORE-LIMIT:"));
+        let host = run_host(who, &py(CORE_PROBE, &[]));
+        let got = lines(&host);
         assert!(
-            line.as_ref().is_some_and(|l| l != "CORE-LIMIT:1:1"),
+            got.len() == 3
+                && got[0].starts_with("CORE-LIMIT:")
+                && got[0] != "CORE-LIMIT:1:1"
+                && got[1].starts_with("SETRLIMIT:0:")
+                && got[2] == "PRLIMIT64-HIGH:0:0:0",
             "{who:?} host control\n{}",
             show(&host)
         );
 
         let ctx = format!("{who:?} inside");
-        let o = sh(who, &["--env", "SECRET=core-4711"], &script);
-        assert_eq!(
-            lines(&o),
-            ["CORE-LIMIT:1:1", "CRASH:139"],
-            "{ctx}\n{}",
-            show(&o)
+        let o = sh(
+            who,
+            &["--env", &probe_env, "--env", "SECRET=core-4711"],
+            &script,
         );
+        let want = [
+            "CORE-LIMIT:1:1",
+            "SETRLIMIT:1:1",
+            "PRLIMIT64-HIGH:0:1:1",
+            "CRASH:139",
+        ];
+        assert_eq!(lines(&o), want, "{ctx}\n{}", show(&o));
         assert_exit(&o, 0, &ctx);
 
         let ctx = format!("{who:?} inside, the caller's hard limit 0");
@@ -1543,11 +1579,21 @@ fn a_crash_inside_starts_no_core_dump() {
             .arg("--core=0:0")
             .args(as_user(who))
             .arg(binary())
-            .args(["run", "--", "sh", "-c", limit])
+            .args([
+                "run",
+                "--",
+                "grep",
+                "^Max core file size",
+                "/proc/self/limits",
+            ])
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        assert_eq!(lines(&o), ["CORE-LIMIT:0:0"], "{ctx}\n{}", show(&o));
+        let got: Vec<String> = lines(&o)
+            .iter()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(got, ["Max core file size 0 0 bytes"], "{ctx}\n{}", show(&o));
         assert_exit(&o, 0, &ctx);
     }
 }
