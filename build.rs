@@ -11,10 +11,6 @@ use std::process::Command;
 #[path = "src/policy.rs"]
 mod policy;
 
-/// The policy's filters, in the order their rules take precedence when two would answer the
-/// same call differently (the later one wins, as if installed after).
-const FILTERS: &[&str] = &["deny", "enosys"];
-
 fn main() {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").expect("target arch");
     let (target, audit) = match arch.as_str() {
@@ -32,7 +28,7 @@ fn main() {
     seccompiler::compile_from_json(text.as_bytes(), target)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let nr = |name: &str| policy::seccompiler_nr(name, target);
-    let prog = policy::compile(&text, FILTERS, audit, nr)
+    let prog = policy::compile(&text, policy::FILTERS, audit, nr)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     // A smoke check of the result; the unit tests compare it with seccompiler's programs.
     let mount = nr("mount").expect("mount has a number");

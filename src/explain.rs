@@ -194,7 +194,11 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
 fn seccomp_summary() -> Vec<String> {
     let v: Value = serde_json::from_str(POLICY_JSON).unwrap_or(Value::Null);
     let mut out = Vec::new();
-    for (filter, action) in [("deny", "EPERM"), ("enosys", "ENOSYS")] {
+    for (filter, action) in [
+        ("deny", "EPERM"),
+        ("enosys", "ENOSYS"),
+        ("noop", "0 (nothing done)"),
+    ] {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for rule in v[filter]["filter"].as_array().into_iter().flatten() {
             let name = rule["syscall"].as_str().unwrap_or("?");

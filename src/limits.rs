@@ -104,11 +104,18 @@ pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource
     use nix::sys::resource::Resource;
     let cpu = l.cpu_time.as_secs().max(1);
     let cpu_hard = (cpu + 2).min(caller_hard(Resource::RLIMIT_CPU)).max(cpu);
+    let core = caller_hard(Resource::RLIMIT_CORE).min(1);
     let mut v = vec![
         (Resource::RLIMIT_CPU, cpu, cpu_hard),
         (Resource::RLIMIT_FSIZE, l.file_size, l.file_size),
         (Resource::RLIMIT_NOFILE, l.nofile, l.nofile),
-        (Resource::RLIMIT_CORE, 0, 0),
+        // 1 byte, not 0: the kernel ignores RLIMIT_CORE when core_pattern pipes to a helper
+        // (systemd-coredump, apport), which then runs as root on the host and stores the
+        // task's memory outside the sandbox; 1 is the value at which it starts no helper
+        // (fs/coredump.c, coredump_pipe) and writes no file (1 byte is below one page); the
+        // policy answers the task's changes of it 0 and makes none (seccomp/README.md). A
+        // caller whose own hard limit is 0 cannot raise it: its task keeps 0.
+        (Resource::RLIMIT_CORE, core, core),
     ];
     if mech == Mechanism::Rlimit {
         v.push((Resource::RLIMIT_DATA, l.memory, l.memory));

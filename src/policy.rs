@@ -51,6 +51,10 @@ const ENOSYS: u32 = 38;
 /// 5.1, so one name serves both.
 pub const NEWEST_REVIEWED: &str = "mseal";
 
+/// The policy's filters, in the order their rules take precedence when two would answer the
+/// same call differently (the later one wins, as if installed after).
+pub const FILTERS: &[&str] = &["noop", "deny", "enosys"];
+
 /// The target architecture, as the kernel reports it in `seccomp_data.arch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
@@ -78,10 +82,12 @@ enum Op {
     MaskedEq(u32),
 }
 
-/// One argument test: the low 32 bits (`dword`) of argument `index` against `val`.
+/// One argument test: a 32-bit half of argument `index` (the low one, as `dword` tests; the
+/// high one only for a `qword` test's second half) against `val`.
 #[derive(Debug, Clone, Copy)]
 struct Cond {
     index: u8,
+    high: bool,
     op: Op,
     val: u32,
 }
@@ -138,7 +144,10 @@ pub fn compile(
                      call answers ENOSYS: review it and move NEWEST_REVIEWED"
                 )));
             }
-            let conds = match rule.get("args") {
+            // The rule as rules of 32-bit tests, any of which matching matches it: one, unless
+            // a qword `ne` splits it in two (either half differs).
+            let mut alternatives: Vec<Vec<Cond>> = vec![vec![]];
+            let tests = match rule.get("args") {
                 None => vec![],
                 Some(a) => a
                     .as_array()
@@ -148,10 +157,22 @@ pub fn compile(
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(ctx)?,
             };
+            for any_of in tests {
+                alternatives = alternatives
+                    .iter()
+                    .flat_map(|all| {
+                        any_of.iter().map(move |c| {
+                            let mut all = all.clone();
+                            all.extend_from_slice(c);
+                            all
+                        })
+                    })
+                    .collect();
+            }
             let groups = &mut table.entry(nr).or_default().groups;
             match groups.iter_mut().find(|(a, _)| *a == action) {
-                Some((_, rs)) => rs.push(conds),
-                None => groups.push((action, vec![conds])),
+                Some((_, rs)) => rs.extend(alternatives),
+                None => groups.push((action, alternatives)),
             }
         }
     }
@@ -198,17 +219,39 @@ fn action(v: &serde_json::Value) -> Result<u32, String> {
     }
 }
 
-fn cond(c: &serde_json::Value) -> Result<Cond, String> {
-    if c["type"] != "dword" {
-        return Err(format!(
-            "only \"dword\" argument tests are compiled, not {}",
-            c["type"]
-        ));
-    }
+/// One argument test as 32-bit tests: any of the returned lists matching (all of its tests)
+/// matches it. A `dword` test is one test of the low half; a `qword` test, `eq` or `ne` only,
+/// is both halves equal, or either half different.
+fn cond(c: &serde_json::Value) -> Result<Vec<Vec<Cond>>, String> {
     let index = c["index"]
         .as_u64()
         .filter(|i| *i < 6)
         .ok_or_else(|| format!("bad argument index {}", c["index"]))? as u8;
+    if c["type"] == "qword" {
+        let val = c["val"]
+            .as_u64()
+            .ok_or_else(|| format!("{} is not a 64-bit value", c["val"]))?;
+        let half = |high: bool, op: Op| Cond {
+            index,
+            high,
+            op,
+            val: if high { (val >> 32) as u32 } else { val as u32 },
+        };
+        return match c["op"].as_str() {
+            Some("eq") => Ok(vec![vec![half(false, Op::Eq), half(true, Op::Eq)]]),
+            Some("ne") => Ok(vec![vec![half(false, Op::Ne)], vec![half(true, Op::Ne)]]),
+            _ => Err(format!(
+                "only \"eq\" and \"ne\" qword tests are compiled, not {}",
+                c["op"]
+            )),
+        };
+    }
+    if c["type"] != "dword" {
+        return Err(format!(
+            "only \"dword\" and \"qword\" argument tests are compiled, not {}",
+            c["type"]
+        ));
+    }
     let word = |v: &serde_json::Value| {
         v.as_u64()
             .and_then(|n| u32::try_from(n).ok())
@@ -227,7 +270,12 @@ fn cond(c: &serde_json::Value) -> Result<Cond, String> {
         },
         o => Op::MaskedEq(word(&o["masked_eq"])?),
     };
-    Ok(Cond { index, op, val })
+    Ok(vec![vec![Cond {
+        index,
+        high: false,
+        op,
+        val,
+    }]])
 }
 
 /// Code that finds A (the syscall number) among `keys` and runs its entry; ALLOW if absent.
@@ -386,7 +434,8 @@ fn handler(e: &Entry) -> Result<Vec<Insn>, String> {
             for (c, size) in conds.iter().zip(&sizes) {
                 done += size;
                 let fail = jump(total - done)?;
-                out.push((LD_W_ABS, 0, 0, 16 + 8 * c.index as u32));
+                // seccomp_data.args[index], little-endian on both architectures.
+                out.push((LD_W_ABS, 0, 0, 16 + 8 * c.index as u32 + 4 * c.high as u32));
                 if let Op::MaskedEq(m) = c.op {
                     out.push((AND_K, 0, 0, m));
                 }

@@ -383,6 +383,61 @@ for p in sys.argv[1:]:
         print('LANDED:' + p)
 "#;
 
+/// Reaches into process argv[1] (`child`: a sleeping child of the probe's own) through its
+/// /proc entries (memory, maps, auxv, descriptors, root, cwd, executable, namespaces) and
+/// stops it with SIGSTOP: `<entry>:OK`, `<entry>:ERR:<errno name>`, `sigstop:OK` (its state
+/// turned T; then SIGCONT) or `sigstop:IGNORED` (still not stopped 1 s later).
+const PROC_TARGET_PROBE: &str = r#"
+import errno, os, signal, sys, time
+if sys.argv[1] == 'child':
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+else:
+    pid = int(sys.argv[1])
+p = '/proc/%d/' % pid
+def mem():
+    with open(p + 'mem', 'rb', 0) as f:
+        with open(p + 'maps') as m:
+            f.seek(int(m.readline().split('-')[0], 16))
+        if len(f.read(8)) != 8:
+            raise OSError(errno.EIO, 'short read')
+def state():
+    with open(p + 'status') as f:
+        return [l.split()[1] for l in f if l.startswith('State:')][0]
+def stop():
+    os.kill(pid, signal.SIGSTOP)
+    for _ in range(50):
+        if state() == 'T':
+            os.kill(pid, signal.SIGCONT)
+            return 'OK'
+        time.sleep(0.02)
+    return 'IGNORED'
+probes = [
+    ('maps', lambda: open(p + 'maps').read()),
+    ('mem', mem),
+    ('auxv', lambda: open(p + 'auxv', 'rb').read()),
+    ('fd', lambda: os.listdir(p + 'fd')),
+    ('fdinfo', lambda: os.listdir(p + 'fdinfo')),
+    ('root', lambda: os.listdir(p + 'root/')),
+    ('cwd', lambda: os.readlink(p + 'cwd')),
+    ('exe', lambda: os.readlink(p + 'exe')),
+    ('ns-user', lambda: os.close(os.open(p + 'ns/user', os.O_RDONLY))),
+    ('ns-mnt', lambda: os.readlink(p + 'ns/mnt')),
+]
+for name, f in probes:
+    try:
+        f()
+        print(name + ':OK')
+    except OSError as e:
+        print('%s:ERR:%s' % (name, errno.errorcode.get(e.errno, e.errno)))
+print('sigstop:' + stop())
+if sys.argv[1] == 'child':
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+"#;
+
 /// Makes each named system call through libc (ctypes) or the socket module:
 /// `<name>:OK`, `<name>:ERR:<errno name>`, or `<name>:KILLED:<signal>`.
 const SYSCALL_PROBE: &str = r#"
@@ -415,6 +470,65 @@ def int80_getpid():
     if os.WIFSIGNALED(st):
         return ('KILLED', signal.Signals(os.WTERMSIG(st)).name)
     return 0 if os.WEXITSTATUS(st) == 0 else -2
+L = ctypes.c_long
+AT_FDCWD = -100
+def fd_ok(r):
+    # A call that answers a new descriptor: OK, and the descriptor closed.
+    if r < 0:
+        return -1
+    os.close(r)
+    return 0
+def raw_clone(flags):
+    # The clone syscall itself (x86_64: flags, stack, parent tid, child tid, tls), as a fork
+    # whose child exits at once; SIGCHLD (17) is its exit signal.
+    r = libc.syscall(L(56), L(flags | 17), None, None, None, None)
+    if r == 0:
+        os._exit(0)
+    if r > 0:
+        os.waitpid(r, 0)
+        return 0
+    return -1
+def tmpfs_on_cwd():
+    # The new mount API end to end: fsopen("tmpfs"), fsconfig(FSCONFIG_CMD_CREATE = 6),
+    # fsmount, move_mount(MOVE_MOUNT_F_EMPTY_PATH = 4) onto the working directory.
+    fs = libc.syscall(L(430), b'tmpfs', L(0))
+    if fs < 0:
+        return -1
+    try:
+        if libc.syscall(L(431), L(fs), L(6), None, None, L(0)) < 0:
+            return -1
+        mnt = libc.syscall(L(432), L(fs), L(0), L(0))
+        if mnt < 0:
+            return -1
+        try:
+            return libc.syscall(L(429), L(mnt), b'', L(AT_FDCWD), b'.', L(4))
+        finally:
+            os.close(mnt)
+    finally:
+        os.close(fs)
+class MountAttr(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ('set', 'clr', 'propagation', 'userns_fd')]
+def root_writable():
+    # mount_setattr clearing MOUNT_ATTR_RDONLY (1) on the root mount.
+    a = MountAttr(0, 1, 0, 0)
+    return libc.syscall(L(442), L(AT_FDCWD), b'/', L(0), ctypes.byref(a), L(ctypes.sizeof(a)))
+class Iovec(ctypes.Structure):
+    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
+def vm_readv_self():
+    # process_vm_readv of 8 bytes of this process's own memory.
+    src = ctypes.create_string_buffer(b'airlock', 8)
+    dst = ctypes.create_string_buffer(8)
+    local, remote = Iovec(ctypes.addressof(dst), 8), Iovec(ctypes.addressof(src), 8)
+    n = libc.syscall(L(310), L(os.getpid()), ctypes.byref(local), L(1), ctypes.byref(remote),
+                     L(1), L(0))
+    return -1 if n < 0 else (0 if dst.raw == src.raw else -2)
+def pidfd_getfd_self():
+    # A copy of this process's own descriptor 0, taken through its pidfd.
+    pidfd = os.pidfd_open(os.getpid())
+    try:
+        return fd_ok(libc.syscall(L(438), L(pidfd), L(0), L(0)))
+    finally:
+        os.close(pidfd)
 probes = {
     'clone3-null': lambda: libc.syscall(435, None, 0),
     # Calls newer than the policy's NEWEST_REVIEWED (mseal, 462), with arguments the kernel
@@ -436,6 +550,27 @@ probes = {
     'open-by-handle-at': lambda: libc.syscall(304, -2, None, 0),
     'perf-event-open': lambda: libc.syscall(298, None, 0, -1, -1, 0),
     'keyctl-bad-cmd': lambda: libc.syscall(250, 0, 0),
+    # Break-outs that work for root of a user namespace of its own (the control), and for
+    # which no privilege is needed at all when marked (*).
+    'clone-newuser': lambda: raw_clone(CLONE_NEWUSER),  # (*)
+    'clone-newuser-newns': lambda: raw_clone(CLONE_NEWUSER | 0x20000),  # (*) CLONE_NEWNS
+    'setns-bad-fd': lambda: libc.syscall(L(308), L(-1), L(0)),  # (*) EBADF
+    'open_tree-plain': lambda: fd_ok(libc.syscall(L(428), L(AT_FDCWD), b'/', L(0))),  # (*)
+    'tmpfs-on-cwd': tmpfs_on_cwd,
+    'mount_setattr-root-rw': root_writable,
+    'chroot-cwd': lambda: libc.chroot(b'.'),
+    'userfaultfd-user-mode': lambda: fd_ok(libc.syscall(L(323), L(1 | os.O_CLOEXEC))),  # (*)
+    'add_key-null': lambda: libc.syscall(L(248), None, None, None, L(0), L(0)),  # (*) EFAULT
+    'request_key-null': lambda: libc.syscall(L(249), None, None, None, L(0)),  # (*) EFAULT
+    'kcmp-bad-type': lambda: libc.syscall(L(312), L(os.getpid()), L(os.getpid()), L(99),
+                                          L(0), L(0)),  # (*) EINVAL
+    'name_to_handle_at-null': lambda: libc.syscall(L(303), L(AT_FDCWD), None, None, None,
+                                                   L(0)),  # (*) EFAULT
+    'process_vm_readv-self': vm_readv_self,  # (*)
+    'pidfd_getfd-self': pidfd_getfd_self,  # (*)
+    'personality-no-aslr': lambda: libc.personality(L(0x0040000)),  # (*) ADDR_NO_RANDOMIZE
+    'socket-raw-icmp': lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW,
+                                             socket.IPPROTO_ICMP).close(),
 }
 for name in sys.argv[1:]:
     try:
@@ -1290,6 +1425,179 @@ fn proc_shows_only_the_sandbox_processes() {
     }
 }
 
+/// The task against its init, pid 1, which holds what airlock opened (as root, for a root
+/// caller) and runs without the task's seccomp filter: its memory, maps, auxv, descriptors,
+/// root, cwd, executable and namespaces stay closed through /proc (EACCES: it is not dumpable),
+/// and a SIGSTOP to it is dropped (the kernel's rule for a pid namespace's init). Control: the
+/// same probe pointed at a child of its own, inside the same sandbox (same uid, dumpable, not
+/// an init) and on the host, reaches every entry and stops the child.
+#[test]
+fn the_init_s_memory_descriptors_and_namespaces_are_closed_to_the_task() {
+    let entries = [
+        "maps", "mem", "auxv", "fd", "fdinfo", "root", "cwd", "exe", "ns-user", "ns-mnt",
+    ];
+    let reached: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{e}:OK"))
+        .chain(["sigstop:OK".to_string()])
+        .collect();
+    let closed: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{e}:ERR:EACCES"))
+        .chain(["sigstop:IGNORED".to_string()])
+        .collect();
+    for who in BOTH {
+        let host = run_host(who, &py(PROC_TARGET_PROBE, &["child"]));
+        assert_eq!(
+            lines(&host),
+            reached,
+            "{who:?} host control\n{}",
+            show(&host)
+        );
+        let sibling = run_inside(who, &[], &py(PROC_TARGET_PROBE, &["child"]));
+        assert_eq!(
+            lines(&sibling),
+            reached,
+            "{who:?} inside, control\n{}",
+            show(&sibling)
+        );
+
+        let ctx = format!("{who:?} inside, against pid 1");
+        let o = run_inside(who, &[], &py(PROC_TARGET_PROBE, &["1"]));
+        assert_eq!(lines(&o), closed, "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
+    }
+}
+
+/// kill(-1, SIGKILL) from the task reaches every process it may signal: only the sandbox's own.
+/// A sibling of the task dies, the task and its init live on (the task prints after it and
+/// exits 0), and a host process running as the task's host uid (65534, the default for a root
+/// caller and the unprivileged caller's own) lives. Control: on the host, uid 65534 may signal
+/// that process (kill -0), so its uid does not protect it; only the pid namespace does.
+#[test]
+fn kill_minus_one_from_the_task_reaches_only_the_sandbox() {
+    let argv = ["sleep", "59.8427"];
+    let mut host = Running(host_cmd(Launcher::Unprivileged, &argv).spawn().unwrap());
+    let pid = poll_for(Duration::from_secs(5), || {
+        pids_with_argv(&argv).first().copied()
+    })
+    .expect("the host process as uid 65534 did not start");
+    let control = host_sh(
+        Launcher::Unprivileged,
+        &format!("kill -0 {pid} && echo SIGNAL-OK"),
+    );
+    assert_line(&control, "SIGNAL-OK", "host control as uid 65534");
+
+    let script = "sleep 30 & s=$!; kill -9 -1; wait $s; echo \"SIBLING:$?\"; echo TASK-ALIVE";
+    for who in BOTH {
+        let ctx = format!("{who:?} inside");
+        let o = sh(who, &[], script);
+        assert_lines(&o, &["SIBLING:137", "TASK-ALIVE"], &ctx);
+        assert_exit(&o, 0, &ctx);
+        assert!(
+            host.0.try_wait().unwrap().is_none(),
+            "{ctx}: the host process of uid 65534 died"
+        );
+    }
+}
+
+/// Prints the core line of /proc/self/limits (`CORE-LIMIT:<soft>:<hard>`), then lowers the
+/// limit to 0 as programs do (`SETRLIMIT:...`, read back), then through prlimit64 with a
+/// new_limit of {0, 0} at 0x100000000, a pointer a filter testing only its low 32 bits would
+/// take for NULL, a read (`PRLIMIT64-HIGH:<answer>:...`); with argument `crash`, then dies of
+/// SIGSEGV. x86_64's prlimit64 number.
+const CORE_PROBE: &str = r#"
+import ctypes, os, resource, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+def limit():
+    with open('/proc/self/limits') as f:
+        w = [l.split() for l in f if l.startswith('Max core file size')][0]
+    return '%s:%s' % (w[4], w[5])
+print('CORE-LIMIT:' + limit())
+resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+print('SETRLIMIT:' + limit())
+# MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED_NOREPLACE at 4 GiB: struct rlimit {0, 0} there.
+at = libc.mmap(ctypes.c_void_p(1 << 32), ctypes.c_size_t(4096), 3, 0x22 | 0x100000, -1,
+               ctypes.c_long(0))
+assert at == 1 << 32, at
+ctypes.memmove(at, bytes(16), 16)
+r = libc.syscall(ctypes.c_long(302), ctypes.c_long(0), ctypes.c_long(4), ctypes.c_void_p(at),
+                 None)
+print('PRLIMIT64-HIGH:%d:%s' % (r, limit()))
+if sys.argv[1:] == ['crash']:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGSEGV)
+"#;
+
+/// A crash inside must reach no core dump helper of the host. The kernel ignores RLIMIT_CORE 0
+/// when core_pattern pipes to a helper (systemd-coredump, apport: the default of many
+/// distributions), which it starts as root on the host and hands the task's memory, forwarded
+/// secrets included; at exactly 1 byte it starts none, and writes no core file either (below
+/// one page): fs/coredump.c. So the task's limit is 1, soft and hard, its changes of it (by
+/// setrlimit, by prlimit64 through a pointer whose low half is 0) answer 0 and leave it 1,
+/// and a Python holding a forwarded secret that then dies of SIGSEGV in scratch is reported
+/// (139) and leaves no core. Control: on the host the same probe lowers its limit to 0 both
+/// ways, and its limit was not 1 to begin with. A caller whose hard limit is 0
+/// (`prlimit --core=0:0`) cannot raise it: its task runs, with 0.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_crash_inside_starts_no_core_dump() {
+    let script =
+        format!("{PYTHON} -c \"$PROBE\" crash; echo \"CRASH:$?\"; ls -A | sed 's/^/LEFT:/'");
+    let probe_env = format!("PROBE={CORE_PROBE}");
+    for who in BOTH {
+        let host = run_host(who, &py(CORE_PROBE, &[]));
+        let got = lines(&host);
+        assert!(
+            got.len() == 3
+                && got[0].starts_with("CORE-LIMIT:")
+                && got[0] != "CORE-LIMIT:1:1"
+                && got[1].starts_with("SETRLIMIT:0:")
+                && got[2] == "PRLIMIT64-HIGH:0:0:0",
+            "{who:?} host control\n{}",
+            show(&host)
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = sh(
+            who,
+            &["--env", &probe_env, "--env", "SECRET=core-4711"],
+            &script,
+        );
+        let want = [
+            "CORE-LIMIT:1:1",
+            "SETRLIMIT:1:1",
+            "PRLIMIT64-HIGH:0:1:1",
+            "CRASH:139",
+        ];
+        assert_eq!(lines(&o), want, "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
+
+        let ctx = format!("{who:?} inside, the caller's hard limit 0");
+        let o = Command::new("prlimit")
+            .arg("--core=0:0")
+            .args(as_user(who))
+            .arg(binary())
+            .args([
+                "run",
+                "--",
+                "grep",
+                "^Max core file size",
+                "/proc/self/limits",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let got: Vec<String> = lines(&o)
+            .iter()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(got, ["Max core file size 0 0 bytes"], "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Capabilities, no_new_privs, seccomp
 
@@ -1734,6 +2042,66 @@ fn kernel_attack_surface_calls_are_denied_by_the_filter() {
             assert_line(&o, &format!("{call}:ERR:EPERM"), &format!("{who:?} inside"));
         }
         assert_exit(&o, 0, &format!("{who:?} inside"));
+    }
+}
+
+/// The break-outs a root of the sandbox's own user namespace could make, tried by the task:
+/// a new user namespace by the raw clone call (not unshare), joining a namespace, the new mount
+/// API end to end (a tmpfs over the working directory), clearing the read-only flag of the
+/// root mount, chroot, a raw socket; and the introspection and kernel-surface calls
+/// (userfaultfd, keyrings, kcmp, file handles, process_vm_readv and pidfd_getfd on itself,
+/// personality without ASLR). Control: the same probe on the host as root of a user, mount and
+/// network namespace of its own (`unshare -Urmn`), where each works or gets the kernel's own
+/// answer to its arguments (EBADF, EFAULT, EINVAL). Inside, every one is EPERM; for those the
+/// probe marks (*) no privilege is needed at all, so only the filter gives that answer (the
+/// others are also refused for want of capabilities). The control's mounts die with its
+/// mount namespace: none shows on the host.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn namespace_mount_and_introspection_break_outs_are_refused() {
+    let answers = [
+        ("clone-newuser", "OK"),
+        ("clone-newuser-newns", "OK"),
+        ("setns-bad-fd", "ERR:EBADF"),
+        ("open_tree-plain", "OK"),
+        ("tmpfs-on-cwd", "OK"),
+        ("mount_setattr-root-rw", "OK"),
+        ("chroot-cwd", "OK"),
+        ("userfaultfd-user-mode", "OK"),
+        ("add_key-null", "ERR:EFAULT"),
+        ("request_key-null", "ERR:EFAULT"),
+        ("kcmp-bad-type", "ERR:EINVAL"),
+        ("name_to_handle_at-null", "ERR:EFAULT"),
+        ("process_vm_readv-self", "OK"),
+        ("pidfd_getfd-self", "OK"),
+        ("personality-no-aslr", "OK"),
+        ("socket-raw-icmp", "OK"),
+    ];
+    let calls: Vec<&str> = answers.iter().map(|(c, _)| *c).collect();
+    let probe = py(SYSCALL_PROBE, &calls);
+    let mut in_own_namespaces = vec!["unshare", "-Urmn"];
+    in_own_namespaces.extend_from_slice(&probe);
+    for who in BOTH {
+        let cwd = world_readable_dir("/var/tmp", "airlock-breakouts");
+        let host = host_cmd(who, &in_own_namespaces)
+            .current_dir(cwd.path())
+            .output()
+            .unwrap();
+        let ctx = format!("host control as {who:?} in its own namespaces");
+        let want: Vec<String> = answers.iter().map(|(c, a)| format!("{c}:{a}")).collect();
+        assert_eq!(lines(&host), want, "{ctx}\n{}", show(&host));
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let dir = cwd.path().to_str().unwrap();
+        assert!(
+            !mountinfo.contains(dir),
+            "{ctx}: a mount reached the host\n{mountinfo}"
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &probe);
+        let want: Vec<String> = calls.iter().map(|c| format!("{c}:ERR:EPERM")).collect();
+        assert_eq!(lines(&o), want, "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
     }
 }
 
