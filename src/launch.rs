@@ -64,20 +64,7 @@ pub enum Failure {
 
 /// The clone3 flags for a spec: user and mount namespaces always, the others as asked.
 fn namespace_flags(spec: &Spec) -> u64 {
-    let ns = &spec.ns;
-    let mut f = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
-    for (on, flag) in [
-        (ns.pid, libc::CLONE_NEWPID),
-        (ns.ipc, libc::CLONE_NEWIPC),
-        (ns.uts, libc::CLONE_NEWUTS),
-        (ns.cgroup, libc::CLONE_NEWCGROUP),
-        (ns.net, libc::CLONE_NEWNET),
-    ] {
-        if on {
-            f |= flag;
-        }
-    }
-    f as u64
+    (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | spec.ns.flags()) as u64
 }
 
 /// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.

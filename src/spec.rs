@@ -176,6 +176,21 @@ impl Namespaces {
         uts: true,
         cgroup: true,
     };
+
+    /// The clone flags of the namespaces asked for, besides the user and mount namespaces
+    /// every sandbox gets (which the caller adds).
+    pub fn flags(&self) -> libc::c_int {
+        [
+            (self.pid, libc::CLONE_NEWPID),
+            (self.ipc, libc::CLONE_NEWIPC),
+            (self.uts, libc::CLONE_NEWUTS),
+            (self.cgroup, libc::CLONE_NEWCGROUP),
+            (self.net, libc::CLONE_NEWNET),
+        ]
+        .into_iter()
+        .filter(|&(on, _)| on)
+        .fold(0, |f, (_, flag)| f | flag)
+    }
 }
 
 /// Which seccomp filters the task gets.

@@ -13,8 +13,10 @@
 //!
 //! - `mod.rs` (this file): `init` and `build`, which list steps 3 to 13 in kernel order, one
 //!   call and one comment per step; the functions that are a step by themselves (descriptors,
-//!   parent death, id maps, bwrap's --userns, the sandbox user, the working directory, the
-//!   network, the cgroup, lock files); and `supervise`, init's loop while the task runs.
+//!   parent death, id maps, the sandbox user, the working directory, the network, the
+//!   cgroup, lock files); and `supervise`, init's loop while the task runs.
+//! - `userns.rs`: step 1 when bwrap's --userns names a user namespace to join: the
+//!   namespaces are made in it, and the init forked there.
 //! - `fs.rs`: steps 5, 7 and 8: the detached copies of host trees (`prepare`), the kernel's
 //!   filesystems kept read-only in a writable copy (mountinfo read), the scaffold and the new
 //!   root, and each filesystem operation of the plan applied in order (`apply`).
@@ -34,6 +36,7 @@ mod contents;
 mod exec;
 mod fs;
 mod hint;
+mod userns;
 
 pub use contents::{DEV_LINKS, DEVICES, etc_from_host, hosts_sources};
 pub use exec::NO_INTERPRETER;
@@ -44,7 +47,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
 use nix::mount::MsFlags;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::sys::stat::Mode;
@@ -123,7 +125,7 @@ pub fn init(inh: Inherited) -> ! {
     let sock = inh.sock.as_fd();
     if let Some(fd) = inh.spec.bwrap.as_ref().and_then(|b| b.userns_fd) {
         // Returns only in the new init, inside the joined and created namespaces.
-        if let Err(e) = join_namespaces(&inh, fd) {
+        if let Err(e) = userns::join_namespaces(&inh, fd) {
             let text = crate::bwrap::message(&e);
             let _ = channel::send(sock, &Msg::SetupFailed(text));
             sys::exit_now(spec::exit::SETUP_FAILED)
@@ -362,91 +364,6 @@ fn set_network(inh: &Inherited) -> Result<NetworkSet, StepError> {
         sys::loopback_up().step("10 loopback")?;
     }
     Ok(NetworkSet(()))
-}
-
-/// bwrap's --userns (step 1 for this case): enter the caller's user namespace (and pid
-/// namespace, with --pidns), create the other namespaces inside it, then fork the init that
-/// builds the sandbox. This process stays only to wait for that init and exit as it did. A
-/// pipe tells the init if this process died before its parent-death signal was set.
-fn join_namespaces(inh: &Inherited, userns: i32) -> Result<(), StepError> {
-    let spec = inh.spec;
-    let io = spec.bwrap.as_ref().expect("--userns is a bwrap option");
-    sanitize_fds(inh).step("1 sanitize descriptors")?;
-    die_with_launcher(inh.sock.as_fd()).step("1 die with the launcher")?;
-    sys::join_namespace(userns, libc::CLONE_NEWUSER).step("1 enter the user namespace")?;
-    if let Some(fd) = io.pidns_fd {
-        sys::join_namespace(fd, libc::CLONE_NEWPID).step("1 enter the pid namespace")?;
-    }
-    let ns = &spec.ns;
-    let mut flags = libc::CLONE_NEWNS;
-    for (on, flag) in [
-        (ns.ipc, libc::CLONE_NEWIPC),
-        (ns.uts, libc::CLONE_NEWUTS),
-        (ns.cgroup, libc::CLONE_NEWCGROUP),
-        (ns.net, libc::CLONE_NEWNET),
-    ] {
-        if on {
-            flags |= flag;
-        }
-    }
-    sys::unshare_namespaces(flags).step("1 create namespaces")?;
-    // A new pid namespace comes with a clone, and not from a process that has joined another
-    // pid namespace with setns (the kernel refuses): then a first child, born in the joined
-    // one, makes the clone.
-    if io.pidns_fd.is_some() && ns.pid {
-        fork_stage(0)?;
-    }
-    fork_stage(if ns.pid { libc::CLONE_NEWPID as u64 } else { 0 })
-}
-
-/// Fork (with `flags`); the parent waits for the child and exits as it did, the child returns.
-/// A pipe tells the child whether the parent died before its parent-death signal was set.
-fn fork_stage(flags: u64) -> Result<(), StepError> {
-    let (alive_r, alive_w) =
-        named(nix::unistd::pipe2(OFlag::O_CLOEXEC), || "pipe2()".into()).step("1 fork init")?;
-    let child = match sys::clone_process(flags, None).step("1 fork init")? {
-        sys::Forked::Child => None,
-        sys::Forked::Parent { pid, .. } => Some(pid),
-    };
-    let Some(child) = child else {
-        drop(alive_w);
-        named(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL), || {
-            "prctl(PR_SET_PDEATHSIG, SIGKILL)".into()
-        })
-        .step("1 die with the launcher")?;
-        let mut fds = [nix::poll::PollFd::new(
-            alive_r.as_fd(),
-            nix::poll::PollFlags::empty(),
-        )];
-        named(
-            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
-            || "poll(<parent alive pipe>)".into(),
-        )
-        .step("1 die with the launcher")?;
-        if fds[0]
-            .revents()
-            .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP))
-        {
-            sys::exit_now(spec::exit::SETUP_FAILED);
-        }
-        return Ok(());
-    };
-    drop(alive_r);
-    match waitpid(child, None) {
-        Ok(WaitStatus::Exited(_, code)) => sys::exit_now(code),
-        Ok(WaitStatus::Signaled(_, sig, _)) => {
-            // Die of the same signal, so the launcher reads the same end.
-            sys::reset_signal_dispositions();
-            let _ = nix::sys::signal::sigprocmask(
-                SigmaskHow::SIG_SETMASK,
-                Some(&SigSet::empty()),
-                None,
-            );
-            let _ = kill(nix::unistd::getpid(), sig);
-            sys::exit_now(128 + sig as i32)
-        }
-        _ => sys::exit_now(spec::exit::SETUP_FAILED),
-    }
 }
 
 /// Whether the task itself calls setsid: when no init of a new pid namespace reaps for it.
