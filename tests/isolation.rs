@@ -1504,8 +1504,9 @@ fn kill_minus_one_from_the_task_reaches_only_the_sandbox() {
 /// Prints the core line of /proc/self/limits (`CORE-LIMIT:<soft>:<hard>`), then lowers the
 /// limit to 0 as programs do (`SETRLIMIT:...`, read back), then through prlimit64 with a
 /// new_limit of {0, 0} at 0x100000000, a pointer a filter testing only its low 32 bits would
-/// take for NULL, a read (`PRLIMIT64-HIGH:<answer>:...`); with argument `crash`, then dies of
-/// SIGSEGV. x86_64's prlimit64 number.
+/// take for NULL, a read (`PRLIMIT64-HIGH:<answer>:...`), then through a prlimit64 that also
+/// asks for the old limit (Python's resource.prlimit: `PRLIMIT-OLD:<old or errno>:...`); with
+/// argument `crash`, then dies of SIGSEGV. x86_64's prlimit64 number.
 const CORE_PROBE: &str = r#"
 import ctypes, os, resource, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -1525,6 +1526,11 @@ ctypes.memmove(at, bytes(16), 16)
 r = libc.syscall(ctypes.c_long(302), ctypes.c_long(0), ctypes.c_long(4), ctypes.c_void_p(at),
                  None)
 print('PRLIMIT64-HIGH:%d:%s' % (r, limit()))
+try:
+    old = resource.prlimit(0, resource.RLIMIT_CORE, (0, 0))
+    print('PRLIMIT-OLD:%d:%d:%s' % (old + (limit(),)))
+except OSError as e:
+    print('PRLIMIT-OLD:errno %d:%s' % (e.errno, limit()))
 if sys.argv[1:] == ['crash']:
     sys.stdout.flush()
     os.kill(os.getpid(), signal.SIGSEGV)
@@ -1535,7 +1541,8 @@ if sys.argv[1:] == ['crash']:
 /// distributions), which it starts as root on the host and hands the task's memory, forwarded
 /// secrets included; at exactly 1 byte it starts none, and writes no core file either (below
 /// one page): fs/coredump.c. So the task's limit is 1, soft and hard, its changes of it (by
-/// setrlimit, by prlimit64 through a pointer whose low half is 0) answer 0 and leave it 1,
+/// setrlimit, by prlimit64 through a pointer whose low half is 0) answer 0 and leave it 1, one
+/// that also asks for the old limit is refused (EPERM) rather than answered with none,
 /// and a Python holding a forwarded secret that then dies of SIGSEGV in scratch is reported
 /// (139) and leaves no core. Control: on the host the same probe lowers its limit to 0 both
 /// ways, and its limit was not 1 to begin with. A caller whose hard limit is 0
@@ -1550,11 +1557,12 @@ fn a_crash_inside_starts_no_core_dump() {
         let host = run_host(who, &py(CORE_PROBE, &[]));
         let got = lines(&host);
         assert!(
-            got.len() == 3
+            got.len() == 4
                 && got[0].starts_with("CORE-LIMIT:")
                 && got[0] != "CORE-LIMIT:1:1"
                 && got[1].starts_with("SETRLIMIT:0:")
-                && got[2] == "PRLIMIT64-HIGH:0:0:0",
+                && got[2] == "PRLIMIT64-HIGH:0:0:0"
+                && got[3] == "PRLIMIT-OLD:0:0:0:0",
             "{who:?} host control\n{}",
             show(&host)
         );
@@ -1569,6 +1577,7 @@ fn a_crash_inside_starts_no_core_dump() {
             "CORE-LIMIT:1:1",
             "SETRLIMIT:1:1",
             "PRLIMIT64-HIGH:0:1:1",
+            "PRLIMIT-OLD:errno 1:1:1",
             "CRASH:139",
         ];
         assert_eq!(lines(&o), want, "{ctx}\n{}", show(&o));
