@@ -28,9 +28,9 @@
 //!   search.
 //! - `hint.rs`: the hint added to a failure whose usual cause is known.
 //!
-//! None of them holds `unsafe`: every raw call goes through `src/sys.rs` (with its parts in
-//! `src/sys/`), the only module allowed it, which names the syscall and its arguments in each
-//! error.
+//! None of them makes a raw call: the crate's lints (Cargo.toml) refuse those everywhere but in
+//! `src/sys.rs` (with its parts in `src/sys/`), which names the syscall and its arguments in
+//! each error.
 
 mod contents;
 mod exec;
