@@ -1607,6 +1607,84 @@ fn a_crash_inside_starts_no_core_dump() {
     }
 }
 
+/// Sets its command name (`comm`, what core_pattern's %e shows) to its argument, lowers its core
+/// limit to 0 as programs do, and dies of SIGSEGV.
+const CRASH_PROBE: &str = r#"
+import ctypes, os, resource, signal, sys
+ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)
+resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+os.kill(os.getpid(), signal.SIGSEGV)
+"#;
+
+/// The host's kernel.core_pattern, put back when dropped (an assertion that fails included).
+struct CorePattern(String);
+
+const CORE_PATTERN: &str = "/proc/sys/kernel/core_pattern";
+
+impl Drop for CorePattern {
+    fn drop(&mut self) {
+        let _ = std::fs::write(CORE_PATTERN, &self.0);
+    }
+}
+
+/// The core_pattern pipe helper itself (systemd-coredump, apport) never starts for a crash
+/// inside: with the host's core_pattern set, for the length of this test, to a helper that logs
+/// the crashed process's name (%e) and reads the dump, a task that lowers its core limit to 0
+/// and dies of SIGSEGV is reported (139) and the helper never logs it. Control: the same probe
+/// on the host, as the same user, is logged (the kernel ignores a core limit of 0 for a pipe).
+/// Processes are told apart by name, so another test's crash on the host cannot pass for one.
+/// Root only: the test changes a host-wide sysctl, and puts it back.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_crash_inside_reaches_no_core_pattern_helper() {
+    let dir = world_readable_dir("/tmp", "airlock-core-helper-");
+    let log = dir.path().join("log");
+    let helper = dir.path().join("helper");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> {}\nexec cat >/dev/null\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _restore = CorePattern(std::fs::read_to_string(CORE_PATTERN).unwrap());
+    std::fs::write(CORE_PATTERN, format!("|{} %e", helper.display())).unwrap();
+    let logged = |name: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == name)
+    };
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let inside = format!("alcore-in-{i}");
+        let o = run_inside(who, &[], &py(CRASH_PROBE, &[&inside]));
+        assert_exit(&o, 128 + libc::SIGSEGV, &format!("{who:?} inside"));
+
+        let host = format!("alcore-host-{i}");
+        let o = run_host(who, &py(CRASH_PROBE, &[&host]));
+        assert_eq!(
+            o.status.signal(),
+            Some(libc::SIGSEGV),
+            "{who:?} host control\n{}",
+            show(&o)
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !logged(&host) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            logged(&host),
+            "{who:?} host control: the helper never logged {host}"
+        );
+        assert!(
+            !logged(&inside),
+            "{who:?}: the host's core dump helper ran for the crash inside"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Capabilities, no_new_privs, seccomp
 
