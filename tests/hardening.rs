@@ -267,17 +267,30 @@ fn a_planted_symlink_does_not_reach_the_host() {
     }
 }
 
+/// A shell command that runs each ioctl of `requests` (a Python tuple of (name, number)) on the
+/// descriptor `fd` (a Python expression), with an 8-byte argument of zeroes, and prints each
+/// name with OK or the errno's name.
+fn ioctl_probe(fd: &str, requests: &str) -> String {
+    let probe = format!(
+        "import errno, fcntl, os\n\
+         fd = {fd}\n\
+         for name, req in {requests}:\n\
+         \x20   try:\n\
+         \x20       fcntl.ioctl(fd, req, bytes(8)); print(name, 'OK')\n\
+         \x20   except OSError as e:\n\
+         \x20       print(name, errno.errorcode[e.errno])\n"
+    );
+    format!("python3 -c \"{probe}\" </dev/null")
+}
+
 /// TIOCSTI and TIOCLINUX (terminal injection, CVE-2017-5226) are refused by the filter itself:
 /// EPERM even on a descriptor that is not a terminal, where the kernel alone says ENOTTY.
 #[test]
 fn terminal_injection_ioctls_are_refused() {
-    let probe = "import fcntl, errno\n\
-                 for name, req in (('TIOCSTI', 0x5412), ('TIOCLINUX', 0x541C), ('TIOCGWINSZ', 0x5413)):\n\
-                 \x20   try:\n\
-                 \x20       fcntl.ioctl(0, req, b'x' * 8); print(name, 'OK')\n\
-                 \x20   except OSError as e:\n\
-                 \x20       print(name, errno.errorcode[e.errno])\n";
-    let cmd = format!("python3 -c \"{probe}\" </dev/null");
+    let cmd = ioctl_probe(
+        "0",
+        "(('TIOCSTI', 0x5412), ('TIOCLINUX', 0x541C), ('TIOCGWINSZ', 0x5413))",
+    );
     for who in BOTH {
         let o = sh(who, &[], &cmd);
         assert_eq!(
@@ -292,6 +305,35 @@ fn terminal_injection_ioctls_are_refused() {
     assert_eq!(
         stdout(&o),
         "TIOCSTI ENOTTY\nTIOCLINUX ENOTTY\nTIOCGWINSZ ENOTTY\n",
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// TIOCSETD (line disciplines: rarely used kernel code, loaded on demand) and TIOCEXCL
+/// (exclusive mode, which outlives the run on the caller's terminal) are refused on a
+/// pseudo-terminal the task opens itself; TIOCGETD, reading the discipline, still works.
+#[test]
+fn line_discipline_and_exclusive_mode_ioctls_are_refused() {
+    let cmd = ioctl_probe(
+        "os.openpty()[1]",
+        "(('TIOCGETD', 0x5424), ('TIOCSETD', 0x5423), ('TIOCEXCL', 0x540C))",
+    );
+    for who in BOTH {
+        let o = sh(who, &[], &cmd);
+        assert_eq!(
+            stdout(&o),
+            "TIOCGETD OK\nTIOCSETD EPERM\nTIOCEXCL EPERM\n",
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+    // Control: outside, the same calls on a pseudo-terminal of one's own succeed (N_TTY, the
+    // discipline it already has, set again).
+    let o = host_sh(Launcher::Unprivileged, &cmd);
+    assert_eq!(
+        stdout(&o),
+        "TIOCGETD OK\nTIOCSETD OK\nTIOCEXCL OK\n",
         "{}",
         stderr(&o)
     );
