@@ -5,7 +5,7 @@
 #   sudo scripts/bench.sh
 #
 # Measured (each for airlock and bwrap, plus the airlock/bwrap ratio):
-#   1. launch latency of /bin/true (hyperfine, interleaved rounds), also for issue 7's floor
+#   1. launch latency of /bin/true (hyperfine, launch by launch interleaved), also for issue 7's floor
 #      (scripts/bench/floor.c, built static with musl: namespaces, id maps, tmpfs root,
 #      pivot_root, fork, exec), and for the floor's own sandbox built by airlock's bwrap front
 #      end (the same namespaces, mounts and one-instruction filter: what airlock's launch
@@ -24,9 +24,11 @@ export LC_ALL=C
 
 # ---------------------------------------------------------------------------------------------
 # Parameters (edit here; BENCHMARKS.md records them).
-LAT_ROUNDS=3      # hyperfine rounds for launch latency; the command order alternates per round
-LAT_RUNS=100      # runs per command per round (3 x 100 = 300 per command)
-LAT_WARMUP=20     # warmup runs per command per round
+LAT_ROUNDS=300    # hyperfine rounds for launch latency: each command once per round, the order
+LAT_RUNS=1        # reversed every other round, so that the machine's slow and fast phases fall
+LAT_WARMUP=1      # on every command alike (blocks of 100-150 runs of one command and then the
+                  # next showed 5-6% between two builds that were within 0.4% launch by launch);
+                  # one warmup launch of the same command before each measured one
 TPUT_ROUNDS=2     # throughput rounds, order alternating
 TPUT_SECS=2.5     # seconds per launcher per round (2 x 2.5 = 5 s per launcher)
 RSS_RUNS=15       # /usr/bin/time runs per launcher (median reported)
@@ -156,7 +158,8 @@ measure() {
                 ((rr % 2 == 0)) && j=$((n - 1 - i))
                 args+=(-n "${labels[$j]}" "${cmds[$j]}")
             done
-            log "$name: hyperfine round $rr/$rounds (${n} commands x $runs runs)"
+            ((rounds <= 10 || rr % 50 == 1)) &&
+                log "$name: hyperfine round $rr/$rounds (${n} commands x $runs runs)"
             if ! hyperfine -N --style basic --warmup "$warmup" --runs "$runs" "${extra[@]}" \
                 --export-json "$OUT/$name.r$rr.json" "${args[@]}" >>"$HLOG" 2>&1; then
                 tail -30 "$HLOG" >&2

@@ -368,8 +368,10 @@ def main():
     md.append("""## What is measured
 
 - **launch /bin/true**: hyperfine `--shell=none`, stdout to /dev/null. The commands run in
-  interleaved rounds (all six commands per round, the order reversed every other round) and
-  the rounds' runs are merged; median, 10th and 90th percentile, standard deviation. Every
+  interleaved rounds (all six commands per round, each once after one warmup launch, the
+  order reversed every other round), so that the machine's slow and fast phases fall on all
+  of them alike, and the rounds' runs are merged; median, 10th and 90th percentile,
+  standard deviation. Every
   command is started through `withfd 9 BLOB` (scripts/bench/withfd.c), which opens the
   seccomp blob at descriptor 9 and execs the rest: bwrap's `--seccomp 9` reads that
   descriptor to its end, so each launch needs a fresh one, and hyperfine cannot redirect.
