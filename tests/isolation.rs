@@ -2839,3 +2839,107 @@ fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
         assert_eq!(status.and_then(|s| s.code()), Some(code), "{cmd}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Pools of the host a task draws from
+
+/// Start a sandbox whose task takes what `take` (Python, run while the task lives) takes of a
+/// host pool and prints how much (`held N`), run `probe` (a shell line printing `ok` when it
+/// could take one more from the same pool) on the host as `who` while the task still holds it,
+/// then end the sandbox. Returns (held, the probe's output).
+fn probe_while_held(who: Launcher, take: &str, probe: &str) -> (u64, String) {
+    let script =
+        format!("import os, sys\n{take}\nprint('held', n, flush=True)\nsys.stdin.read()\n");
+    let child = airlock(
+        who,
+        &["run", "--timeout", "30s", "--", PYTHON, "-c", &script],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut running = Running(child);
+    let mut out = BufReader::new(running.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let held = first
+        .strip_prefix("held ")
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{who:?}: the task printed {first:?}"));
+    let probed = host_sh(who, probe);
+    drop(running);
+    (held, format!("{}{}", stdout(&probed), stderr(&probed)))
+}
+
+/// A process as the host user `who` (the creator of a sandbox's user namespace) can make an
+/// inotify instance.
+const INOTIFY_PROBE: &str = "/usr/bin/python3 -c \"import ctypes, os
+r = ctypes.CDLL(None, use_errno=True).inotify_init1(0)
+print('ok' if r >= 0 else os.strerror(ctypes.get_errno()))\"";
+
+/// Each inotify instance made in a user namespace counts against its creator in the parent too
+/// (the kernel's ucounts), up to the creator's `fs.inotify.max_user_instances` (128): a task
+/// making instances until EMFILE took every one of host root's for a root caller (as uid 65534,
+/// of the caller's uid), so no daemon of that user on the host could watch a file while it ran
+/// (seen on the unfixed code: the host probe answered "Too many open files"). The sandbox's user
+/// namespace now has its own caps (`max_inotify_instances` 16, `max_inotify_watches`), written
+/// while the init still may; the task can take 16, and the creator keeps the rest. Control: the
+/// same probe on the host succeeds before the run.
+#[test]
+fn a_task_cannot_take_every_inotify_instance_of_its_host_user() {
+    let take = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
+                while n < 200 and libc.inotify_init1(0) >= 0:\n    n += 1";
+    for who in BOTH {
+        let control = host_sh(who, INOTIFY_PROBE);
+        assert_eq!(
+            stdout(&control).trim(),
+            "ok",
+            "control as {who:?}: {}",
+            show(&control)
+        );
+        let (held, probed) = probe_while_held(who, take, INOTIFY_PROBE);
+        assert_eq!(
+            probed.trim(),
+            "ok",
+            "{who:?}: with the task holding {held}: {probed}"
+        );
+        assert!(
+            held <= 16,
+            "{who:?}: the task held {held} inotify instances"
+        );
+    }
+}
+
+/// Opens a new devpts instance in a user and mount namespace of the host, as a container would,
+/// and a terminal in it.
+const PTY_PROBE: &str = "unshare -Urm sh -c 'mount -t devpts -o newinstance,ptmxmode=0666 devpts \
+    /dev/pts && /usr/bin/python3 -c \"import os; os.open(\\\"/dev/pts/ptmx\\\", os.O_RDWR); \
+    print(\\\"ok\\\")\"'";
+
+/// Every devpts instance but the host's first draws terminals from one pool (`kernel.pty.max`
+/// less `kernel.pty.reserve`, 3072 by default): a task opening /dev/ptmx until ENOSPC took them
+/// all (seen on the unfixed code: 3071, and the container's ptmx answered ENOSPC), so no other
+/// sandbox or container of the host could open a terminal while it ran. The sandbox's devpts has
+/// `max=64`. Control: the same container opens one before the run.
+#[test]
+fn a_task_cannot_take_every_terminal_of_the_host() {
+    let take = "n = 0\ntry:\n    while n < 4096:\n        os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)\n\
+                \x20       n += 1\nexcept OSError:\n    pass";
+    for who in BOTH {
+        let control = host_sh(who, PTY_PROBE);
+        assert_eq!(
+            stdout(&control).trim(),
+            "ok",
+            "control as {who:?}: {}",
+            show(&control)
+        );
+        let (held, probed) = probe_while_held(who, take, PTY_PROBE);
+        assert_eq!(
+            probed.trim(),
+            "ok",
+            "{who:?}: with the task holding {held}: {probed}"
+        );
+        assert!(held <= 64, "{who:?}: the task held {held} terminals");
+    }
+}

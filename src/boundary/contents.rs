@@ -203,6 +203,12 @@ pub(super) fn write_generated_etc(shared_net: bool) -> Result<(), SysError> {
     Ok(())
 }
 
+/// The sandbox's devpts instance. `max=` caps the terminals it may hold: every devpts instance
+/// but the host's first draws from one pool of the kernel (`kernel.pty.max` less
+/// `kernel.pty.reserve`, 3072 by default), so without it a task opening /dev/ptmx until ENOSPC
+/// left no terminal to any other sandbox or container of the host until the run ended.
+pub const DEVPTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=620,max=64";
+
 /// A minimal /dev: the host's harmless device nodes bound in, the usual links, a new devpts
 /// instance and a tmpfs /dev/shm. In a root that becomes read-only (airlock run) /dev is a
 /// directory of the root, read-only with it at step 9; otherwise (bwrap's --dev) it is a
@@ -233,7 +239,7 @@ pub(super) fn make_dev(
         &pts,
         "devpts",
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=620"),
+        Some(DEVPTS_OPTIONS),
     )?;
     let shm = dev.join("shm");
     make_dirs(&shm)?;

@@ -180,6 +180,14 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         || "mount(\"/\", MS_REC|MS_PRIVATE)".into(),
     )
     .step("4 make mounts private")?;
+    //    Cap the inotify counts of this user namespace while the init still holds
+    //    CAP_SYS_RESOURCE in it (see USERNS_CAPS): the kernel charges each instance and watch
+    //    made inside to the namespace's creator too (the caller; root for a root caller), up to
+    //    the creator's own limit, so uncapped a task could take every inotify instance of host
+    //    root. Not in a user namespace bwrap's --userns names: that one is the caller's.
+    if spec.bwrap.as_ref().is_none_or(|b| b.userns_fd.is_none()) {
+        cap_user_namespace().step("4 cap the user namespace's counts")?;
+    }
 
     //    The sandbox's own files (the root's directories, /etc, /dev, scratch, the inputs,
     //    bwrap's --dir and --file) get the modes airlock gives them whatever the caller's
@@ -335,6 +343,28 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         .step("13 start task")?;
     std::mem::forget(locks);
     Ok(pid)
+}
+
+/// The limits written into the sandbox's own user namespace at step 4 (`/proc/sys/user/`, which
+/// reads and writes the values of the writer's user namespace). Each inotify instance and watch
+/// made in a user namespace counts in it and, up the chain, in its creator's counts in the
+/// parent namespace, against the parent's limit: without these caps a root caller's task could
+/// hold all 128 inotify instances of host root (`fs.inotify.max_user_instances`), and then no
+/// root daemon of the host could start watching a file until the run ended. With them a run
+/// takes at most this much of its creator's pool. File watchers need one instance each and a
+/// watch per directory watched.
+pub const USERNS_CAPS: [(&str, u32); 2] = [
+    ("/proc/sys/user/max_inotify_instances", 16),
+    ("/proc/sys/user/max_inotify_watches", 16384),
+];
+
+/// Step 4's caps on the user namespace's counts (USERNS_CAPS).
+fn cap_user_namespace() -> Result<(), SysError> {
+    for (path, max) in USERNS_CAPS {
+        std::fs::write(path, max.to_string())
+            .map_err(|e| io_err(e, || format!("write({path:?}, \"{max}\")")))?;
+    }
+    Ok(())
 }
 
 fn non_dumpable() -> Result<(), SysError> {
