@@ -26,6 +26,12 @@ pub const DEFAULT_FILE_SIZE: u64 = 4 << 30;
 pub const DEFAULT_NOFILE: u64 = 8192;
 pub const DEFAULT_SCRATCH: u64 = 2 << 30;
 
+/// The task's RLIMIT_SIGPENDING and RLIMIT_MSGQUEUE (see `rlimits`): signals queued at once in
+/// the whole sandbox (each POSIX timer holds one), and bytes of POSIX message queues (one
+/// queue of the default 10 messages of 8192 bytes takes 82,720).
+pub const SIGPENDING: u64 = 1024;
+pub const MSGQUEUE: u64 = 200 << 10;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub memory: u64,
@@ -116,6 +122,23 @@ pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource
         // policy answers the task's changes of it 0 and makes none (seccomp/README.md). A
         // caller whose own hard limit is 0 cannot raise it: its task keeps 0.
         (Resource::RLIMIT_CORE, core, core),
+        // Queued signals and POSIX message queue bytes count against the sandbox's user
+        // namespace and, up the chain, against its creator on the host (root for a root
+        // caller), up to the creator's own limit; the task's rlimit caps the sandbox's share.
+        // Left at the caller's (96369 signals and 819200 bytes on the dev VM), a root caller's
+        // task queueing signals to itself until EAGAIN made every timer_create(2) and
+        // sigqueue(3) of host root fail with EAGAIN, and one filling message queues made host
+        // root's mq_open(O_CREAT) fail with EMFILE, until the run ended.
+        (
+            Resource::RLIMIT_SIGPENDING,
+            SIGPENDING.min(caller_hard(Resource::RLIMIT_SIGPENDING)),
+            SIGPENDING.min(caller_hard(Resource::RLIMIT_SIGPENDING)),
+        ),
+        (
+            Resource::RLIMIT_MSGQUEUE,
+            MSGQUEUE.min(caller_hard(Resource::RLIMIT_MSGQUEUE)),
+            MSGQUEUE.min(caller_hard(Resource::RLIMIT_MSGQUEUE)),
+        ),
     ];
     if mech == Mechanism::Rlimit {
         v.push((Resource::RLIMIT_DATA, l.memory, l.memory));

@@ -2943,3 +2943,75 @@ fn a_task_cannot_take_every_terminal_of_the_host() {
         assert!(held <= 64, "{who:?}: the task held {held} terminals");
     }
 }
+
+/// A process as the host user `who` can create a POSIX timer (which needs a queued signal).
+const TIMER_PROBE: &str = "/usr/bin/python3 -c \"import ctypes, os
+t = ctypes.c_void_p()
+r = ctypes.CDLL(None, use_errno=True).timer_create(1, None, ctypes.byref(t))
+print('ok' if r == 0 else os.strerror(ctypes.get_errno()))\"";
+
+/// Signals queued in a sandbox count against its user namespace's creator on the host too, up to
+/// the creator's RLIMIT_SIGPENDING: a task queueing real-time signals to itself (blocked) until
+/// EAGAIN took all of them (seen on the unfixed code: 96369 for a root caller, and then host
+/// root's timer_create answered "Resource temporarily unavailable"), so no process of that user
+/// on the host could create a POSIX timer or sigqueue(3) a signal while it ran. The task's
+/// RLIMIT_SIGPENDING is now 1024. Control: the same probe on the host succeeds before the run.
+#[test]
+fn a_task_cannot_take_every_queued_signal_of_its_host_user() {
+    let take = "import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])\n\
+                libc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
+                while n < 200000 and libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), 0) == 0:\n\
+                \x20   n += 1";
+    for who in BOTH {
+        let control = host_sh(who, TIMER_PROBE);
+        assert_eq!(
+            stdout(&control).trim(),
+            "ok",
+            "control as {who:?}: {}",
+            show(&control)
+        );
+        let (held, probed) = probe_while_held(who, take, TIMER_PROBE);
+        assert_eq!(
+            probed.trim(),
+            "ok",
+            "{who:?}: with the task holding {held}: {probed}"
+        );
+        assert!(held <= 1024, "{who:?}: the task queued {held} signals");
+    }
+}
+
+/// Creates one POSIX message queue of 10 messages of 8192 bytes in an IPC namespace of its own
+/// (in a user namespace: the count goes up to the host user `who` all the same).
+const MQUEUE_PROBE: &str = "unshare -Uri /usr/bin/python3 -c \"import ctypes, os
+a = (ctypes.c_long * 8)(0, 10, 8192)
+r = ctypes.CDLL(None, use_errno=True).syscall(240, b'probe', os.O_CREAT | os.O_RDWR, 0o600, a)
+print('ok' if r >= 0 else os.strerror(ctypes.get_errno()))\"";
+
+/// POSIX message queue bytes made in a sandbox count against its user namespace's creator on
+/// the host too, up to the creator's RLIMIT_MSGQUEUE: a task creating queues until EMFILE took
+/// all of them (seen on the unfixed code: 9 queues of 80 KiB for a root caller, and then a
+/// queue of host root answered "Too many open files"). The task's RLIMIT_MSGQUEUE is now
+/// 200 KiB. Control: the same probe on the host succeeds before the run.
+#[test]
+fn a_task_cannot_take_every_message_queue_byte_of_its_host_user() {
+    let take = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+                a = (ctypes.c_long * 8)(0, 10, 8192)\nn = 0\n\
+                while n < 100 and libc.syscall(240, b'q%d' % n, os.O_CREAT | os.O_RDWR, 0o600, a) >= 0:\n\
+                \x20   n += 1";
+    for who in BOTH {
+        let control = host_sh(who, MQUEUE_PROBE);
+        assert_eq!(
+            stdout(&control).trim(),
+            "ok",
+            "control as {who:?}: {}",
+            show(&control)
+        );
+        let (held, probed) = probe_while_held(who, take, MQUEUE_PROBE);
+        assert_eq!(
+            probed.trim(),
+            "ok",
+            "{who:?}: with the task holding {held}: {probed}"
+        );
+        assert!(held <= 2, "{who:?}: the task made {held} queues");
+    }
+}
