@@ -490,3 +490,48 @@ fn sigint_ends_a_sandbox_waiting_on_block_fd() {
         assert!(!stdout(&out).contains("task-ran"), "{who:?}");
     }
 }
+
+/// File leases: a read lease makes every open of the file for writing, by any process of the
+/// host, wait up to `fs.lease-break-time` (45 s) per lease, and the kernel lets the file's owner
+/// take one. A task owns the files of its host uid in a --ro-bind: on the unfixed code it took a
+/// lease on one (F_SETLEASE answered 0) and a host `echo x >> file` of their owner hung until
+/// the run ended. F_SETLEASE is refused by the filter; F_GETLEASE still answers.
+#[test]
+fn a_task_cannot_take_a_lease_on_a_bound_file() {
+    let dir = tempdir(0o755);
+    let file = dir.path().join("leased");
+    std::fs::write(&file, "data\n").unwrap();
+    for p in [dir.path(), file.as_path()] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let f = file.to_str().unwrap();
+    let probe = format!(
+        "python3 -c \"import errno, fcntl, os, signal
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+fd = os.open('{f}', os.O_RDONLY)
+for name, cmd, arg in (('F_GETLEASE', fcntl.F_GETLEASE, 0), ('F_SETLEASE', fcntl.F_SETLEASE, fcntl.F_RDLCK)):
+    try:
+        fcntl.fcntl(fd, cmd, arg)
+        print(name, 'OK')
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])\" </dev/null"
+    );
+    let bind = dir.path().to_str().unwrap();
+    for who in BOTH {
+        let o = sh(who, &["--ro-bind", bind], &probe);
+        assert_eq!(
+            stdout(&o),
+            "F_GETLEASE OK\nF_SETLEASE EPERM\n",
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+    // Control: outside, the file's owner takes the lease.
+    let o = host_sh(Launcher::Unprivileged, &probe);
+    assert_eq!(
+        stdout(&o),
+        "F_GETLEASE OK\nF_SETLEASE OK\n",
+        "{}",
+        stderr(&o)
+    );
+}
