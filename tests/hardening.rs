@@ -535,3 +535,24 @@ for name, cmd, arg in (('F_GETLEASE', fcntl.F_GETLEASE, 0), ('F_SETLEASE', fcntl
         stderr(&o)
     );
 }
+
+/// Legacy AIO: every io_setup context's events count in one pool of the whole machine
+/// (`fs.aio-max-nr`, 65536), in no namespace and charged to no user. On the unfixed code a task
+/// (of either launcher) took all of it with 16 io_setup(4096) calls, and every io_setup of the
+/// host, root's included, failed with EAGAIN until the run ended. The filter answers ENOSYS, as a
+/// kernel without AIO would.
+#[test]
+fn legacy_aio_contexts_are_not_available() {
+    let probe = "python3 -c \"import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+ctx = ctypes.c_ulong(0)
+r = libc.syscall(206, 1, ctypes.byref(ctx))
+print('io_setup', 'OK' if r == 0 else errno.errorcode[ctypes.get_errno()])\" </dev/null";
+    for who in BOTH {
+        let o = sh(who, &[], probe);
+        assert_eq!(stdout(&o), "io_setup ENOSYS\n", "{who:?}: {}", stderr(&o));
+    }
+    // Control: outside, an unprivileged process gets a context.
+    let o = host_sh(Launcher::Unprivileged, probe);
+    assert_eq!(stdout(&o), "io_setup OK\n", "{}", stderr(&o));
+}
