@@ -113,6 +113,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         (Output::Stream, None) => relay::plan(owner, applied.map(|l| l.file_size))?,
         _ => relay::Plan::none(),
     };
+    // The streams the task gets as they are share their file status flags with the caller;
+    // those the task changed are put back once the sandbox is gone (bwrap mode: as bubblewrap,
+    // not).
+    let stream_flags = spec
+        .bwrap
+        .is_none()
+        .then(|| relay::StreamFlags::save(&task_ends));
 
     // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
     // without telling the sandbox's init; the init inherits this default.
@@ -358,6 +365,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     );
     let init_status = waitpid(pid, None);
     // Everything in the sandbox is gone now; read what is left in the channel and pipes.
+    if let Some(flags) = &stream_flags {
+        flags.restore();
+    }
     sup.drain_channel(&parent_sock);
     // Output the caller's full pipe did not take by the deadline, or before a signal, ends
     // the run as that would have ended a task still blocked writing it.

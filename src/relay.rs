@@ -229,6 +229,41 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
     Ok(plan)
 }
 
+/// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) of the
+/// standard streams the task gets as they are. Those flags belong to the open file description,
+/// which the task shares with the caller: a task's `fcntl(1, F_SETFL, O_NONBLOCK)` on the
+/// caller's terminal or socket outlived the run, and the caller's next writes there failed with
+/// EAGAIN ("write error: Resource temporarily unavailable"); an `O_DIRECT` on a fresh `>` file
+/// made its next unaligned writes fail with EINVAL. They are put back once the sandbox is gone.
+pub struct StreamFlags([Option<OFlag>; 3]);
+
+impl StreamFlags {
+    /// Read the flags of each stream that `task_ends` does not replace.
+    pub fn save(task_ends: &[Option<OwnedFd>; 3]) -> StreamFlags {
+        let mut saved = [None; 3];
+        for (i, end) in task_ends.iter().enumerate() {
+            if end.is_none() {
+                saved[i] = fcntl(std_stream(i as i32), FcntlArg::F_GETFL)
+                    .ok()
+                    .map(OFlag::from_bits_retain);
+            }
+        }
+        StreamFlags(saved)
+    }
+
+    /// Put back the flags of each stream whose flags changed. A failure (a flag the kernel no
+    /// longer lets this process set) leaves that stream as the task left it.
+    pub fn restore(&self) {
+        for (i, saved) in self.0.iter().enumerate() {
+            let Some(saved) = saved else { continue };
+            let fd = std_stream(i as i32);
+            if fcntl(fd, FcntlArg::F_GETFL).map(OFlag::from_bits_retain) != Ok(*saved) {
+                let _ = fcntl(fd, FcntlArg::F_SETFL(*saved));
+            }
+        }
+    }
+}
+
 /// Whether the task's host (uid, gid) may open the file for writing, by its mode bits (an ACL
 /// that grants more makes a relay that was not needed, never a missing one).
 fn may_write(st: &libc::stat, (uid, gid): (u32, u32)) -> bool {

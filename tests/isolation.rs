@@ -3015,3 +3015,43 @@ fn a_task_cannot_take_every_message_queue_byte_of_its_host_user() {
         assert!(held <= 2, "{who:?}: the task made {held} queues");
     }
 }
+
+/// The file status flags of a stream the task gets as it is (a socket here, a terminal alike)
+/// belong to the open file description it shares with the caller. On the unfixed code a task's
+/// `fcntl(1, F_SETFL, O_NONBLOCK)` outlived the run: the caller's end was left non-blocking, and
+/// its next writes there failed with EAGAIN once the reader lagged. airlock now puts the flags
+/// back once the sandbox is gone. Control: the same command run on the host leaves the flag set.
+#[test]
+fn a_task_cannot_leave_the_callers_stream_non_blocking() {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    let set = "import fcntl, os\n\
+               fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_NONBLOCK)\n\
+               print('set', flush=True)";
+    let non_blocking = |fd: &UnixStream| {
+        let flags = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        nix::fcntl::OFlag::from_bits_retain(flags).contains(nix::fcntl::OFlag::O_NONBLOCK)
+    };
+    let run = |mut c: Command| -> (bool, String) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let keep = theirs.try_clone().unwrap();
+        let st = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(OwnedFd::from(theirs)))
+            .status()
+            .unwrap();
+        assert!(st.success(), "{st}");
+        drop(ours);
+        (non_blocking(&keep), format!("{st}"))
+    };
+    let mut host = Command::new(PYTHON);
+    host.args(["-c", set]);
+    assert!(run(host).0, "control: the host's child leaves it set");
+    for who in BOTH {
+        let (left, st) = run(airlock(who, &["run", "--", PYTHON, "-c", set]));
+        assert!(
+            !left,
+            "{who:?}: the caller's stream is non-blocking after the run ({st})"
+        );
+    }
+}
