@@ -116,9 +116,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // The streams the task gets as they are share their file status flags with the caller;
     // those the task changed are put back once the sandbox is gone (bwrap mode: as bubblewrap,
     // not).
-    let stream_flags = spec
-        .bwrap
-        .is_none()
+    let stream_flags = (matches!(spec.output, Output::Stream) && spec.bwrap.is_none())
         .then(|| relay::StreamFlags::save(&task_ends));
 
     // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
@@ -364,7 +362,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         deadline,
     );
     let init_status = waitpid(pid, None);
-    // Everything in the sandbox is gone now; read what is left in the channel and pipes.
+    // Everything in the sandbox is gone now: the streams' flags are put back, and what is left
+    // in the channel and pipes is read.
     if let Some(flags) = &stream_flags {
         flags.restore();
     }
