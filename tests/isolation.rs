@@ -3055,3 +3055,40 @@ fn a_task_cannot_leave_the_callers_stream_non_blocking() {
         );
     }
 }
+
+/// Locks 1 MiB of a host file's pages (a read-only shared mapping of the Python binary, which
+/// the host has cached): `ok`, or the error.
+const MLOCK_PROBE: &str = "import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+fd = os.open(os.path.realpath('/usr/bin/python3'), os.O_RDONLY)
+a = libc.mmap(None, 1 << 20, 1, 1, fd, 0)
+print('ok' if libc.mlock(a, 1 << 20) == 0 else os.strerror(ctypes.get_errno()))";
+
+/// Pages of a file mapping locked in memory are the page cache's: those the host had cached
+/// stay charged to the cgroup that read them first, not to the sandbox's, and cannot be
+/// reclaimed. On the unfixed code each process of the task could lock the caller's
+/// RLIMIT_MEMLOCK (8 MiB): 40 processes under --memory 128m held 300 MiB of /usr locked while
+/// the sandbox's cgroup counted 25 MiB. The task's RLIMIT_MEMLOCK is now 64 KiB. Control: the
+/// same lock of 1 MiB succeeds on the host.
+#[test]
+fn a_task_cannot_lock_host_page_cache_past_its_memory_limit() {
+    for who in BOTH {
+        let control = run_host(who, &py(MLOCK_PROBE, &[]));
+        assert_eq!(
+            stdout(&control).trim(),
+            "ok",
+            "control as {who:?}: {}",
+            show(&control)
+        );
+        let inside = run_inside(who, &[], &py(MLOCK_PROBE, &[]));
+        assert_eq!(
+            stdout(&inside).trim(),
+            "Cannot allocate memory",
+            "{who:?}: {}",
+            show(&inside)
+        );
+    }
+}
