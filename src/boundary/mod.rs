@@ -358,11 +358,17 @@ pub const USERNS_CAPS: [(&str, u32); 2] = [
     ("/proc/sys/user/max_inotify_watches", 16384),
 ];
 
-/// Step 4's caps on the user namespace's counts (USERNS_CAPS).
+/// Step 4's caps on the user namespace's counts (USERNS_CAPS), written through the /proc this
+/// init still sees. Where that /proc/sys is mounted read-only (a container runtime's, which
+/// also masks /proc so that no new proc could be mounted in a user namespace: airlock run would
+/// stop at step 7 there anyway) the caps are left out, rather than refusing every launch.
 fn cap_user_namespace() -> Result<(), SysError> {
     for (path, max) in USERNS_CAPS {
-        std::fs::write(path, max.to_string())
-            .map_err(|e| io_err(e, || format!("write({path:?}, \"{max}\")")))?;
+        match std::fs::write(path, max.to_string()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EROFS) => return Ok(()),
+            Err(e) => return Err(io_err(e, || format!("write({path:?}, \"{max}\")"))),
+        }
     }
     Ok(())
 }
