@@ -114,6 +114,11 @@ pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource
     let cpu = l.cpu_time.as_secs().max(1);
     let cpu_hard = (cpu + 2).min(caller_hard(Resource::RLIMIT_CPU)).max(cpu);
     let core = caller_hard(Resource::RLIMIT_CORE).min(1);
+    // A limit of the run's own, soft and hard, at most the caller's hard limit.
+    let fixed = |r, v: u64| {
+        let v = v.min(caller_hard(r));
+        (r, v, v)
+    };
     let mut v = vec![
         (Resource::RLIMIT_CPU, cpu, cpu_hard),
         (Resource::RLIMIT_FSIZE, l.file_size, l.file_size),
@@ -132,26 +137,14 @@ pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource
         // task queueing signals to itself until EAGAIN made every timer_create(2) and
         // sigqueue(3) of host root fail with EAGAIN, and one filling message queues made host
         // root's mq_open(O_CREAT) fail with EMFILE, until the run ended.
-        (
-            Resource::RLIMIT_SIGPENDING,
-            SIGPENDING.min(caller_hard(Resource::RLIMIT_SIGPENDING)),
-            SIGPENDING.min(caller_hard(Resource::RLIMIT_SIGPENDING)),
-        ),
-        (
-            Resource::RLIMIT_MSGQUEUE,
-            MSGQUEUE.min(caller_hard(Resource::RLIMIT_MSGQUEUE)),
-            MSGQUEUE.min(caller_hard(Resource::RLIMIT_MSGQUEUE)),
-        ),
+        fixed(Resource::RLIMIT_SIGPENDING, SIGPENDING),
+        fixed(Resource::RLIMIT_MSGQUEUE, MSGQUEUE),
         // Locked pages of a file mapping are the page cache's: those the host had cached stay
         // charged to whatever cgroup read them first, not to the sandbox's, and cannot be
         // reclaimed. At the caller's 8 MiB per process, 40 processes of a root caller's task
         // under --memory 128m held 300 MiB of /usr locked while its cgroup counted 25 MiB (1024
         // processes: 8 GiB); under the rlimit fallback RLIMIT_DATA counts no file mapping.
-        (
-            Resource::RLIMIT_MEMLOCK,
-            MEMLOCK.min(caller_hard(Resource::RLIMIT_MEMLOCK)),
-            MEMLOCK.min(caller_hard(Resource::RLIMIT_MEMLOCK)),
-        ),
+        fixed(Resource::RLIMIT_MEMLOCK, MEMLOCK),
     ];
     if mech == Mechanism::Rlimit {
         v.push((Resource::RLIMIT_DATA, l.memory, l.memory));
