@@ -761,6 +761,12 @@ pub fn message(e: &StepError) -> String {
     if call == "mkdir -p \"newroot\"" {
         return format!("Creating newroot failed: {errno}");
     }
+    if let Some(dest) = call.strip_prefix("mkdir parents for ") {
+        return format!(
+            "Can't mkdir parents for {}: {errno}",
+            dest.trim_matches('"')
+        );
+    }
     if call.starts_with("mkdir -p") {
         let p = call.trim_start_matches("mkdir -p ").trim_matches('"');
         return format!("Can't mkdir {}: {errno}", p.trim_start_matches("/newroot"));

@@ -882,6 +882,96 @@ fn parents_of_a_restricted_entry_are_restricted() {
     }
 }
 
+/// bubblewrap makes the missing parents of every destination before the operation, 0755 less
+/// what the entry's own mode withholds, and an operation without a mode (a bind, --bind-fd,
+/// --proc, --dev, --mqueue, --symlink) counts as mode 0: its parents are 0700, as are those of
+/// a --bind-data (0600 by default); a --dir, --tmpfs (0755) or --file (0666) gets 0755.
+/// airlock had made them all 0755. A parent that cannot be made is bubblewrap's "Can't mkdir
+/// parents for DEST" (a file on the way, a read-only mount).
+#[test]
+fn missing_parents_get_bubblewraps_modes() {
+    let args = with(
+        MIN,
+        &[
+            "--unshare-ipc",
+            "--ro-bind",
+            "/etc",
+            "/b/b/etc",
+            "--ro-bind",
+            "/etc/hostname",
+            "/f/f/hostname",
+            "--bind-fd",
+            "5",
+            "/fd/fd/x",
+            "--proc",
+            "/p/p/proc",
+            "--dev",
+            "/d/d/dev",
+            "--mqueue",
+            "/m/m/mq",
+            "--symlink",
+            "target",
+            "/s/s/link",
+            "--bind-data",
+            "6",
+            "/bd/bd/data",
+            "--file",
+            "7",
+            "/fi/fi/file",
+            "--dir",
+            "/di/di/dir",
+            "--tmpfs",
+            "/t/t/tmp",
+        ],
+    );
+    let probe = "stat -c '%n %a' /b /b/b /f /f/f /fd /fd/fd /p /p/p /d /d/d /m /m/m /s /s/s \
+                 /bd /bd/bd /fi /fi/fi /di /di/di /t /t/t";
+    let pre = "exec 5</usr 6<<<data 7<<<file";
+    for who in BOTH {
+        let [b, _] = same(&case(&args).pre(pre).sh(probe), who);
+        assert_eq!(
+            b.stdout,
+            "/b 700\n/b/b 700\n/f 700\n/f/f 700\n/fd 700\n/fd/fd 700\n/p 700\n/p/p 700\n\
+             /d 700\n/d/d 700\n/m 700\n/m/m 700\n/s 700\n/s/s 700\n/bd 700\n/bd/bd 700\n\
+             /fi 755\n/fi/fi 755\n/di 755\n/di/di 755\n/t 755\n/t/t 755\n",
+            "{}",
+            b.show()
+        );
+    }
+    let base = [
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--ro-bind",
+        "/etc/hostname",
+        "/h",
+    ];
+    let mut wrong = vec![];
+    for more in [
+        &["--ro-bind", "/usr", "/h/x"][..],
+        &["--dir", "/h/x"],
+        &["--symlink", "a", "/h/x"],
+        &["--tmpfs", "/h/x"],
+        &["--file", "7", "/h/x"],
+        &["--perms", "0600", "--file", "7", "/h/x"],
+        &["--ro-bind", "/etc", "/usr/nx/y"],
+        &["--symlink", "a", "/usr/nx/y"],
+        &["--perms", "0700", "--dir", "/usr/nx/y"],
+    ] {
+        for who in BOTH {
+            let c = case(&with(&with(&base, more), &["/usr/bin/true"])).pre(pre);
+            let (b, differs) = word_for_word(&c, who);
+            assert!(
+                b.stderr.starts_with("bwrap: Can't mkdir parents for "),
+                "{}",
+                b.show()
+            );
+            wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// --file, --bind-data and --ro-bind-data read their content from a descriptor.
 #[test]
 fn data_from_descriptors() {

@@ -534,8 +534,34 @@ pub(super) fn make_dirs(path: &Path) -> Result<(), SysError> {
         })
 }
 
+/// The mode bubblewrap gives an operation's destination when it makes the missing parents of
+/// every destination, before the operation itself: the entry's own mode, or 0 for one that
+/// has none (a bind, --proc, --dev, --mqueue, a symlink, an overlay), so that their parents
+/// are 0700. None: no parents are made (a `-try` bind whose source is missing, --chmod,
+/// --remount-ro, the other front ends' operations).
+fn bwrap_parent_perms<'a>(op: &'a FsOp, prep: &Prepared) -> Option<(&'a Path, u32)> {
+    match op {
+        FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. } => {
+            (!matches!(prep, Prepared::Nothing)).then_some((dest, 0))
+        }
+        FsOp::Proc(dest) | FsOp::Dev(dest) | FsOp::Mqueue(dest) => Some((dest, 0)),
+        FsOp::Symlink { dest, .. } | FsOp::Overlay { dest, .. } => Some((dest, 0)),
+        FsOp::Tmpfs { dest, perms, .. } | FsOp::Dir { dest, perms } => {
+            Some((dest, perms.unwrap_or(0o755)))
+        }
+        FsOp::File {
+            dest, perms, bind, ..
+        } => Some((
+            dest,
+            perms.unwrap_or(if bind.is_some() { 0o600 } else { 0o666 }),
+        )),
+        _ => None,
+    }
+}
+
 /// Create the missing parents of `dest` (inside) with no more access than `perms` gives: group
 /// and others keep read and search only where `perms` grants them anything (bwrap's rule).
+/// Something other than a directory on the way is ENOTDIR, as bubblewrap reports it.
 fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
     let mut mode = 0o700;
     if perms & 0o070 != 0 {
@@ -551,7 +577,16 @@ fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
         .recursive(true)
         .mode(mode)
         .create(&parent)
-        .map_err(|e| io_err(e, || format!("mkdir -p {parent:?}")))
+        .map_err(|e| {
+            let call = format!("mkdir parents for {dest:?}");
+            match e.kind() {
+                std::io::ErrorKind::AlreadyExists => SysError {
+                    call,
+                    errno: Errno::ENOTDIR,
+                },
+                _ => io_err(e, || call),
+            }
+        })
 }
 
 pub(super) fn make_file(path: &Path, mode: u32) -> Result<File, SysError> {
@@ -713,6 +748,11 @@ pub(super) fn apply(
     scratch: &mut Option<(OwnedFd, Handed)>,
 ) -> Result<(), SysError> {
     let ro_tmpfs = inh.spec.root_readonly;
+    if inh.spec.bwrap.is_some()
+        && let Some((dest, perms)) = bwrap_parent_perms(op, &prep)
+    {
+        make_parents(dest, perms)?;
+    }
     match (op, prep) {
         (FsOp::SystemPath(p), Prepared::Tree { fd, .. }) => attach(&fd, p, true),
         (FsOp::SystemPath(p), Prepared::Link(target)) => symlink(&target, p),
