@@ -451,8 +451,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--clearenv" => env.clear(),
             "--setenv" => {
                 let (k, v) = (take!(a), take!(a));
-                env.retain(|(n, _)| *n != k);
-                env.push((k, v));
+                crate::spec::set_env(&mut env, k, v);
             }
             "--unsetenv" => {
                 let k = take!(a);

@@ -589,6 +589,31 @@ fn environment_options_apply_in_argument_order() {
     }
 }
 
+/// The task's environment keeps the caller's order, as bubblewrap's setenv(3) does: a
+/// `--setenv` of a variable already set, and the PWD set to the directory entered, stay in
+/// place, a new variable goes at the end (env(1) prints them unsorted here). airlock had moved
+/// each to the end.
+#[test]
+fn environment_keeps_the_callers_order() {
+    let sets: &[&[&str]] = &[
+        &[],
+        &["--setenv", "HOME", "/elsewhere", "--setenv", "NEW", "1"],
+        &["--chdir", "/usr", "--setenv", "CALLER_VAR", "changed"],
+        &["--unsetenv", "PWD", "--setenv", "A", "1"],
+    ];
+    for who in BOTH {
+        for set in sets {
+            let c = case(&with(
+                &with(&["--ro-bind", "/", "/"], set),
+                &["/usr/bin/env"],
+            ))
+            .env("CALLER_VAR", "kept");
+            let [b, _] = same(&c, who);
+            assert_eq!(b.code, 0);
+        }
+    }
+}
+
 #[test]
 fn chdir_and_default_working_directory() {
     let d = tmpdir(0o755);

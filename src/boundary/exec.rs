@@ -111,9 +111,8 @@ impl ExecPlan {
     pub(super) fn new(spec: &Spec, cwd: PathBuf, _network: NetworkSet) -> ExecPlan {
         let mut env = spec.env.clone();
         if spec.bwrap.is_some() {
-            // bwrap sets PWD to the directory it entered.
-            env.retain(|(n, _)| n != "PWD");
-            env.push(("PWD".into(), cwd.display().to_string()));
+            // bwrap sets PWD to the directory it entered (setenv(3): in place if it is set).
+            crate::spec::set_env(&mut env, "PWD".into(), cwd.display().to_string());
         }
         ExecPlan {
             argv: spec.argv.iter().map(|a| sys::cstring(a)).collect(),
