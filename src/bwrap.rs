@@ -294,9 +294,30 @@ fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
     }
 }
 
+/// A capability as libcap's cap_from_name reads it for bubblewrap, and more leniently for
+/// names: `ALL`; a number (strtoul in base 0 up to the first character that is not a digit,
+/// below 64; one the kernel does not define is nothing); a name, with or without `CAP_`, in
+/// any case.
 fn cap_name(v: &str) -> Result<Vec<caps::Capability>, UsageError> {
     if v.eq_ignore_ascii_case("ALL") {
         return Ok(caps::all().into_iter().collect());
+    }
+    if v.starts_with(|c: char| c.is_ascii_digit()) {
+        let (digits, radix) = match v.strip_prefix("0x").or(v.strip_prefix("0X")) {
+            Some(h) if h.starts_with(|c: char| c.is_ascii_hexdigit()) => (h, 16),
+            _ if v.starts_with('0') => (v, 8),
+            _ => (v, 10),
+        };
+        let end = digits
+            .find(|c: char| !c.is_digit(radix))
+            .unwrap_or(digits.len());
+        return match u64::from_str_radix(&digits[..end], radix) {
+            Ok(n) if n < 64 => Ok(caps::all()
+                .into_iter()
+                .filter(|c| u64::from(c.index()) == n)
+                .collect()),
+            _ => err(format!("unknown cap: {v}")),
+        };
     }
     let name = v.to_ascii_uppercase();
     let name = if name.starts_with("CAP_") {

@@ -1501,6 +1501,30 @@ fn capabilities() {
         (1, "bwrap: unknown cap: net_raw\n")
     );
     assert_eq!(a.code, 0, "{}", a.show());
+    // A number, as libcap reads it (strtoul in base 0, digits up to the first other
+    // character, below 64; 41 to 63 name no capability): airlock had refused every number.
+    let mut wrong = vec![];
+    for n in [
+        "12",
+        "0x0d",
+        "013",
+        "08",
+        "12abc",
+        "40",
+        "41",
+        "63",
+        "64",
+        "99999999999999999999",
+    ] {
+        let c = case(&["--ro-bind", "/", "/", "--unshare-user", "--cap-add", n])
+            .sh("grep CapEff /proc/self/status");
+        wrong.extend(word_for_word(&c, Launcher::Unprivileged).1);
+    }
+    assert!(
+        wrong.is_empty(),
+        "numbers read differently:\n{}",
+        wrong.join("\n")
+    );
     // As root, explicit sets match: --cap-drop ALL then an add. (The bounding set is not
     // compared: bubblewrap started by root without a user namespace leaves it whole, airlock
     // reduces it to the kept capabilities.)
