@@ -325,9 +325,9 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
             optional,
             ..
         } => match tree(src, access_attrs(*access)) {
-            Err(e) if *optional && (e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR) => {
-                Prepared::Nothing
-            }
+            // Only a source that does not exist is skipped, as bubblewrap skips one: a path
+            // through a file (ENOTDIR), a loop or a denied directory fails.
+            Err(e) if *optional && e.errno == Errno::ENOENT => Prepared::Nothing,
             Ok(copy) => guard_kernel_fs(copy, src, *access, caller_is_root)?,
             Err(e) => return Err(e),
         },
