@@ -955,13 +955,22 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
             Ok(outcome) => outcome.exit_code(),
             Err(crate::launch::Failure::Exec(code, msg)) => {
                 // execvp's errno, as bubblewrap reports it: ENOENT also for a file whose
-                // interpreter is missing.
+                // interpreter is missing, else the errno execve failed with (EACCES, or EPERM
+                // from a seccomp filter, say).
                 let why = if code == crate::spec::exit::NOT_FOUND
                     || msg.ends_with(crate::boundary::NO_INTERPRETER)
                 {
                     "No such file or directory"
                 } else {
-                    "Permission denied"
+                    match msg.rsplit_once("cannot execute: ") {
+                        // A file the kernel cannot start, with no /bin/sh to run it: execvp(3)
+                        // reports the shell's ENOENT.
+                        Some((_, e)) if e == crate::sys::errno_text(Errno::ENOEXEC) => {
+                            "No such file or directory"
+                        }
+                        Some((_, e)) => e,
+                        None => "Permission denied",
+                    }
                 };
                 die(&format!("execvp {}: {why}", spec.argv[0]))
             }

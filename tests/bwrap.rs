@@ -1653,6 +1653,42 @@ fn seccomp_programs_from_descriptors() {
     }
 }
 
+/// A command execve refuses is reported with execvp's errno, as bubblewrap reports it: EPERM
+/// (or ENOMEM, E2BIG) from a filter on execve, not always "Permission denied" as airlock had
+/// said; a file the kernel cannot start with no /bin/sh to run it is execvp's ENOENT.
+#[test]
+fn exec_failures_name_execvps_errno() {
+    let d = tmpdir(0o755);
+    for (name, errno) in [("eperm", 1), ("eacces", 13), ("enomem", 12), ("e2big", 7)] {
+        // execve -> errno.
+        write(&d.path().join(name), &bpf_deny(&[59], errno), 0o644);
+    }
+    let script = d.path().join("script");
+    write(&script, b"echo hi\n", 0o755);
+    let script = script.display().to_string();
+    let mut wrong = vec![];
+    for who in BOTH {
+        for name in ["eperm", "eacces", "enomem", "e2big"] {
+            for cmd in ["true", "/usr/bin/true"] {
+                let c = case(&with(MIN, &["--seccomp", "5", cmd]))
+                    .pre(&format!("exec 5<{}/{name}", d.path().display()));
+                let (b, differs) = word_for_word(&c, who);
+                assert_eq!(b.code, 1, "{}", b.show());
+                wrong.extend(differs);
+            }
+        }
+        let (b, differs) = word_for_word(&case(&["--ro-bind", &script, "/s", "/s"]), who);
+        assert_eq!(
+            b.stderr,
+            "bwrap: execvp /s: No such file or directory\n",
+            "{}",
+            b.show()
+        );
+        wrong.extend(differs);
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// --seccomp with --add-seccomp-fd is refused in either order, each order with its own
 /// message; a repeated --seccomp warns and the last one applies. airlock accepts both
 /// combinations (installing every filter) and refuses a repeated --seccomp.
