@@ -369,7 +369,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         };
     }
 
+    // The caller's own arguments still to read: the last `outer` of the queue, behind those
+    // an --args descriptor gave.
+    let mut outer = args.len();
     while let Some(arg) = queue.pop_front() {
+        let from_file = queue.len() + 1 > outer;
+        outer = outer.min(queue.len());
         let a = arg.as_str();
         if a.starts_with("--") && queue.len() < arguments_of(a) && arguments_of(a) > 1 {
             return Err(too_few_arguments(a));
@@ -406,6 +411,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--help" => return Ok(Parsed::Help),
             "--version" => return Ok(Parsed::Version),
             "--args" => {
+                if from_file {
+                    return err("--args not supported in arguments file");
+                }
                 let fd = fd_arg(&mut named, &take!(a))?;
                 let extra = read_args_fd(fd)?;
                 total += extra.len();

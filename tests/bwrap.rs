@@ -2033,6 +2033,30 @@ fn args_from_a_descriptor_parsed_in_place() {
         let [b, _] = same(&c, who);
         assert_eq!(b.stdout, "X=after Y= SPACED=a b  c\n/usr\n");
     }
+    // --args inside an --args file is refused (airlock had read it); two on the command line
+    // are both read.
+    let nested = d.path().join("nested");
+    write(&nested, b"--args\x006\0", 0o600);
+    let more = d.path().join("more");
+    write(&more, b"--setenv\0Y\0from-more\0", 0o600);
+    let pre = format!(
+        "exec 5<{} 6<{} 7<{}",
+        file.display(),
+        more.display(),
+        nested.display()
+    );
+    for who in BOTH {
+        let c = case(&["--ro-bind", "/", "/", "--args", "7"])
+            .pre(&pre)
+            .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stderr, "bwrap: --args not supported in arguments file\n");
+        let c = case(&["--ro-bind", "/", "/", "--args", "5", "--args", "6"])
+            .pre(&pre)
+            .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "X=from-args Y=from-more SPACED=a b  c\n/usr\n");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
