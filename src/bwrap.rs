@@ -860,13 +860,19 @@ pub fn message(e: &StepError) -> String {
             .map_or("", |(_, rest)| rest.trim_end_matches(')'));
         return format!("unable to switch to {kind} {id}: {errno}");
     }
-    if e.step.contains("enter the user namespace") || e.step.contains("second user namespace") {
-        return "Joining the specified user namespace failed, it might not be a descendant of the \
-                current user namespace."
-            .into();
+    if e.step.contains("enter the user namespace") {
+        if e.err.errno == Errno::EINVAL {
+            return "Joining the specified user namespace failed, it might not be a descendant of \
+                    the current user namespace."
+                .into();
+        }
+        return format!("Joining specified user namespace failed: {errno}");
+    }
+    if e.step.contains("second user namespace") {
+        return format!("Setting userns2 failed: {errno}");
     }
     if e.step.contains("enter the pid namespace") {
-        return format!("Joining the specified pid namespace failed: {errno}");
+        return format!("Setting pidns failed: {errno}");
     }
     if call.starts_with("chdir(") {
         return format!(
@@ -887,7 +893,11 @@ pub fn message(e: &StepError) -> String {
         return format!("loopback: Failed RTM_NEWADDR: {errno}");
     }
     if e.step.starts_with("10 hostname") {
-        return format!("sethostname: {errno}");
+        let name = call
+            .strip_prefix("sethostname(\"")
+            .and_then(|n| n.strip_suffix("\")"))
+            .unwrap_or("");
+        return format!("Can't set hostname to {name}: {errno}");
     }
     format!("{}: {errno}", call.replace("\"/newroot", "\""))
 }

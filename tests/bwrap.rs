@@ -2261,6 +2261,46 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// Failures to join a namespace a descriptor names, or to set the hostname, in bubblewrap's
+/// words: "Joining specified user namespace failed: ERRNO" unless the kernel says EINVAL (the
+/// "might not be a descendant" sentence airlock had printed for every errno), "Setting pidns
+/// failed: ERRNO" (airlock: "Can't enter pid namespace"), "Can't set hostname to NAME: ERRNO"
+/// (airlock: "sethostname: ERRNO"). bubblewrap adds a second line after a failed --pidns
+/// ("Unexpected short read from pid socket"): only its first is compared.
+#[test]
+fn join_and_hostname_failures_read_as_bubblewraps() {
+    let long = "x".repeat(70);
+    let lines: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--unshare-uts", "--hostname", &long], ""),
+        (vec!["--userns", "9"], ""),
+        (vec!["--userns", "5"], "exec 5</dev/null"),
+        (vec!["--userns", "5"], "exec 5</proc/self/ns/user"),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (args, pre) in &lines {
+            let c = case(&with(&with(MIN, args), &["true"])).pre(pre);
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            wrong.extend(differs);
+        }
+    }
+    for (fd, pre) in [("9", ""), ("5", "exec 5</dev/null")] {
+        let c = case(&with(MIN, &["--pidns", fd, "true"])).pre(pre);
+        let [b, a] = c.run_all(Launcher::Root);
+        let first = |r: &Res| r.stderr.lines().next().unwrap_or("").to_string();
+        assert!(
+            first(&b).starts_with("bwrap: Setting pidns failed: "),
+            "{}",
+            b.show()
+        );
+        if (b.code, first(&b)) != (a.code, a.stderr.trim_end().to_string()) {
+            wrong.push(format!("--pidns {fd}:\n{}\n{}", b.show(), a.show()));
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// Setup failures: `bwrap: ` and bubblewrap's key phrase, exit 1.
 #[test]
 fn setup_failure_wording() {
