@@ -1936,6 +1936,15 @@ rm -f {f}"#,
             let [b, _] = same(&c, who);
             assert_eq!(b.stdout, "released\ntask-runs\nwaited\n", "{}", b.show());
         }
+        // A descriptor that is not open (or is write-only) is not waited on: bubblewrap's
+        // read fails and the task runs (airlock had failed: "step 13: fcntl(9, ...)").
+        for (fd, pre) in [("9", ""), ("5", "exec 5>/dev/null")] {
+            let c = case(&["--ro-bind", "/", "/", "--block-fd", fd])
+                .pre(pre)
+                .sh("echo task-runs");
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, "task-runs\n", "{}", b.show());
+        }
     }
 }
 
