@@ -1009,6 +1009,39 @@ fn missing_parents_get_bubblewraps_modes() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// A --dir gets the mode mkdir(2) gives (bubblewrap makes it so): set-user-ID and
+/// set-group-ID from --perms are dropped, the sticky bit kept, and a set-group-ID inherited
+/// from a parent that has it (a bound host directory) stays. airlock had applied --perms whole
+/// with chmod (04755, 02750).
+#[test]
+fn dir_modes_are_mkdirs() {
+    let args = with(
+        MIN,
+        &[
+            "--perms", "04755", "--dir", "/u", "--perms", "02750", "--dir", "/g", "--perms",
+            "01777", "--dir", "/t",
+        ],
+    );
+    for who in BOTH {
+        let sg = host_tree(who, &[], &[], &[]);
+        std::fs::set_permissions(sg.path(), std::fs::Permissions::from_mode(0o2775)).unwrap();
+        let sg_path = sg.path().display().to_string();
+        let args = with(
+            &args,
+            &[
+                "--bind", &sg_path, "/sg", "--perms", "0750", "--dir", "/sg/d",
+            ],
+        );
+        let [b, _] = same(&case(&args).sh("stat -c '%n %a' /u /g /t /sg/d"), who);
+        assert_eq!(
+            b.stdout,
+            "/u 755\n/g 750\n/t 1777\n/sg/d 2750\n",
+            "{}",
+            b.show()
+        );
+    }
+}
+
 /// --file, --bind-data and --ro-bind-data read their content from a descriptor.
 #[test]
 fn data_from_descriptors() {

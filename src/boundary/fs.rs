@@ -723,12 +723,21 @@ fn symlink(target: &Path, dest: &Path) -> Result<(), SysError> {
 
 /// Set the mode of a directory this step just made, through a descriptor that does not
 /// follow a symlink: one planted at the path meanwhile (through a writable bind) is refused,
-/// not followed to whatever it names.
-fn chmod_made_dir(path: &Path, perms: u32) -> Result<(), SysError> {
+/// not followed to whatever it names. `as_mkdir`: the mode mkdir(2) would have given it, as
+/// bubblewrap makes a --dir: set-user-ID and set-group-ID are not taken from `perms`, and a
+/// set-group-ID inherited from the parent stays.
+fn chmod_made_dir(path: &Path, perms: u32, as_mkdir: bool) -> Result<(), SysError> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let dir = named(nix::fcntl::open(path, flags, Mode::empty()), || {
         format!("open({path:?}, O_DIRECTORY|O_NOFOLLOW)")
     })?;
+    let perms = match as_mkdir {
+        true => {
+            let now = named(nix::sys::stat::fstat(&dir), || format!("fstat({path:?})"))?;
+            (perms & 0o1777) | (now.st_mode & 0o2000)
+        }
+        false => perms,
+    };
     named(
         nix::sys::stat::fchmod(&dir, Mode::from_bits_retain(perms)),
         || format!("fchmod({path:?}, {perms:04o})"),
@@ -864,7 +873,7 @@ pub(super) fn apply(
             }
             make_dirs(&path)?;
             match perms {
-                Some(p) => chmod_made_dir(&path, *p),
+                Some(p) => chmod_made_dir(&path, *p, inh.spec.bwrap.is_some()),
                 None => Ok(()),
             }
         }
