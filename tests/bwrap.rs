@@ -614,6 +614,30 @@ fn environment_keeps_the_callers_order() {
     }
 }
 
+/// The working directory is entered with the task's own capabilities, as bubblewrap enters it
+/// after dropping the others: for an unprivileged caller a --chdir the task may not search
+/// (0600) fails ("Can't chdir to /p: Permission denied") unless --cap-add keeps
+/// CAP_DAC_OVERRIDE; airlock had entered it with the setup's capabilities. (bubblewrap run
+/// by root keeps root's capabilities and enters it.)
+#[test]
+fn working_directory_is_entered_with_the_tasks_capabilities() {
+    let base = with(MIN, &["--perms", "0600", "--dir", "/p", "--unshare-user"]);
+    for who in BOTH {
+        for more in [
+            &["--uid", "5", "--chdir", "/p"][..],
+            &["--chdir", "/p"],
+            &["--cap-add", "CAP_DAC_OVERRIDE", "--chdir", "/p"],
+        ] {
+            let [b, _] = same(&case(&with(&with(&base, more), &["pwd"])), who);
+            let denied = who == Launcher::Unprivileged && more[0] != "--cap-add";
+            match denied {
+                true => assert_eq!(b.stderr, "bwrap: Can't chdir to /p: Permission denied\n"),
+                false => assert_eq!(b.stdout, "/p\n", "{}", b.show()),
+            }
+        }
+    }
+}
+
 #[test]
 fn chdir_and_default_working_directory() {
     let d = tmpdir(0o755);
