@@ -1066,6 +1066,20 @@ fn dir_modes_are_mkdirs() {
     }
 }
 
+/// --remount-ro of a file bound on its own makes that bind read-only, as bubblewrap does
+/// (airlock had opened the path as a directory and failed: "Not a directory").
+#[test]
+fn remount_ro_of_a_file_bind() {
+    for who in BOTH {
+        let d = host_tree(who, &[], &["f"], &[]);
+        let f = d.path().join("f").display().to_string();
+        let c = case(&with(MIN, &["--bind", &f, "/h", "--remount-ro", "/h"]))
+            .sh("echo new >> /h 2>/dev/null; echo $?; cat /h");
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "2\nold\n", "{}", b.show());
+    }
+}
+
 /// --file, --bind-data and --ro-bind-data read their content from a descriptor.
 #[test]
 fn data_from_descriptors() {

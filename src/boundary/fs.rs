@@ -900,7 +900,9 @@ pub(super) fn apply(
                 call: format!("mount_setattr({:?}, RDONLY)", at(dest)),
                 errno,
             };
-            let fd = open_path(&at(dest).to_string_lossy()).map_err(|e| remount(e.errno))?;
+            // A file bound on its own is a mount too (bubblewrap remounts it).
+            let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+            let fd = nix::fcntl::open(&at(dest), flags, Mode::empty()).map_err(remount)?;
             sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
                 .map_err(|e| remount(e.errno))
         }
