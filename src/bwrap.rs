@@ -294,9 +294,30 @@ fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
     }
 }
 
+/// A capability as libcap's cap_from_name reads it for bubblewrap, and more leniently for
+/// names: `ALL`; a number (strtoul in base 0 up to the first character that is not a digit,
+/// below 64; one the kernel does not define is nothing); a name, with or without `CAP_`, in
+/// any case.
 fn cap_name(v: &str) -> Result<Vec<caps::Capability>, UsageError> {
     if v.eq_ignore_ascii_case("ALL") {
         return Ok(caps::all().into_iter().collect());
+    }
+    if v.starts_with(|c: char| c.is_ascii_digit()) {
+        let (digits, radix) = match v.strip_prefix("0x").or(v.strip_prefix("0X")) {
+            Some(h) if h.starts_with(|c: char| c.is_ascii_hexdigit()) => (h, 16),
+            _ if v.starts_with('0') => (v, 8),
+            _ => (v, 10),
+        };
+        let end = digits
+            .find(|c: char| !c.is_digit(radix))
+            .unwrap_or(digits.len());
+        return match u64::from_str_radix(&digits[..end], radix) {
+            Ok(n) if n < 64 => Ok(caps::all()
+                .into_iter()
+                .filter(|c| u64::from(c.index()) == n)
+                .collect()),
+            _ => err(format!("unknown cap: {v}")),
+        };
     }
     let name = v.to_ascii_uppercase();
     let name = if name.starts_with("CAP_") {
@@ -348,7 +369,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         };
     }
 
+    // The caller's own arguments still to read: the last `outer` of the queue, behind those
+    // an --args descriptor gave.
+    let mut outer = args.len();
     while let Some(arg) = queue.pop_front() {
+        let from_file = queue.len() + 1 > outer;
+        outer = outer.min(queue.len());
         let a = arg.as_str();
         if a.starts_with("--") && queue.len() < arguments_of(a) && arguments_of(a) > 1 {
             return Err(too_few_arguments(a));
@@ -385,6 +411,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--help" => return Ok(Parsed::Help),
             "--version" => return Ok(Parsed::Version),
             "--args" => {
+                if from_file {
+                    return err("--args not supported in arguments file");
+                }
                 let fd = fd_arg(&mut named, &take!(a))?;
                 let extra = read_args_fd(fd)?;
                 total += extra.len();
@@ -451,8 +480,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--clearenv" => env.clear(),
             "--setenv" => {
                 let (k, v) = (take!(a), take!(a));
-                env.retain(|(n, _)| *n != k);
-                env.push((k, v));
+                crate::spec::set_env(&mut env, k, v);
             }
             "--unsetenv" => {
                 let k = take!(a);
@@ -761,6 +789,12 @@ pub fn message(e: &StepError) -> String {
     if call == "mkdir -p \"newroot\"" {
         return format!("Creating newroot failed: {errno}");
     }
+    if let Some(dest) = call.strip_prefix("mkdir parents for ") {
+        return format!(
+            "Can't mkdir parents for {}: {errno}",
+            dest.trim_matches('"')
+        );
+    }
     if call.starts_with("mkdir -p") {
         let p = call.trim_start_matches("mkdir -p ").trim_matches('"');
         return format!("Can't mkdir {}: {errno}", p.trim_start_matches("/newroot"));
@@ -826,13 +860,19 @@ pub fn message(e: &StepError) -> String {
             .map_or("", |(_, rest)| rest.trim_end_matches(')'));
         return format!("unable to switch to {kind} {id}: {errno}");
     }
-    if e.step.contains("enter the user namespace") || e.step.contains("second user namespace") {
-        return "Joining the specified user namespace failed, it might not be a descendant of the \
-                current user namespace."
-            .into();
+    if e.step.contains("enter the user namespace") {
+        if e.err.errno == Errno::EINVAL {
+            return "Joining the specified user namespace failed, it might not be a descendant of \
+                    the current user namespace."
+                .into();
+        }
+        return format!("Joining specified user namespace failed: {errno}");
+    }
+    if e.step.contains("second user namespace") {
+        return format!("Setting userns2 failed: {errno}");
     }
     if e.step.contains("enter the pid namespace") {
-        return format!("Joining the specified pid namespace failed: {errno}");
+        return format!("Setting pidns failed: {errno}");
     }
     if call.starts_with("chdir(") {
         return format!(
@@ -853,7 +893,11 @@ pub fn message(e: &StepError) -> String {
         return format!("loopback: Failed RTM_NEWADDR: {errno}");
     }
     if e.step.starts_with("10 hostname") {
-        return format!("sethostname: {errno}");
+        let name = call
+            .strip_prefix("sethostname(\"")
+            .and_then(|n| n.strip_suffix("\")"))
+            .unwrap_or("");
+        return format!("Can't set hostname to {name}: {errno}");
     }
     format!("{}: {errno}", call.replace("\"/newroot", "\""))
 }
@@ -929,13 +973,22 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
             Ok(outcome) => outcome.exit_code(),
             Err(crate::launch::Failure::Exec(code, msg)) => {
                 // execvp's errno, as bubblewrap reports it: ENOENT also for a file whose
-                // interpreter is missing.
+                // interpreter is missing, else the errno execve failed with (EACCES, or EPERM
+                // from a seccomp filter, say).
                 let why = if code == crate::spec::exit::NOT_FOUND
                     || msg.ends_with(crate::boundary::NO_INTERPRETER)
                 {
                     "No such file or directory"
                 } else {
-                    "Permission denied"
+                    match msg.rsplit_once("cannot execute: ") {
+                        // A file the kernel cannot start, with no /bin/sh to run it: execvp(3)
+                        // reports the shell's ENOENT.
+                        Some((_, e)) if e == crate::sys::errno_text(Errno::ENOEXEC) => {
+                            "No such file or directory"
+                        }
+                        Some((_, e)) => e,
+                        None => "Permission denied",
+                    }
                 };
                 die(&format!("execvp {}: {why}", spec.argv[0]))
             }

@@ -159,7 +159,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let joins = io.is_some_and(|b| b.userns_fd.is_some());
     if let (false, Some(fd)) = (joins, io.and_then(|b| b.pidns_fd)) {
         sys::join_namespace(fd, libc::CLONE_NEWPID).map_err(|e| {
-            Failure::Setup(format!("Can't enter pid namespace: {}", e.errno.desc()))
+            // bubblewrap's words (only its --pidns joins).
+            Failure::Setup(format!(
+                "Setting pidns failed: {}",
+                crate::sys::errno_text(e.errno)
+            ))
         })?;
     }
     // An unprivileged caller's init maps its own ids (saves a round trip through the

@@ -550,6 +550,15 @@ pub fn tmpfs_inodes(size: u64) -> u64 {
     (size / TMPFS_BYTES_PER_INODE).max(TMPFS_MIN_INODES)
 }
 
+/// Set `name` as setenv(3) does: a variable already there keeps its place in the
+/// environment, a new one goes at the end.
+pub fn set_env(env: &mut Vec<(String, String)>, name: String, value: String) {
+    match env.iter_mut().find(|(n, _)| *n == name) {
+        Some(e) => e.1 = value,
+        None => env.push((name, value)),
+    }
+}
+
 /// A variable name as a shell takes it: letters, digits and `_`, not starting with a digit.
 pub fn valid_env_name(name: &str) -> bool {
     !name.is_empty()

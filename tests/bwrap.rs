@@ -589,6 +589,55 @@ fn environment_options_apply_in_argument_order() {
     }
 }
 
+/// The task's environment keeps the caller's order, as bubblewrap's setenv(3) does: a
+/// `--setenv` of a variable already set, and the PWD set to the directory entered, stay in
+/// place, a new variable goes at the end (env(1) prints them unsorted here). airlock had moved
+/// each to the end.
+#[test]
+fn environment_keeps_the_callers_order() {
+    let sets: &[&[&str]] = &[
+        &[],
+        &["--setenv", "HOME", "/elsewhere", "--setenv", "NEW", "1"],
+        &["--chdir", "/usr", "--setenv", "CALLER_VAR", "changed"],
+        &["--unsetenv", "PWD", "--setenv", "A", "1"],
+    ];
+    for who in BOTH {
+        for set in sets {
+            let c = case(&with(
+                &with(&["--ro-bind", "/", "/"], set),
+                &["/usr/bin/env"],
+            ))
+            .env("CALLER_VAR", "kept");
+            let [b, _] = same(&c, who);
+            assert_eq!(b.code, 0);
+        }
+    }
+}
+
+/// The working directory is entered with the task's own capabilities, as bubblewrap enters it
+/// after dropping the others: for an unprivileged caller a --chdir the task may not search
+/// (0600) fails ("Can't chdir to /p: Permission denied") unless --cap-add keeps
+/// CAP_DAC_OVERRIDE; airlock had entered it with the setup's capabilities. (bubblewrap run
+/// by root keeps root's capabilities and enters it.)
+#[test]
+fn working_directory_is_entered_with_the_tasks_capabilities() {
+    let base = with(MIN, &["--perms", "0600", "--dir", "/p", "--unshare-user"]);
+    for who in BOTH {
+        for more in [
+            &["--uid", "5", "--chdir", "/p"][..],
+            &["--chdir", "/p"],
+            &["--cap-add", "CAP_DAC_OVERRIDE", "--chdir", "/p"],
+        ] {
+            let [b, _] = same(&case(&with(&with(&base, more), &["pwd"])), who);
+            let denied = who == Launcher::Unprivileged && more[0] != "--cap-add";
+            match denied {
+                true => assert_eq!(b.stderr, "bwrap: Can't chdir to /p: Permission denied\n"),
+                false => assert_eq!(b.stdout, "/p\n", "{}", b.show()),
+            }
+        }
+    }
+}
+
 #[test]
 fn chdir_and_default_working_directory() {
     let d = tmpdir(0o755);
@@ -714,6 +763,18 @@ fn try_binds_skip_a_missing_source_and_plain_binds_fail() {
             assert_eq!(
                 b.stderr,
                 "bwrap: Can't find source path /nonexistent-4: No such file or directory\n"
+            );
+            // A -try bind skips only a source that does not exist: one whose path goes
+            // through a file fails as a plain bind does (airlock had skipped it too).
+            let try_op = format!("{op}-try");
+            let [b, _] = same(
+                &case(&with(MIN, &[&try_op, "/etc/hostname/x", "/a"])).sh("true"),
+                who,
+            );
+            assert_eq!(b.code, 1);
+            assert_eq!(
+                b.stderr,
+                "bwrap: Can't find source path /etc/hostname/x: Not a directory\n"
             );
         }
     }
@@ -879,6 +940,143 @@ fn parents_of_a_restricted_entry_are_restricted() {
             b.stdout,
             "/a 750\n/a/b 750\n/a/b/c 750\n/f 700\n/f/g 700\n/f/g/file 600\n/h 700\n/h/t 700\n/o 705\n/o/p 704\n"
         );
+    }
+}
+
+/// bubblewrap makes the missing parents of every destination before the operation, 0755 less
+/// what the entry's own mode withholds, and an operation without a mode (a bind, --bind-fd,
+/// --proc, --dev, --mqueue, --symlink) counts as mode 0: its parents are 0700, as are those of
+/// a --bind-data (0600 by default); a --dir, --tmpfs (0755) or --file (0666) gets 0755.
+/// airlock had made them all 0755. A parent that cannot be made is bubblewrap's "Can't mkdir
+/// parents for DEST" (a file on the way, a read-only mount).
+#[test]
+fn missing_parents_get_bubblewraps_modes() {
+    let args = with(
+        MIN,
+        &[
+            "--unshare-ipc",
+            "--ro-bind",
+            "/etc",
+            "/b/b/etc",
+            "--ro-bind",
+            "/etc/hostname",
+            "/f/f/hostname",
+            "--bind-fd",
+            "5",
+            "/fd/fd/x",
+            "--proc",
+            "/p/p/proc",
+            "--dev",
+            "/d/d/dev",
+            "--mqueue",
+            "/m/m/mq",
+            "--symlink",
+            "target",
+            "/s/s/link",
+            "--bind-data",
+            "6",
+            "/bd/bd/data",
+            "--file",
+            "7",
+            "/fi/fi/file",
+            "--dir",
+            "/di/di/dir",
+            "--tmpfs",
+            "/t/t/tmp",
+        ],
+    );
+    let probe = "stat -c '%n %a' /b /b/b /f /f/f /fd /fd/fd /p /p/p /d /d/d /m /m/m /s /s/s \
+                 /bd /bd/bd /fi /fi/fi /di /di/di /t /t/t";
+    let pre = "exec 5</usr 6<<<data 7<<<file";
+    for who in BOTH {
+        let [b, _] = same(&case(&args).pre(pre).sh(probe), who);
+        assert_eq!(
+            b.stdout,
+            "/b 700\n/b/b 700\n/f 700\n/f/f 700\n/fd 700\n/fd/fd 700\n/p 700\n/p/p 700\n\
+             /d 700\n/d/d 700\n/m 700\n/m/m 700\n/s 700\n/s/s 700\n/bd 700\n/bd/bd 700\n\
+             /fi 755\n/fi/fi 755\n/di 755\n/di/di 755\n/t 755\n/t/t 755\n",
+            "{}",
+            b.show()
+        );
+    }
+    let base = [
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--ro-bind",
+        "/etc/hostname",
+        "/h",
+    ];
+    let mut wrong = vec![];
+    for more in [
+        &["--ro-bind", "/usr", "/h/x"][..],
+        &["--dir", "/h/x"],
+        &["--symlink", "a", "/h/x"],
+        &["--tmpfs", "/h/x"],
+        &["--file", "7", "/h/x"],
+        &["--perms", "0600", "--file", "7", "/h/x"],
+        &["--ro-bind", "/etc", "/usr/nx/y"],
+        &["--symlink", "a", "/usr/nx/y"],
+        &["--perms", "0700", "--dir", "/usr/nx/y"],
+    ] {
+        for who in BOTH {
+            let c = case(&with(&with(&base, more), &["/usr/bin/true"])).pre(pre);
+            let (b, differs) = word_for_word(&c, who);
+            assert!(
+                b.stderr.starts_with("bwrap: Can't mkdir parents for "),
+                "{}",
+                b.show()
+            );
+            wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
+/// A --dir gets the mode mkdir(2) gives (bubblewrap makes it so): set-user-ID and
+/// set-group-ID from --perms are dropped, the sticky bit kept, and a set-group-ID inherited
+/// from a parent that has it (a bound host directory) stays. airlock had applied --perms whole
+/// with chmod (04755, 02750).
+#[test]
+fn dir_modes_are_mkdirs() {
+    let args = with(
+        MIN,
+        &[
+            "--perms", "04755", "--dir", "/u", "--perms", "02750", "--dir", "/g", "--perms",
+            "01777", "--dir", "/t",
+        ],
+    );
+    for who in BOTH {
+        let sg = host_tree(who, &[], &[], &[]);
+        std::fs::set_permissions(sg.path(), std::fs::Permissions::from_mode(0o2775)).unwrap();
+        let sg_path = sg.path().display().to_string();
+        let args = with(
+            &args,
+            &[
+                "--bind", &sg_path, "/sg", "--perms", "0750", "--dir", "/sg/d",
+            ],
+        );
+        let [b, _] = same(&case(&args).sh("stat -c '%n %a' /u /g /t /sg/d"), who);
+        assert_eq!(
+            b.stdout,
+            "/u 755\n/g 750\n/t 1777\n/sg/d 2750\n",
+            "{}",
+            b.show()
+        );
+    }
+}
+
+/// --remount-ro of a file bound on its own makes that bind read-only, as bubblewrap does
+/// (airlock had opened the path as a directory and failed: "Not a directory").
+#[test]
+fn remount_ro_of_a_file_bind() {
+    for who in BOTH {
+        let d = host_tree(who, &[], &["f"], &[]);
+        let f = d.path().join("f").display().to_string();
+        let c = case(&with(MIN, &["--bind", &f, "/h", "--remount-ro", "/h"]))
+            .sh("echo new >> /h 2>/dev/null; echo $?; cat /h");
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "2\nold\n", "{}", b.show());
     }
 }
 
@@ -1386,6 +1584,30 @@ fn capabilities() {
         (1, "bwrap: unknown cap: net_raw\n")
     );
     assert_eq!(a.code, 0, "{}", a.show());
+    // A number, as libcap reads it (strtoul in base 0, digits up to the first other
+    // character, below 64; 41 to 63 name no capability): airlock had refused every number.
+    let mut wrong = vec![];
+    for n in [
+        "12",
+        "0x0d",
+        "013",
+        "08",
+        "12abc",
+        "40",
+        "41",
+        "63",
+        "64",
+        "99999999999999999999",
+    ] {
+        let c = case(&["--ro-bind", "/", "/", "--unshare-user", "--cap-add", n])
+            .sh("grep CapEff /proc/self/status");
+        wrong.extend(word_for_word(&c, Launcher::Unprivileged).1);
+    }
+    assert!(
+        wrong.is_empty(),
+        "numbers read differently:\n{}",
+        wrong.join("\n")
+    );
     // As root, explicit sets match: --cap-drop ALL then an add. (The bounding set is not
     // compared: bubblewrap started by root without a user namespace leaves it whole, airlock
     // reduces it to the kept capabilities.)
@@ -1500,6 +1722,42 @@ fn seccomp_programs_from_descriptors() {
         assert_eq!(b.stdout, "after\n");
         assert!(b.stderr.contains("Permission denied"), "{}", b.show());
     }
+}
+
+/// A command execve refuses is reported with execvp's errno, as bubblewrap reports it: EPERM
+/// (or ENOMEM, E2BIG) from a filter on execve, not always "Permission denied" as airlock had
+/// said; a file the kernel cannot start with no /bin/sh to run it is execvp's ENOENT.
+#[test]
+fn exec_failures_name_execvps_errno() {
+    let d = tmpdir(0o755);
+    for (name, errno) in [("eperm", 1), ("eacces", 13), ("enomem", 12), ("e2big", 7)] {
+        // execve -> errno.
+        write(&d.path().join(name), &bpf_deny(&[59], errno), 0o644);
+    }
+    let script = d.path().join("script");
+    write(&script, b"echo hi\n", 0o755);
+    let script = script.display().to_string();
+    let mut wrong = vec![];
+    for who in BOTH {
+        for name in ["eperm", "eacces", "enomem", "e2big"] {
+            for cmd in ["true", "/usr/bin/true"] {
+                let c = case(&with(MIN, &["--seccomp", "5", cmd]))
+                    .pre(&format!("exec 5<{}/{name}", d.path().display()));
+                let (b, differs) = word_for_word(&c, who);
+                assert_eq!(b.code, 1, "{}", b.show());
+                wrong.extend(differs);
+            }
+        }
+        let (b, differs) = word_for_word(&case(&["--ro-bind", &script, "/s", "/s"]), who);
+        assert_eq!(
+            b.stderr,
+            "bwrap: execvp /s: No such file or directory\n",
+            "{}",
+            b.show()
+        );
+        wrong.extend(differs);
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
 /// --seccomp with --add-seccomp-fd is refused in either order, each order with its own
@@ -1749,6 +2007,15 @@ rm -f {f}"#,
             let [b, _] = same(&c, who);
             assert_eq!(b.stdout, "released\ntask-runs\nwaited\n", "{}", b.show());
         }
+        // A descriptor that is not open (or is write-only) is not waited on: bubblewrap's
+        // read fails and the task runs (airlock had failed: "step 13: fcntl(9, ...)").
+        for (fd, pre) in [("9", ""), ("5", "exec 5>/dev/null")] {
+            let c = case(&["--ro-bind", "/", "/", "--block-fd", fd])
+                .pre(pre)
+                .sh("echo task-runs");
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, "task-runs\n", "{}", b.show());
+        }
     }
 }
 
@@ -1845,6 +2112,30 @@ fn args_from_a_descriptor_parsed_in_place() {
         .sh(probe);
         let [b, _] = same(&c, who);
         assert_eq!(b.stdout, "X=after Y= SPACED=a b  c\n/usr\n");
+    }
+    // --args inside an --args file is refused (airlock had read it); two on the command line
+    // are both read.
+    let nested = d.path().join("nested");
+    write(&nested, b"--args\x006\0", 0o600);
+    let more = d.path().join("more");
+    write(&more, b"--setenv\0Y\0from-more\0", 0o600);
+    let pre = format!(
+        "exec 5<{} 6<{} 7<{}",
+        file.display(),
+        more.display(),
+        nested.display()
+    );
+    for who in BOTH {
+        let c = case(&["--ro-bind", "/", "/", "--args", "7"])
+            .pre(&pre)
+            .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stderr, "bwrap: --args not supported in arguments file\n");
+        let c = case(&["--ro-bind", "/", "/", "--args", "5", "--args", "6"])
+            .pre(&pre)
+            .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "X=from-args Y=from-more SPACED=a b  c\n/usr\n");
     }
 }
 
@@ -2045,6 +2336,46 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
             let (b, differs) = word_for_word(&case(&with(args, &["true"])).pre(&pre), who);
             assert_eq!(b.code, 1, "{}", b.show());
             wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
+/// Failures to join a namespace a descriptor names, or to set the hostname, in bubblewrap's
+/// words: "Joining specified user namespace failed: ERRNO" unless the kernel says EINVAL (the
+/// "might not be a descendant" sentence airlock had printed for every errno), "Setting pidns
+/// failed: ERRNO" (airlock: "Can't enter pid namespace"), "Can't set hostname to NAME: ERRNO"
+/// (airlock: "sethostname: ERRNO"). bubblewrap adds a second line after a failed --pidns
+/// ("Unexpected short read from pid socket"): only its first is compared.
+#[test]
+fn join_and_hostname_failures_read_as_bubblewraps() {
+    let long = "x".repeat(70);
+    let lines: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--unshare-uts", "--hostname", &long], ""),
+        (vec!["--userns", "9"], ""),
+        (vec!["--userns", "5"], "exec 5</dev/null"),
+        (vec!["--userns", "5"], "exec 5</proc/self/ns/user"),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (args, pre) in &lines {
+            let c = case(&with(&with(MIN, args), &["true"])).pre(pre);
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            wrong.extend(differs);
+        }
+    }
+    for (fd, pre) in [("9", ""), ("5", "exec 5</dev/null")] {
+        let c = case(&with(MIN, &["--pidns", fd, "true"])).pre(pre);
+        let [b, a] = c.run_all(Launcher::Root);
+        let first = |r: &Res| r.stderr.lines().next().unwrap_or("").to_string();
+        assert!(
+            first(&b).starts_with("bwrap: Setting pidns failed: "),
+            "{}",
+            b.show()
+        );
+        if (b.code, first(&b)) != (a.code, a.stderr.trim_end().to_string()) {
+            wrong.push(format!("--pidns {fd}:\n{}\n{}", b.show(), a.show()));
         }
     }
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));

@@ -21,10 +21,14 @@ use super::{Inherited, NetworkSet, StepError, session_in_task};
 
 /// bwrap's --block-fd: wait until the descriptor has data (or is closed).
 /// A non-blocking descriptor is waited on with poll, and a signal does not end the wait. A
-/// write-only one is not waited on (it can never be read: bubblewrap's read fails at once).
+/// write-only one, or one that is not open, is not waited on (bubblewrap's read fails at once).
 fn wait_on_fd(fd: i32) -> Result<(), SysError> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let f = sys::dup_fd(fd)?;
+    // bubblewrap's read(2) fails at once on a descriptor that is not open, and it goes on.
+    let f = match sys::dup_fd(fd) {
+        Err(e) if e.errno == Errno::EBADF => return Ok(()),
+        f => f?,
+    };
     let fl = named(nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETFL), || {
         format!("fcntl(--block-fd {fd}, F_GETFL)")
     })?;
@@ -111,9 +115,8 @@ impl ExecPlan {
     pub(super) fn new(spec: &Spec, cwd: PathBuf, _network: NetworkSet) -> ExecPlan {
         let mut env = spec.env.clone();
         if spec.bwrap.is_some() {
-            // bwrap sets PWD to the directory it entered.
-            env.retain(|(n, _)| n != "PWD");
-            env.push(("PWD".into(), cwd.display().to_string()));
+            // bwrap sets PWD to the directory it entered (setenv(3): in place if it is set).
+            crate::spec::set_env(&mut env, "PWD".into(), cwd.display().to_string());
         }
         ExecPlan {
             argv: spec.argv.iter().map(|a| sys::cstring(a)).collect(),

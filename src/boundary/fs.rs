@@ -325,9 +325,9 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
             optional,
             ..
         } => match tree(src, access_attrs(*access)) {
-            Err(e) if *optional && (e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR) => {
-                Prepared::Nothing
-            }
+            // Only a source that does not exist is skipped, as bubblewrap skips one: a path
+            // through a file (ENOTDIR), a loop or a denied directory fails.
+            Err(e) if *optional && e.errno == Errno::ENOENT => Prepared::Nothing,
             Ok(copy) => guard_kernel_fs(copy, src, *access, caller_is_root)?,
             Err(e) => return Err(e),
         },
@@ -534,8 +534,34 @@ pub(super) fn make_dirs(path: &Path) -> Result<(), SysError> {
         })
 }
 
+/// The mode bubblewrap gives an operation's destination when it makes the missing parents of
+/// every destination, before the operation itself: the entry's own mode, or 0 for one that
+/// has none (a bind, --proc, --dev, --mqueue, a symlink, an overlay), so that their parents
+/// are 0700. None: no parents are made (a `-try` bind whose source is missing, --chmod,
+/// --remount-ro, the other front ends' operations).
+fn bwrap_parent_perms<'a>(op: &'a FsOp, prep: &Prepared) -> Option<(&'a Path, u32)> {
+    match op {
+        FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. } => {
+            (!matches!(prep, Prepared::Nothing)).then_some((dest, 0))
+        }
+        FsOp::Proc(dest) | FsOp::Dev(dest) | FsOp::Mqueue(dest) => Some((dest, 0)),
+        FsOp::Symlink { dest, .. } | FsOp::Overlay { dest, .. } => Some((dest, 0)),
+        FsOp::Tmpfs { dest, perms, .. } | FsOp::Dir { dest, perms } => {
+            Some((dest, perms.unwrap_or(0o755)))
+        }
+        FsOp::File {
+            dest, perms, bind, ..
+        } => Some((
+            dest,
+            perms.unwrap_or(if bind.is_some() { 0o600 } else { 0o666 }),
+        )),
+        _ => None,
+    }
+}
+
 /// Create the missing parents of `dest` (inside) with no more access than `perms` gives: group
 /// and others keep read and search only where `perms` grants them anything (bwrap's rule).
+/// Something other than a directory on the way is ENOTDIR, as bubblewrap reports it.
 fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
     let mut mode = 0o700;
     if perms & 0o070 != 0 {
@@ -551,7 +577,16 @@ fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
         .recursive(true)
         .mode(mode)
         .create(&parent)
-        .map_err(|e| io_err(e, || format!("mkdir -p {parent:?}")))
+        .map_err(|e| {
+            let call = format!("mkdir parents for {dest:?}");
+            match e.kind() {
+                std::io::ErrorKind::AlreadyExists => SysError {
+                    call,
+                    errno: Errno::ENOTDIR,
+                },
+                _ => io_err(e, || call),
+            }
+        })
 }
 
 pub(super) fn make_file(path: &Path, mode: u32) -> Result<File, SysError> {
@@ -688,12 +723,21 @@ fn symlink(target: &Path, dest: &Path) -> Result<(), SysError> {
 
 /// Set the mode of a directory this step just made, through a descriptor that does not
 /// follow a symlink: one planted at the path meanwhile (through a writable bind) is refused,
-/// not followed to whatever it names.
-fn chmod_made_dir(path: &Path, perms: u32) -> Result<(), SysError> {
+/// not followed to whatever it names. `as_mkdir`: the mode mkdir(2) would have given it, as
+/// bubblewrap makes a --dir: set-user-ID and set-group-ID are not taken from `perms`, and a
+/// set-group-ID inherited from the parent stays.
+fn chmod_made_dir(path: &Path, perms: u32, as_mkdir: bool) -> Result<(), SysError> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let dir = named(nix::fcntl::open(path, flags, Mode::empty()), || {
         format!("open({path:?}, O_DIRECTORY|O_NOFOLLOW)")
     })?;
+    let perms = match as_mkdir {
+        true => {
+            let now = named(nix::sys::stat::fstat(&dir), || format!("fstat({path:?})"))?;
+            (perms & 0o1777) | (now.st_mode & 0o2000)
+        }
+        false => perms,
+    };
     named(
         nix::sys::stat::fchmod(&dir, Mode::from_bits_retain(perms)),
         || format!("fchmod({path:?}, {perms:04o})"),
@@ -713,6 +757,11 @@ pub(super) fn apply(
     scratch: &mut Option<(OwnedFd, Handed)>,
 ) -> Result<(), SysError> {
     let ro_tmpfs = inh.spec.root_readonly;
+    if inh.spec.bwrap.is_some()
+        && let Some((dest, perms)) = bwrap_parent_perms(op, &prep)
+    {
+        make_parents(dest, perms)?;
+    }
     match (op, prep) {
         (FsOp::SystemPath(p), Prepared::Tree { fd, .. }) => attach(&fd, p, true),
         (FsOp::SystemPath(p), Prepared::Link(target)) => symlink(&target, p),
@@ -824,7 +873,7 @@ pub(super) fn apply(
             }
             make_dirs(&path)?;
             match perms {
-                Some(p) => chmod_made_dir(&path, *p),
+                Some(p) => chmod_made_dir(&path, *p, inh.spec.bwrap.is_some()),
                 None => Ok(()),
             }
         }
@@ -851,7 +900,9 @@ pub(super) fn apply(
                 call: format!("mount_setattr({:?}, RDONLY)", at(dest)),
                 errno,
             };
-            let fd = open_path(&at(dest).to_string_lossy()).map_err(|e| remount(e.errno))?;
+            // A file bound on its own is a mount too (bubblewrap remounts it).
+            let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+            let fd = nix::fcntl::open(&at(dest), flags, Mode::empty()).map_err(remount)?;
             sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
                 .map_err(|e| remount(e.errno))
         }

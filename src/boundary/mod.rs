@@ -305,6 +305,14 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     }
     nix::sys::stat::umask(caller_umask);
     drop_caps_except(&spec.lockdown.keep_caps).step("12 drop capabilities")?;
+    // bwrap mode, an unprivileged caller: bubblewrap enters the working directory with the
+    // task's own capabilities, so one the task may not enter is an error (--chdir) or passed
+    // over (the caller's directory, then $HOME). (A root caller's bubblewrap task keeps root's
+    // capabilities; airlock's has none, and stays where step 9 entered.)
+    let cwd = match spec.bwrap.is_some() && !inh.caller_is_root {
+        true => enter_cwd(spec).step("12 enter the working directory")?,
+        false => cwd,
+    };
     named(nix::sys::prctl::set_no_new_privs(), || {
         "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()
     })
