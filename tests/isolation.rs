@@ -2299,16 +2299,7 @@ fn background_child_does_not_survive_airlock() {
         // pipes open) and exits once the test closes its stdin.
         let script =
             format!("sleep {arg} </dev/null >/dev/null 2>&1 & echo started; read _ || true");
-        let child = airlock(who, &["run", "--", "sh", "-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut running = Running(child);
-        let mut out = BufReader::new(running.0.stdout.take().unwrap());
-        let mut first = String::new();
-        out.read_line(&mut first).unwrap();
+        let (mut running, first) = start_and_read_line(who, &["run", "--", "sh", "-c", &script]);
         assert_eq!(first, "started\n", "{ctx}");
         // Positive control: while the sandbox lives, the sleep is visible on the host.
         assert!(
@@ -2843,6 +2834,22 @@ fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
 // ---------------------------------------------------------------------------------------------
 // Pools of the host a task draws from
 
+/// Start airlock as `who` with `args`, its stdin a pipe the returned guard holds open (the task
+/// can wait on it), and read the first line the task prints.
+fn start_and_read_line(who: Launcher, args: &[&str]) -> (Running, String) {
+    let child = airlock(who, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Running(child);
+    let mut out = BufReader::new(running.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    (running, first)
+}
+
 /// Start a sandbox whose task takes what `take` (Python, run while the task lives) takes of a
 /// host pool and prints how much (`held N`), run `probe` (a shell line printing `ok` when it
 /// could take one more from the same pool) on the host as `who` while the task still holds it,
@@ -2850,19 +2857,10 @@ fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
 fn probe_while_held(who: Launcher, take: &str, probe: &str) -> (u64, String) {
     let script =
         format!("import os, sys\n{take}\nprint('held', n, flush=True)\nsys.stdin.read()\n");
-    let child = airlock(
+    let (running, first) = start_and_read_line(
         who,
         &["run", "--timeout", "30s", "--", PYTHON, "-c", &script],
-    )
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    let mut running = Running(child);
-    let mut out = BufReader::new(running.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
+    );
     let held = first
         .strip_prefix("held ")
         .and_then(|n| n.trim().parse().ok())
@@ -2870,6 +2868,27 @@ fn probe_while_held(who: Launcher, take: &str, probe: &str) -> (u64, String) {
     let probed = host_sh(who, probe);
     drop(running);
     (held, format!("{}{}", stdout(&probed), stderr(&probed)))
+}
+
+/// For each launcher: the host `probe` succeeds before the run (control) and while a task that
+/// ran `take` holds what it took, and the task took at most `most` of it.
+fn assert_pool_not_emptied(take: &str, probe: &str, most: u64, verb: &str, what: &str) {
+    for who in BOTH {
+        let control = host_sh(who, probe);
+        assert_eq!(
+            stdout(&control).trim(),
+            "ok",
+            "control as {who:?}: {}",
+            show(&control)
+        );
+        let (held, probed) = probe_while_held(who, take, probe);
+        assert_eq!(
+            probed.trim(),
+            "ok",
+            "{who:?}: with the task holding {held}: {probed}"
+        );
+        assert!(held <= most, "{who:?}: the task {verb} {held} {what}");
+    }
 }
 
 /// A process as the host user `who` (the creator of a sandbox's user namespace) can make an
@@ -2890,25 +2909,7 @@ print('ok' if r >= 0 else os.strerror(ctypes.get_errno()))\"";
 fn a_task_cannot_take_every_inotify_instance_of_its_host_user() {
     let take = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
                 while n < 200 and libc.inotify_init1(0) >= 0:\n    n += 1";
-    for who in BOTH {
-        let control = host_sh(who, INOTIFY_PROBE);
-        assert_eq!(
-            stdout(&control).trim(),
-            "ok",
-            "control as {who:?}: {}",
-            show(&control)
-        );
-        let (held, probed) = probe_while_held(who, take, INOTIFY_PROBE);
-        assert_eq!(
-            probed.trim(),
-            "ok",
-            "{who:?}: with the task holding {held}: {probed}"
-        );
-        assert!(
-            held <= 16,
-            "{who:?}: the task held {held} inotify instances"
-        );
-    }
+    assert_pool_not_emptied(take, INOTIFY_PROBE, 16, "held", "inotify instances");
 }
 
 /// Opens a new devpts instance in a user and mount namespace of the host, as a container would,
@@ -2926,22 +2927,7 @@ const PTY_PROBE: &str = "unshare -Urm sh -c 'mount -t devpts -o newinstance,ptmx
 fn a_task_cannot_take_every_terminal_of_the_host() {
     let take = "n = 0\ntry:\n    while n < 4096:\n        os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)\n\
                 \x20       n += 1\nexcept OSError:\n    pass";
-    for who in BOTH {
-        let control = host_sh(who, PTY_PROBE);
-        assert_eq!(
-            stdout(&control).trim(),
-            "ok",
-            "control as {who:?}: {}",
-            show(&control)
-        );
-        let (held, probed) = probe_while_held(who, take, PTY_PROBE);
-        assert_eq!(
-            probed.trim(),
-            "ok",
-            "{who:?}: with the task holding {held}: {probed}"
-        );
-        assert!(held <= 64, "{who:?}: the task held {held} terminals");
-    }
+    assert_pool_not_emptied(take, PTY_PROBE, 64, "held", "terminals");
 }
 
 /// A process as the host user `who` can create a POSIX timer (which needs a queued signal).
@@ -2962,22 +2948,7 @@ fn a_task_cannot_take_every_queued_signal_of_its_host_user() {
                 libc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
                 while n < 200000 and libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), 0) == 0:\n\
                 \x20   n += 1";
-    for who in BOTH {
-        let control = host_sh(who, TIMER_PROBE);
-        assert_eq!(
-            stdout(&control).trim(),
-            "ok",
-            "control as {who:?}: {}",
-            show(&control)
-        );
-        let (held, probed) = probe_while_held(who, take, TIMER_PROBE);
-        assert_eq!(
-            probed.trim(),
-            "ok",
-            "{who:?}: with the task holding {held}: {probed}"
-        );
-        assert!(held <= 1024, "{who:?}: the task queued {held} signals");
-    }
+    assert_pool_not_emptied(take, TIMER_PROBE, 1024, "queued", "signals");
 }
 
 /// Creates one POSIX message queue of 10 messages of 8192 bytes in an IPC namespace of its own
@@ -2998,22 +2969,7 @@ fn a_task_cannot_take_every_message_queue_byte_of_its_host_user() {
                 a = (ctypes.c_long * 8)(0, 10, 8192)\nn = 0\n\
                 while n < 100 and libc.syscall(240, b'q%d' % n, os.O_CREAT | os.O_RDWR, 0o600, a) >= 0:\n\
                 \x20   n += 1";
-    for who in BOTH {
-        let control = host_sh(who, MQUEUE_PROBE);
-        assert_eq!(
-            stdout(&control).trim(),
-            "ok",
-            "control as {who:?}: {}",
-            show(&control)
-        );
-        let (held, probed) = probe_while_held(who, take, MQUEUE_PROBE);
-        assert_eq!(
-            probed.trim(),
-            "ok",
-            "{who:?}: with the task holding {held}: {probed}"
-        );
-        assert!(held <= 2, "{who:?}: the task made {held} queues");
-    }
+    assert_pool_not_emptied(take, MQUEUE_PROBE, 2, "made", "queues");
 }
 
 /// The file status flags of a stream the task gets as it is (a socket here, a terminal alike)
