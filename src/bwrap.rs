@@ -420,6 +420,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 if total > MAX_ARGS {
                     return err("Exceeded maximum number of arguments");
                 }
+                // What is queued now is the caller's own (an --args read from a file was
+                // refused above), its descriptor argument taken: the file's words go in front.
+                outer = queue.len();
                 for (i, x) in extra.into_iter().enumerate() {
                     queue.insert(i, x);
                 }

@@ -635,6 +635,22 @@ fn working_directory_is_entered_with_the_tasks_capabilities() {
                 false => assert_eq!(b.stdout, "/p\n", "{}", b.show()),
             }
         }
+        // A relative --chdir is taken from the root, also when entered again after the
+        // capabilities are dropped (taken from the first entry, it had led to /w/a/w/a).
+        let rel = [
+            "--unshare-user",
+            "--tmpfs",
+            "/w",
+            "--dir",
+            "/w/a",
+            "--dir",
+            "/w/a/w/a",
+            "--chdir",
+            "w/a",
+            "pwd",
+        ];
+        let [b, _] = same(&case(&with(MIN, &rel)), who);
+        assert_eq!(b.stdout, "/w/a\n", "{}", b.show());
     }
 }
 
@@ -2119,18 +2135,25 @@ fn args_from_a_descriptor_parsed_in_place() {
     write(&nested, b"--args\x006\0", 0o600);
     let more = d.path().join("more");
     write(&more, b"--setenv\0Y\0from-more\0", 0o600);
+    // Also as a file's last word, its descriptor the caller's next argument (airlock had
+    // counted a file's last word as the caller's own).
+    let last = d.path().join("last");
+    write(&last, b"--args\0", 0o600);
     let pre = format!(
-        "exec 5<{} 6<{} 7<{}",
+        "exec 5<{} 6<{} 7<{} 8<{}",
         file.display(),
         more.display(),
-        nested.display()
+        nested.display(),
+        last.display()
     );
     for who in BOTH {
-        let c = case(&["--ro-bind", "/", "/", "--args", "7"])
-            .pre(&pre)
-            .sh(probe);
-        let [b, _] = same(&c, who);
-        assert_eq!(b.stderr, "bwrap: --args not supported in arguments file\n");
+        for line in [&["--args", "7"][..], &["--args", "8", "6"]] {
+            let c = case(&with(&["--ro-bind", "/", "/"], line))
+                .pre(&pre)
+                .sh(probe);
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stderr, "bwrap: --args not supported in arguments file\n");
+        }
         let c = case(&["--ro-bind", "/", "/", "--args", "5", "--args", "6"])
             .pre(&pre)
             .sh(probe);

@@ -587,6 +587,9 @@ fn enter_cwd(spec: &Spec) -> Result<PathBuf, SysError> {
         .as_ref()
         .map(|b| b.cwd_fallback.clone())
         .unwrap_or_default();
+    // From the root, as bubblewrap resolves it after pivot_root: a relative path must not be
+    // taken from wherever an earlier call entered (bwrap mode enters twice, step 12).
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
     if fallbacks.is_empty() {
         named(nix::unistd::chdir(spec.cwd.as_path()), || {
             format!("chdir({:?})", spec.cwd)
@@ -598,7 +601,6 @@ fn enter_cwd(spec: &Spec) -> Result<PathBuf, SysError> {
             return Ok(dir.clone());
         }
     }
-    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
     Ok("/".into())
 }
 
