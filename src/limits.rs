@@ -442,10 +442,20 @@ impl Cgroup {
         }
     }
 
-    /// Remove the cgroup (all its processes are gone by now).
+    /// Remove the cgroup (all its processes are gone by now). Once in this stop's CI the
+    /// kernel still counted one of them after the init was reaped, and the removal failed
+    /// (EBUSY; the cgroup stayed until the next launch's sweep of stale ones): it is tried
+    /// again for up to 50 ms.
     pub fn remove(&self) {
         for d in &self.dirs {
-            let _ = fs::remove_dir(d);
+            for _ in 0..50 {
+                match fs::remove_dir(d) {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    _ => break,
+                }
+            }
         }
     }
 }
