@@ -267,10 +267,11 @@ fn a_planted_symlink_does_not_reach_the_host() {
     }
 }
 
-/// A shell command that runs each ioctl of `requests` (a Python tuple of (name, number)) on the
-/// descriptor `fd` (a Python expression), with an 8-byte argument of zeroes, and prints each
-/// name with OK or the errno's name.
-fn ioctl_probe(fd: &str, requests: &str) -> String {
+/// Run each ioctl of `requests` (a Python tuple of (name, number)) on the descriptor `fd` (a
+/// Python expression), with an 8-byte argument of zeroes, printing each name with OK or the
+/// errno's name: inside a sandbox as root and as uid 65534, where the output must be `inside`,
+/// and on the host as uid 65534 (the control), where it must be `outside`.
+fn assert_ioctls(fd: &str, requests: &str, inside: &str, outside: &str) {
     let probe = format!(
         "import errno, fcntl, os\n\
          fd = {fd}\n\
@@ -280,62 +281,40 @@ fn ioctl_probe(fd: &str, requests: &str) -> String {
          \x20   except OSError as e:\n\
          \x20       print(name, errno.errorcode[e.errno])\n"
     );
-    format!("python3 -c \"{probe}\" </dev/null")
+    let cmd = format!("python3 -c \"{probe}\" </dev/null");
+    for who in BOTH {
+        let o = sh(who, &[], &cmd);
+        assert_eq!(stdout(&o), inside, "{who:?}: {}", stderr(&o));
+    }
+    let o = host_sh(Launcher::Unprivileged, &cmd);
+    assert_eq!(stdout(&o), outside, "control: {}", stderr(&o));
 }
 
 /// TIOCSTI and TIOCLINUX (terminal injection, CVE-2017-5226) are refused by the filter itself:
-/// EPERM even on a descriptor that is not a terminal, where the kernel alone says ENOTTY.
+/// EPERM even on a descriptor that is not a terminal, where the kernel alone says ENOTTY
+/// (the control, outside).
 #[test]
 fn terminal_injection_ioctls_are_refused() {
-    let cmd = ioctl_probe(
+    assert_ioctls(
         "0",
         "(('TIOCSTI', 0x5412), ('TIOCLINUX', 0x541C), ('TIOCGWINSZ', 0x5413))",
-    );
-    for who in BOTH {
-        let o = sh(who, &[], &cmd);
-        assert_eq!(
-            stdout(&o),
-            "TIOCSTI EPERM\nTIOCLINUX EPERM\nTIOCGWINSZ ENOTTY\n",
-            "{who:?}: {}",
-            stderr(&o)
-        );
-    }
-    // Control: outside, the same calls reach the kernel, which answers ENOTTY.
-    let o = host_sh(Launcher::Unprivileged, &cmd);
-    assert_eq!(
-        stdout(&o),
+        "TIOCSTI EPERM\nTIOCLINUX EPERM\nTIOCGWINSZ ENOTTY\n",
         "TIOCSTI ENOTTY\nTIOCLINUX ENOTTY\nTIOCGWINSZ ENOTTY\n",
-        "{}",
-        stderr(&o)
     );
 }
 
 /// TIOCSETD (line disciplines: rarely used kernel code, loaded on demand) and TIOCEXCL
 /// (exclusive mode, which outlives the run on the caller's terminal) are refused on a
 /// pseudo-terminal the task opens itself; TIOCGETD, reading the discipline, still works.
+/// Control: outside, all three succeed on a pseudo-terminal of one's own (N_TTY, the
+/// discipline it already has, set again).
 #[test]
 fn line_discipline_and_exclusive_mode_ioctls_are_refused() {
-    let cmd = ioctl_probe(
+    assert_ioctls(
         "os.openpty()[1]",
         "(('TIOCGETD', 0x5424), ('TIOCSETD', 0x5423), ('TIOCEXCL', 0x540C))",
-    );
-    for who in BOTH {
-        let o = sh(who, &[], &cmd);
-        assert_eq!(
-            stdout(&o),
-            "TIOCGETD OK\nTIOCSETD EPERM\nTIOCEXCL EPERM\n",
-            "{who:?}: {}",
-            stderr(&o)
-        );
-    }
-    // Control: outside, the same calls on a pseudo-terminal of one's own succeed (N_TTY, the
-    // discipline it already has, set again).
-    let o = host_sh(Launcher::Unprivileged, &cmd);
-    assert_eq!(
-        stdout(&o),
+        "TIOCGETD OK\nTIOCSETD EPERM\nTIOCEXCL EPERM\n",
         "TIOCGETD OK\nTIOCSETD OK\nTIOCEXCL OK\n",
-        "{}",
-        stderr(&o)
     );
 }
 
