@@ -2891,6 +2891,39 @@ fn assert_pool_not_emptied(take: &str, probe: &str, most: u64, verb: &str, what:
     }
 }
 
+/// The inotify caps of step 4 fail closed in airlock run: where the host's /proc/sys is
+/// read-only (a bind of it over itself, in a mount namespace of the test's own), the launch
+/// stops at step 4 naming the write, and the task never runs; bwrap mode runs without them, as
+/// bubblewrap always does (README, bwrap section). Control: the same run outside that mount
+/// namespace runs the task.
+#[test]
+fn a_read_only_proc_sys_stops_airlock_run_at_step_4() {
+    let bin = binary().display().to_string();
+    let script = format!(
+        "mount --bind -o ro /proc/sys /proc/sys || exit 99\n\
+         {bin} run -- sh -c 'echo task ran'; echo \"run $?\"\n\
+         {bin} bwrap --unshare-user --ro-bind / / cat /proc/sys/user/max_inotify_instances\n\
+         echo \"bwrap $?\""
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(!out.contains("task ran"), "the task ran: {out}{err}");
+    assert!(out.contains("run 125\n"), "{out}{err}");
+    assert!(
+        err.contains(
+            "step 4 cap the user namespace's counts: write(\"/proc/sys/user/max_inotify_instances\""
+        ),
+        "{err}"
+    );
+    assert!(out.ends_with("bwrap 0\n"), "{out}{err}");
+    // Control.
+    let o = run_inside(Launcher::Root, &[], &["sh", "-c", "echo task ran"]);
+    assert_eq!(stdout(&o), "task ran\n", "{}", show(&o));
+}
+
 /// A process as the host user `who` (the creator of a sandbox's user namespace) can make an
 /// inotify instance.
 const INOTIFY_PROBE: &str = "/usr/bin/python3 -c \"import ctypes, os

@@ -186,7 +186,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    the creator's own limit, so uncapped a task could take every inotify instance of host
     //    root. Not in a user namespace bwrap's --userns names: that one is the caller's.
     if spec.bwrap.as_ref().is_none_or(|b| b.userns_fd.is_none()) {
-        cap_user_namespace().step("4 cap the user namespace's counts")?;
+        cap_user_namespace(spec.bwrap.is_some()).step("4 cap the user namespace's counts")?;
     }
 
     //    The sandbox's own files (the root's directories, /etc, /dev, scratch, the inputs,
@@ -309,8 +309,12 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     // task's own capabilities, so one the task may not enter is an error (--chdir) or passed
     // over (the caller's directory, then $HOME). (A root caller's bubblewrap task keeps root's
     // capabilities; airlock's has none, and stays where step 9 entered.)
+    //    From the root, as bubblewrap resolves it after pivot_root: a relative path is not
+    //    taken from the directory step 9 entered.
     let cwd = match spec.bwrap.is_some() && !inh.caller_is_root {
-        true => enter_cwd(spec).step("12 enter the working directory")?,
+        true => named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())
+            .and_then(|()| enter_cwd(spec))
+            .step("12 enter the working directory")?,
         false => cwd,
     };
     named(nix::sys::prctl::set_no_new_privs(), || {
@@ -367,14 +371,14 @@ pub const USERNS_CAPS: [(&str, u32); 2] = [
 ];
 
 /// Step 4's caps on the user namespace's counts (USERNS_CAPS), written through the /proc this
-/// init still sees. Where that /proc/sys is mounted read-only (a container runtime's, which
-/// also masks /proc so that no new proc could be mounted in a user namespace: airlock run would
-/// stop at step 7 there anyway) the caps are left out, rather than refusing every launch.
-fn cap_user_namespace() -> Result<(), SysError> {
+/// init still sees. A failure stops the launch, with one exception: bwrap mode where that
+/// /proc/sys is mounted read-only (a container runtime's) runs without them, as bubblewrap
+/// always does (`bwrap_mode`; README, bwrap section). airlock run refuses there.
+fn cap_user_namespace(bwrap_mode: bool) -> Result<(), SysError> {
     for (path, max) in USERNS_CAPS {
         match std::fs::write(path, max.to_string()) {
             Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EROFS) => return Ok(()),
+            Err(e) if bwrap_mode && e.raw_os_error() == Some(libc::EROFS) => return Ok(()),
             Err(e) => return Err(io_err(e, || format!("write({path:?}, \"{max}\")"))),
         }
     }
@@ -587,9 +591,6 @@ fn enter_cwd(spec: &Spec) -> Result<PathBuf, SysError> {
         .as_ref()
         .map(|b| b.cwd_fallback.clone())
         .unwrap_or_default();
-    // From the root, as bubblewrap resolves it after pivot_root: a relative path must not be
-    // taken from wherever an earlier call entered (bwrap mode enters twice, step 12).
-    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
     if fallbacks.is_empty() {
         named(nix::unistd::chdir(spec.cwd.as_path()), || {
             format!("chdir({:?})", spec.cwd)
@@ -601,6 +602,7 @@ fn enter_cwd(spec: &Spec) -> Result<PathBuf, SysError> {
             return Ok(dir.clone());
         }
     }
+    named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
     Ok("/".into())
 }
 
