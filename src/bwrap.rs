@@ -729,6 +729,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             new_session,
             keep_caps,
             as_pid_1,
+            scope_abstract_sockets: false,
         },
         inputs: vec![],
         timeout: None,

@@ -33,10 +33,16 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         w,
         "\nnamespaces (one clone3; the network one made alongside, joined at step 10):"
     );
-    let net = if !spec.ns.net {
-        "network: SHARED with the host (--share-net)"
-    } else {
-        "network: new, loopback only"
+    let net = match (spec.ns.net, spec.lockdown.scope_abstract_sockets) {
+        (true, _) => "network: new, loopback only",
+        (false, true) => {
+            "network: SHARED with the host (--share-net), but not its abstract unix sockets \
+             (a Landlock scope, step 12)"
+        }
+        (false, false) => {
+            "network: SHARED with the host (--share-net), its abstract unix sockets too (this \
+             kernel cannot scope them)"
+        }
     };
     let _ = writeln!(
         w,

@@ -632,9 +632,25 @@ fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
     })
 }
 
+/// --share-net: the host's abstract unix sockets (an X server's, a container shim's) belong to
+/// its network namespace, so a Landlock scope keeps them out of reach where the kernel has one
+/// (decided here, applied by the init at step 12). Returns the words that say which applied.
+fn scope_abstract_sockets(spec: &mut spec::Spec) -> &'static str {
+    spec.lockdown.scope_abstract_sockets = spec.lockdown.scope_abstract_sockets
+        && sys::landlock_abi().is_some_and(|v| v >= sys::LANDLOCK_ABI_SCOPE);
+    match spec.lockdown.scope_abstract_sockets {
+        true => " (not its abstract unix sockets: Landlock scopes them)",
+        false => {
+            ", and its abstract unix sockets (this kernel cannot scope them: Landlock ABI 6, \
+                  Linux 6.12)"
+        }
+    }
+}
+
 fn explain(args: RunArgs) -> i32 {
     match spec_from_args(&args) {
-        Ok(spec) => {
+        Ok(mut spec) => {
+            scope_abstract_sockets(&mut spec);
             let uid = nix::unistd::geteuid();
             out(&explain::explain(&spec, uid.is_root(), uid.as_raw()));
             0
@@ -773,7 +789,7 @@ fn install_bwrap(dir: &std::path::Path, force: bool) -> i32 {
 
 fn run(args: RunArgs) -> i32 {
     let json_mode = args.json || args.request.is_some();
-    let spec = match spec_from_args(&args) {
+    let mut spec = match spec_from_args(&args) {
         Ok(s) => s,
         Err(e) => return fail(json_mode, &launch::Failure::Usage(e.0)),
     };
@@ -788,7 +804,10 @@ fn run(args: RunArgs) -> i32 {
         );
     }
     if !spec.ns.net {
-        crate::say!("airlock: warning: --share-net: the task shares the host's network");
+        crate::say!(
+            "airlock: warning: --share-net: the task shares the host's network{}",
+            scope_abstract_sockets(&mut spec)
+        );
     }
     match launch::run(&spec) {
         Ok(outcome) if json_mode => emit_report(

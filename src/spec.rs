@@ -214,6 +214,10 @@ pub struct Lockdown {
     pub keep_caps: Vec<caps::Capability>,
     /// The task is the sandbox's pid 1 (no reaper).
     pub as_pid_1: bool,
+    /// A Landlock domain scopes abstract unix sockets to the sandbox: airlock run with the
+    /// host's network shared, where the kernel has the scope (the launcher decides); never in
+    /// bwrap mode, as bubblewrap.
+    pub scope_abstract_sockets: bool,
 }
 
 /// bwrap's monitoring descriptors and options (None outside bwrap mode).
@@ -469,6 +473,7 @@ impl Draft {
                 new_session: true,
                 keep_caps: vec![],
                 as_pid_1: false,
+                scope_abstract_sockets: self.share_net,
             },
             inputs: self.inputs,
             timeout,

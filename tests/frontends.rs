@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{BOTH, Launcher, airlock, stderr, stdout};
+use common::{BOTH, Launcher, airlock, landlock_abi, stderr, stdout};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1984,7 +1984,8 @@ fn explain_describes_the_boundary_for_both_launchers() {
 }
 
 /// The host's resolv.conf and DNS in nsswitch.conf come with --share-net only, and explain says
-/// so (the same functions of src/boundary/contents.rs choose them for the sandbox).
+/// so (the same functions of src/boundary/contents.rs choose them for the sandbox), and whether
+/// the host's abstract unix sockets come with the network.
 #[test]
 fn explain_names_the_resolver_only_with_share_net() {
     for (flags, shared) in [(&["--share-net"][..], true), (&[][..], false)] {
@@ -1992,6 +1993,15 @@ fn explain_names_the_resolver_only_with_share_net() {
         args.extend(["--", "true"]);
         let (out, text) = explain_as(Launcher::Unprivileged, &args);
         assert_eq!(code(&out), Some(0), "{args:?}:\n{}", show(&out));
+        let net = match (shared, landlock_abi() >= 6) {
+            (false, _) => "network: new, loopback only",
+            (true, true) => "but not its abstract unix sockets (a Landlock scope, step 12)",
+            (true, false) => "its abstract unix sockets too (this kernel cannot scope them)",
+        };
+        assert!(
+            line_with(&text, "user, mount, pid").contains(net),
+            "{args:?}:\n{text}"
+        );
         let hosts = if shared { "files dns" } else { "files" };
         assert!(
             line_with(&text, "  /etc ").contains(&format!("nsswitch.conf (hosts: {hosts})")),

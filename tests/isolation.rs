@@ -352,18 +352,25 @@ for spec in sys.argv[1:]:
 "#;
 
 /// Connects to the abstract unix socket named by argv[1]: `UNIX-CONNECT-OK` or
-/// `UNIX-CONNECT-FAILED:<errno name>`.
+/// `UNIX-CONNECT-FAILED:<errno name>`; then to one it binds itself (argv[1] + "-own"):
+/// `OWN-UNIX-CONNECT-OK` or `OWN-UNIX-CONNECT-FAILED:<errno name>`.
 const ABSTRACT_PROBE: &str = r#"
 import errno, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(3)
-try:
-    s.connect('\0' + sys.argv[1])
-    print('UNIX-CONNECT-OK')
-except socket.timeout:
-    print('UNIX-CONNECT-FAILED:timeout')
-except OSError as e:
-    print('UNIX-CONNECT-FAILED:%s' % errno.errorcode.get(e.errno, e.errno))
+def connect(name, label):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect('\0' + name)
+        print(label + '-OK')
+    except socket.timeout:
+        print(label + '-FAILED:timeout')
+    except OSError as e:
+        print('%s-FAILED:%s' % (label, errno.errorcode.get(e.errno, e.errno)))
+connect(sys.argv[1], 'UNIX-CONNECT')
+own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+own.bind('\0' + sys.argv[1] + '-own')
+own.listen(1)
+connect(sys.argv[1] + '-own', 'OWN-UNIX-CONNECT')
 "#;
 
 /// Creates and writes each path: `WRITE-OK:<path>` or `WRITE-DENIED:<path>:<errno name>`.
@@ -2260,9 +2267,42 @@ fn host_abstract_unix_socket_is_unreachable() {
             &format!("{who:?} inside"),
         );
 
-        // The abstract namespace belongs to the network namespace: shared, it is reachable.
+        assert_line(&inside, "OWN-UNIX-CONNECT-OK", &format!("{who:?} inside"));
+
+        // The abstract namespace belongs to the network namespace, so --share-net would hand
+        // the host's over (an X server's, a container shim's): a Landlock scope keeps them out
+        // where the kernel has one (ABI 6), and the launcher's warning says which applied. The
+        // task's own abstract sockets still work.
+        let ctx = format!("{who:?} --share-net");
         let shared = run_inside(who, &["--share-net"], &probe);
-        assert_line(&shared, "UNIX-CONNECT-OK", &format!("{who:?} --share-net"));
+        let (want, warning) = match landlock_abi() >= 6 {
+            true => (
+                "UNIX-CONNECT-FAILED:EPERM",
+                "shares the host's network (not its abstract unix sockets: Landlock scopes them)",
+            ),
+            false => ("UNIX-CONNECT-OK", ", and its abstract unix sockets"),
+        };
+        assert_line(&shared, want, &ctx);
+        assert_line(&shared, "OWN-UNIX-CONNECT-OK", &ctx);
+        assert!(
+            stderr(&shared).contains(warning),
+            "{ctx}\n{}",
+            show(&shared)
+        );
+
+        // Control with the scope off: bwrap mode shares the network as bubblewrap does, whole.
+        let mut bwrap = vec![
+            "bwrap",
+            "--unshare-user",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+        ];
+        bwrap.extend(py(ABSTRACT_PROBE, &[&name]));
+        let whole = airlock(who, &bwrap).stdin(Stdio::null()).output().unwrap();
+        assert_line(&whole, "UNIX-CONNECT-OK", &format!("{who:?} bwrap mode"));
     }
 }
 

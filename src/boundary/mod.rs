@@ -287,7 +287,9 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //     meanwhile and hands over its tasks files) and resource limits; capabilities dropped in every
     //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
     //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
-    //     an unprivileged process may install seccomp); a new session with no controlling
+    //     an unprivileged process may install seccomp and Landlock); with the host's network
+    //     shared in airlock run, a Landlock domain that scopes abstract unix sockets to the
+    //     sandbox (the launcher checked the kernel has it); a new session with no controlling
     //     terminal (TIOCSTI injection, CVE-2017-5226) when the task has this init as reaper.
     //     The seccomp filters come last, in the task (step 13), because they deny calls the
     //     steps before need.
@@ -321,6 +323,9 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         "prctl(PR_SET_NO_NEW_PRIVS, 1)".into()
     })
     .step("12 no_new_privs")?;
+    if spec.lockdown.scope_abstract_sockets {
+        sys::landlock_scope_abstract_sockets().step("12 scope abstract unix sockets")?;
+    }
     if spec.lockdown.new_session && !session_in_task(spec) {
         named(nix::unistd::setsid(), || "setsid()".into()).step("12 new session")?;
     }

@@ -357,3 +357,16 @@ impl Drop for Tracefs {
         let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
     }
 }
+
+/// Landlock's ABI version on this kernel (0 without Landlock), asked by the host's python
+/// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
+pub fn landlock_abi() -> i64 {
+    let o = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import ctypes; print(max(0, ctypes.CDLL(None).syscall(444, None, 0, 1)))",
+        ])
+        .output()
+        .unwrap();
+    stdout(&o).trim().parse().unwrap()
+}
