@@ -2890,17 +2890,31 @@ fn start_and_read_line(who: Launcher, args: &[&str]) -> (Running, String) {
     (running, first)
 }
 
-/// Start a sandbox whose task takes what `take` (Python, run while the task lives) takes of a
-/// host pool and prints how much (`held N`), run `probe` (a shell line printing `ok` when it
-/// could take one more from the same pool) on the host as `who` while the task still holds it,
-/// then end the sandbox. Returns (held, the probe's output).
-fn probe_while_held(who: Launcher, take: &str, probe: &str) -> (u64, String) {
+/// How a pool test starts its sandbox: `airlock run`, and bwrap mode for the caps it shares
+/// (the user namespace's inotify counts, devpts' `max`), which the rlimits are not.
+const RUN_LAUNCH: &[&str] = &["run", "--timeout", "30s", "--"];
+const BWRAP_LAUNCH: &[&str] = &[
+    "bwrap",
+    "--unshare-user",
+    "--unshare-pid",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--",
+];
+
+/// Start a sandbox (`launch`, then python) whose task takes what `take` (Python, run while the
+/// task lives) takes of a host pool and prints how much (`held N`), run `probe` (a shell line
+/// printing `ok` when it could take one more from the same pool) on the host as `who` while the
+/// task still holds it, then end the sandbox. Returns (held, the probe's output).
+fn probe_while_held(who: Launcher, launch: &[&str], take: &str, probe: &str) -> (u64, String) {
     let script =
         format!("import os, sys\n{take}\nprint('held', n, flush=True)\nsys.stdin.read()\n");
-    let (running, first) = start_and_read_line(
-        who,
-        &["run", "--timeout", "30s", "--", PYTHON, "-c", &script],
-    );
+    let mut args = launch.to_vec();
+    args.extend([PYTHON, "-c", &script]);
+    let (running, first) = start_and_read_line(who, &args);
     let held = first
         .strip_prefix("held ")
         .and_then(|n| n.trim().parse().ok())
@@ -2910,10 +2924,20 @@ fn probe_while_held(who: Launcher, take: &str, probe: &str) -> (u64, String) {
     (held, format!("{}{}", stdout(&probed), stderr(&probed)))
 }
 
-/// For each launcher: the host `probe` succeeds before the run (control) and while a task that
-/// ran `take` holds what it took, and the task took at most `most` of it.
-fn assert_pool_not_emptied(take: &str, probe: &str, most: u64, verb: &str, what: &str) {
-    for who in BOTH {
+/// For each launcher and each of `launches`: the host `probe` succeeds before the run (control)
+/// and while a task that ran `take` holds what it took, and the task took at most `most` of it.
+fn assert_pool_not_emptied(
+    launches: &[&[&str]],
+    take: &str,
+    probe: &str,
+    most: u64,
+    verb: &str,
+    what: &str,
+) {
+    for (who, launch) in BOTH
+        .into_iter()
+        .flat_map(|w| launches.iter().map(move |l| (w, *l)))
+    {
         let control = host_sh(who, probe);
         assert_eq!(
             stdout(&control).trim(),
@@ -2921,13 +2945,14 @@ fn assert_pool_not_emptied(take: &str, probe: &str, most: u64, verb: &str, what:
             "control as {who:?}: {}",
             show(&control)
         );
-        let (held, probed) = probe_while_held(who, take, probe);
+        let (held, probed) = probe_while_held(who, launch, take, probe);
+        let ctx = format!("{who:?} {}", launch[0]);
         assert_eq!(
             probed.trim(),
             "ok",
-            "{who:?}: with the task holding {held}: {probed}"
+            "{ctx}: with the task holding {held}: {probed}"
         );
-        assert!(held <= most, "{who:?}: the task {verb} {held} {what}");
+        assert!(held <= most, "{ctx}: the task {verb} {held} {what}");
     }
 }
 
@@ -2976,13 +3001,21 @@ print('ok' if r >= 0 else os.strerror(ctypes.get_errno()))\"";
 /// of the caller's uid), so no daemon of that user on the host could watch a file while it ran
 /// (seen on the unfixed code: the host probe answered "Too many open files"). The sandbox's user
 /// namespace now has its own caps (`max_inotify_instances` 16, `max_inotify_watches`), written
-/// while the init still may; the task can take 16, and the creator keeps the rest. Control: the
-/// same probe on the host succeeds before the run.
+/// while the init still may; the task can take 16, and the creator keeps the rest, in airlock run
+/// and in bwrap mode alike. Control: the same probe on the host succeeds before the run.
 #[test]
 fn a_task_cannot_take_every_inotify_instance_of_its_host_user() {
     let take = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
                 while n < 200 and libc.inotify_init1(0) >= 0:\n    n += 1";
-    assert_pool_not_emptied(take, INOTIFY_PROBE, 16, "held", "inotify instances");
+    let launches = [RUN_LAUNCH, BWRAP_LAUNCH];
+    assert_pool_not_emptied(
+        &launches,
+        take,
+        INOTIFY_PROBE,
+        16,
+        "held",
+        "inotify instances",
+    );
 }
 
 /// Opens a new devpts instance in a user and mount namespace of the host, as a container would,
@@ -2995,12 +3028,13 @@ const PTY_PROBE: &str = "unshare -Urm sh -c 'mount -t devpts -o newinstance,ptmx
 /// less `kernel.pty.reserve`, 3072 by default): a task opening /dev/ptmx until ENOSPC took them
 /// all (seen on the unfixed code: 3071, and the container's ptmx answered ENOSPC), so no other
 /// sandbox or container of the host could open a terminal while it ran. The sandbox's devpts has
-/// `max=64`. Control: the same container opens one before the run.
+/// `max=64` (bwrap mode's `--dev` too). Control: the same container opens one before the run.
 #[test]
 fn a_task_cannot_take_every_terminal_of_the_host() {
     let take = "n = 0\ntry:\n    while n < 4096:\n        os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)\n\
                 \x20       n += 1\nexcept OSError:\n    pass";
-    assert_pool_not_emptied(take, PTY_PROBE, 64, "held", "terminals");
+    let launches = [RUN_LAUNCH, BWRAP_LAUNCH];
+    assert_pool_not_emptied(&launches, take, PTY_PROBE, 64, "held", "terminals");
 }
 
 /// A process as the host user `who` can create a POSIX timer (which needs a queued signal).
@@ -3021,7 +3055,7 @@ fn a_task_cannot_take_every_queued_signal_of_its_host_user() {
                 libc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
                 while n < 200000 and libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), 0) == 0:\n\
                 \x20   n += 1";
-    assert_pool_not_emptied(take, TIMER_PROBE, 1024, "queued", "signals");
+    assert_pool_not_emptied(&[RUN_LAUNCH], take, TIMER_PROBE, 1024, "queued", "signals");
 }
 
 /// Creates one POSIX message queue of 10 messages of 8192 bytes in an IPC namespace of its own
@@ -3042,7 +3076,7 @@ fn a_task_cannot_take_every_message_queue_byte_of_its_host_user() {
                 a = (ctypes.c_long * 8)(0, 10, 8192)\nn = 0\n\
                 while n < 100 and libc.syscall(240, b'q%d' % n, os.O_CREAT | os.O_RDWR, 0o600, a) >= 0:\n\
                 \x20   n += 1";
-    assert_pool_not_emptied(take, MQUEUE_PROBE, 2, "made", "queues");
+    assert_pool_not_emptied(&[RUN_LAUNCH], take, MQUEUE_PROBE, 2, "made", "queues");
 }
 
 /// The file status flags of a stream the task gets as it is (a socket here, a terminal alike)
