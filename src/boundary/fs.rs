@@ -757,6 +757,9 @@ pub(super) fn apply(
     scratch: &mut Option<(OwnedFd, Handed)>,
 ) -> Result<(), SysError> {
     let ro_tmpfs = inh.spec.root_readonly;
+    // bwrap mode: the destination's missing parents, with bubblewrap's modes, once and here
+    // for every operation (--tmpfs, --dir and --file included); each arm below makes its
+    // destination alone.
     if inh.spec.bwrap.is_some()
         && let Some((dest, perms)) = bwrap_parent_perms(op, &prep)
     {
@@ -796,9 +799,6 @@ pub(super) fn apply(
         }
         (FsOp::Tmpfs { dest, perms, size }, _) => {
             let path = at(dest);
-            if let Some(p) = perms {
-                make_parents(dest, *p)?;
-            }
             make_dirs(&path)?;
             let mut opts = format!("mode={:o}", perms.unwrap_or(0o755));
             if let Some(size) = size {
@@ -868,9 +868,6 @@ pub(super) fn apply(
                 Ok(m) if m.is_dir() || m.file_type().is_symlink() => return Ok(()),
                 _ => {}
             }
-            if let Some(p) = perms {
-                make_parents(dest, *p)?;
-            }
             make_dirs(&path)?;
             match perms {
                 Some(p) => chmod_made_dir(&path, *p, inh.spec.bwrap.is_some()),
@@ -889,9 +886,6 @@ pub(super) fn apply(
         ) => {
             // bwrap's defaults: 0666 for --file, 0600 for the bind-data variants.
             let default = if bind.is_some() { 0o600 } else { 0o666 };
-            if let Some(p) = perms {
-                make_parents(dest, *p)?;
-            }
             write_file_from_fd(*fd, dest, perms.unwrap_or(default), *bind)
         }
         (FsOp::Chmod { path, perms }, _) => chmod(&at(path), *perms),
