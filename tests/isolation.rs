@@ -545,7 +545,10 @@ probes = {
     'int80-getpid': int80_getpid,
     'unshare-newuser': lambda: libc.unshare(CLONE_NEWUSER),
     'mount-tmpfs': lambda: libc.mount(b'none', b'/work', b'tmpfs', 0, None),
-    'socket-netlink': lambda: socket.socket(AF_NETLINK, socket.SOCK_RAW, 0).close(),
+    # NETLINK_ROUTE (0) is allowed; sock_diag (4) and uevent (15) stand for the rest.
+    'socket-netlink-route': lambda: socket.socket(AF_NETLINK, socket.SOCK_RAW, 0).close(),
+    'socket-netlink-diag': lambda: socket.socket(AF_NETLINK, socket.SOCK_RAW, 4).close(),
+    'socket-netlink-uevent': lambda: socket.socket(AF_NETLINK, socket.SOCK_RAW, 15).close(),
     'ptrace-traceme': traceme,
     'getpid': lambda: 0 if libc.getpid() == os.getpid() else -2,
     'socket-inet': lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(),
@@ -766,6 +769,48 @@ fn host_network_is_unreachable_but_own_loopback_works() {
         let shared = run_inside(who, &["--share-net"], &probe);
         assert_line(&shared, &reached(&local_spec), &ctx);
         assert_line(&shared, &reached(&outer_spec), &ctx);
+    }
+}
+
+/// NETLINK_ROUTE is the one netlink protocol the policy allows (seccomp/README.md): getifaddrs
+/// reads the task's own network namespace, so Node's `os.networkInterfaces()` (dev servers call
+/// it at start, and it threw while netlink was refused whole) and Python's `if_nameindex()` see
+/// the loopback alone, and `--share-net` shows the host's interfaces; changing an interface
+/// needs CAP_NET_ADMIN, which the task never has. Controls: the host's interface list, and
+/// `ip link set lo down` in a user and network namespace of the host's, where it works.
+#[test]
+fn the_task_reads_its_own_interfaces_and_changes_none() {
+    const NODE_NAMES: &str = "const i = require('os').networkInterfaces(); console.log('NODE:' + \
+        Object.keys(i).sort().join(',') + ':' + i.lo.map(a => a.address).sort().join(','))";
+    const PY_NAMES: &str =
+        "import socket; print('PY:' + ','.join(sorted(n for _, n in socket.if_nameindex())))";
+    const LO_DOWN: [&str; 5] = ["/usr/bin/ip", "link", "set", "lo", "down"];
+    let host = run_host(Launcher::Root, &py(PY_NAMES, &[]));
+    let host_names = stdout(&host).trim().to_string();
+    assert!(
+        host_names.starts_with("PY:") && host_names != "PY:lo",
+        "host control: {}",
+        show(&host)
+    );
+    for who in BOTH {
+        let ctx = format!("{who:?} inside");
+        let node = run_inside(who, &[], &["/usr/bin/node", "-e", NODE_NAMES]);
+        assert_line(&node, "NODE:lo:127.0.0.1,::1", &ctx);
+        assert_line(&run_inside(who, &[], &py(PY_NAMES, &[])), "PY:lo", &ctx);
+        let shared = run_inside(who, &["--share-net"], &py(PY_NAMES, &[]));
+        assert_line(&shared, &host_names, &format!("{who:?} --share-net"));
+
+        let down = run_inside(who, &[], &LO_DOWN);
+        assert_exit(&down, 2, &ctx);
+        assert_eq!(
+            stderr(&down),
+            "RTNETLINK answers: Operation not permitted\n",
+            "{ctx}"
+        );
+        let mut own = vec!["unshare", "-rn"];
+        own.extend(LO_DOWN);
+        let control = run_host(who, &own);
+        assert_exit(&control, 0, &format!("{who:?} control"));
     }
 }
 
@@ -2020,7 +2065,9 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
             SYSCALL_PROBE,
             &[
                 "unshare-newuser",
-                "socket-netlink",
+                "socket-netlink-route",
+                "socket-netlink-diag",
+                "socket-netlink-uevent",
                 "ptrace-traceme",
                 "getpid",
                 "socket-inet",
@@ -2031,7 +2078,9 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
         &host,
         &[
             "unshare-newuser:OK",
-            "socket-netlink:OK",
+            "socket-netlink-route:OK",
+            "socket-netlink-diag:OK",
+            "socket-netlink-uevent:OK",
             "ptrace-traceme:OK",
             "getpid:OK",
             "socket-inet:OK",
@@ -2044,7 +2093,9 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
         &[
             "unshare-newuser",
             "mount-tmpfs",
-            "socket-netlink",
+            "socket-netlink-route",
+            "socket-netlink-diag",
+            "socket-netlink-uevent",
             "ptrace-traceme",
             "getpid",
             "socket-inet",
@@ -2058,7 +2109,9 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
             &[
                 "unshare-newuser:ERR:EPERM",
                 "mount-tmpfs:ERR:EPERM",
-                "socket-netlink:ERR:EPERM",
+                "socket-netlink-route:OK",
+                "socket-netlink-diag:ERR:EPERM",
+                "socket-netlink-uevent:ERR:EPERM",
                 "ptrace-traceme:ERR:EPERM",
                 "getpid:OK",
                 "socket-inet:OK",
