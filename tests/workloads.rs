@@ -368,3 +368,198 @@ fn git_commits_logs_and_repacks_in_scratch() {
         &[("a.txt", "one\ntwo\n")],
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 3. sqlite in WAL mode, with a second writer
+// ---------------------------------------------------------------------------------------------
+
+const SQLITE3: &str = "/usr/bin/sqlite3";
+
+/// A WAL database; a holder (its SQL fed through a FIFO) opens a write transaction and keeps
+/// it while a contender tries to write (refused: the lock is held) and a reader reads (the
+/// committed rows: WAL readers do not wait for the writer); after the commit the contender's
+/// write goes through. Without working locks the contended write would succeed.
+const SQLITE_SCRIPT: &str = r#"set -e
+sqlite3 db "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);"
+mkfifo ctl
+sqlite3 db < ctl > holder.txt 2>&1 &
+exec 3>ctl
+echo "BEGIN IMMEDIATE; INSERT INTO t VALUES(3); SELECT 'holder: in transaction';" >&3
+i=0
+until grep -q 'in transaction' holder.txt; do
+    i=$((i + 1)); [ $i -lt 100 ] || { echo 'the holder never began'; exit 1; }; sleep 0.05
+done
+echo "contender: $(sqlite3 db 'INSERT INTO t VALUES(4);' 2>&1 || true)"
+echo "reader: $(sqlite3 db 'SELECT group_concat(x) FROM t;')"
+ls db-wal db-shm
+echo "COMMIT;" >&3
+exec 3>&-
+wait
+sqlite3 db "INSERT INTO t VALUES(4);"
+echo "after: $(sqlite3 db 'SELECT group_concat(x) FROM t; PRAGMA journal_mode;' | tr '\n' ' ')"
+"#;
+
+#[test]
+fn sqlite_in_wal_mode_locks_out_a_second_writer_in_scratch() {
+    require(&[SQLITE3]);
+    assert_works_on_host_and_inside(
+        "sqlite3",
+        SQLITE_SCRIPT,
+        &[],
+        "wal\ncontender: Error: stepping, database is locked (5)\nreader: 1,2\ndb-shm\ndb-wal\n\
+         after: 1,2,3,4 wal \n",
+        &[("holder.txt", "holder: in transaction\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. gcc
+// ---------------------------------------------------------------------------------------------
+
+const GCC: &str = "/usr/bin/gcc";
+
+/// A shared library built in scratch and found beside the program ($ORIGIN), libm, a child
+/// through fork and a pipe, a result file.
+const ANSWER_C: &str = r#"#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int twice(int);
+
+int main(int argc, char **argv) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    pid_t pid = fork();
+    if (pid < 0) return 2;
+    if (pid == 0) {
+        close(fds[0]);
+        dprintf(fds[1], "%d", twice(21));
+        _exit(7);
+    }
+    close(fds[1]);
+    char buf[16] = {0};
+    if (read(fds[0], buf, sizeof buf - 1) <= 0) return 3;
+    int status;
+    if (waitpid(pid, &status, 0) != pid) return 4;
+    FILE *f = fopen("answer.txt", "w");
+    if (!f) return 5;
+    double n = atof(buf) + argc - 1;
+    fprintf(f, "sqrt(%s * %s) = %.0f\n", buf, buf, sqrt(n * n));
+    fclose(f);
+    printf("child wrote %s and exited %d\n", buf, WEXITSTATUS(status));
+    return 0;
+}
+"#;
+
+const GCC_SCRIPT: &str = r#"set -e
+printf 'int twice(int n) { return 2 * n; }\n' > twice.c
+gcc -O2 -Wall -Werror -fPIC -shared -o libtwice.so twice.c
+gcc -O2 -Wall -Werror -o answer answer.c -L. -ltwice -lm -Wl,-rpath,'$ORIGIN'
+./answer
+"#;
+
+#[test]
+fn gcc_builds_a_program_and_its_shared_library_in_scratch_and_runs_it() {
+    require(&[GCC]);
+    assert_works_on_host_and_inside(
+        "gcc",
+        GCC_SCRIPT,
+        &[("answer.c", ANSWER_C.as_bytes())],
+        "child wrote 42 and exited 7\n",
+        &[("answer.txt", "sqrt(42 * 42) = 42\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. node
+// ---------------------------------------------------------------------------------------------
+
+const NODE: &str = "/usr/bin/node";
+
+/// A file written, read back by a shell it runs (execFileSync), a node worker it forks (an IPC
+/// channel: a socket pair), then a spawned shell that appends to the file.
+const NODE_JS: &str = r#"const { execFileSync, fork, spawn } = require('child_process');
+const fs = require('fs');
+if (process.argv[2] === 'worker') {
+  process.on('message', (m) => process.send({ doubled: m.n * 2 }));
+} else {
+  fs.writeFileSync('note.txt', 'written by node\n');
+  console.log('sh read: ' + execFileSync('sh', ['-c', 'cat note.txt']).toString().trim());
+  const w = fork(__filename, ['worker']);
+  w.on('message', (m) => {
+    console.log('worker doubled 21: ' + m.doubled);
+    w.disconnect();
+  });
+  w.on('exit', (code) => {
+    console.log('worker exited ' + code);
+    spawn('sh', ['-c', 'echo spawned by node >> note.txt'], { stdio: 'inherit' })
+      .on('exit', (code) => console.log('spawned shell exited ' + code));
+  });
+  w.send({ n: 21 });
+}
+"#;
+
+#[test]
+fn node_writes_a_file_and_runs_child_processes_in_scratch() {
+    require(&[NODE]);
+    assert_works_on_host_and_inside(
+        "node",
+        "node script.js",
+        &[("script.js", NODE_JS.as_bytes())],
+        "sh read: written by node\nworker doubled 21: 42\nworker exited 0\n\
+         spawned shell exited 0\n",
+        &[("note.txt", "written by node\nspawned by node\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. make -j2
+// ---------------------------------------------------------------------------------------------
+
+const MAKE: &str = "/usr/bin/make";
+
+/// c and d each wait up to 2 s for the other to start, so both finish only when two jobs run
+/// at once: the sub-make gets its second job from the top make's jobserver (a pipe handed
+/// down through MAKEFLAGS).
+const MAKEFILE: &str = r#"all: sub
+	cat c d > all
+	cat all
+sub:
+	+$(MAKE) c d
+c d:
+	touch $@.started
+	i=0; until [ -e $(if $(filter c,$@),d,c).started ]; do \
+		i=$$((i + 1)); [ $$i -lt 40 ] || exit 1; sleep 0.05; done
+	echo "$@ ran beside $(if $(filter c,$@),d,c)" > $@
+"#;
+
+#[test]
+fn make_runs_two_jobs_at_once_through_its_jobserver_in_scratch() {
+    require(&[MAKE]);
+    let inputs: [Input; 1] = [("Makefile", MAKEFILE.as_bytes())];
+    let both = "c ran beside d\nd ran beside c\n";
+    assert_works_on_host_and_inside(
+        "make -j2",
+        "make -s -j2",
+        &inputs,
+        both,
+        &[
+            ("all", both),
+            ("c", "c ran beside d\n"),
+            ("d", "d ran beside c\n"),
+        ],
+    );
+    // The control: one job at a time, c waits for d in vain and the build fails.
+    for who in BOTH {
+        let (_, rep) = inside(who, "make -s -j1", &inputs, &[], &[]);
+        assert_eq!(rep["exit_code"], json!(2), "make -j1, {who:?}: {rep:#}");
+        assert_eq!(
+            rep["stderr"],
+            json!("make[1]: *** [Makefile:8: c] Error 1\nmake: *** [Makefile:5: sub] Error 2\n"),
+            "make -j1, {who:?}: {rep:#}"
+        );
+        assert_eq!(rep["files"], json!({"c.started": ""}), "make -j1, {who:?}");
+    }
+}
