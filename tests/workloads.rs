@@ -306,6 +306,7 @@ fn pip_installs_a_credential_stealing_sdist_that_reads_and_reaches_nothing() {
         assert_exited_0(&rep, &ctx);
         let out = rep["stdout"].as_str().unwrap();
         assert_eq!(assert_installed(out, &ctx), imported, "{ctx}");
+        assert_eq!(rep["stderr"], json!(""), "{ctx}: {rep:#}");
         assert_eq!(
             rep["files"]["setup-saw.txt"],
             json!(format!(
@@ -520,7 +521,7 @@ fn node_writes_a_file_and_runs_child_processes_in_scratch() {
 
 const MAKE: &str = "/usr/bin/make";
 
-/// c and d each wait up to 2 s for the other to start, so both finish only when two jobs run
+/// c and d each wait up to 3 s for the other to start, so both finish only when two jobs run
 /// at once: the sub-make gets its second job from the top make's jobserver (a pipe handed
 /// down through MAKEFLAGS).
 const MAKEFILE: &str = r#"all: sub
@@ -531,7 +532,7 @@ sub:
 c d:
 	touch $@.started
 	i=0; until [ -e $(if $(filter c,$@),d,c).started ]; do \
-		i=$$((i + 1)); [ $$i -lt 40 ] || exit 1; sleep 0.05; done
+		i=$$((i + 1)); [ $$i -lt 60 ] || exit 1; sleep 0.05; done
 	echo "$@ ran beside $(if $(filter c,$@),d,c)" > $@
 "#;
 
