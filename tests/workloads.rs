@@ -521,10 +521,11 @@ fn node_writes_a_file_and_runs_child_processes_in_scratch() {
 
 const MAKE: &str = "/usr/bin/make";
 
-/// c and d each wait up to 3 s for the other to start, so both finish only when two jobs run
-/// at once: the sub-make gets its second job from the top make's jobserver (a pipe handed
-/// down through MAKEFLAGS).
-const MAKEFILE: &str = r#"all: sub
+/// c and d each wait up to TICKS times 50 ms (3 s) for the other to start, so both finish only
+/// when two jobs run at once: the sub-make gets its second job from the top make's jobserver (a
+/// pipe handed down through MAKEFLAGS).
+const MAKEFILE: &str = r#"TICKS ?= 60
+all: sub
 	cat c d > all
 	cat all
 sub:
@@ -532,7 +533,7 @@ sub:
 c d:
 	touch $@.started
 	i=0; until [ -e $(if $(filter c,$@),d,c).started ]; do \
-		i=$$((i + 1)); [ $$i -lt 60 ] || exit 1; sleep 0.05; done
+		i=$$((i + 1)); [ $$i -lt $(TICKS) ] || exit 1; sleep 0.05; done
 	echo "$@ ran beside $(if $(filter c,$@),d,c)" > $@
 "#;
 
@@ -552,13 +553,13 @@ fn make_runs_two_jobs_at_once_through_its_jobserver_in_scratch() {
             ("d", "d ran beside c\n"),
         ],
     );
-    // The control: one job at a time, c waits for d in vain and the build fails.
+    // The control: one job at a time, c waits for d in vain (for 0.5 s) and the build fails.
     for who in BOTH {
-        let (_, rep) = inside(who, "make -s -j1", &inputs, &[], &[]);
+        let (_, rep) = inside(who, "make -s -j1 TICKS=10", &inputs, &[], &[]);
         assert_eq!(rep["exit_code"], json!(2), "make -j1, {who:?}: {rep:#}");
         assert_eq!(
             rep["stderr"],
-            json!("make[1]: *** [Makefile:8: c] Error 1\nmake: *** [Makefile:5: sub] Error 2\n"),
+            json!("make[1]: *** [Makefile:9: c] Error 1\nmake: *** [Makefile:6: sub] Error 2\n"),
             "make -j1, {who:?}: {rep:#}"
         );
         assert_eq!(rep["files"], json!({"c.started": ""}), "make -j1, {who:?}");
