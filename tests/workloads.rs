@@ -223,7 +223,7 @@ fn stealer_sdist() -> Vec<u8> {
         "MARK = 'stealer-imported'\n",
     )
     .unwrap();
-    let st = Command::new("tar")
+    let st = Command::new("/usr/bin/tar")
         .args(["-czf", "stealer-0.1.tar.gz", "stealer-0.1"])
         .current_dir(dir.path())
         .status()
@@ -381,23 +381,23 @@ const SQLITE3: &str = "/usr/bin/sqlite3";
 /// committed rows: WAL readers do not wait for the writer); after the commit the contender's
 /// write goes through. Without working locks the contended write would succeed.
 const SQLITE_SCRIPT: &str = r#"set -e
-sqlite3 db "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);"
+/usr/bin/sqlite3 db "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);"
 mkfifo ctl
-sqlite3 db < ctl > holder.txt 2>&1 &
+/usr/bin/sqlite3 db < ctl > holder.txt 2>&1 &
 exec 3>ctl
 echo "BEGIN IMMEDIATE; INSERT INTO t VALUES(3); SELECT 'holder: in transaction';" >&3
 i=0
 until grep -q 'in transaction' holder.txt; do
     i=$((i + 1)); [ $i -lt 100 ] || { echo 'the holder never began'; exit 1; }; sleep 0.05
 done
-echo "contender: $(sqlite3 db 'INSERT INTO t VALUES(4);' 2>&1 || true)"
-echo "reader: $(sqlite3 db 'SELECT group_concat(x) FROM t;')"
+echo "contender: $(/usr/bin/sqlite3 db 'INSERT INTO t VALUES(4);' 2>&1 || true)"
+echo "reader: $(/usr/bin/sqlite3 db 'SELECT group_concat(x) FROM t;')"
 ls db-wal db-shm
 echo "COMMIT;" >&3
 exec 3>&-
 wait
-sqlite3 db "INSERT INTO t VALUES(4);"
-echo "after: $(sqlite3 db 'SELECT group_concat(x) FROM t; PRAGMA journal_mode;' | tr '\n' ' ')"
+/usr/bin/sqlite3 db "INSERT INTO t VALUES(4);"
+echo "after: $(/usr/bin/sqlite3 db 'SELECT group_concat(x) FROM t; PRAGMA journal_mode;' | tr '\n' ' ')"
 "#;
 
 #[test]
@@ -456,8 +456,8 @@ int main(int argc, char **argv) {
 
 const GCC_SCRIPT: &str = r#"set -e
 printf 'int twice(int n) { return 2 * n; }\n' > twice.c
-gcc -O2 -Wall -Werror -fPIC -shared -o libtwice.so twice.c
-gcc -O2 -Wall -Werror -o answer answer.c -L. -ltwice -lm -Wl,-rpath,'$ORIGIN'
+/usr/bin/gcc -O2 -Wall -Werror -fPIC -shared -o libtwice.so twice.c
+/usr/bin/gcc -O2 -Wall -Werror -o answer answer.c -L. -ltwice -lm -Wl,-rpath,'$ORIGIN'
 ./answer
 "#;
 
@@ -507,7 +507,7 @@ fn node_writes_a_file_and_runs_child_processes_in_scratch() {
     require(&[NODE]);
     assert_works_on_host_and_inside(
         "node",
-        "node script.js",
+        "/usr/bin/node script.js",
         &[("script.js", NODE_JS.as_bytes())],
         "sh read: written by node\nworker doubled 21: 42\nworker exited 0\n\
          spawned shell exited 0\n",
@@ -544,7 +544,7 @@ fn make_runs_two_jobs_at_once_through_its_jobserver_in_scratch() {
     let both = "c ran beside d\nd ran beside c\n";
     assert_works_on_host_and_inside(
         "make -j2",
-        "make -s -j2",
+        "/usr/bin/make -s -j2",
         &inputs,
         both,
         &[
@@ -555,7 +555,7 @@ fn make_runs_two_jobs_at_once_through_its_jobserver_in_scratch() {
     );
     // The control: one job at a time, c waits for d in vain (for 0.5 s) and the build fails.
     for who in BOTH {
-        let (_, rep) = inside(who, "make -s -j1 TICKS=10", &inputs, &[], &[]);
+        let (_, rep) = inside(who, "/usr/bin/make -s -j1 TICKS=10", &inputs, &[], &[]);
         assert_eq!(rep["exit_code"], json!(2), "make -j1, {who:?}: {rep:#}");
         assert_eq!(
             rep["stderr"],
