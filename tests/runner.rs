@@ -9,13 +9,10 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -26,21 +23,7 @@ use serde_json::{Value, json};
 // Bounded runs
 // ---------------------------------------------------------------------------------------------
 
-/// A finished, bounded run: its output and how long it took (spawn to exit).
-struct Run {
-    out: Output,
-    took: Duration,
-}
-
 impl Run {
-    fn code(&self) -> Option<i32> {
-        self.out.status.code()
-    }
-
-    fn report(&self) -> Value {
-        report(&self.out)
-    }
-
     /// A refusal in JSON mode: exit 2 and the failure report saying so (error_kind usage,
     /// exit_code 2). Returns the report's message.
     fn usage_error(&self, ctx: &str) -> String {
@@ -52,111 +35,6 @@ impl Run {
             Some(msg) => msg.to_string(),
             None => panic!("{ctx}: no error text: {rep}"),
         }
-    }
-
-    /// Everything the run printed, for messages.
-    fn show(&self) -> String {
-        format!(
-            "status={:?} took={:?}\nstdout={}\nstderr={}",
-            self.out.status,
-            self.took,
-            truncate_for_message(&stdout(&self.out)),
-            truncate_for_message(&stderr(&self.out))
-        )
-    }
-}
-
-fn truncate_for_message(s: &str) -> String {
-    if s.len() <= 2000 {
-        s.to_string()
-    } else {
-        let mut end = 2000;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}... ({} bytes)", &s[..end], s.len())
-    }
-}
-
-fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        v
-    })
-}
-
-/// Poll `child` until it exits or `deadline` passes; on the deadline it is killed and None is
-/// returned.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Run `cmd` (stdout and stderr captured, stdin from `input` or /dev/null) and fail the test
-/// if it has not exited within `limit`. The output pipes must reach EOF shortly after the exit:
-/// if anything still holds them, something of the run survived it.
-fn run_bounded(cmd: Command, input: Option<&[u8]>, limit: Duration) -> Run {
-    let feed = input.map(|data| {
-        let data = data.to_vec();
-        Box::new(move |mut w: ChildStdin| {
-            let _ = w.write_all(&data);
-        }) as Feed
-    });
-    run_fed(cmd, feed, limit)
-}
-
-/// What writes a run's stdin, on a thread of its own; the pipe closes when it returns.
-type Feed = Box<dyn FnOnce(ChildStdin) + Send>;
-
-/// `run_bounded` with stdin written by `feed` (or /dev/null); the run's exit is waited for,
-/// then `feed`'s return.
-fn run_fed(mut cmd: Command, feed: Option<Feed>, limit: Duration) -> Run {
-    cmd.stdin(if feed.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let writer = feed.map(|feed| {
-        let w = child.stdin.take().unwrap();
-        std::thread::spawn(move || feed(w))
-    });
-    let out = drain(child.stdout.take().unwrap());
-    let err = drain(child.stderr.take().unwrap());
-    let status = wait_until(&mut child, start + limit)
-        .unwrap_or_else(|| panic!("{cmd:?} still running after {limit:?}: killed"));
-    let took = start.elapsed();
-    let pipes_deadline = Instant::now() + Duration::from_secs(3);
-    while !(out.is_finished() && err.is_finished()) {
-        assert!(
-            Instant::now() < pipes_deadline,
-            "{cmd:?} exited ({status:?}) but its stdout/stderr stayed open for 3 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if let Some(w) = writer {
-        let _ = w.join();
-    }
-    Run {
-        out: Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        },
-        took,
     }
 }
 
@@ -182,18 +60,6 @@ fn json_sh(who: Launcher, flags: &[&str], script: &str, limit: Duration) -> (Run
 
 const SECS_10: Duration = Duration::from_secs(10);
 
-/// `program` run directly on the host as `who`.
-fn host_command(who: Launcher, program: &str) -> Command {
-    match who {
-        Launcher::Root => Command::new(program),
-        Launcher::Unprivileged => {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
-            c
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Host state: processes, mounts, temporary directories
 // ---------------------------------------------------------------------------------------------
@@ -204,22 +70,6 @@ fn mount_lines() -> BTreeSet<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-/// A temporary directory every launcher can read (0755), removed at drop.
-fn tmpdir() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("airlock-runner-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    d
-}
-
-fn write_file(path: &Path, text: &[u8], mode: u32) -> PathBuf {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    path.to_path_buf()
 }
 
 /// A constant of src/spec.rs, read from the source so the tests follow the documented limit.
@@ -269,79 +119,6 @@ with open("result.json", "w") as f:
 
 const SECRET: &str = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY-runner-secret";
 const CRED_TOKEN: &str = "AKIA-RUNNER-CREDENTIAL-TOKEN-7f3a";
-
-/// An HTTP/1.0 server on the host's 127.0.0.1, for a bounded lifetime; counts the requests
-/// it answered.
-struct Server {
-    url: String,
-    hits: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(lifetime: Duration) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!(
-            "http://127.0.0.1:{}/probe",
-            listener.local_addr().unwrap().port()
-        );
-        let hits = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (h, s) = (hits.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let end = Instant::now() + lifetime;
-            while !s.load(Ordering::SeqCst) && Instant::now() < end {
-                match listener.accept() {
-                    Ok((mut conn, _)) => {
-                        let _ = conn.set_nonblocking(false);
-                        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-                        let mut req = Vec::new();
-                        let mut buf = [0u8; 1024];
-                        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16384 {
-                            match conn.read(&mut buf) {
-                                Ok(0) | Err(_) => break,
-                                Ok(n) => req.extend_from_slice(&buf[..n]),
-                            }
-                        }
-                        let body = "hello from the host";
-                        let _ = write!(
-                            conn,
-                            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\
-                             Content-Length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        h.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        Server {
-            url,
-            hits,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 /// The probe's world: a fake HOME with world-readable credentials, the probe script, and the
 /// host's HTTP server.
@@ -1953,16 +1730,7 @@ fn finish(
 ) -> Run {
     let status = wait_until(&mut child, from + limit)
         .unwrap_or_else(|| panic!("airlock still running {limit:?} after the signal: killed"));
-    let took = from.elapsed();
-    let [out, err] = pipes;
-    Run {
-        out: Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        },
-        took,
-    }
+    Run::collect(status, from.elapsed(), pipes)
 }
 
 /// SIGTERM to airlock is forwarded to the task; a task that ignores it is killed with the

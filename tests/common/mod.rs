@@ -7,6 +7,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod bounded;
+#[allow(unused_imports)] // not every test file runs programs bounded
+pub use bounded::*;
+
 /// Who launches airlock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Launcher {

