@@ -10,6 +10,11 @@ command -v setpriv >/dev/null || need+=(util-linux)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v python3 >/dev/null && [ -x /usr/bin/python3 ] || need+=(python3)
 [ -x /usr/bin/time ] || need+=(time)
+# The real tools tests/workloads.rs (and the netlink test) run inside, by their /usr/bin paths.
+for tool in git sqlite3 make node tar; do
+  [ -x /usr/bin/$tool ] || need+=("$([ $tool = node ] && echo nodejs || echo $tool)")
+done
+/usr/bin/python3 -c 'import pip, setuptools' 2>/dev/null || need+=(python3-pip python3-setuptools)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
