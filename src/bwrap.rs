@@ -148,7 +148,7 @@ fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
     let mut f = std::fs::File::from(dup);
     let mut data = Vec::new();
     f.read_to_end(&mut data)
-        .map_err(|e| unreadable(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
+        .map_err(|e| unreadable(crate::sys::errno_of(&e)))?;
     // Each argument ends with a NUL; an empty argument is a lone NUL and stays (dropping it
     // would shift every argument after it). The last one may lack its NUL.
     let data = data.strip_suffix(&[0]).unwrap_or(&data);

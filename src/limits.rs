@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::sys::SysError;
+use crate::sys::{SysError, io_err};
 
 /// The defaults never break ordinary work (pip installing a large wheel, a compiler, a JIT)
 /// yet stop a bomb: see the README's "Limits" section for the reasoning.
@@ -168,19 +168,12 @@ pub struct Cgroup {
     pub v1_tasks: Vec<OwnedFd>,
 }
 
-fn io_err(call: String, e: std::io::Error) -> SysError {
-    SysError {
-        call,
-        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    }
-}
-
 fn write(path: &Path, text: &str) -> Result<(), SysError> {
-    fs::write(path, text).map_err(|e| io_err(format!("write({path:?}, {text:?})"), e))
+    fs::write(path, text).map_err(|e| io_err(e, || format!("write({path:?}, {text:?})")))
 }
 
 fn make_dir(path: &Path) -> Result<(), SysError> {
-    fs::create_dir(path).map_err(|e| io_err(format!("mkdir({path:?})"), e))
+    fs::create_dir(path).map_err(|e| io_err(e, || format!("mkdir({path:?})")))
 }
 
 /// This process's cgroup path in the hierarchy with the given v1 controller, or the v2 one
@@ -403,7 +396,7 @@ impl Cgroup {
                     let f = fs::OpenOptions::new()
                         .write(true)
                         .open(&tasks)
-                        .map_err(|e| io_err(format!("open({tasks:?}, O_WRONLY)"), e))?;
+                        .map_err(|e| io_err(e, || format!("open({tasks:?}, O_WRONLY)")))?;
                     cg.v1_tasks.push(OwnedFd::from(f));
                 }
                 Ok(Some(cg))

@@ -192,7 +192,10 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
             && ids[1] == ids[2]
             && let Some(out) = &plan.task_ends[1]
         {
-            plan.task_ends[2] = Some(named(out.try_clone().map_err(errno), "dup")?);
+            plan.task_ends[2] = Some(named(
+                out.try_clone().map_err(|e| crate::sys::errno_of(&e)),
+                "dup",
+            )?);
             continue;
         }
         let (ours, theirs) = pipe(owner, stream != 0)?;
@@ -204,7 +207,10 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
             plan.feed = Some(Feed {
                 start,
                 from_pipe: to_pipe,
-                peek: named(theirs.try_clone().map_err(errno), "dup")?,
+                peek: named(
+                    theirs.try_clone().map_err(|e| crate::sys::errno_of(&e)),
+                    "dup",
+                )?,
                 pipe: Some(ours),
                 progress: Arc::new(Mutex::new(Progress {
                     next: start.unwrap_or(0),
@@ -296,10 +302,6 @@ pub fn pipe(owner: Option<(u32, u32)>, ours_reads: bool) -> Result<(OwnedFd, Own
 /// The descriptor's offset; 0 for one that has none (lseek refused).
 fn position(fd: BorrowedFd) -> i64 {
     nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).unwrap_or(0)
-}
-
-fn errno(e: std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 fn named<T>(r: nix::Result<T>, call: &str) -> Result<T, Failure> {

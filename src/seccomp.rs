@@ -24,7 +24,7 @@ fn apply(prog: &[seccompiler::sock_filter], what: &str) -> Result<(), SysError> 
         ),
         errno: match e {
             seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
-                Errno::from_raw(io.raw_os_error().unwrap_or(0))
+                crate::sys::errno_of(&io)
             }
             _ => Errno::EINVAL,
         },

@@ -43,6 +43,19 @@ pub fn named<T>(r: nix::Result<T>, call: impl FnOnce() -> String) -> SysResult<T
     })
 }
 
+/// The errno a std I/O error carries (EIO for one that carries none).
+pub fn errno_of(e: &std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// A failed std I/O call with the call's description: [`named`] for `std::io` results.
+pub fn io_err(e: std::io::Error, call: impl FnOnce() -> String) -> SysError {
+    SysError {
+        call: call(),
+        errno: errno_of(&e),
+    }
+}
+
 fn last(call: impl FnOnce() -> String) -> SysError {
     SysError {
         call: call(),

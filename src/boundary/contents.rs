@@ -15,12 +15,11 @@ use nix::sys::stat::Mode;
 
 use crate::channel::{self, Handed};
 use crate::spec::{self, Access, InputSource, SANDBOX_GID, SANDBOX_UID, SCRATCH};
-use crate::sys::{self, SysError, named};
+use crate::sys::{self, SysError, io_err, named};
 
 use super::Inherited;
 use super::fs::{
-    Prepared, RO, access_attrs, at, attach, io_err, make_dirs, make_file, mount_fs, mount_tmpfs,
-    tree,
+    Prepared, RO, access_attrs, at, attach, make_dirs, make_file, mount_fs, mount_tmpfs, tree,
 };
 
 /// The only host files of `/etc` that appear inside (read-only, each only if the host has it):

@@ -14,9 +14,8 @@ use nix::unistd::{AccessFlags, Pid};
 
 use crate::channel::{self, Msg};
 use crate::spec::{self, Seccomp, Spec};
-use crate::sys::{self, SysError, named};
+use crate::sys::{self, SysError, io_err, named};
 
-use super::fs::io_err;
 use super::{Inherited, NetworkSet, StepError, session_in_task};
 
 /// bwrap's --block-fd: wait until the descriptor has data (or is closed).

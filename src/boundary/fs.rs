@@ -17,7 +17,7 @@ use nix::sys::stat::Mode;
 
 use crate::channel::Handed;
 use crate::spec::{Access, FsOp, OverlayUpper, Spec};
-use crate::sys::{self, SysError, named};
+use crate::sys::{self, SysError, io_err, named};
 
 use super::Inherited;
 use super::contents::{
@@ -601,13 +601,6 @@ pub(super) fn make_file(path: &Path, mode: u32) -> Result<File, SysError> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| io_err(e, || format!("open({path:?}, O_CREAT)")))
-}
-
-pub(super) fn io_err(e: std::io::Error, call: impl FnOnce() -> String) -> SysError {
-    SysError {
-        call: call(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    }
 }
 
 /// Attach a prepared tree at `dest` (inside), creating the mount point.

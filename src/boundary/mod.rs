@@ -55,10 +55,10 @@ use nix::unistd::{Gid, Pid, Uid};
 
 use crate::channel::{self, Msg};
 use crate::spec::{self, FsOp, Output, Seccomp, Spec};
-use crate::sys::{self, SysError, named};
+use crate::sys::{self, SysError, io_err, named};
 
 use exec::{ExecPlan, drop_caps_except, exec_task};
-use fs::{apply, enter_new_root, enter_scaffold, io_err, open_path, prepare};
+use fs::{apply, enter_new_root, enter_scaffold, open_path, prepare};
 
 /// Everything the sandbox's init inherits from the launcher across clone3.
 pub struct Inherited<'a> {
