@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener};
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram, UnixListener};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -371,6 +371,35 @@ own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 own.bind('\0' + sys.argv[1] + '-own')
 own.listen(1)
 connect(sys.argv[1] + '-own', 'OWN-UNIX-CONNECT')
+"#;
+
+/// Reaches the abstract names argv[1] + `-stream` (SOCK_STREAM), `-seqpacket` and `-dgram`
+/// (SOCK_DGRAM) every way a unix socket can: `<WAY>-OK` or `<WAY>-FAILED:<errno name>` for
+/// STREAM, SEQPACKET, DGRAM-SENDTO, DGRAM-SENDMSG, DGRAM-CONNECT, and CHILD-STREAM (a stream
+/// connect from a python the probe starts, fork and exec).
+const ABSTRACT_WAYS_PROBE: &str = r#"
+import errno, socket, subprocess, sys
+def attempt(label, f):
+    try:
+        f()
+        print(label + '-OK')
+    except OSError as e:
+        print('%s-FAILED:%s' % (label, errno.errorcode.get(e.errno, e.errno)))
+name = '\0' + sys.argv[1]
+def connected(kind, suffix):
+    s = socket.socket(socket.AF_UNIX, kind)
+    s.settimeout(3)
+    s.connect(name + suffix)
+    return s
+dgram = lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+attempt('STREAM', lambda: connected(socket.SOCK_STREAM, '-stream'))
+attempt('SEQPACKET', lambda: connected(socket.SOCK_SEQPACKET, '-seqpacket'))
+attempt('DGRAM-SENDTO', lambda: dgram().sendto(b'sendto', name + '-dgram'))
+attempt('DGRAM-SENDMSG', lambda: dgram().sendmsg([b'sendmsg'], [], 0, name + '-dgram'))
+attempt('DGRAM-CONNECT', lambda: connected(socket.SOCK_DGRAM, '-dgram').send(b'connect'))
+child = 'import socket,sys; socket.socket(socket.AF_UNIX).connect(chr(0) + sys.argv[1])'
+done = subprocess.run([sys.executable, '-c', child, sys.argv[1] + '-stream'], stderr=subprocess.PIPE)
+print('CHILD-STREAM-OK' if done.returncode == 0 else 'CHILD-STREAM-FAILED:' + done.stderr.decode().strip().splitlines()[-1])
 "#;
 
 /// Creates and writes each path: `WRITE-OK:<path>` or `WRITE-DENIED:<path>:<errno name>`.
@@ -2356,6 +2385,70 @@ fn host_abstract_unix_socket_is_unreachable() {
         bwrap.extend(py(ABSTRACT_PROBE, &[&name]));
         let whole = airlock(who, &bwrap).stdin(Stdio::null()).output().unwrap();
         assert_line(&whole, "UNIX-CONNECT-OK", &format!("{who:?} bwrap mode"));
+    }
+}
+
+/// Landlock's scope covers every way a unix socket reaches an abstract name, not only the
+/// stream connect above: a SOCK_SEQPACKET connect, a datagram by sendto, by sendmsg and by
+/// connect, and a connect from a process the task starts. None of the datagrams arrives.
+#[test]
+fn host_abstract_unix_socket_is_unreachable_every_way_with_share_net() {
+    if landlock_abi() < 6 {
+        eprintln!("skipped: no Landlock ABI 6 here, --share-net hands the abstract names over");
+        return;
+    }
+    use nix::sys::socket::{self as ns, AddressFamily, Backlog, SockFlag, SockType};
+    let name = format!("airlock-isolation-ways-{}", std::process::id());
+    let abstract_name = |suffix: &str| format!("{name}-{suffix}").into_bytes();
+    let _stream =
+        UnixListener::bind_addr(&UnixAddr::from_abstract_name(abstract_name("stream")).unwrap())
+            .unwrap();
+    let seqpacket = ns::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    ns::bind(
+        std::os::fd::AsRawFd::as_raw_fd(&seqpacket),
+        &ns::UnixAddr::new_abstract(&abstract_name("seqpacket")).unwrap(),
+    )
+    .unwrap();
+    ns::listen(&seqpacket, Backlog::new(8).unwrap()).unwrap();
+    let dgram =
+        UnixDatagram::bind_addr(&UnixAddr::from_abstract_name(abstract_name("dgram")).unwrap())
+            .unwrap();
+    dgram.set_nonblocking(true).unwrap();
+    let drain = || std::iter::from_fn(|| dgram.recv(&mut [0; 64]).ok()).count();
+    let ways = [
+        "STREAM",
+        "SEQPACKET",
+        "DGRAM-SENDTO",
+        "DGRAM-SENDMSG",
+        "DGRAM-CONNECT",
+        "CHILD-STREAM",
+    ];
+    let probe = py(ABSTRACT_WAYS_PROBE, &[&name]);
+    for who in BOTH {
+        let ctx = format!("{who:?} host control");
+        let host = run_host(who, &probe);
+        for way in ways {
+            assert_line(&host, &format!("{way}-OK"), &ctx);
+        }
+        assert_eq!(drain(), 3, "{ctx}: the three datagrams arrive");
+
+        let ctx = format!("{who:?} --share-net");
+        let shared = run_inside(who, &["--share-net"], &probe);
+        for way in &ways[..5] {
+            assert_line(&shared, &format!("{way}-FAILED:EPERM"), &ctx);
+        }
+        assert_line(
+            &shared,
+            "CHILD-STREAM-FAILED:PermissionError: [Errno 1] Operation not permitted",
+            &ctx,
+        );
+        assert_eq!(drain(), 0, "{ctx}: no datagram arrives\n{}", show(&shared));
     }
 }
 
