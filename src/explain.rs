@@ -36,8 +36,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let net = match (spec.ns.net, spec.lockdown.scope_abstract_sockets) {
         (true, _) => "network: new, loopback only",
         (false, true) => {
-            "network: SHARED with the host (--share-net), but not its abstract unix sockets \
-             (a Landlock scope, step 12)"
+            "network: SHARED with the host (--share-net); its abstract unix sockets out of \
+             reach (a Landlock scope, step 12), though a name the task binds is the host's"
         }
         (false, false) => {
             "network: SHARED with the host (--share-net), its abstract unix sockets too (this \

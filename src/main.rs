@@ -639,10 +639,13 @@ fn scope_abstract_sockets(spec: &mut spec::Spec) -> &'static str {
     spec.lockdown.scope_abstract_sockets = spec.lockdown.scope_abstract_sockets
         && sys::landlock_abi().is_some_and(|v| v >= sys::LANDLOCK_ABI_SCOPE);
     match spec.lockdown.scope_abstract_sockets {
-        true => " (not its abstract unix sockets: Landlock scopes them)",
+        true => {
+            "; Landlock keeps the host's abstract unix sockets out of its reach, but a name it \
+             binds in their namespace is one host programs can connect to"
+        }
         false => {
-            ", and its abstract unix sockets (this kernel cannot scope them: Landlock ABI 6, \
-                  Linux 6.12)"
+            ", the host's abstract unix sockets included (this kernel cannot scope them: \
+             Landlock ABI 6, Linux 6.12)"
         }
     }
 }

@@ -1995,7 +1995,7 @@ fn explain_names_the_resolver_only_with_share_net() {
         assert_eq!(code(&out), Some(0), "{args:?}:\n{}", show(&out));
         let net = match (shared, landlock_abi() >= 6) {
             (false, _) => "network: new, loopback only",
-            (true, true) => "but not its abstract unix sockets (a Landlock scope, step 12)",
+            (true, true) => "its abstract unix sockets out of reach (a Landlock scope, step 12)",
             (true, false) => "its abstract unix sockets too (this kernel cannot scope them)",
         };
         assert!(

@@ -2360,9 +2360,13 @@ fn host_abstract_unix_socket_is_unreachable() {
         let (want, warning) = match landlock_abi() >= 6 {
             true => (
                 "UNIX-CONNECT-FAILED:EPERM",
-                "shares the host's network (not its abstract unix sockets: Landlock scopes them)",
+                "shares the host's network; Landlock keeps the host's abstract unix sockets out of \
+                 its reach",
             ),
-            false => ("UNIX-CONNECT-OK", ", and its abstract unix sockets"),
+            false => (
+                "UNIX-CONNECT-OK",
+                ", the host's abstract unix sockets included",
+            ),
         };
         assert_line(&shared, want, &ctx);
         assert_line(&shared, "OWN-UNIX-CONNECT-OK", &ctx);
