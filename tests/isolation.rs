@@ -2456,6 +2456,85 @@ fn host_abstract_unix_socket_is_unreachable_every_way_with_share_net() {
     }
 }
 
+/// `SECCOMP_WRAP NR ERRNO PROGRAM ARGS...`: execs PROGRAM under a seccomp filter of the caller's
+/// that answers syscall NR with ERRNO (as a container runtime's policy or an older kernel would)
+/// and allows every other call.
+const SECCOMP_WRAP: &str = r#"
+import ctypes, os, struct, sys
+nr, err = int(sys.argv[1]), int(sys.argv[2])
+f = lambda c, t, e, k: struct.pack('=HBBI', c, t, e, k)
+prog = f(0x20, 0, 0, 0) + f(0x15, 0, 1, nr) + f(0x06, 0, 0, 0x50000 | err) + f(0x06, 0, 0, 0x7fff0000)
+buf = ctypes.create_string_buffer(prog, len(prog))
+class Fprog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
+fp = Fprog(len(prog) // 8, ctypes.addressof(buf))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+assert libc.prctl(22, 2, ctypes.byref(fp), 0, 0) == 0, os.strerror(ctypes.get_errno())
+os.execv(sys.argv[3], sys.argv[3:])
+"#;
+
+/// --share-net's Landlock scope, both of its other outcomes, on a kernel that has it: where the
+/// launcher's ABI query fails (landlock_create_ruleset answers ENOSYS) the run goes on with the
+/// host's abstract sockets in reach and the warning says so; where the init's
+/// landlock_restrict_self fails (EPERM), the run stops at step 12 with exit 125, naming the
+/// call, and the task never starts. Control: the same wrapper refusing a call nobody makes
+/// leaves the scope on.
+#[test]
+fn share_net_without_landlock_warns_and_a_scope_that_fails_stops_the_run() {
+    if landlock_abi() < 6 {
+        eprintln!("skipped: no Landlock ABI 6 here");
+        return;
+    }
+    const CREATE_RULESET: &str = "444";
+    const RESTRICT_SELF: &str = "446";
+    let name = format!("airlock-isolation-nolandlock-{}", std::process::id());
+    let addr = UnixAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = UnixListener::bind_addr(&addr).unwrap();
+    let bin = binary().to_str().unwrap();
+    for who in BOTH {
+        let wrapped = |nr: &str, errno: &str| {
+            let mut argv = vec![PYTHON, "-c", SECCOMP_WRAP, nr, errno, bin];
+            argv.extend(["run", "--share-net", "--"]);
+            argv.extend(py(ABSTRACT_PROBE, &[&name]));
+            host_cmd(who, &argv).stdin(Stdio::null()).output().unwrap()
+        };
+        let ctx = format!("{who:?} control (nothing refused)");
+        let control = wrapped("9999", "1");
+        assert_exit(&control, 0, &ctx);
+        assert_line(&control, "UNIX-CONNECT-FAILED:EPERM", &ctx);
+
+        let ctx = format!("{who:?} landlock_create_ruleset ENOSYS");
+        let absent = wrapped(CREATE_RULESET, "38");
+        assert_exit(&absent, 0, &ctx);
+        assert_line(&absent, "UNIX-CONNECT-OK", &ctx);
+        assert!(
+            stderr(&absent).contains(
+                "shares the host's network, the host's abstract unix sockets included (this \
+                 kernel cannot scope them"
+            ),
+            "{ctx}\n{}",
+            show(&absent)
+        );
+
+        let ctx = format!("{who:?} landlock_restrict_self EPERM");
+        let failed = wrapped(RESTRICT_SELF, "1");
+        assert_exit(&failed, 125, &ctx);
+        assert!(
+            stderr(&failed).contains(
+                "step 12 scope abstract unix sockets: landlock_restrict_self(<ruleset>, 0): EPERM"
+            ),
+            "{ctx}\n{}",
+            show(&failed)
+        );
+        assert!(
+            !stdout(&failed).contains("UNIX-CONNECT"),
+            "{ctx}: the task ran\n{}",
+            show(&failed)
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 11. Processes left behind
 
