@@ -40,8 +40,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
              reach (a Landlock scope, step 12), though a name the task binds is the host's"
         }
         (false, false) => {
-            "network: SHARED with the host (--share-net), its abstract unix sockets too (this \
-             kernel cannot scope them)"
+            "network: SHARED with the host (--share-net), its abstract unix sockets too (no \
+             Landlock ABI 6 here to scope them)"
         }
     };
     let _ = writeln!(

@@ -644,8 +644,8 @@ fn scope_abstract_sockets(spec: &mut spec::Spec) -> &'static str {
              binds in their namespace is one host programs can connect to"
         }
         false => {
-            ", the host's abstract unix sockets included (this kernel cannot scope them: \
-             Landlock ABI 6, Linux 6.12)"
+            ", the host's abstract unix sockets included (no Landlock ABI 6 here to scope \
+             them: it needs Linux 6.12 with Landlock enabled and not refused to airlock)"
         }
     }
 }

@@ -1996,7 +1996,7 @@ fn explain_names_the_resolver_only_with_share_net() {
         let net = match (shared, landlock_abi() >= 6) {
             (false, _) => "network: new, loopback only",
             (true, true) => "its abstract unix sockets out of reach (a Landlock scope, step 12)",
-            (true, false) => "its abstract unix sockets too (this kernel cannot scope them)",
+            (true, false) => "its abstract unix sockets too (no Landlock ABI 6 here to scope them)",
         };
         assert!(
             line_with(&text, "user, mount, pid").contains(net),

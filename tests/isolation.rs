@@ -373,18 +373,30 @@ own.listen(1)
 connect(sys.argv[1] + '-own', 'OWN-UNIX-CONNECT')
 "#;
 
-/// Reaches the abstract names argv[1] + `-stream` (SOCK_STREAM), `-seqpacket` and `-dgram`
-/// (SOCK_DGRAM) every way a unix socket can: `<WAY>-OK` or `<WAY>-FAILED:<errno name>` for
-/// STREAM, SEQPACKET, DGRAM-SENDTO, DGRAM-SENDMSG, DGRAM-CONNECT, and CHILD-STREAM (a stream
-/// connect from a python the probe starts, fork and exec).
-const ABSTRACT_WAYS_PROBE: &str = r#"
-import errno, socket, subprocess, sys
-def attempt(label, f):
+/// The probes' Python `attempt(tag, fn)`: runs fn, prints `TAG:OK` or `TAG:<errno name>`.
+macro_rules! py_attempt {
+    () => {
+        r#"
+import errno
+def attempt(tag, fn):
     try:
-        f()
-        print(label + '-OK')
+        fn()
+        print(tag + ':OK')
     except OSError as e:
-        print('%s-FAILED:%s' % (label, errno.errorcode.get(e.errno, e.errno)))
+        print('%s:%s' % (tag, errno.errorcode.get(e.errno, e.errno)))
+"#
+    };
+}
+
+/// Reaches the abstract names argv[1] + `-stream` (SOCK_STREAM), `-seqpacket` and `-dgram`
+/// (SOCK_DGRAM) every way a unix socket can: `<WAY>:OK` or `<WAY>:<errno name>` for STREAM,
+/// SEQPACKET, DGRAM-SENDTO, DGRAM-SENDMSG, DGRAM-CONNECT, and `CHILD-STREAM:OK` or
+/// `CHILD-STREAM:<its last error line>` (a stream connect from a python the probe starts,
+/// fork and exec).
+const ABSTRACT_WAYS_PROBE: &str = concat!(
+    py_attempt!(),
+    r#"
+import socket, subprocess, sys
 name = '\0' + sys.argv[1]
 def connected(kind, suffix):
     s = socket.socket(socket.AF_UNIX, kind)
@@ -399,8 +411,9 @@ attempt('DGRAM-SENDMSG', lambda: dgram().sendmsg([b'sendmsg'], [], 0, name + '-d
 attempt('DGRAM-CONNECT', lambda: connected(socket.SOCK_DGRAM, '-dgram').send(b'connect'))
 child = 'import socket,sys; socket.socket(socket.AF_UNIX).connect(chr(0) + sys.argv[1])'
 done = subprocess.run([sys.executable, '-c', child, sys.argv[1] + '-stream'], stderr=subprocess.PIPE)
-print('CHILD-STREAM-OK' if done.returncode == 0 else 'CHILD-STREAM-FAILED:' + done.stderr.decode().strip().splitlines()[-1])
-"#;
+print('CHILD-STREAM:' + ('OK' if done.returncode == 0 else done.stderr.decode().strip().splitlines()[-1]))
+"#
+);
 
 /// Creates and writes each path: `WRITE-OK:<path>` or `WRITE-DENIED:<path>:<errno name>`.
 /// Then `LANDED:<path>` for each of those paths that now exists (checked by lstat, after all
@@ -1103,15 +1116,11 @@ fn every_mount_is_read_only_nosuid_and_nodev_except_scratch() {
 /// Probes files by `op:path` arguments: `HASH:<path>:<sha256>`, `WRITE:<path>:OK|<errno>`
 /// (append), `CHMOD:<path>:OK|<errno>` (to 0600), `EXISTS:<path>:True|False`,
 /// `MOUNT:<path>:True|False` (a mount point in /proc/self/mountinfo).
-const FILE_PROBE: &str = r#"
-import errno, hashlib, os, sys
+const FILE_PROBE: &str = concat!(
+    py_attempt!(),
+    r#"
+import hashlib, os, sys
 mounts = set(l.split()[4] for l in open('/proc/self/mountinfo'))
-def attempt(tag, fn):
-    try:
-        fn()
-        print(tag + ':OK')
-    except OSError as e:
-        print('%s:%s' % (tag, errno.errorcode.get(e.errno, e.errno)))
 for arg in sys.argv[1:]:
     op, p = arg.split(':', 1)
     if op == 'hash':
@@ -1124,7 +1133,8 @@ for arg in sys.argv[1:]:
         print('EXISTS:%s:%s' % (p, os.path.exists(p)))
     elif op == 'mount':
         print('MOUNT:%s:%s' % (p, p in mounts))
-"#;
+"#
+);
 
 /// airlock run's /etc: listed host files (protocols, ld.so.cache) are read-only binds with the
 /// host's bytes, which the task can neither append to (EACCES: the host's root owns them) nor
@@ -2438,18 +2448,18 @@ fn host_abstract_unix_socket_is_unreachable_every_way_with_share_net() {
         let ctx = format!("{who:?} host control");
         let host = run_host(who, &probe);
         for way in ways {
-            assert_line(&host, &format!("{way}-OK"), &ctx);
+            assert_line(&host, &format!("{way}:OK"), &ctx);
         }
         assert_eq!(drain(), 3, "{ctx}: the three datagrams arrive");
 
         let ctx = format!("{who:?} --share-net");
         let shared = run_inside(who, &["--share-net"], &probe);
         for way in &ways[..5] {
-            assert_line(&shared, &format!("{way}-FAILED:EPERM"), &ctx);
+            assert_line(&shared, &format!("{way}:EPERM"), &ctx);
         }
         assert_line(
             &shared,
-            "CHILD-STREAM-FAILED:PermissionError: [Errno 1] Operation not permitted",
+            "CHILD-STREAM:PermissionError: [Errno 1] Operation not permitted",
             &ctx,
         );
         assert_eq!(drain(), 0, "{ctx}: no datagram arrives\n{}", show(&shared));
@@ -2510,8 +2520,8 @@ fn share_net_without_landlock_warns_and_a_scope_that_fails_stops_the_run() {
         assert_line(&absent, "UNIX-CONNECT-OK", &ctx);
         assert!(
             stderr(&absent).contains(
-                "shares the host's network, the host's abstract unix sockets included (this \
-                 kernel cannot scope them"
+                "shares the host's network, the host's abstract unix sockets included (no \
+                 Landlock ABI 6 here to scope them"
             ),
             "{ctx}\n{}",
             show(&absent)

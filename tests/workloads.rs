@@ -223,12 +223,11 @@ fn stealer_sdist() -> Vec<u8> {
         "MARK = 'stealer-imported'\n",
     )
     .unwrap();
-    let st = Command::new("/usr/bin/tar")
-        .args(["-czf", "stealer-0.1.tar.gz", "stealer-0.1"])
-        .current_dir(dir.path())
-        .status()
-        .unwrap();
-    assert!(st.success(), "tar -czf stealer-0.1.tar.gz: {st}");
+    run_ok(
+        Command::new("/usr/bin/tar")
+            .args(["-czf", "stealer-0.1.tar.gz", "stealer-0.1"])
+            .current_dir(dir.path()),
+    );
     std::fs::read(dir.path().join("stealer-0.1.tar.gz")).unwrap()
 }
 

@@ -319,12 +319,11 @@ impl Tracefs {
             .prefix("airlock-tracefs-")
             .tempdir_in("/tmp")
             .unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tracefs", "nodev"])
-            .arg(d.path())
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount -t tracefs: {st}");
+        run_ok(
+            Command::new("mount")
+                .args(["-t", "tracefs", "nodev"])
+                .arg(d.path()),
+        );
         Tracefs(d)
     }
 
@@ -373,4 +372,10 @@ pub fn landlock_abi() -> i64 {
         .output()
         .unwrap();
     stdout(&o).trim().parse().unwrap()
+}
+
+/// Run a host command the test needs (set-up, not the subject) and fail unless it succeeds.
+pub fn run_ok(c: &mut Command) {
+    let st = c.status().unwrap();
+    assert!(st.success(), "{c:?}: {st}");
 }
