@@ -534,6 +534,16 @@ pub(super) fn make_dirs(path: &Path) -> Result<(), SysError> {
         })
 }
 
+/// bwrap's modes for what an operation makes when `--perms` does not give one: 0755 for a
+/// --tmpfs or --dir, 0666 for a --file, 0600 for the bind-data variants.
+fn made_mode(perms: Option<u32>, file_bind: Option<bool>) -> u32 {
+    perms.unwrap_or(match file_bind {
+        None => 0o755,
+        Some(false) => 0o666,
+        Some(true) => 0o600,
+    })
+}
+
 /// The mode bubblewrap gives an operation's destination when it makes the missing parents of
 /// every destination, before the operation itself: the entry's own mode, or 0 for one that
 /// has none (a bind, --proc, --dev, --mqueue, a symlink, an overlay), so that their parents
@@ -547,14 +557,11 @@ fn bwrap_parent_perms<'a>(op: &'a FsOp, prep: &Prepared) -> Option<(&'a Path, u3
         FsOp::Proc(dest) | FsOp::Dev(dest) | FsOp::Mqueue(dest) => Some((dest, 0)),
         FsOp::Symlink { dest, .. } | FsOp::Overlay { dest, .. } => Some((dest, 0)),
         FsOp::Tmpfs { dest, perms, .. } | FsOp::Dir { dest, perms } => {
-            Some((dest, perms.unwrap_or(0o755)))
+            Some((dest, made_mode(*perms, None)))
         }
         FsOp::File {
             dest, perms, bind, ..
-        } => Some((
-            dest,
-            perms.unwrap_or(if bind.is_some() { 0o600 } else { 0o666 }),
-        )),
+        } => Some((dest, made_mode(*perms, Some(bind.is_some())))),
         _ => None,
     }
 }
@@ -793,7 +800,7 @@ pub(super) fn apply(
         (FsOp::Tmpfs { dest, perms, size }, _) => {
             let path = at(dest);
             make_dirs(&path)?;
-            let mut opts = format!("mode={:o}", perms.unwrap_or(0o755));
+            let mut opts = format!("mode={:o}", made_mode(*perms, None));
             if let Some(size) = size {
                 opts.push_str(&format!(",size={size}"));
             }
@@ -877,9 +884,8 @@ pub(super) fn apply(
             },
             _,
         ) => {
-            // bwrap's defaults: 0666 for --file, 0600 for the bind-data variants.
-            let default = if bind.is_some() { 0o600 } else { 0o666 };
-            write_file_from_fd(*fd, dest, perms.unwrap_or(default), *bind)
+            let mode = made_mode(*perms, Some(bind.is_some()));
+            write_file_from_fd(*fd, dest, mode, *bind)
         }
         (FsOp::Chmod { path, perms }, _) => chmod(&at(path), *perms),
         (FsOp::RemountRo(dest), _) => {
