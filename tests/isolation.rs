@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram, UnixListener};
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram, UnixListener, UnixStream};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -2399,6 +2399,42 @@ fn host_abstract_unix_socket_is_unreachable() {
         bwrap.extend(py(ABSTRACT_PROBE, &[&name]));
         let whole = airlock(who, &bwrap).stdin(Stdio::null()).output().unwrap();
         assert_line(&whole, "UNIX-CONNECT-OK", &format!("{who:?} bwrap mode"));
+    }
+}
+
+/// The direction Landlock does not scope (the --share-net warning and the README's known limits
+/// say so): with --share-net an abstract name the task binds is in the host's namespace, and a
+/// host program's connect reaches the task. Control: in the default sandbox the same name is
+/// bound in the task's own network namespace, and the host's connect is refused.
+#[test]
+fn a_name_the_task_binds_is_the_hosts_only_with_share_net() {
+    let name = format!("airlock-bound-by-task-{}", std::process::id());
+    let script = format!(
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind('\\0{name}')\n\
+         s.listen(1)\nprint('listening', flush=True)\nsys.stdin.read()\n"
+    );
+    let addr = UnixAddr::from_abstract_name(name.as_bytes()).unwrap();
+    for who in BOTH {
+        for shared in [true, false] {
+            let mut args = vec!["run", "--timeout", "30s"];
+            if shared {
+                args.push("--share-net");
+            }
+            args.extend(["--", PYTHON, "-c", &script]);
+            let (running, first) = start_and_read_line(who, &args);
+            let ctx = format!("{who:?} share-net {shared}");
+            assert_eq!(first, "listening\n", "{ctx}");
+            let connected = UnixStream::connect_addr(&addr);
+            drop(running);
+            match shared {
+                true => assert!(connected.is_ok(), "{ctx}: {connected:?}"),
+                false => assert_eq!(
+                    connected.map_err(|e| e.raw_os_error()).err(),
+                    Some(Some(libc::ECONNREFUSED)),
+                    "{ctx}"
+                ),
+            }
+        }
     }
 }
 
