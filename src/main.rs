@@ -82,6 +82,8 @@ JSON report (--json, --request), every key present every time:
                     scratch_full, timeout; or null
   limits            for each of memory, pids, cpu_time_ms, file_size, nofile,
                     scratch_size: {requested, applied, mechanism}
+  warnings          what the command line opened in the boundary (a writable bind,
+                    --share-net and what of the host it hands over), as said on stderr
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N}.
 
 JSON request (--request FILE, - for stdin):
@@ -796,25 +798,31 @@ fn run(args: RunArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(json_mode, &launch::Failure::Usage(e.0)),
     };
-    for (src, dest, _) in spec
+    // What the caller asked for that opens the boundary: said on stderr before the run, and
+    // in the JSON report, whose readers may never see stderr.
+    let mut warnings: Vec<String> = spec
         .binds()
         .filter(|(_, _, a)| *a != spec::Access::ReadOnly)
-    {
-        crate::say!(
-            "airlock: warning: {} is writable inside at {}: a channel out of the sandbox",
-            src.display(),
-            dest.display()
-        );
-    }
+        .map(|(src, dest, _)| {
+            format!(
+                "{} is writable inside at {}: a channel out of the sandbox",
+                src.display(),
+                dest.display()
+            )
+        })
+        .collect();
     if !spec.ns.net {
-        crate::say!(
-            "airlock: warning: --share-net: the task shares the host's network{}",
-            scope_abstract_sockets(&mut spec)
-        );
+        let scope = scope_abstract_sockets(&mut spec);
+        warnings.push(format!(
+            "--share-net: the task shares the host's network{scope}"
+        ));
+    }
+    for w in &warnings {
+        crate::say!("airlock: warning: {w}");
     }
     match launch::run(&spec) {
         Ok(outcome) if json_mode => emit_report(
-            &format!("{}\n", report::to_json(&outcome)),
+            &format!("{}\n", report::to_json(&outcome, &warnings)),
             outcome.exit_code(),
         ),
         Ok(outcome) => outcome.exit_code(),

@@ -244,8 +244,9 @@ fn text(bytes: &[u8], truncated: bool) -> (String, bool) {
     }
 }
 
-/// The JSON report: every key present every time.
-pub fn to_json(o: &Outcome) -> Value {
+/// The JSON report: every key present every time. `warnings` are the launcher's, said on
+/// stderr too.
+pub fn to_json(o: &Outcome, warnings: &[String]) -> Value {
     let (exit_code, signal) = match o.end {
         End::Exited(c) => (json!(c), Value::Null),
         End::Signaled(s) | End::InitKilled(s) => (Value::Null, json!(s)),
@@ -292,6 +293,7 @@ pub fn to_json(o: &Outcome) -> Value {
         "utf8_replaced": replaced,
         "limit_hit": o.limit_hit,
         "limits": limits,
+        "warnings": warnings,
     })
 }
 

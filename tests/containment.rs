@@ -668,6 +668,7 @@ fn scratch_fill_is_reported() {
             "utf8_replaced",
             "limit_hit",
             "limits",
+            "warnings",
         ] {
             assert!(rep.get(key).is_some(), "missing {key}\n{}", r.show());
         }

@@ -1878,6 +1878,7 @@ fn run_help_documents_every_exit_code_and_report_key() {
             "files_truncated",
             "files_skipped",
             "utf8_replaced",
+            "warnings",
         ];
         let words: HashMap<&str, usize> = help
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -1899,6 +1900,51 @@ fn run_help_documents_every_exit_code_and_report_key() {
                 "{who:?}: report key {key} not documented"
             );
         }
+    }
+}
+
+/// What the command line opens in the boundary reaches a JSON caller, which may never read
+/// stderr: each warning airlock says on stderr is also in the report's `warnings`, word for
+/// word. Control: a run that opens nothing has none, in either place.
+#[test]
+fn warnings_said_on_stderr_are_in_the_report_too() {
+    let dir = tmpdir();
+    let dir_text = dir.path().display().to_string();
+    let bind = format!("{dir_text}:/work/out");
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &[], "true", SECS_10);
+        assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
+        assert!(
+            !stderr(&run.out).contains("warning"),
+            "{who:?}: {}",
+            run.show()
+        );
+
+        let (run, rep) = json_sh(who, &["--bind", &bind, "--share-net"], "true", SECS_10);
+        assert_eq!(rep["exit_code"], json!(0), "{who:?}: {}", run.show());
+        let warnings: Vec<&str> = rep["warnings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{who:?}: no warnings list: {rep}"))
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        assert_eq!(warnings.len(), 2, "{who:?}: {}", run.show());
+        assert!(
+            warnings[0].starts_with(&format!("{dir_text} is writable inside at /work/out")),
+            "{who:?}: {}",
+            run.show()
+        );
+        assert!(
+            warnings[1].starts_with("--share-net: the task shares the host's network"),
+            "{who:?}: {}",
+            run.show()
+        );
+        let err = stderr(&run.out);
+        let said: Vec<&str> = err
+            .lines()
+            .filter_map(|l| l.strip_prefix("airlock: warning: "))
+            .collect();
+        assert_eq!(said, warnings, "{who:?}: {}", run.show());
     }
 }
 
