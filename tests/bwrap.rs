@@ -3392,3 +3392,52 @@ fn a_file_destination_that_is_a_symlink_is_refused_not_followed() {
         );
     }
 }
+
+/// A file bound (`--ro-bind FILE`, `--bind-data`) onto a dangling symlink in a writable bind.
+/// bubblewrap follows the link: for a relative target it makes the missing file (0444) in the
+/// host directory and mounts there; for an absolute one it makes it outside the new root, so
+/// the mount is lost and the path stays dangling (exit 0 all the same). airlock covers the
+/// link itself, as for a link that names a file: the path shows the bound content in both
+/// cases and the host directory is left as it was. (Until this test airlock refused both
+/// with "Can't create file at ...: File exists".)
+#[test]
+fn a_file_bound_onto_a_dangling_symlink_covers_the_link() {
+    for who in BOTH {
+        let rel = |imp: Imp| {
+            let d = host_tree(who, &[], &["f"], &[("link", "nope")]);
+            let src = d.path().to_str().unwrap().to_string();
+            let f = format!("{src}/f");
+            let args = with(MIN, &["--bind", &src, "/h", "--ro-bind", &f, "/h/link"]);
+            let r = case(&args).sh("cat /h/link").run(imp, who);
+            let left = d.path().join("nope");
+            (r, left.exists(), d.path().join("link").is_symlink())
+        };
+        let (b, b_made, _) = rel(Imp::Bubblewrap);
+        let (a, a_made, a_link) = rel(Imp::Airlock);
+        assert_eq!((b.code, b.stdout.as_str()), (0, "old\n"), "{}", b.show());
+        assert_eq!((a.code, a.stdout.as_str()), (0, "old\n"), "{}", a.show());
+        assert!(
+            b_made,
+            "{who:?}: bubblewrap makes the link's target on the host"
+        );
+        assert!(
+            !a_made && a_link,
+            "{who:?}: airlock leaves the host directory as it was"
+        );
+
+        let abs = |imp: Imp| {
+            let d = host_tree(who, &[], &[], &[("link", "/nowhere")]);
+            let src = d.path().to_str().unwrap().to_string();
+            let args = with(MIN, &["--bind", &src, "/h", "--bind-data", "5", "/h/link"]);
+            let c = case(&args)
+                .pre("exec 5< <(printf 'new\\n')")
+                .sh("cat /h/link || echo lost");
+            (c.run(imp, who), d.path().join("link").is_symlink())
+        };
+        let (b, _) = abs(Imp::Bubblewrap);
+        let (a, a_link) = abs(Imp::Airlock);
+        assert_eq!((b.code, b.stdout.as_str()), (0, "lost\n"), "{}", b.show());
+        assert_eq!((a.code, a.stdout.as_str()), (0, "new\n"), "{}", a.show());
+        assert!(a_link, "{who:?}: the host's link is left as it was");
+    }
+}

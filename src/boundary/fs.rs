@@ -695,8 +695,9 @@ fn ensure_file(path: &Path) -> Result<(), SysError> {
             call: format!("mknod({path:?}, S_IFREG)"),
             errno: Errno::EISDIR,
         }),
-        // A file, or a symlink to something, already there: the mount decides.
-        Err(Errno::EEXIST) if path.exists() => Ok(()),
+        // A file or a symlink already there, dangling or not: the mount decides (it covers
+        // a link itself, never what the link names).
+        Err(Errno::EEXIST) if path.symlink_metadata().is_ok() => Ok(()),
         Err(e) => Err(err(e)),
     }
 }
