@@ -3441,3 +3441,33 @@ fn a_file_bound_onto_a_dangling_symlink_covers_the_link() {
         assert!(a_link, "{who:?}: the host's link is left as it was");
     }
 }
+
+/// --dir onto a symlink already there: a link that leads to a directory or to nothing is left
+/// as it is, a link to a file is "Not a directory", word for word as bubblewrap reports it
+/// (airlock accepted it before, leaving a file where a directory was asked for).
+#[test]
+fn dir_onto_a_symlink_to_a_file_is_not_a_directory() {
+    for who in BOTH {
+        let d = host_tree(who, &["sub"], &["f"], &[("lf", "f"), ("dang", "nope")]);
+        let src = d.path().to_str().unwrap();
+        let file = case(&with(MIN, &["--bind", src, "/h", "--dir", "/h/lf"])).sh("echo ran");
+        let [b, _] = same(&file, who);
+        assert_eq!(
+            (b.code, b.stdout.as_str(), b.stderr.as_str()),
+            (1, "", "bwrap: Can't mkdir /h/lf: Not a directory\n"),
+            "{}",
+            b.show()
+        );
+        let dangling = case(&with(MIN, &["--bind", src, "/h", "--dir", "/h/dang"]))
+            .sh("readlink /h/dang; test -e /h/dang || echo dangling");
+        let [b, _] = same(&dangling, who);
+        assert_eq!(
+            (b.code, b.stdout.as_str()),
+            (0, "nope\ndangling\n"),
+            "{}",
+            b.show()
+        );
+        let f = std::fs::symlink_metadata(d.path().join("f")).unwrap();
+        assert!(f.is_file(), "{who:?}: the host's file");
+    }
+}

@@ -864,9 +864,19 @@ pub(super) fn apply(
             let path = at(dest);
             // As bubblewrap: an existing directory keeps its mode (--perms is for one made
             // here; through a writable bind it would be the host's), and a symlink already
-            // there is left as it is.
+            // there is left as it is, unless it leads to something other than a directory
+            // (a dangling one is left too): that is ENOTDIR, as a file there is.
             match path.symlink_metadata() {
-                Ok(m) if m.is_dir() || m.file_type().is_symlink() => return Ok(()),
+                Ok(m) if m.is_dir() => return Ok(()),
+                Ok(m) if m.file_type().is_symlink() => {
+                    return match path.metadata() {
+                        Ok(to) if !to.is_dir() => Err(SysError {
+                            call: format!("mkdir -p {path:?}"),
+                            errno: Errno::ENOTDIR,
+                        }),
+                        _ => Ok(()),
+                    };
+                }
                 _ => {}
             }
             make_dirs(&path)?;
