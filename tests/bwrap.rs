@@ -3471,3 +3471,37 @@ fn dir_onto_a_symlink_to_a_file_is_not_a_directory() {
         assert!(f.is_file(), "{who:?}: the host's file");
     }
 }
+
+/// --remount-ro makes the mount nodev (and nosuid) as well as read-only, as bubblewrap's does:
+/// after `--dev-bind /dev /dev --remount-ro /dev` the host's device nodes there can no longer
+/// be opened, and mountinfo shows `ro,nosuid,nodev`. (airlock kept device access before, so a
+/// line that relied on it to shut devices off left them open.)
+#[test]
+fn remount_ro_also_makes_the_mount_nodev() {
+    let probe = format!(
+        "if (echo x > /dev/null) 2>&-; then echo wrote; else echo refused; fi\n{}",
+        mounts(&["/dev"])
+    );
+    for who in BOTH {
+        let args = with(
+            MIN,
+            &[
+                "--unshare-pid",
+                "--proc",
+                "/proc",
+                "--dev-bind",
+                "/dev",
+                "/dev",
+                "--remount-ro",
+                "/dev",
+            ],
+        );
+        let [b, _] = same(&case(&args).sh(&probe), who);
+        assert_eq!(
+            normalise(&b.stdout),
+            "refused\n## mounts\n/dev ro,nosuid,nodev\n",
+            "{}",
+            b.show()
+        );
+    }
+}

@@ -904,11 +904,12 @@ pub(super) fn apply(
                 call: format!("mount_setattr({:?}, RDONLY)", at(dest)),
                 errno,
             };
-            // A file bound on its own is a mount too (bubblewrap remounts it).
+            // A file bound on its own is a mount too (bubblewrap remounts it). As under
+            // bubblewrap the mount also becomes nosuid and nodev: device nodes below a
+            // remounted --dev-bind can no longer be opened.
             let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
             let fd = nix::fcntl::open(&at(dest), flags, Mode::empty()).map_err(remount)?;
-            sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
-                .map_err(|e| remount(e.errno))
+            sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest).map_err(|e| remount(e.errno))
         }
         (FsOp::Overlay { upper, dest, .. }, Prepared::Overlay { lower, upper: host }) => {
             mount_overlay(dest, lower, upper, host)
