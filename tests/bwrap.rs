@@ -3392,3 +3392,116 @@ fn a_file_destination_that_is_a_symlink_is_refused_not_followed() {
         );
     }
 }
+
+/// A file bound (`--ro-bind FILE`, `--bind-data`) onto a dangling symlink in a writable bind.
+/// bubblewrap follows the link: for a relative target it makes the missing file (0444) in the
+/// host directory and mounts there; for an absolute one it makes it outside the new root, so
+/// the mount is lost and the path stays dangling (exit 0 all the same). airlock covers the
+/// link itself, as for a link that names a file: the path shows the bound content in both
+/// cases and the host directory is left as it was. (Until this test airlock refused both
+/// with "Can't create file at ...: File exists".)
+#[test]
+fn a_file_bound_onto_a_dangling_symlink_covers_the_link() {
+    for who in BOTH {
+        let rel = |imp: Imp| {
+            let d = host_tree(who, &[], &["f"], &[("link", "nope")]);
+            let src = d.path().to_str().unwrap().to_string();
+            let f = format!("{src}/f");
+            let args = with(MIN, &["--bind", &src, "/h", "--ro-bind", &f, "/h/link"]);
+            let r = case(&args).sh("cat /h/link").run(imp, who);
+            let left = d.path().join("nope");
+            (r, left.exists(), d.path().join("link").is_symlink())
+        };
+        let (b, b_made, _) = rel(Imp::Bubblewrap);
+        let (a, a_made, a_link) = rel(Imp::Airlock);
+        assert_eq!((b.code, b.stdout.as_str()), (0, "old\n"), "{}", b.show());
+        assert_eq!((a.code, a.stdout.as_str()), (0, "old\n"), "{}", a.show());
+        assert!(
+            b_made,
+            "{who:?}: bubblewrap makes the link's target on the host"
+        );
+        assert!(
+            !a_made && a_link,
+            "{who:?}: airlock leaves the host directory as it was"
+        );
+
+        let abs = |imp: Imp| {
+            let d = host_tree(who, &[], &[], &[("link", "/nowhere")]);
+            let src = d.path().to_str().unwrap().to_string();
+            let args = with(MIN, &["--bind", &src, "/h", "--bind-data", "5", "/h/link"]);
+            let c = case(&args)
+                .pre("exec 5< <(printf 'new\\n')")
+                .sh("cat /h/link || echo lost");
+            (c.run(imp, who), d.path().join("link").is_symlink())
+        };
+        let (b, _) = abs(Imp::Bubblewrap);
+        let (a, a_link) = abs(Imp::Airlock);
+        assert_eq!((b.code, b.stdout.as_str()), (0, "lost\n"), "{}", b.show());
+        assert_eq!((a.code, a.stdout.as_str()), (0, "new\n"), "{}", a.show());
+        assert!(a_link, "{who:?}: the host's link is left as it was");
+    }
+}
+
+/// --dir onto a symlink already there: a link that leads to a directory or to nothing is left
+/// as it is, a link to a file is "Not a directory", word for word as bubblewrap reports it
+/// (airlock accepted it before, leaving a file where a directory was asked for).
+#[test]
+fn dir_onto_a_symlink_to_a_file_is_not_a_directory() {
+    for who in BOTH {
+        let d = host_tree(who, &["sub"], &["f"], &[("lf", "f"), ("dang", "nope")]);
+        let src = d.path().to_str().unwrap();
+        let file = case(&with(MIN, &["--bind", src, "/h", "--dir", "/h/lf"])).sh("echo ran");
+        let [b, _] = same(&file, who);
+        assert_eq!(
+            (b.code, b.stdout.as_str(), b.stderr.as_str()),
+            (1, "", "bwrap: Can't mkdir /h/lf: Not a directory\n"),
+            "{}",
+            b.show()
+        );
+        let dangling = case(&with(MIN, &["--bind", src, "/h", "--dir", "/h/dang"]))
+            .sh("readlink /h/dang; test -e /h/dang || echo dangling");
+        let [b, _] = same(&dangling, who);
+        assert_eq!(
+            (b.code, b.stdout.as_str()),
+            (0, "nope\ndangling\n"),
+            "{}",
+            b.show()
+        );
+        let f = std::fs::symlink_metadata(d.path().join("f")).unwrap();
+        assert!(f.is_file(), "{who:?}: the host's file");
+    }
+}
+
+/// --remount-ro makes the mount nodev (and nosuid) as well as read-only, as bubblewrap's does:
+/// after `--dev-bind /dev /dev --remount-ro /dev` the host's device nodes there can no longer
+/// be opened, and mountinfo shows `ro,nosuid,nodev`. (airlock kept device access before, so a
+/// line that relied on it to shut devices off left them open.)
+#[test]
+fn remount_ro_also_makes_the_mount_nodev() {
+    let probe = format!(
+        "if (echo x > /dev/null) 2>&-; then echo wrote; else echo refused; fi\n{}",
+        mounts(&["/dev"])
+    );
+    for who in BOTH {
+        let args = with(
+            MIN,
+            &[
+                "--unshare-pid",
+                "--proc",
+                "/proc",
+                "--dev-bind",
+                "/dev",
+                "/dev",
+                "--remount-ro",
+                "/dev",
+            ],
+        );
+        let [b, _] = same(&case(&args).sh(&probe), who);
+        assert_eq!(
+            normalise(&b.stdout),
+            "refused\n## mounts\n/dev ro,nosuid,nodev\n",
+            "{}",
+            b.show()
+        );
+    }
+}

@@ -695,8 +695,9 @@ fn ensure_file(path: &Path) -> Result<(), SysError> {
             call: format!("mknod({path:?}, S_IFREG)"),
             errno: Errno::EISDIR,
         }),
-        // A file, or a symlink to something, already there: the mount decides.
-        Err(Errno::EEXIST) if path.exists() => Ok(()),
+        // A file or a symlink already there, dangling or not: the mount decides (it covers
+        // a link itself, never what the link names).
+        Err(Errno::EEXIST) if path.symlink_metadata().is_ok() => Ok(()),
         Err(e) => Err(err(e)),
     }
 }
@@ -863,9 +864,19 @@ pub(super) fn apply(
             let path = at(dest);
             // As bubblewrap: an existing directory keeps its mode (--perms is for one made
             // here; through a writable bind it would be the host's), and a symlink already
-            // there is left as it is.
+            // there is left as it is, unless it leads to something other than a directory
+            // (a dangling one is left too): that is ENOTDIR, as a file there is.
             match path.symlink_metadata() {
-                Ok(m) if m.is_dir() || m.file_type().is_symlink() => return Ok(()),
+                Ok(m) if m.is_dir() => return Ok(()),
+                Ok(m) if m.file_type().is_symlink() => {
+                    return match path.metadata() {
+                        Ok(to) if !to.is_dir() => Err(SysError {
+                            call: format!("mkdir -p {path:?}"),
+                            errno: Errno::ENOTDIR,
+                        }),
+                        _ => Ok(()),
+                    };
+                }
                 _ => {}
             }
             make_dirs(&path)?;
@@ -893,11 +904,12 @@ pub(super) fn apply(
                 call: format!("mount_setattr({:?}, RDONLY)", at(dest)),
                 errno,
             };
-            // A file bound on its own is a mount too (bubblewrap remounts it).
+            // A file bound on its own is a mount too (bubblewrap remounts it). As under
+            // bubblewrap the mount also becomes nosuid and nodev: device nodes below a
+            // remounted --dev-bind can no longer be opened.
             let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
             let fd = nix::fcntl::open(&at(dest), flags, Mode::empty()).map_err(remount)?;
-            sys::set_mount_attrs(fd.as_fd(), "", sys::MOUNT_ATTR_RDONLY, false, dest)
-                .map_err(|e| remount(e.errno))
+            sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest).map_err(|e| remount(e.errno))
         }
         (FsOp::Overlay { upper, dest, .. }, Prepared::Overlay { lower, upper: host }) => {
             mount_overlay(dest, lower, upper, host)
