@@ -535,3 +535,85 @@ print('io_setup', 'OK' if r == 0 else errno.errorcode[ctypes.get_errno()])\" </d
     let o = host_sh(Launcher::Unprivileged, probe);
     assert_eq!(stdout(&o), "io_setup OK\n", "{}", stderr(&o));
 }
+
+/// Runs ARGV with a new pseudo-terminal as its controlling terminal and stdin, stdout and
+/// stderr (as a login shell's terminal is), for at most 20 s; then, as the user would, types
+/// the START character (^Q) and writes to the terminal without blocking. Prints the command's
+/// exit status, whether that later write went through, and what the terminal showed.
+const PTY_HARNESS: &str = r#"
+import fcntl, os, pty, subprocess, sys, termios, time
+m, s = pty.openpty()
+def ctty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=ctty)
+os.set_blocking(m, False)
+out, t0 = b'', time.time()
+def drain():
+    global out
+    try:
+        out += os.read(m, 65536)
+    except (BlockingIOError, OSError):
+        pass
+while p.poll() is None and time.time() - t0 < 20:
+    drain()
+    time.sleep(0.05)
+if p.poll() is None:
+    p.kill()
+rc = p.wait()
+os.write(m, b'\x11')
+time.sleep(0.1)
+fd = os.open(os.ttyname(s), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+try:
+    os.write(fd, b'after the run\n')
+    after = 'written'
+except BlockingIOError:
+    after = 'blocked'
+time.sleep(0.1)
+drain()
+print('rc', rc)
+print('after', after, b'after the run' in out)
+print('shown', out.decode(errors='replace').replace('\r', ''), end='')
+"#;
+
+/// TCXONC with TCOOFF (`tcflow(fd, TCOOFF)`) stops a terminal's output until a TCXONC TCOON:
+/// the START character (^Q) does not restart it (the kernel's start_tty leaves a tcflow stop
+/// alone), and clearing IXON does not either. On the caller's terminal every later write, the
+/// shell's prompt and the echo of what is typed included, would block after the run, the
+/// terminal dead to its user as under TIOCEXCL. Refused by the filter; TCOON is not.
+/// Control: the same probe run directly, as the same user, stops the terminal.
+#[test]
+fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
+    let probe = "import errno, sys, termios\n\
+                 try:\n\
+                 \x20   termios.tcflow(1, termios.TCOOFF)\n\
+                 except termios.error as e:\n\
+                 \x20   print('tcflow', errno.errorcode[e.args[0]]); sys.exit(0)\n\
+                 sys.exit(7)\n";
+    let harness = |who: Launcher, sandboxed: bool| -> String {
+        let mut c = Command::new("python3");
+        c.args(["-c", PTY_HARNESS]).args(as_user(who));
+        if sandboxed {
+            c.arg(binary()).args(["run", "--"]);
+        }
+        let o = c
+            .args(["python3", "-c", probe])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    for who in BOTH {
+        let inside = harness(who, true);
+        assert_eq!(
+            inside, "rc 0\nafter written True\nshown tcflow EPERM\nafter the run\n",
+            "{who:?}"
+        );
+        let outside = harness(who, false);
+        assert_eq!(
+            outside, "rc 7\nafter blocked False\nshown ",
+            "control, {who:?}"
+        );
+    }
+}
