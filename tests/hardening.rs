@@ -617,3 +617,69 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
         );
     }
 }
+
+/// A key of uid 65534's user keyring, added from the host for the test and invalidated when
+/// dropped.
+struct HostKey(String);
+
+impl HostKey {
+    fn add(description: &str) -> HostKey {
+        let o = host_sh(
+            Launcher::Unprivileged,
+            &format!(
+                "/usr/bin/python3 -c \"import ctypes; libc = ctypes.CDLL(None, use_errno=True); \
+                 print(libc.syscall(248, b'user', b'{description}', b'payload', 7, \
+                 ctypes.c_int(-4)))\""
+            ),
+        );
+        let id = stdout(&o).trim().to_string();
+        assert!(
+            id.parse::<i64>().is_ok_and(|n| n > 0),
+            "add_key as uid 65534: {id:?} {}",
+            stderr(&o)
+        );
+        HostKey(id)
+    }
+}
+
+impl Drop for HostKey {
+    fn drop(&mut self) {
+        // KEYCTL_INVALIDATE (21)
+        host_sh(
+            Launcher::Unprivileged,
+            &format!(
+                "/usr/bin/python3 -c \"import ctypes; ctypes.CDLL(None).syscall(250, 21, {})\"",
+                self.0
+            ),
+        );
+    }
+}
+
+/// /proc/keys lists every key its reader's host uid may view, in whatever namespace: a task
+/// saw the description of each key of its host uid (an unprivileged caller's own keys, a root
+/// caller's --host-uid's, 65534 by default), and /proc/key-users their count. keyctl is
+/// refused, so no payload was in reach, but a description names things (a Kerberos cache's
+/// principal, say). Both are covered by an empty file inside.
+/// Control: a host process of uid 65534 lists the key.
+#[test]
+fn the_host_uids_keys_are_not_listed_inside() {
+    let desc = format!("airlock-hardening-key-{}", std::process::id());
+    let _key = HostKey::add(&desc);
+    let o = host_sh(Launcher::Unprivileged, "cat /proc/keys");
+    assert!(stdout(&o).contains(&desc), "control: {}", stdout(&o));
+    for who in BOTH {
+        let o = sh(
+            who,
+            &[],
+            "cat /proc/keys && echo keys-read && cat /proc/key-users && echo users-read",
+        );
+        let out = stdout(&o);
+        assert!(
+            out.ends_with("keys-read\nusers-read\n"),
+            "{who:?}: {out} {}",
+            stderr(&o)
+        );
+        assert!(!out.contains(&desc), "{who:?}: {out}");
+        assert_eq!(out, "keys-read\nusers-read\n", "{who:?}");
+    }
+}
