@@ -923,9 +923,32 @@ pub fn cstring(s: &str) -> CString {
 }
 
 /// Give up a raised scheduling priority inherited from the caller: a real-time policy
-/// (SCHED_FIFO, SCHED_RR) goes back to SCHED_OTHER, a negative nice value to 0; a positive
-/// one (a lower priority) stays. Lowering one's own priority needs no privilege.
+/// (SCHED_FIFO, SCHED_RR) goes back to SCHED_OTHER, a negative nice value to 0 (a positive
+/// one, a lower priority, stays), and the real-time I/O class to none (the I/O priority then
+/// follows nice, as by default). Lowering one's own priority needs no privilege.
 pub fn drop_raised_priority() -> SysResult<()> {
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    const IOPRIO_CLASS_RT: libc::c_long = 1;
+    const IOPRIO_CLASS_SHIFT: u32 = 13;
+    // SAFETY: ioprio_get takes no memory; IOPRIO_WHO_PROCESS with 0 is the calling thread.
+    let io = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
+    // ENOSYS: a kernel without the block layer has no I/O priority to drop.
+    if io < 0 && Errno::last() != Errno::ENOSYS {
+        return Err(SysError {
+            call: "ioprio_get(IOPRIO_WHO_PROCESS, 0)".into(),
+            errno: Errno::last(),
+        });
+    }
+    if io >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_RT {
+        // SAFETY: ioprio_set takes no memory; class none (0) needs no privilege.
+        let set = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, 0) };
+        if set != 0 {
+            return Err(SysError {
+                call: "ioprio_set(IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_NONE)".into(),
+                errno: Errno::last(),
+            });
+        }
+    }
     // By number: musl's sched_getscheduler and sched_setscheduler answer ENOSYS (POSIX means
     // the process, the kernel the thread).
     // SAFETY: sched_getscheduler(0) reads the calling thread's policy and takes no memory.

@@ -714,19 +714,21 @@ print('memfd_secret', 'OK' if r >= 0 else errno.errorcode[ctypes.get_errno()])\"
     assert_eq!(stdout(&o), "memfd_secret OK\n", "{}", stderr(&o));
 }
 
-/// A real-time policy or a negative nice value the caller runs with is not the task's: an
-/// untrusted task at SCHED_FIFO takes each CPU from every host process of the normal policy
-/// (they keep only the kernel's 5% real-time throttling reserve), and one at nice -5 takes
-/// them a larger share. The task starts at SCHED_OTHER, nice 0 (a caller's positive nice,
-/// lower priority, is kept).
-/// Control: the same probe run directly under `chrt -f 10` / `nice -n -5` keeps them.
+/// A real-time policy, a negative nice value or the real-time I/O class the caller runs with
+/// is not the task's: an untrusted task at SCHED_FIFO takes each CPU from every host process
+/// of the normal policy (they keep only the kernel's 5% real-time throttling reserve), one at
+/// nice -5 takes them a larger share, and one in the real-time I/O class goes before their
+/// disk requests. The task starts at SCHED_OTHER, nice 0, I/O class none (a caller's positive
+/// nice, a lower priority, is kept).
+/// Control: the same probe run directly under `chrt -f 10`, nice -5 or `ionice -c 1` keeps
+/// them.
 #[test]
 fn the_callers_real_time_policy_and_negative_nice_are_not_inherited() {
     // Sets an absolute nice value (as root, before the launcher's user is taken), then execs.
     const SET_NICE: &str = "import os, sys\n\
                             os.setpriority(os.PRIO_PROCESS, 0, int(sys.argv[1]))\n\
                             os.execvp(sys.argv[2], sys.argv[2:])\n";
-    let probe = "chrt -p $$ | sed -n 's/.*policy: //p'; nice";
+    let probe = "chrt -p $$ | sed -n 's/.*policy: //p'; nice; ionice";
     for who in BOTH {
         let bin = binary().display().to_string();
         let run = |prefix: &[&str], nice: &str, sandboxed: bool| {
@@ -749,16 +751,36 @@ fn the_callers_real_time_policy_and_negative_nice_are_not_inherited() {
         let fifo = ["chrt", "-f", "10"];
         assert_eq!(
             run(&fifo, "0", false),
-            "SCHED_FIFO\n0\n",
+            "SCHED_FIFO\n0\nnone: prio 0\n",
             "control, {who:?}"
         );
-        assert_eq!(run(&fifo, "0", true), "SCHED_OTHER\n0\n", "{who:?}");
+        assert_eq!(
+            run(&fifo, "0", true),
+            "SCHED_OTHER\n0\nnone: prio 0\n",
+            "{who:?}"
+        );
         assert_eq!(
             run(&[], "-5", false),
-            "SCHED_OTHER\n-5\n",
+            "SCHED_OTHER\n-5\nnone: prio 0\n",
             "control, {who:?}"
         );
-        assert_eq!(run(&[], "-5", true), "SCHED_OTHER\n0\n", "{who:?}");
-        assert_eq!(run(&[], "7", true), "SCHED_OTHER\n7\n", "{who:?}");
+        assert_eq!(
+            run(&[], "-5", true),
+            "SCHED_OTHER\n0\nnone: prio 0\n",
+            "{who:?}"
+        );
+        assert_eq!(
+            run(&[], "7", true),
+            "SCHED_OTHER\n7\nnone: prio 0\n",
+            "{who:?}"
+        );
+        let io_rt = ["ionice", "-c", "1", "-n", "0"];
+        let rt = "SCHED_OTHER\n0\nrealtime: prio 0\n";
+        assert_eq!(run(&io_rt, "0", false), rt, "control, {who:?}");
+        assert_eq!(
+            run(&io_rt, "0", true),
+            "SCHED_OTHER\n0\nnone: prio 0\n",
+            "{who:?}"
+        );
     }
 }
