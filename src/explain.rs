@@ -112,7 +112,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     );
     let _ = writeln!(
         w,
-        "  /proc             new proc of the sandbox's pid namespace, read-only, nosuid, nodev, noexec"
+        "  /proc             new proc of the sandbox's pid namespace, read-only, nosuid, nodev, noexec \
+         (keys and key-users covered by an empty file)"
     );
     let scratch_size = spec.limits.unwrap_or_default().scratch_size;
     let _ = writeln!(

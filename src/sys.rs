@@ -921,3 +921,81 @@ pub fn errno_text(e: Errno) -> &'static str {
 pub fn cstring(s: &str) -> CString {
     CString::new(s).unwrap_or_else(|_| c"?".to_owned())
 }
+
+/// Give up a raised scheduling priority inherited from the caller: a real-time policy
+/// (SCHED_FIFO, SCHED_RR) goes back to SCHED_OTHER, a negative nice value to 0 (a positive
+/// one, a lower priority, stays), and the real-time I/O class to none (the I/O priority then
+/// follows nice, as by default). Lowering one's own priority needs no privilege.
+pub fn drop_raised_priority() -> SysResult<()> {
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    const IOPRIO_CLASS_RT: libc::c_long = 1;
+    const IOPRIO_CLASS_SHIFT: u32 = 13;
+    // SAFETY: ioprio_get takes no memory; IOPRIO_WHO_PROCESS with 0 is the calling thread.
+    let io = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
+    // ENOSYS: a kernel without the block layer has no I/O priority to drop.
+    if io < 0 && Errno::last() != Errno::ENOSYS {
+        return Err(SysError {
+            call: "ioprio_get(IOPRIO_WHO_PROCESS, 0)".into(),
+            errno: Errno::last(),
+        });
+    }
+    if io >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_RT {
+        // SAFETY: ioprio_set takes no memory; class none (0) needs no privilege.
+        let set = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, 0) };
+        if set != 0 {
+            return Err(SysError {
+                call: "ioprio_set(IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_NONE)".into(),
+                errno: Errno::last(),
+            });
+        }
+    }
+    // By number: musl's sched_getscheduler and sched_setscheduler answer ENOSYS (POSIX means
+    // the process, the kernel the thread).
+    // SAFETY: sched_getscheduler(0) reads the calling thread's policy and takes no memory.
+    let policy = unsafe { libc::syscall(libc::SYS_sched_getscheduler, 0) } as libc::c_int;
+    if policy < 0 {
+        return Err(SysError {
+            call: "sched_getscheduler(0)".into(),
+            errno: Errno::last(),
+        });
+    }
+    let policy = policy & !libc::SCHED_RESET_ON_FORK;
+    if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
+        // SAFETY: sched_param is plain integers (musl's has more than sched_priority), for
+        // which all zeros is a valid value: priority 0, as SCHED_OTHER requires.
+        let param: libc::sched_param = unsafe { std::mem::zeroed() };
+        // SAFETY: `param` is a valid sched_param that outlives the call; pid 0 is this thread.
+        let set = unsafe {
+            libc::syscall(
+                libc::SYS_sched_setscheduler,
+                0,
+                libc::SCHED_OTHER,
+                &param as *const libc::sched_param,
+            )
+        };
+        if set != 0 {
+            return Err(SysError {
+                call: "sched_setscheduler(0, SCHED_OTHER, 0)".into(),
+                errno: Errno::last(),
+            });
+        }
+    }
+    // getpriority answers -1 for nice -1 too: errno tells it from a failure.
+    Errno::clear();
+    // SAFETY: getpriority takes no memory; PRIO_PROCESS with 0 is the calling process.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    if nice == -1 && Errno::last_raw() != 0 {
+        return Err(SysError {
+            call: "getpriority(PRIO_PROCESS, 0)".into(),
+            errno: Errno::last(),
+        });
+    }
+    // SAFETY: setpriority takes no memory; raising nice to 0 needs no privilege.
+    if nice < 0 && unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) } != 0 {
+        return Err(SysError {
+            call: "setpriority(PRIO_PROCESS, 0, 0)".into(),
+            errno: Errno::last(),
+        });
+    }
+    Ok(())
+}

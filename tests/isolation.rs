@@ -2438,6 +2438,46 @@ fn a_name_the_task_binds_is_the_hosts_only_with_share_net() {
     }
 }
 
+/// What else --share-net shows of the host (README's known limits): the task's /proc/net is
+/// its network namespace's, so with --share-net it lists the host's sockets, as sock_diag
+/// (refused by the filter) would: a unix socket a host program bound, by its path, and a TCP
+/// listener on the host's loopback, by its port. Control: in the default sandbox neither is
+/// listed, while the same read lists the task's own.
+#[test]
+fn proc_net_lists_the_hosts_sockets_only_with_share_net() {
+    // Under /var/tmp, not /tmp: removed at drop, a failed assertion's unwinding included.
+    let dir = tmpdir_in(Path::new("/var/tmp"));
+    let path = dir.path().join("host.sock").display().to_string();
+    let unix = UnixListener::bind(&path).unwrap();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = format!(":{:04X} ", tcp.local_addr().unwrap().port());
+    let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n\
+                  print('own-port :%04X ' % s.getsockname()[1])\n\
+                  print(open('/proc/net/unix').read()); print(open('/proc/net/tcp').read())\n";
+    for who in BOTH {
+        for shared in [true, false] {
+            let flags: &[&str] = if shared { &["--share-net"] } else { &[] };
+            let o = run_inside(who, flags, &py(script, &[]));
+            let ctx = format!("{who:?} share-net {shared}");
+            assert_exit(&o, 0, &ctx);
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            let own = out.lines().next().unwrap_or("").strip_prefix("own-port ");
+            let own = own.unwrap_or_else(|| panic!("{ctx}: {out}"));
+            assert!(
+                out[out.find('\n').unwrap()..].contains(own),
+                "{ctx}: own listener: {out}"
+            );
+            assert_eq!(
+                out.contains(&path),
+                shared,
+                "{ctx}: host unix socket: {out}"
+            );
+            assert_eq!(out.contains(&port), shared, "{ctx}: host port{port}: {out}");
+        }
+    }
+    drop((unix, tcp));
+}
+
 /// Landlock's scope covers every way a unix socket reaches an abstract name, not only the
 /// stream connect above: a SOCK_SEQPACKET connect, a datagram by sendto, by sendmsg and by
 /// connect, and a connect from a process the task starts. None of the datagrams arrives.

@@ -824,7 +824,8 @@ pub(super) fn apply(
             make_dirs(&path)?;
             let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
             if ro_tmpfs {
-                return mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None);
+                mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None)?;
+                return mask_proc_files(&path);
             }
             // A writable proc (bwrap mode) keeps the kernel's global knobs read-only when the
             // task may be the host's uid 0 (a root caller): it must not write the host's
@@ -932,6 +933,29 @@ pub(super) fn apply(
 fn present(p: &Path) -> Result<bool, SysError> {
     p.try_exists()
         .map_err(|e| io_err(e, || format!("stat({p:?})")))
+}
+
+/// Files of proc that list the host's kernel objects by their owner's uid rather than by pid:
+/// /proc/keys shows every key its reader's host uid may view, whatever the namespace (an
+/// unprivileged caller's own keys, a root caller's --host-uid's), each with its description
+/// (a Kerberos cache's principal, say), and /proc/key-users their counts. keyctl is refused,
+/// so only these would show them.
+const PROC_MASKED: &[&str] = &["keys", "key-users"];
+
+/// Cover each of PROC_MASKED in the proc at `path` with an empty read-only file of the
+/// scaffold (airlock run's proc; bwrap mode's, as bubblewrap's, shows them).
+fn mask_proc_files(path: &Path) -> Result<(), SysError> {
+    let empty = Path::new("/proc-masked");
+    drop(make_file(empty, 0o444)?);
+    for name in PROC_MASKED {
+        let dest = path.join(name);
+        if present(&dest)? {
+            let t = sys::clone_tree(empty)?;
+            sys::set_mount_attrs(t.as_fd(), "", RO | sys::MOUNT_ATTR_NOEXEC, true, &dest)?;
+            sys::attach_tree(t.as_fd(), &dest)?;
+        }
+    }
+    Ok(())
 }
 
 /// Bind each of proc's kernel-wide knobs read-only over itself in the proc at `path`.

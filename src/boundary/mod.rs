@@ -302,6 +302,12 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         })
         .step("12 resource limits")?;
     }
+    // airlock run: a real-time policy or negative nice value of the caller's is not handed to
+    // the task, which would take the CPUs from the host's own processes (bwrap mode passes
+    // them on, as bubblewrap does).
+    if spec.bwrap.is_none() {
+        sys::drop_raised_priority().step("12 drop a raised scheduling priority")?;
+    }
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
         sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
     }
