@@ -1633,6 +1633,49 @@ fn timeout_in_plain_mode_exits_124() {
     }
 }
 
+/// A caller that reads neither stream (Popen with two pipes, then a wait): at the deadline the
+/// relays give up on what its full pipes did not take and the run ends as a timeout (124).
+/// Saying so on a stderr that is itself the full pipe must not hold airlock past its deadline
+/// (it did, for good, with SIGTERM blocked): the line is said only where there is room.
+/// Control: a caller that reads stderr alone gets the line for stdout, and the same 124.
+#[test]
+fn a_caller_reading_neither_stream_still_gets_the_timeout() {
+    let script = "head -c 200000 /dev/zero >&2 & head -c 200000 /dev/zero; wait";
+    let args = ["run", "--timeout", "1s", "--", "sh", "-c", script];
+    for who in BOTH {
+        for reads_stderr in [true, false] {
+            let ctx = format!("{who:?}, stderr read: {reads_stderr}");
+            let mut cmd = airlock(who, &args);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let start = Instant::now();
+            let mut child = cmd.spawn().unwrap();
+            let err = reads_stderr.then(|| drain(child.stderr.take().unwrap()));
+            let status = wait_until(&mut child, start + Duration::from_secs(6));
+            let took = start.elapsed();
+            let out = drain(child.stdout.take().unwrap());
+            let err = err.unwrap_or_else(|| drain(child.stderr.take().unwrap()));
+            let Some(status) = status else {
+                panic!("{ctx}: airlock still running 6 s into a 1 s timeout: killed");
+            };
+            let run = Run::collect(status, took, [out, err]);
+            assert_eq!(run.code(), Some(124), "{ctx}: {}", run.show());
+            assert!(run.took < Duration::from_secs(4), "{ctx}: {}", run.show());
+            if reads_stderr {
+                assert!(
+                    stderr(&run.out).contains("airlock: stdout of the task: ")
+                        && stderr(&run.out).contains(
+                            "bytes were not delivered: its reader took no more before the timeout"
+                        ),
+                    "{ctx}: {}",
+                    run.show()
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // E. Output floods
 // ---------------------------------------------------------------------------------------------
