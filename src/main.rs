@@ -835,8 +835,7 @@ fn run(args: RunArgs) -> i32 {
 /// with the status, and the run exits 2: the caller must not take the status for a delivered
 /// report. A reader that closed its end (`| head`) wanted no more, and the status stays.
 fn emit_report(text: &str, code: i32) -> i32 {
-    let mut o = std::io::stdout().lock();
-    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+    match write_report(text.as_bytes()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             crate::say!(
                 "airlock: the JSON report could not be written to stdout: {e} (the run's exit \
@@ -846,6 +845,69 @@ fn emit_report(text: &str, code: i32) -> i32 {
         }
         _ => code,
     }
+}
+
+/// Write `bytes` whole to stdout as the caller makes room, in PIPE_BUF chunks each waited
+/// for with poll (a pipe or socket that polls writable takes one without blocking):
+/// - the caller's stdout may be non-blocking (O_NONBLOCK belongs to the open file, which the
+///   caller shares, an asyncio writer's for one): EAGAIN waits for room, the report is not
+///   cut short;
+/// - a SIGINT, SIGTERM or SIGHUP that comes while stdout has no room ends airlock, as it ends
+///   any writer blocked there: the run left them blocked (launch.rs reads them from a
+///   signalfd), and a caller that never reads its pipe could otherwise end airlock by SIGKILL
+///   alone (a framework's `terminate()` after its own timeout would wait forever). While there
+///   is room the report is written, whatever came.
+fn write_report(bytes: &[u8]) -> std::io::Result<()> {
+    use nix::errno::Errno;
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::sys::signal::{SigSet, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use std::os::fd::AsFd;
+    std::io::stdout().flush()?;
+    let stdout = std::io::stdout();
+    let fd = stdout.as_fd();
+    let mut ending = SigSet::empty();
+    if let Ok(mask) = SigSet::thread_get_mask() {
+        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            if mask.contains(s) {
+                ending.add(s);
+            }
+        }
+    }
+    let sigfd = SignalFd::with_flags(&ending, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(std::io::Error::from)?;
+    // A regular file never makes a writer wait: one write.
+    let chunk = match nix::sys::stat::fstat(fd) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => usize::MAX,
+        _ => libc::PIPE_BUF,
+    };
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let mut fds = [
+            PollFd::new(fd, PollFlags::POLLOUT),
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(_) => {}
+        }
+        // Room (or an error the write reports): write before looking at signals.
+        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+            match nix::unistd::write(fd, &rest[..rest.len().min(chunk)]) {
+                Ok(n) => rest = &rest[n..],
+                Err(Errno::EINTR | Errno::EAGAIN) => {}
+                Err(e) => return Err(e.into()),
+            }
+            continue;
+        }
+        if let Ok(Some(info)) = sigfd.read_signal()
+            && let Ok(sig) = Signal::try_from(info.ssi_signo as i32)
+        {
+            sys::die_by(sig);
+        }
+    }
+    Ok(())
 }
 
 /// Write to stdout; a closed stdout (`| head`) is not an error worth a panic.

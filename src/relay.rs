@@ -732,11 +732,28 @@ impl Relay {
                 Stop::Deadline => "the timeout".to_string(),
                 Stop::Signal(sig) => format!("{sig}"),
             };
-            crate::say!(
+            say_if_room(&format!(
                 "airlock: {} of the task: {left} bytes were not delivered: its reader took no \
-                 more before {why}",
+                 more before {why}\n",
                 NAMES[self.stream as usize]
-            );
+            ));
         }
+    }
+}
+
+/// Say `line` on airlock's stderr only if it has room now, in one write (the line is shorter
+/// than PIPE_BUF, which a pipe that polls writable takes without blocking): the caller's
+/// stderr may be the very pipe whose reader took no more (a caller that reads neither
+/// stream), and a write blocked there would hold airlock past the run's deadline for good,
+/// SIGINT, SIGTERM and SIGHUP being still blocked.
+fn say_if_room(line: &str) {
+    let stderr = std::io::stderr();
+    let mut room = [PollFd::new(stderr.as_fd(), PollFlags::POLLOUT)];
+    let writable = nix::poll::poll(&mut room, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+        && room[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLOUT));
+    if writable {
+        let _ = nix::unistd::write(stderr.as_fd(), line.as_bytes());
     }
 }

@@ -776,6 +776,135 @@ fn a_report_that_cannot_be_written_is_said_not_lost() {
     }
 }
 
+/// Whether airlock (`pid`) still has a child: the sandbox's init, until it is reaped.
+fn has_child(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|t| {
+            std::fs::read_to_string(t.path().join("children")).is_ok_and(|c| !c.trim().is_empty())
+        })
+}
+
+/// A caller that never reads its pipe leaves airlock blocked writing a report larger than the
+/// pipe (the sandbox is gone by then). SIGTERM, SIGINT or SIGHUP to airlock must end that
+/// wait, as they end any writer blocked there (a framework's `terminate()` after its own
+/// timeout), not leave airlock until the caller reads or closes its end: airlock dies of the
+/// signal. Control: a caller that reads gets the whole report.
+#[test]
+fn a_signal_ends_airlock_blocked_on_a_report_its_caller_does_not_read() {
+    use nix::sys::signal::Signal;
+    // 300,000 bytes of stdout, more than a pipe holds (64 KiB); the sleep tells when the task
+    // is gone.
+    let script = "head -c 300000 /dev/zero | tr '\\0' a; sleep 0.731";
+    let args = [
+        "run",
+        "--json",
+        "--max-output",
+        "400000",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    for who in BOTH {
+        let run = al(who, &args, SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?} control: {}", run.show());
+        assert_eq!(
+            run.report()["stdout"],
+            json!("a".repeat(300_000)),
+            "{who:?}"
+        );
+        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            let mut cmd = airlock(who, &args);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            let mut child = cmd.spawn().unwrap();
+            let pid = child.id();
+            // The sandbox ends and is reaped; airlock then writes its report and waits.
+            wait_for_process("sleep 0.731", SECS_10);
+            let begin = Instant::now();
+            let sleeping = || {
+                procs_with("sleep 0.731")
+                    .iter()
+                    .any(|p| p.cmdline == "sleep 0.731")
+            };
+            while (has_child(pid) || sleeping()) && begin.elapsed() < SECS_10 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            if child.try_wait().unwrap().is_some() || has_child(pid) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{who:?} {sig}: airlock was not waiting on its unread report");
+            }
+            signal_pid(pid, sig);
+            let status = wait_until(&mut child, Instant::now() + Duration::from_secs(3));
+            drop(child.stdout.take());
+            let Some(status) = status else {
+                panic!("{who:?}: airlock still blocked on its report 3 s after {sig}: killed");
+            };
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                status.signal(),
+                Some(sig as i32),
+                "{who:?} {sig}: {status:?}"
+            );
+        }
+    }
+}
+
+/// A caller's stdout may be non-blocking (O_NONBLOCK is a flag of the open file, shared with
+/// whoever set it: an asyncio writer on the caller's own stdout). A report larger than what
+/// the pipe has room for then meets EAGAIN: airlock must wait for room, not give up with half
+/// a report and exit 2. Control: the same pipe, blocking.
+#[test]
+fn a_report_to_a_non_blocking_stdout_is_written_whole() {
+    let script = "head -c 300000 /dev/zero | tr '\\0' a";
+    for who in BOTH {
+        for nonblocking in [false, true] {
+            let (r, w) = nix::unistd::pipe().unwrap();
+            if nonblocking {
+                let flags = nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+                let flags =
+                    nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+                nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
+            }
+            let mut cmd = airlock(
+                who,
+                &[
+                    "run",
+                    "--json",
+                    "--max-output",
+                    "400000",
+                    "--",
+                    "sh",
+                    "-c",
+                    script,
+                ],
+            );
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::from(w))
+                .stderr(Stdio::piped());
+            let start = Instant::now();
+            let mut child = cmd.spawn().unwrap();
+            drop(cmd);
+            let err = drain(child.stderr.take().unwrap());
+            // The reader comes late: the pipe is full when airlock writes its report.
+            std::thread::sleep(Duration::from_millis(1500));
+            let out = drain(std::fs::File::from(r));
+            let status = wait_until(&mut child, start + SECS_10)
+                .unwrap_or_else(|| panic!("{who:?} non-blocking {nonblocking}: still running"));
+            let run = Run::collect(status, start.elapsed(), [out, err]);
+            let ctx = format!("{who:?} non-blocking {nonblocking}");
+            assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+            assert_eq!(run.report()["stdout"], json!("a".repeat(300_000)), "{ctx}");
+        }
+    }
+}
+
 #[test]
 fn bad_requests_are_refused_naming_the_key() {
     let dir = tmpdir();
@@ -1501,6 +1630,49 @@ fn timeout_in_plain_mode_exits_124() {
         assert!(run.took < Duration::from_secs(3), "{who:?}: {}", run.show());
         assert_eq!(stdout(&run.out), "", "{who:?}");
         assert_none_left("sleep 10.25", Duration::from_secs(3), &format!("{who:?}"));
+    }
+}
+
+/// A caller that reads neither stream (Popen with two pipes, then a wait): at the deadline the
+/// relays give up on what its full pipes did not take and the run ends as a timeout (124).
+/// Saying so on a stderr that is itself the full pipe must not hold airlock past its deadline
+/// (it did, for good, with SIGTERM blocked): the line is said only where there is room.
+/// Control: a caller that reads stderr alone gets the line for stdout, and the same 124.
+#[test]
+fn a_caller_reading_neither_stream_still_gets_the_timeout() {
+    let script = "head -c 200000 /dev/zero >&2 & head -c 200000 /dev/zero; wait";
+    let args = ["run", "--timeout", "1s", "--", "sh", "-c", script];
+    for who in BOTH {
+        for reads_stderr in [true, false] {
+            let ctx = format!("{who:?}, stderr read: {reads_stderr}");
+            let mut cmd = airlock(who, &args);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let start = Instant::now();
+            let mut child = cmd.spawn().unwrap();
+            let err = reads_stderr.then(|| drain(child.stderr.take().unwrap()));
+            let status = wait_until(&mut child, start + Duration::from_secs(6));
+            let took = start.elapsed();
+            let out = drain(child.stdout.take().unwrap());
+            let err = err.unwrap_or_else(|| drain(child.stderr.take().unwrap()));
+            let Some(status) = status else {
+                panic!("{ctx}: airlock still running 6 s into a 1 s timeout: killed");
+            };
+            let run = Run::collect(status, took, [out, err]);
+            assert_eq!(run.code(), Some(124), "{ctx}: {}", run.show());
+            assert!(run.took < Duration::from_secs(4), "{ctx}: {}", run.show());
+            if reads_stderr {
+                assert!(
+                    stderr(&run.out).contains("airlock: stdout of the task: ")
+                        && stderr(&run.out).contains(
+                            "bytes were not delivered: its reader took no more before the timeout"
+                        ),
+                    "{ctx}: {}",
+                    run.show()
+                );
+            }
+        }
     }
 }
 
