@@ -1840,6 +1840,43 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     (known_format || private_key || jwt || url_password).then_some("value")
 }
 
+/// CAP_SYS_ADMIN's number (`linux/capability.h`).
+const CAP_SYS_ADMIN: u64 = 21;
+
+/// True when a `--cap-add` argument gives CAP_SYS_ADMIN: `ALL` (any case), or the capability
+/// libcap's `cap_from_name`, which bubblewrap calls, reads it as. That reads a leading number
+/// as C's `strtoul` with base 0 does (`21`, `0x15`, `025`; `021` is 17) and a name without
+/// regard to case, each only up to the first character that cannot continue it, so `21x`,
+/// `cap_sys_admin+ep` and `CAP_SYS_ADMIN,CAP_NET_RAW` all add CAP_SYS_ADMIN (bubblewrap 0.8).
+fn adds_sys_admin(cap: &str) -> bool {
+    if cap.eq_ignore_ascii_case("ALL") {
+        return true;
+    }
+    if cap.starts_with(|c: char| c.is_ascii_digit()) {
+        let (digits, radix) = match cap.strip_prefix("0x").or_else(|| cap.strip_prefix("0X")) {
+            Some(hex) => (hex, 16),
+            None if cap.starts_with('0') => (cap, 8),
+            None => (cap, 10),
+        };
+        let mut value: u64 = 0;
+        for digit in digits.chars().map_while(|c| c.to_digit(radix)) {
+            match value
+                .checked_mul(u64::from(radix))
+                .and_then(|v| v.checked_add(u64::from(digit)))
+            {
+                Some(v) => value = v,
+                None => return false,
+            }
+        }
+        return value == CAP_SYS_ADMIN;
+    }
+    let name: String = cap
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+        .collect();
+    name.eq_ignore_ascii_case("CAP_SYS_ADMIN")
+}
+
 /// Audits a bubblewrap argument vector. `argv` may start with `bwrap` or a path ending in
 /// `/bwrap`. Errors on an unknown option, a missing option argument, or no command.
 ///
@@ -2039,12 +2076,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     }
 
     // A task that holds CAP_SYS_ADMIN can unmount a later mount and reach what it hides.
-    let can_unmount = root_caps_kept
-        || caps.iter().any(|add| {
-            ["ALL", "CAP_SYS_ADMIN", "21"]
-                .iter()
-                .any(|c| add.args[0].eq_ignore_ascii_case(c))
-        });
+    let can_unmount = root_caps_kept || caps.iter().any(|add| adds_sys_admin(&add.args[0]));
     // Such a task also remounts a read-only mount writable again.
     let exposed: Vec<Exposure> = exposures
         .into_iter()
@@ -3434,6 +3466,12 @@ mod tests {
             (&[], &["--cap-add CAP_SYS_ADMIN"]),
             (&[], &["--cap-add cap_sys_admin"]),
             (&[], &["--cap-add ALL"]),
+            // libcap reads these as CAP_SYS_ADMIN too (bubblewrap 0.8 was seen to grant it).
+            (&[], &["--cap-add 0x15"]),
+            (&[], &["--cap-add 025"]),
+            (&[], &["--cap-add cap_sys_admin+ep"]),
+            (&[], &["--cap-add 21x"]),
+            (&[], &["--cap-add CAP_SYS_ADMIN,CAP_NET_RAW"]),
         ] {
             let mut add = add.to_vec();
             add.extend(["--bind /home /home", "--tmpfs /home"]);
@@ -4014,6 +4052,39 @@ mod tests {
         assert_eq!(audit.findings[0].message, "adds capability CAP_NET_ADMIN");
         assert_eq!(audit.findings[1].arg, "--cap-add ALL");
         assert!(bwrap_variant(&[], &["--cap-drop ALL"]).findings.is_empty());
+    }
+
+    #[test]
+    fn cap_sys_admin_spellings() {
+        for cap in [
+            "ALL",
+            "all",
+            "CAP_SYS_ADMIN",
+            "Cap_Sys_Admin",
+            "21",
+            "0x15",
+            "0X15",
+            "025",
+            "21x",
+            "cap_sys_admin+ep",
+            "CAP_SYS_ADMIN1",
+        ] {
+            assert!(adds_sys_admin(cap), "{cap}");
+        }
+        // `021` is octal 17; bubblewrap refuses a name with more letters, or none of its own.
+        for cap in [
+            "021",
+            "0x",
+            "2",
+            "211",
+            "CAP_NET_RAW",
+            "cap_sys_adminx",
+            "sys_admin",
+            "ALLx",
+            "99999999999999999999999999",
+        ] {
+            assert!(!adds_sys_admin(cap), "{cap}");
+        }
     }
 
     #[test]
