@@ -862,10 +862,20 @@ const HOST_DEVICES: &[(&str, &str)] = &[
     ("/dev/zram*", "a disk"),
     ("/dev/mapper", "a disk"),
     ("/dev/disk", "a disk"),
+    // udev's links to every block device by number (`/dev/block/8:0` is `/dev/sda`): a bind
+    // resolves its source, so the link binds the device itself.
+    ("/dev/block", "a disk"),
+    // Block SG nodes send SCSI commands to the disks; optical drives.
+    ("/dev/bsg", "a disk"),
+    ("/dev/sr*", "a disk"),
     // The machine's memory and I/O ports.
     ("/dev/mem", "memory"),
     ("/dev/kmem", "memory"),
     ("/dev/port", "I/O ports"),
+    // Model-specific registers of each CPU (`/dev/cpu/0/msr`).
+    ("/dev/cpu", "CPU registers"),
+    // udev's links to every character device by number (`/dev/char/1:1` is `/dev/mem`).
+    ("/dev/char", "a device by its number"),
     // Keyboards and mice: the host user's keystrokes, and input injected as theirs.
     ("/dev/input", "input devices"),
     ("/dev/uinput", "input devices"),
@@ -4017,6 +4027,13 @@ mod tests {
             ("--dev-bind /dev/uinput /dev/uinput", "input devices"),
             ("--dev-bind /dev/vcsa1 /v", "a console's screen"),
             ("--dev-bind /dev/pts /dev/pts", "the host's terminals"),
+            // The same devices through udev's links by number, and the disks' other faces.
+            ("--dev-bind /dev/block/8:0 /x", "a disk"),
+            ("--dev-bind /dev/block /dev/block", "a disk"),
+            ("--dev-bind /dev/char/1:1 /x", "a device by its number"),
+            ("--dev-bind /dev/sr0 /dev/sr0", "a disk"),
+            ("--dev-bind /dev/bsg/0:0:0:0 /b", "a disk"),
+            ("--dev-bind /dev/cpu/0/msr /m", "CPU registers"),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");
@@ -4036,6 +4053,7 @@ mod tests {
             &["--dev-bind /dev/dri /dev/dri"],
             &["--dev-bind /dev/snd /dev/snd"],
             &["--dev-bind /dev/kvm /dev/kvm"],
+            &["--dev-bind /dev/sgx_enclave /dev/sgx_enclave"],
             &["--dev-bind /dev/tty /dev/tty"],
             &["--dev-bind /dev/ptmx /dev/ptmx"],
             &["--dev-bind /dev/loop0 /dev/loop0", "--dev /dev"],
