@@ -457,8 +457,9 @@ const DOCKER_SHORT_OPTIONS: &[(char, &str)] = &[
 ];
 
 /// Where the Docker daemon's socket lives on the host (also under `/var/run`, see
-/// `sockets_in`). A mount of it, or of a directory above it, hands the container the daemon.
-const DOCKER_SOCKETS: &[&str] = &["/run/docker.sock"];
+/// `sockets_in`), and a rootless daemon's in its user's runtime directory (its
+/// `DOCKER_HOST`). A mount of it, or of a directory above it, hands the container the daemon.
+const DOCKER_SOCKETS: &[&str] = &["/run/docker.sock", "/run/user/*/docker.sock"];
 
 /// Host sockets besides Docker's whose connect(2) reaches a service that acts outside the
 /// sandbox, and what each is. In a pattern a trailing `*` ends a name (`ssh-*`) and a lone
@@ -2656,6 +2657,20 @@ mod tests {
             only(&proc_root.findings, "docker-socket").message,
             "mounts /proc/1/root, which holds the Docker socket"
         );
+        // A rootless daemon's socket, in its user's runtime directory.
+        let rootless = docker_variant(
+            &[],
+            &["-v /run/user/1000/docker.sock:/var/run/docker.sock:ro"],
+        );
+        assert_eq!(rules(&rootless.findings), ["docker-socket"]);
+        let runtime_dir = docker_variant(
+            &[],
+            &["--mount type=bind,src=/run/user/1000,dst=/r,readonly"],
+        );
+        assert_eq!(
+            only(&runtime_dir.findings, "docker-socket").message,
+            "mounts /run/user/1000, which holds the Docker socket"
+        );
         let api = docker_variant(&[], &["--use-api-socket"]);
         assert_eq!(rules(&api.findings), ["docker-socket"]);
         assert!(
@@ -3324,6 +3339,10 @@ mod tests {
             "--ro-bind /proc/self/root /h",
             "--overlay-src /run --tmp-overlay /r",
             "--bind / /",
+            // A rootless daemon's socket, in its user's runtime directory.
+            "--ro-bind /run/user/1000/docker.sock /var/run/docker.sock",
+            "--ro-bind /run/user/1000 /run/user/1000",
+            "--ro-bind /run/user /run/user",
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(count(&audit.findings, "docker-socket"), 1, "{opt}");
