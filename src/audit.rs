@@ -690,6 +690,8 @@ fn parse_docker_short_cluster(
 struct HostMount {
     source: String,
     read_only: bool,
+    /// A read-only mount whose submounts stay writable (docker's `bind-recursive=writable`).
+    writable_below: bool,
 }
 
 /// A `-v` source names a host path when it is absolute, relative (`.`), under a home (`~`),
@@ -715,33 +717,80 @@ fn volume_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
     Ok(Some(HostMount {
         source: source.to_string(),
         read_only,
+        writable_below: false,
     }))
+}
+
+/// The fields of a `--mount` value, read as docker reads it: one record of Go's
+/// `encoding/csv` (fields split at commas; a field that starts with `"` is quoted, a comma in
+/// it is kept and `""` is one `"`; the record ends at a newline).
+fn csv_fields(spec: &str) -> Result<Vec<String>, String> {
+    let bad = || format!("--mount {spec:?}: a misplaced '\"'");
+    let mut fields = Vec::new();
+    let mut chars = spec.chars().peekable();
+    loop {
+        let mut field = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        field.push('"');
+                    }
+                    Some('"') => break,
+                    Some(c) => field.push(c),
+                    None => return Err(bad()),
+                }
+            }
+            if !matches!(chars.peek(), None | Some(',' | '\n' | '\r')) {
+                return Err(bad());
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                match c {
+                    ',' | '\n' | '\r' => break,
+                    '"' => return Err(bad()),
+                    c => field.push(c),
+                }
+                chars.next();
+            }
+        }
+        fields.push(field);
+        if chars.next() != Some(',') {
+            return Ok(fields);
+        }
+    }
 }
 
 /// `--mount type=bind,source=SRC,target=DST[,readonly]`. A `type=volume` mount is a host
 /// mount too when the local driver is told to bind a host directory
-/// (`volume-opt=o=bind,volume-opt=device=/path`).
+/// (`volume-opt=o=bind,volume-opt=device=/path`). docker lowercases the type (`type=BIND`).
 fn mount_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
     let mut kind = "volume".to_string();
     let mut source = None;
     let mut read_only = false;
+    let mut writable_below = false;
     let mut driver_binds = false;
     let mut driver_device = None;
-    for field in spec.split(',') {
+    for field in &csv_fields(spec)? {
         let (key, value) = match field.split_once('=') {
             Some((key, value)) => (key.to_ascii_lowercase(), Some(value)),
             None => (field.to_ascii_lowercase(), None),
         };
         match (key.as_str(), value) {
-            ("type", Some(v)) => kind = v.to_string(),
+            ("type", Some(v)) => kind = v.to_ascii_lowercase(),
             ("source" | "src", Some(v)) => source = Some(v.to_string()),
+            ("bind-recursive", Some(v)) => writable_below = v.eq_ignore_ascii_case("writable"),
             ("readonly" | "ro", None) => read_only = true,
             ("readonly" | "ro", Some(v)) => {
                 read_only = parse_bool(v)
                     .ok_or_else(|| format!("--mount {spec}: {field:?} is not true or false"))?;
             }
             ("volume-opt", Some(opt)) => match opt.split_once('=') {
-                Some(("o", o)) => driver_binds = o.split(',').any(|x| x == "bind"),
+                Some(("o", o)) => {
+                    driver_binds = o.split(',').any(|x| x == "bind" || x == "rbind");
+                }
                 Some(("device", device)) => driver_device = Some(device.to_string()),
                 _ => {}
             },
@@ -753,7 +802,11 @@ fn mount_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
         "volume" if driver_binds => driver_device,
         _ => None,
     };
-    Ok(host_source.map(|source| HostMount { source, read_only }))
+    Ok(host_source.map(|source| HostMount {
+        source,
+        read_only,
+        writable_below: read_only && writable_below,
+    }))
 }
 
 /// The scratch directory is the one writable channel an airlock sandbox is meant to have.
@@ -1094,10 +1147,27 @@ fn check_writable_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, a
             is_sensitive_host_path(&mount.source) && home_or_root(&mount.source).is_none()
         }
     };
-    if !mount.read_only && writable_leaks && !is_airlock_scratch(&mount.source) {
+    if !writable_leaks || is_airlock_scratch(&mount.source) {
+        return;
+    }
+    if !mount.read_only {
         audit.finding(
             "host-mount-rw",
             format!("mounts {} read-write", mount.source),
+            raw,
+        );
+        return;
+    }
+    let below = left_writable_by_remount(&mount.source);
+    if mount.writable_below && !below.is_empty() {
+        audit.finding(
+            "host-mount-rw",
+            format!(
+                "mounts {} read-only but its submounts writable (bind-recursive=writable): \
+                 the host's mounts below it ({} on most hosts) stay writable",
+                mount.source,
+                below.join(", ")
+            ),
             raw,
         );
     }
@@ -1188,6 +1258,7 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             "use-api-socket" if option.is_on() => Some(HostMount {
                 source: "/var/run/docker.sock".to_string(),
                 read_only: true,
+                writable_below: false,
             }),
             _ => None,
         };
@@ -2027,6 +2098,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 let mount = HostMount {
                     source: source.clone(),
                     read_only,
+                    writable_below: false,
                 };
                 check_writable_host_mount(
                     &mount,
@@ -2563,6 +2635,12 @@ mod tests {
             ("--mount type=bind,source=/srv,target=/srv", "/srv"),
             ("--mount type=bind,src=/srv,dst=/srv,ro=false", "/srv"),
             ("--mount=type=bind,src=/srv,dst=/srv,readonly=0", "/srv"),
+            // docker lowercases the type and reads the value as CSV.
+            ("--mount type=BIND,src=/srv,dst=/srv", "/srv"),
+            ("--mount '\"type=bind\",\"src=/srv\",dst=/srv'", "/srv"),
+            ("--mount 'type=bind,\"src=/a,b\",dst=/srv'", "/a,b"),
+            // docker reads one record: what follows a newline is not read.
+            ("--mount 'type=bind,src=/srv,dst=/srv\nreadonly'", "/srv"),
         ] {
             let audit = docker_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["host-mount-rw"], "{opt}");
@@ -2603,6 +2681,36 @@ mod tests {
             only(&driver.findings, "host-mount-rw").message,
             "mounts /home/dev read-write"
         );
+        let rbind = docker_variant(
+            &[],
+            &[
+                "--mount type=volume,dst=/d,volume-opt=type=none,volume-opt=o=rbind,volume-opt=device=/",
+            ],
+        );
+        assert_eq!(
+            only(&rbind.findings, "host-mount-rw").message,
+            "mounts / read-write"
+        );
+        // Read-only on top, but the host's own mounts below it left writable.
+        let below = docker_variant(
+            &[],
+            &["--mount type=bind,src=/,dst=/host,readonly,bind-recursive=writable"],
+        );
+        let finding = only(&below.findings, "host-mount-rw");
+        assert!(
+            finding
+                .message
+                .starts_with("mounts / read-only but its submounts writable"),
+            "{finding:#?}"
+        );
+        assert!(finding.message.contains("/dev/shm"), "{finding:#?}");
+        for fine in [
+            "--mount type=bind,src=/srv,dst=/srv,readonly,bind-recursive=writable",
+            "--mount type=bind,src=/,dst=/host,readonly,bind-recursive=readonly",
+        ] {
+            let audit = docker_variant(&[], &[fine]);
+            assert_eq!(count(&audit.findings, "host-mount-rw"), 0, "{fine}");
+        }
     }
 
     #[test]
@@ -3099,6 +3207,14 @@ mod tests {
             ))
             .is_err()
         );
+        for quotes in [
+            "type=bind,src=/a\"b,dst=/b",
+            "\"type=bind\"x,dst=/b",
+            "\"type=bind",
+        ] {
+            let line = strings(&["docker", "run", "--mount", quotes, "alpine"]);
+            assert!(audit_docker(&line).is_err(), "{quotes}");
+        }
     }
 
     // ----- bwrap ------------------------------------------------------------------------------
