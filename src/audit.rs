@@ -1583,6 +1583,7 @@ fn host_path(source: &str) -> HostPath {
     // `/dev/fd` and `/dev/stdin` (`stdout`, `stderr`) are links into `/proc/self/fd`:
     // bubblewrap follows them to whatever its caller left open there (`5</`).
     if let ["proc", _, "root" | "cwd" | "fd", ..]
+    | ["proc", _, "task", _, "root" | "cwd" | "fd", ..]
     | ["dev", "fd", _, ..]
     | ["dev", "stdin" | "stdout" | "stderr", ..] = parts.as_slice()
     {
@@ -1596,15 +1597,49 @@ fn host_path(source: &str) -> HostPath {
 /// Why a bind source hands the sandbox the caller's files, if it does: it is `/`, `/home`,
 /// one user's home directly under `/home`, `/root`, the home spelt as the shell does
 /// (`$HOME`, `~`, `~user`), or a path this audit cannot know (taken to be `/`).
+///
+/// A source that ends in variables (`/$DIR`, `"$HOME/$SUB"`) is also what is left without
+/// them: an empty or unset variable leaves its parent.
 fn home_or_root(source: &str) -> Option<String> {
-    match host_path(source) {
+    let found = match host_path(source) {
         HostPath::Known(path) => {
             let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
             matches!(parts.as_slice(), [] | ["root"] | ["home"] | ["home", _]).then(String::new)
         }
         HostPath::InHome(below) => below.is_empty().then(String::new),
         HostPath::Unknown(why) => Some(format!(": {why}, so it may be / or a home")),
+    };
+    found.or_else(|| {
+        let parent = without_trailing_variables(source)?;
+        home_or_root(&parent)?;
+        Some(format!(
+            ": the variable it ends in may be empty, so it may be {parent}"
+        ))
+    })
+}
+
+/// `source` without the variables (`$NAME`, `${NAME}`) that make up its last names, when it
+/// ends in one: what it names when they are empty (`/` for `/$DIR`).
+fn without_trailing_variables(source: &str) -> Option<String> {
+    let mut names: Vec<&str> = source.split('/').collect();
+    let mut dropped = false;
+    while let Some(last) = names.last() {
+        match *last {
+            "" | "." => {}
+            name if name.starts_with('$') && names.len() > 1 => dropped = true,
+            _ => break,
+        }
+        names.pop();
     }
+    if !dropped {
+        return None;
+    }
+    let parent = names.join("/");
+    Some(if parent.is_empty() {
+        "/".to_string()
+    } else {
+        parent
+    })
 }
 
 /// The option whose mount puts option `i`'s source in the sandbox: itself, or for
@@ -3328,6 +3363,33 @@ mod tests {
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
+        // An empty variable at the end of a source leaves its parent.
+        for (opt, parent) in [
+            ("--bind \"/$DIR\" /x", "/"),
+            ("--bind \"/${DIR}/\" /x", "/"),
+            ("--bind \"$HOME/$SUB\" /x", "$HOME"),
+            ("--bind \"$HOME/$A/$B/.\" /x", "$HOME"),
+            ("--bind \"/home/dev/$SUB\" /x", "/home/dev"),
+            ("--bind-try ~/\"$SUB\" /x", "~"),
+            ("--overlay-src /usr --overlay \"/$UP\" /tmp/w /x", "/"),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            let found = only(&audit.findings, "writable-home-or-root");
+            assert!(
+                found.message.ends_with(&format!(
+                    "writable: the variable it ends in may be empty, so it may be {parent}"
+                )),
+                "{opt}: {found:#?}"
+            );
+        }
+        for fine in [
+            "--bind \"/srv/$JOB\" /x",
+            "--bind \"/home/$USER/code\" /x",
+            "--bind \"/tmp/airlock-scratch-$ID\" /x",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
+        }
         let two = bwrap_variant(&[], &["--bind / /", "--bind /root /root"]);
         assert_eq!(count(&two.findings, "writable-home-or-root"), 2);
         // Sources that reach / or a home without spelling it are taken to be /.
@@ -3338,6 +3400,8 @@ mod tests {
             ("--bind /proc/self/root /x", "process's root"),
             ("--bind /proc/1/root/home /x", "process's root"),
             ("--bind /proc/self/cwd /x", "process's root"),
+            ("--bind /proc/1/task/1/root /x", "process's root"),
+            ("--bind /proc/self/task/7/cwd/etc /x", "process's root"),
             ("--bind //proc/./42/fd/3 /x", "process's root"),
             ("--bind /dev/fd/5 /x", "process's root"),
             ("--bind /dev//fd/5/etc /x", "process's root"),
@@ -3453,6 +3517,7 @@ mod tests {
             "--ro-bind /run/docker.sock /s",
             "--ro-bind /var/run/docker.sock /s",
             "--ro-bind /proc/self/root /h",
+            "--ro-bind /proc/1/task/1/root /h",
             "--overlay-src /run --tmp-overlay /r",
             "--bind / /",
             // A rootless daemon's socket, in its user's runtime directory.
