@@ -1354,6 +1354,20 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
         }
     }
 
+    // Another container's mounts come along unseen: a bind of / or the Docker socket there
+    // is one here too.
+    for option in run.all("volumes-from") {
+        audit.finding(
+            "volumes-from",
+            format!(
+                "mounts the volumes of container {}, which this audit cannot see (they may be \
+                 host paths, / or the Docker socket)",
+                option.value()
+            ),
+            &option.raw,
+        );
+    }
+
     for option in &run.options {
         let message = match option.name.as_str() {
             "device" => format!("passes host device {}", option.value()),
@@ -3029,6 +3043,18 @@ mod tests {
         assert_eq!(audit.findings[0].arg, "--device /dev/fuse");
         assert_eq!(audit.findings[1].arg, "--device-cgroup-rule=c 1:3 mr");
         assert!(docker(CLEAN_DOCKER).findings.is_empty());
+    }
+
+    #[test]
+    fn volumes_from() {
+        let audit = docker_variant(&[], &["--volumes-from dind:ro"]);
+        assert_eq!(rules(&audit.findings), ["volumes-from"]);
+        assert_eq!(
+            audit.findings[0].message,
+            "mounts the volumes of container dind:ro, which this audit cannot see (they may be \
+             host paths, / or the Docker socket)"
+        );
+        assert_eq!(audit.findings[0].arg, "--volumes-from dind:ro");
     }
 
     // ----- docker advice ----------------------------------------------------------------------
