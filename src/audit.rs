@@ -1187,6 +1187,8 @@ fn unconfined_by(security_opt: &str) -> Option<&'static str> {
         ("seccomp", "unconfined") => Some("seccomp"),
         ("apparmor", "unconfined") => Some("AppArmor"),
         ("label", "disable") => Some("SELinux labels"),
+        // Unconfined SELinux domains: spc_t ("super privileged container") and the user's.
+        ("label", "type:spc_t" | "type:unconfined_t") => Some("SELinux confinement"),
         ("systempaths", "unconfined") => Some("masking of /proc and /sys paths"),
         _ => None,
     }
@@ -2984,6 +2986,8 @@ mod tests {
             "--security-opt label=disable",
             "--security-opt label:disable",
             "--security-opt systempaths=unconfined",
+            "--security-opt label=type:spc_t",
+            "--security-opt label:type:unconfined_t",
         ] {
             let audit = docker_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["unconfined"], "{opt}");
