@@ -2010,6 +2010,59 @@ fn adds_sys_admin(cap: &str) -> bool {
     name.eq_ignore_ascii_case("CAP_SYS_ADMIN")
 }
 
+/// The path a setup operation that writes the filesystem creates or changes: `--file`'s
+/// content, `--chmod`'s mode, a `--dir` or a `--symlink` (bubblewrap 0.8 follows symlinks on
+/// the way, and for `--file` and `--chmod` at the end too: a probe's `--chmod` and `--file`
+/// through a link to `/oldroot/...` changed the host file, `--dir` and `--symlink` made theirs
+/// in the host directory a link above them led to).
+fn setup_destination<'a>(option: &'a BwrapOption) -> Option<&'a str> {
+    match option.name {
+        "--file" | "--chmod" | "--symlink" => Some(&option.args[1]),
+        "--dir" => Some(&option.args[0]),
+        _ => None,
+    }
+}
+
+/// The writable host bind that setup option `i` writes inside, if any: the last mount made
+/// before it on a directory above its destination, when that is a writable bind of a host
+/// tree (`--bind`, `--dev-bind`, their `-try`, `--bind-fd`, an `--overlay`'s upper layer),
+/// whose content a task of an earlier run may have changed. A `-try` mount may be skipped,
+/// so the search goes on below one.
+fn writable_bind_holding<'o>(
+    options: &'o [BwrapOption<'o>],
+    i: usize,
+) -> Option<&'o BwrapOption<'o>> {
+    let dest = sandbox_path(setup_destination(&options[i])?)?;
+    for option in options[..i].iter().rev() {
+        let Some(at) = sandbox_path_of_mount(option) else {
+            continue;
+        };
+        if !is_at_or_below(&dest, &at) {
+            continue;
+        }
+        let writable = matches!(
+            option.name,
+            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--bind-fd" | "--overlay"
+        );
+        // `--dir` and `--symlink` do not follow a link at the end of the path: one above it
+        // must lie inside the bind.
+        let follows_last = matches!(options[i].name, "--file" | "--chmod");
+        let inside = rest_below(&dest, &at).unwrap_or("");
+        if writable && ((follows_last && !inside.is_empty()) || inside.contains('/')) {
+            return Some(option);
+        }
+        if !option.name.ends_with("-try") {
+            return None;
+        }
+    }
+    None
+}
+
+/// Where a mount option mounts, normalised (see `mount_destination`).
+fn sandbox_path_of_mount(option: &BwrapOption) -> Option<String> {
+    mount_destination(std::slice::from_ref(option), 0)
+}
+
 /// Audits a bubblewrap argument vector. `argv` may start with `bwrap` or a path ending in
 /// `/bwrap`. Errors on an unknown option, a missing option argument, or no command.
 ///
@@ -2058,8 +2111,25 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     // `--setenv`s of credentials: (name, why, still set in the sandbox's environment).
     // bubblewrap applies --setenv, --unsetenv and --clearenv in argument order.
     let mut credentials: Vec<(&str, &str, bool)> = Vec::new();
+    // Setup operations that write where a task of an earlier run may have left a symlink.
+    let mut setup_in_binds = Audit::default();
 
     for (i, option) in options.iter().enumerate() {
+        if let Some(bind) = writable_bind_holding(&options, i) {
+            let dest = setup_destination(option).unwrap_or_default();
+            setup_in_binds.finding(
+                "setup-in-writable-bind",
+                format!(
+                    "{} writes at {dest}, inside a writable host bind ({}): bubblewrap \
+                     follows a symlink a task left on that path in an earlier run out of the \
+                     bind to any host path (through /oldroot), and writes there as its caller \
+                     (as root when root runs it)",
+                    option.name,
+                    bind.raw()
+                ),
+                option.raw(),
+            );
+        }
         // What this option hands the sandbox, seen at the paths `inside` the mount where it
         // lands (`""`: the whole mount).
         let placed_by = placing_mount(&options, i);
@@ -2247,6 +2317,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         .findings
         .extend(exposed_as(&["writable-home-or-root"]));
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
+    audit.findings.extend(setup_in_binds.findings);
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
     let held: Vec<&str> = exposed
         .iter()
@@ -3720,6 +3791,69 @@ mod tests {
                 count(&audit.findings, "writable-home-or-root"),
                 1,
                 "{drop:?} {add:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_setup_in_writable_bind() {
+        for (opts, bind) in [
+            (
+                &["--bind /srv/w /w", "--chmod 0755 /w/bin"][..],
+                "--bind /srv/w /w",
+            ),
+            (
+                &["--bind /srv/w /w", "--file 5 /w/config"],
+                "--bind /srv/w /w",
+            ),
+            (
+                &["--bind-try /srv/w /w", "--dir /w/cache/new"],
+                "--bind-try /srv/w /w",
+            ),
+            (&["--bind-fd 4 /w", "--symlink /x /w/a/b"], "--bind-fd 4 /w"),
+            (
+                &[
+                    "--overlay-src /usr",
+                    "--overlay /srv/up /srv/wk /o",
+                    "--file 5 /o/x",
+                ],
+                "--overlay /srv/up /srv/wk /o",
+            ),
+            // A -try mount in between may be skipped.
+            (
+                &[
+                    "--bind /srv/w /w",
+                    "--ro-bind-try /srv/r /w/r",
+                    "--chmod 0700 /w/r/x",
+                ],
+                "--bind /srv/w /w",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, "setup-in-writable-bind");
+            let setup = opts.last().unwrap();
+            assert_eq!(&found.arg, setup, "{opts:?}");
+            assert!(
+                found
+                    .message
+                    .contains(&format!("inside a writable host bind ({bind})")),
+                "{opts:?}: {found:#?}"
+            );
+        }
+        for fine in [
+            &["--ro-bind /srv/w /w", "--chmod 0755 /w/bin"][..],
+            &["--bind /srv/w /w", "--tmpfs /w/t", "--file 5 /w/t/x"],
+            &["--bind /srv/w /w", "--chmod 0755 /w"],
+            // The link a task could leave at the end of the path is not followed here.
+            &["--bind /srv/w /w", "--dir /w/cache"],
+            &["--bind /srv/w /w", "--symlink /x /w/link"],
+            &["--chmod 0755 /w/bin", "--bind /srv/w /w"],
+        ] {
+            let audit = bwrap_variant(&[], fine);
+            assert_eq!(
+                count(&audit.findings, "setup-in-writable-bind"),
+                0,
+                "{fine:?}: {audit:#?}"
             );
         }
     }
