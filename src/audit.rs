@@ -2058,6 +2058,70 @@ fn writable_bind_holding<'o>(
     None
 }
 
+/// The options that hand the sandbox a host tree to write: a writable bind, or an overlay's
+/// upper layer.
+fn is_writable_host_mount(option: &BwrapOption) -> bool {
+    matches!(
+        option.name,
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--overlay"
+    )
+}
+
+/// A writable mount whose host source lies inside another writable mount's source: a task
+/// that leaves a symlink on that path (in an earlier run, or while another runs) makes
+/// bubblewrap, which resolves a source on the host, mount whatever host path the link names
+/// there instead, `/` included (a probe's bind of a link a first run left bound its target
+/// writable). Both sources must be spelt alike (absolute, or in the home) to be compared.
+/// Not reported: an outer source that is `/` or a home (`writable-home-or-root` says more),
+/// an outer mount a later `--remount-ro` of its destination makes read-only, and an inner
+/// one mounted right where the outer shows its source, one name below it (a mount point
+/// cannot be removed or renamed where it is mounted).
+fn report_source_in_writable_bind(options: &[BwrapOption], audit: &mut Audit) {
+    let tree = |option: &BwrapOption| match host_path(&option.args[0]) {
+        HostPath::Known(path) => Some(path),
+        HostPath::InHome(below) => Some(format!("~{below}")),
+        HostPath::Unknown(_) => None,
+    };
+    let writable: Vec<(usize, &BwrapOption, String)> = options
+        .iter()
+        .enumerate()
+        .filter(|(_, option)| is_writable_host_mount(option))
+        .filter_map(|(i, option)| Some((i, option, tree(option)?)))
+        .collect();
+    let remounted = |i: usize| {
+        let dest = mount_destination(options, i);
+        options[i + 1..].iter().any(|option| {
+            option.name == "--remount-ro" && dest.is_some() && sandbox_path(&option.args[0]) == dest
+        })
+    };
+    for (k, inner, inner_tree) in &writable {
+        let outer = writable.iter().find(|(j, outer, outer_tree)| {
+            let Some(rest) = rest_below(inner_tree, outer_tree).filter(|r| !r.is_empty()) else {
+                return false;
+            };
+            let shown_at = mount_destination(options, *j)
+                .map(|dest| normalize_path(&format!("{dest}/{rest}")));
+            let mounted_in_place =
+                !rest.contains('/') && shown_at == mount_destination(options, *k);
+            home_or_root(&outer.args[0]).is_none() && !remounted(*j) && !mounted_in_place
+        });
+        if let Some((_, outer, _)) = outer {
+            audit.finding(
+                "source-in-writable-bind",
+                format!(
+                    "mounts {} writable, a path inside {}, which {} makes writable: a task \
+                     that leaves a symlink there (in an earlier run) makes bubblewrap mount \
+                     the host path it names instead, / included",
+                    inner.args[0],
+                    outer.args[0],
+                    outer.raw()
+                ),
+                inner.raw(),
+            );
+        }
+    }
+}
+
 /// Where a mount option mounts, normalised (see `mount_destination`).
 fn sandbox_path_of_mount(option: &BwrapOption) -> Option<String> {
     mount_destination(std::slice::from_ref(option), 0)
@@ -2318,6 +2382,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         .extend(exposed_as(&["writable-home-or-root"]));
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
     audit.findings.extend(setup_in_binds.findings);
+    report_source_in_writable_bind(&options, &mut audit);
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
     let held: Vec<&str> = exposed
         .iter()
@@ -3852,6 +3917,78 @@ mod tests {
             let audit = bwrap_variant(&[], fine);
             assert_eq!(
                 count(&audit.findings, "setup-in-writable-bind"),
+                0,
+                "{fine:?}: {audit:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_source_in_writable_bind() {
+        for (opts, inner, outer) in [
+            (
+                &["--bind /srv/w /w", "--bind /srv/w/cache /c"][..],
+                "--bind /srv/w/cache /c",
+                "--bind /srv/w /w",
+            ),
+            // Order does not matter: the link is left by an earlier run.
+            (
+                &["--bind-try /srv/w/cache /c", "--bind /srv/w/ /w"],
+                "--bind-try /srv/w/cache /c",
+                "--bind /srv/w/ /w",
+            ),
+            (
+                &["--bind ~/work /w", "--dev-bind ~/work/dev /d"],
+                "--dev-bind '~/work/dev' /d",
+                "--bind '~/work' /w",
+            ),
+            (
+                &[
+                    "--bind /srv/w /w",
+                    "--overlay-src /usr",
+                    "--overlay /srv/w/up /tmp/wk /o",
+                ],
+                "--overlay /srv/w/up /tmp/wk /o",
+                "--bind /srv/w /w",
+            ),
+            // Mounted in place two names down: the task renames the directory above it and
+            // leaves a link in its stead (a probe did).
+            (
+                &["--bind /srv/w /w", "--bind /srv/w/a/b /w/a/b"],
+                "--bind /srv/w/a/b /w/a/b",
+                "--bind /srv/w /w",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, "source-in-writable-bind");
+            assert_eq!(found.arg, inner, "{opts:?}");
+            assert!(
+                found
+                    .message
+                    .contains(&format!("which {outer} makes writable")),
+                "{opts:?}: {found:#?}"
+            );
+        }
+        for fine in [
+            &["--bind /srv/w /w", "--ro-bind /srv/w/.git /w/.git"][..],
+            &["--bind /srv/w /w", "--bind /srv/w2 /w2"],
+            &["--bind /srv/w /w", "--bind /srv/w /w2"],
+            &["--ro-bind /srv/w /w", "--bind /srv/w/x /x"],
+            &["--bind \"$W\" /w", "--bind /srv/x /x"],
+            // A mount point cannot be removed or renamed where it is mounted.
+            &["--bind /srv/w /w", "--bind /srv/w/sub /w/sub"],
+            &[
+                "--bind /srv/w /w",
+                "--bind /srv/w/a/b /c",
+                "--remount-ro /w",
+            ],
+            // `/` or a home is reported as writable-home-or-root.
+            &["--bind / /", "--bind /srv/x /x"],
+            &["--bind ~ /h", "--bind ~/x /x"],
+        ] {
+            let audit = bwrap_variant(&[], fine);
+            assert_eq!(
+                count(&audit.findings, "source-in-writable-bind"),
                 0,
                 "{fine:?}: {audit:#?}"
             );
