@@ -2082,11 +2082,23 @@ fn report_source_in_writable_bind(options: &[BwrapOption], audit: &mut Audit) {
         HostPath::InHome(below) => Some(format!("~{below}")),
         HostPath::Unknown(_) => None,
     };
-    let writable: Vec<(usize, &BwrapOption, String)> = options
+    // A read-only mount of any host path shows nothing new where the line binds all of `/`.
+    let binds_root = options.iter().any(|option| {
+        matches!(option.name, "--bind" | "--ro-bind" | "--dev-bind")
+            && tree(option).as_deref() == Some("/")
+    });
+    let mounts: Vec<(usize, &BwrapOption, String)> = options
         .iter()
         .enumerate()
-        .filter(|(_, option)| is_writable_host_mount(option))
+        .filter(|(_, option)| {
+            is_writable_host_mount(option)
+                || (!binds_root && matches!(option.name, "--ro-bind" | "--ro-bind-try"))
+        })
         .filter_map(|(i, option)| Some((i, option, tree(option)?)))
+        .collect();
+    let writable: Vec<&(usize, &BwrapOption, String)> = mounts
+        .iter()
+        .filter(|(_, option, _)| is_writable_host_mount(option))
         .collect();
     let remounted = |i: usize| {
         let dest = mount_destination(options, i);
@@ -2094,7 +2106,7 @@ fn report_source_in_writable_bind(options: &[BwrapOption], audit: &mut Audit) {
             option.name == "--remount-ro" && dest.is_some() && sandbox_path(&option.args[0]) == dest
         })
     };
-    for (k, inner, inner_tree) in &writable {
+    for (k, inner, inner_tree) in &mounts {
         let outer = writable.iter().find(|(j, outer, outer_tree)| {
             let Some(rest) = rest_below(inner_tree, outer_tree).filter(|r| !r.is_empty()) else {
                 return false;
@@ -2106,10 +2118,15 @@ fn report_source_in_writable_bind(options: &[BwrapOption], audit: &mut Audit) {
             home_or_root(&outer.args[0]).is_none() && !remounted(*j) && !mounted_in_place
         });
         if let Some((_, outer, _)) = outer {
+            let how = if is_writable_host_mount(inner) {
+                "writable"
+            } else {
+                "read-only"
+            };
             audit.finding(
                 "source-in-writable-bind",
                 format!(
-                    "mounts {} writable, a path inside {}, which {} makes writable: a task \
+                    "mounts {} {how}, a path inside {}, which {} makes writable: a task \
                      that leaves a symlink there (in an earlier run) makes bubblewrap mount \
                      the host path it names instead, / included",
                     inner.args[0],
@@ -3969,8 +3986,21 @@ mod tests {
                 "{opts:?}: {found:#?}"
             );
         }
+        // Read-only, it shows any host path, where the line does not show all of `/` anyway.
+        let read = bwrap_variant(&[], &["--bind /srv/w /w", "--ro-bind /srv/w/.cfg /cfg"]);
+        assert_eq!(
+            only(&read.findings, "source-in-writable-bind").message,
+            "mounts /srv/w/.cfg read-only, a path inside /srv/w, which --bind /srv/w /w makes \
+             writable: a task that leaves a symlink there (in an earlier run) makes bubblewrap \
+             mount the host path it names instead, / included"
+        );
         for fine in [
             &["--bind /srv/w /w", "--ro-bind /srv/w/.git /w/.git"][..],
+            &[
+                "--ro-bind / /",
+                "--bind /srv/w /w",
+                "--ro-bind /srv/w/.cfg /cfg",
+            ],
             &["--bind /srv/w /w", "--bind /srv/w2 /w2"],
             &["--bind /srv/w /w", "--bind /srv/w /w2"],
             &["--ro-bind /srv/w /w", "--bind /srv/w/x /x"],
