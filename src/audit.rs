@@ -457,8 +457,9 @@ const DOCKER_SHORT_OPTIONS: &[(char, &str)] = &[
 ];
 
 /// Where the Docker daemon's socket lives on the host (also under `/var/run`, see
-/// `sockets_in`). A mount of it, or of a directory above it, hands the container the daemon.
-const DOCKER_SOCKETS: &[&str] = &["/run/docker.sock"];
+/// `sockets_in`), and a rootless daemon's in its user's runtime directory (its
+/// `DOCKER_HOST`). A mount of it, or of a directory above it, hands the container the daemon.
+const DOCKER_SOCKETS: &[&str] = &["/run/docker.sock", "/run/user/*/docker.sock"];
 
 /// Host sockets besides Docker's whose connect(2) reaches a service that acts outside the
 /// sandbox, and what each is. In a pattern a trailing `*` ends a name (`ssh-*`) and a lone
@@ -689,6 +690,8 @@ fn parse_docker_short_cluster(
 struct HostMount {
     source: String,
     read_only: bool,
+    /// A read-only mount whose submounts stay writable (docker's `bind-recursive=writable`).
+    writable_below: bool,
 }
 
 /// A `-v` source names a host path when it is absolute, relative (`.`), under a home (`~`),
@@ -714,33 +717,80 @@ fn volume_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
     Ok(Some(HostMount {
         source: source.to_string(),
         read_only,
+        writable_below: false,
     }))
+}
+
+/// The fields of a `--mount` value, read as docker reads it: one record of Go's
+/// `encoding/csv` (fields split at commas; a field that starts with `"` is quoted, a comma in
+/// it is kept and `""` is one `"`; the record ends at a newline).
+fn csv_fields(spec: &str) -> Result<Vec<String>, String> {
+    let bad = || format!("--mount {spec:?}: a misplaced '\"'");
+    let mut fields = Vec::new();
+    let mut chars = spec.chars().peekable();
+    loop {
+        let mut field = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        field.push('"');
+                    }
+                    Some('"') => break,
+                    Some(c) => field.push(c),
+                    None => return Err(bad()),
+                }
+            }
+            if !matches!(chars.peek(), None | Some(',' | '\n' | '\r')) {
+                return Err(bad());
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                match c {
+                    ',' | '\n' | '\r' => break,
+                    '"' => return Err(bad()),
+                    c => field.push(c),
+                }
+                chars.next();
+            }
+        }
+        fields.push(field);
+        if chars.next() != Some(',') {
+            return Ok(fields);
+        }
+    }
 }
 
 /// `--mount type=bind,source=SRC,target=DST[,readonly]`. A `type=volume` mount is a host
 /// mount too when the local driver is told to bind a host directory
-/// (`volume-opt=o=bind,volume-opt=device=/path`).
+/// (`volume-opt=o=bind,volume-opt=device=/path`). docker lowercases the type (`type=BIND`).
 fn mount_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
     let mut kind = "volume".to_string();
     let mut source = None;
     let mut read_only = false;
+    let mut writable_below = false;
     let mut driver_binds = false;
     let mut driver_device = None;
-    for field in spec.split(',') {
+    for field in &csv_fields(spec)? {
         let (key, value) = match field.split_once('=') {
             Some((key, value)) => (key.to_ascii_lowercase(), Some(value)),
             None => (field.to_ascii_lowercase(), None),
         };
         match (key.as_str(), value) {
-            ("type", Some(v)) => kind = v.to_string(),
+            ("type", Some(v)) => kind = v.to_ascii_lowercase(),
             ("source" | "src", Some(v)) => source = Some(v.to_string()),
+            ("bind-recursive", Some(v)) => writable_below = v.eq_ignore_ascii_case("writable"),
             ("readonly" | "ro", None) => read_only = true,
             ("readonly" | "ro", Some(v)) => {
                 read_only = parse_bool(v)
                     .ok_or_else(|| format!("--mount {spec}: {field:?} is not true or false"))?;
             }
             ("volume-opt", Some(opt)) => match opt.split_once('=') {
-                Some(("o", o)) => driver_binds = o.split(',').any(|x| x == "bind"),
+                Some(("o", o)) => {
+                    driver_binds = o.split(',').any(|x| x == "bind" || x == "rbind");
+                }
                 Some(("device", device)) => driver_device = Some(device.to_string()),
                 _ => {}
             },
@@ -752,7 +802,11 @@ fn mount_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
         "volume" if driver_binds => driver_device,
         _ => None,
     };
-    Ok(host_source.map(|source| HostMount { source, read_only }))
+    Ok(host_source.map(|source| HostMount {
+        source,
+        read_only,
+        writable_below: read_only && writable_below,
+    }))
 }
 
 /// The scratch directory is the one writable channel an airlock sandbox is meant to have.
@@ -862,10 +916,20 @@ const HOST_DEVICES: &[(&str, &str)] = &[
     ("/dev/zram*", "a disk"),
     ("/dev/mapper", "a disk"),
     ("/dev/disk", "a disk"),
+    // udev's links to every block device by number (`/dev/block/8:0` is `/dev/sda`): a bind
+    // resolves its source, so the link binds the device itself.
+    ("/dev/block", "a disk"),
+    // Block SG nodes send SCSI commands to the disks; optical drives.
+    ("/dev/bsg", "a disk"),
+    ("/dev/sr*", "a disk"),
     // The machine's memory and I/O ports.
     ("/dev/mem", "memory"),
     ("/dev/kmem", "memory"),
     ("/dev/port", "I/O ports"),
+    // Model-specific registers of each CPU (`/dev/cpu/0/msr`).
+    ("/dev/cpu", "CPU registers"),
+    // udev's links to every character device by number (`/dev/char/1:1` is `/dev/mem`).
+    ("/dev/char", "a device by its number"),
     // Keyboards and mice: the host user's keystrokes, and input injected as theirs.
     ("/dev/input", "input devices"),
     ("/dev/uinput", "input devices"),
@@ -1083,10 +1147,27 @@ fn check_writable_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, a
             is_sensitive_host_path(&mount.source) && home_or_root(&mount.source).is_none()
         }
     };
-    if !mount.read_only && writable_leaks && !is_airlock_scratch(&mount.source) {
+    if !writable_leaks || is_airlock_scratch(&mount.source) {
+        return;
+    }
+    if !mount.read_only {
         audit.finding(
             "host-mount-rw",
             format!("mounts {} read-write", mount.source),
+            raw,
+        );
+        return;
+    }
+    let below = left_writable_by_remount(&mount.source);
+    if mount.writable_below && !below.is_empty() {
+        audit.finding(
+            "host-mount-rw",
+            format!(
+                "mounts {} read-only but its submounts writable (bind-recursive=writable): \
+                 the host's mounts below it ({} on most hosts) stay writable",
+                mount.source,
+                below.join(", ")
+            ),
             raw,
         );
     }
@@ -1106,6 +1187,8 @@ fn unconfined_by(security_opt: &str) -> Option<&'static str> {
         ("seccomp", "unconfined") => Some("seccomp"),
         ("apparmor", "unconfined") => Some("AppArmor"),
         ("label", "disable") => Some("SELinux labels"),
+        // Unconfined SELinux domains: spc_t ("super privileged container") and the user's.
+        ("label", "type:spc_t" | "type:unconfined_t") => Some("SELinux confinement"),
         ("systempaths", "unconfined") => Some("masking of /proc and /sys paths"),
         _ => None,
     }
@@ -1177,6 +1260,7 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             "use-api-socket" if option.is_on() => Some(HostMount {
                 source: "/var/run/docker.sock".to_string(),
                 read_only: true,
+                writable_below: false,
             }),
             _ => None,
         };
@@ -1270,6 +1354,20 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
                 &option.raw,
             );
         }
+    }
+
+    // Another container's mounts come along unseen: a bind of / or the Docker socket there
+    // is one here too.
+    for option in run.all("volumes-from") {
+        audit.finding(
+            "volumes-from",
+            format!(
+                "mounts the volumes of container {}, which this audit cannot see (they may be \
+                 host paths, / or the Docker socket)",
+                option.value()
+            ),
+            &option.raw,
+        );
     }
 
     for option in &run.options {
@@ -1501,6 +1599,7 @@ fn host_path(source: &str) -> HostPath {
     // `/dev/fd` and `/dev/stdin` (`stdout`, `stderr`) are links into `/proc/self/fd`:
     // bubblewrap follows them to whatever its caller left open there (`5</`).
     if let ["proc", _, "root" | "cwd" | "fd", ..]
+    | ["proc", _, "task", _, "root" | "cwd" | "fd", ..]
     | ["dev", "fd", _, ..]
     | ["dev", "stdin" | "stdout" | "stderr", ..] = parts.as_slice()
     {
@@ -1514,15 +1613,49 @@ fn host_path(source: &str) -> HostPath {
 /// Why a bind source hands the sandbox the caller's files, if it does: it is `/`, `/home`,
 /// one user's home directly under `/home`, `/root`, the home spelt as the shell does
 /// (`$HOME`, `~`, `~user`), or a path this audit cannot know (taken to be `/`).
+///
+/// A source that ends in variables (`/$DIR`, `"$HOME/$SUB"`) is also what is left without
+/// them: an empty or unset variable leaves its parent.
 fn home_or_root(source: &str) -> Option<String> {
-    match host_path(source) {
+    let found = match host_path(source) {
         HostPath::Known(path) => {
             let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
             matches!(parts.as_slice(), [] | ["root"] | ["home"] | ["home", _]).then(String::new)
         }
         HostPath::InHome(below) => below.is_empty().then(String::new),
         HostPath::Unknown(why) => Some(format!(": {why}, so it may be / or a home")),
+    };
+    found.or_else(|| {
+        let parent = without_trailing_variables(source)?;
+        home_or_root(&parent)?;
+        Some(format!(
+            ": the variable it ends in may be empty, so it may be {parent}"
+        ))
+    })
+}
+
+/// `source` without the variables (`$NAME`, `${NAME}`) that make up its last names, when it
+/// ends in one: what it names when they are empty (`/` for `/$DIR`).
+fn without_trailing_variables(source: &str) -> Option<String> {
+    let mut names: Vec<&str> = source.split('/').collect();
+    let mut dropped = false;
+    while let Some(last) = names.last() {
+        match *last {
+            "" | "." => {}
+            name if name.starts_with('$') && names.len() > 1 => dropped = true,
+            _ => break,
+        }
+        names.pop();
     }
+    if !dropped {
+        return None;
+    }
+    let parent = names.join("/");
+    Some(if parent.is_empty() {
+        "/".to_string()
+    } else {
+        parent
+    })
 }
 
 /// The option whose mount puts option `i`'s source in the sandbox: itself, or for
@@ -1840,6 +1973,177 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     (known_format || private_key || jwt || url_password).then_some("value")
 }
 
+/// CAP_SYS_ADMIN's number (`linux/capability.h`).
+const CAP_SYS_ADMIN: u64 = 21;
+
+/// True when a `--cap-add` argument gives CAP_SYS_ADMIN: `ALL` (any case), or the capability
+/// libcap's `cap_from_name`, which bubblewrap calls, reads it as. That reads a leading number
+/// as C's `strtoul` with base 0 does (`21`, `0x15`, `025`; `021` is 17) and a name without
+/// regard to case, each only up to the first character that cannot continue it, so `21x`,
+/// `cap_sys_admin+ep` and `CAP_SYS_ADMIN,CAP_NET_RAW` all add CAP_SYS_ADMIN (bubblewrap 0.8).
+fn adds_sys_admin(cap: &str) -> bool {
+    if cap.eq_ignore_ascii_case("ALL") {
+        return true;
+    }
+    if cap.starts_with(|c: char| c.is_ascii_digit()) {
+        let (digits, radix) = match cap.strip_prefix("0x").or_else(|| cap.strip_prefix("0X")) {
+            Some(hex) => (hex, 16),
+            None if cap.starts_with('0') => (cap, 8),
+            None => (cap, 10),
+        };
+        let mut value: u64 = 0;
+        for digit in digits.chars().map_while(|c| c.to_digit(radix)) {
+            match value
+                .checked_mul(u64::from(radix))
+                .and_then(|v| v.checked_add(u64::from(digit)))
+            {
+                Some(v) => value = v,
+                None => return false,
+            }
+        }
+        return value == CAP_SYS_ADMIN;
+    }
+    let name: String = cap
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+        .collect();
+    name.eq_ignore_ascii_case("CAP_SYS_ADMIN")
+}
+
+/// The path a setup operation that writes the filesystem creates or changes: `--file`'s
+/// content, `--chmod`'s mode, a `--dir` or a `--symlink` (bubblewrap 0.8 follows symlinks on
+/// the way, and for `--file` and `--chmod` at the end too: a probe's `--chmod` and `--file`
+/// through a link to `/oldroot/...` changed the host file, `--dir` and `--symlink` made theirs
+/// in the host directory a link above them led to).
+fn setup_destination<'a>(option: &'a BwrapOption) -> Option<&'a str> {
+    match option.name {
+        "--file" | "--chmod" | "--symlink" => Some(&option.args[1]),
+        "--dir" => Some(&option.args[0]),
+        _ => None,
+    }
+}
+
+/// The writable host bind that setup option `i` writes inside, if any: the last mount made
+/// before it on a directory above its destination, when that is a writable bind of a host
+/// tree (`--bind`, `--dev-bind`, their `-try`, `--bind-fd`, an `--overlay`'s upper layer),
+/// whose content a task of an earlier run may have changed. A `-try` mount may be skipped,
+/// so the search goes on below one.
+fn writable_bind_holding<'o>(
+    options: &'o [BwrapOption<'o>],
+    i: usize,
+) -> Option<&'o BwrapOption<'o>> {
+    let dest = sandbox_path(setup_destination(&options[i])?)?;
+    for option in options[..i].iter().rev() {
+        let Some(at) = sandbox_path_of_mount(option) else {
+            continue;
+        };
+        if !is_at_or_below(&dest, &at) {
+            continue;
+        }
+        let writable = matches!(
+            option.name,
+            "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--bind-fd" | "--overlay"
+        );
+        // `--dir` and `--symlink` do not follow a link at the end of the path: one above it
+        // must lie inside the bind.
+        let follows_last = matches!(options[i].name, "--file" | "--chmod");
+        let inside = rest_below(&dest, &at).unwrap_or("");
+        if writable && ((follows_last && !inside.is_empty()) || inside.contains('/')) {
+            return Some(option);
+        }
+        if !option.name.ends_with("-try") {
+            return None;
+        }
+    }
+    None
+}
+
+/// The options that hand the sandbox a host tree to write: a writable bind, or an overlay's
+/// upper layer.
+fn is_writable_host_mount(option: &BwrapOption) -> bool {
+    matches!(
+        option.name,
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--overlay"
+    )
+}
+
+/// A writable mount whose host source lies inside another writable mount's source: a task
+/// that leaves a symlink on that path (in an earlier run, or while another runs) makes
+/// bubblewrap, which resolves a source on the host, mount whatever host path the link names
+/// there instead, `/` included (a probe's bind of a link a first run left bound its target
+/// writable). Both sources must be spelt alike (absolute, or in the home) to be compared.
+/// Not reported: an outer source that is `/` or a home (`writable-home-or-root` says more),
+/// an outer mount a later `--remount-ro` of its destination makes read-only, and an inner
+/// one mounted right where the outer shows its source, one name below it (a mount point
+/// cannot be removed or renamed where it is mounted).
+fn report_source_in_writable_bind(options: &[BwrapOption], audit: &mut Audit) {
+    let tree = |option: &BwrapOption| match host_path(&option.args[0]) {
+        HostPath::Known(path) => Some(path),
+        HostPath::InHome(below) => Some(format!("~{below}")),
+        HostPath::Unknown(_) => None,
+    };
+    // A read-only mount of any host path shows nothing new where the line binds all of `/`.
+    let binds_root = options.iter().any(|option| {
+        matches!(option.name, "--bind" | "--ro-bind" | "--dev-bind")
+            && tree(option).as_deref() == Some("/")
+    });
+    let mounts: Vec<(usize, &BwrapOption, String)> = options
+        .iter()
+        .enumerate()
+        .filter(|(_, option)| {
+            is_writable_host_mount(option)
+                || (!binds_root && matches!(option.name, "--ro-bind" | "--ro-bind-try"))
+        })
+        .filter_map(|(i, option)| Some((i, option, tree(option)?)))
+        .collect();
+    let writable: Vec<&(usize, &BwrapOption, String)> = mounts
+        .iter()
+        .filter(|(_, option, _)| is_writable_host_mount(option))
+        .collect();
+    let remounted = |i: usize| {
+        let dest = mount_destination(options, i);
+        options[i + 1..].iter().any(|option| {
+            option.name == "--remount-ro" && dest.is_some() && sandbox_path(&option.args[0]) == dest
+        })
+    };
+    for (k, inner, inner_tree) in &mounts {
+        let outer = writable.iter().find(|(j, outer, outer_tree)| {
+            let Some(rest) = rest_below(inner_tree, outer_tree).filter(|r| !r.is_empty()) else {
+                return false;
+            };
+            let shown_at = mount_destination(options, *j)
+                .map(|dest| normalize_path(&format!("{dest}/{rest}")));
+            let mounted_in_place =
+                !rest.contains('/') && shown_at == mount_destination(options, *k);
+            home_or_root(&outer.args[0]).is_none() && !remounted(*j) && !mounted_in_place
+        });
+        if let Some((_, outer, _)) = outer {
+            let how = if is_writable_host_mount(inner) {
+                "writable"
+            } else {
+                "read-only"
+            };
+            audit.finding(
+                "source-in-writable-bind",
+                format!(
+                    "mounts {} {how}, a path inside {}, which {} makes writable: a task \
+                     that leaves a symlink there (in an earlier run) makes bubblewrap mount \
+                     the host path it names instead, / included",
+                    inner.args[0],
+                    outer.args[0],
+                    outer.raw()
+                ),
+                inner.raw(),
+            );
+        }
+    }
+}
+
+/// Where a mount option mounts, normalised (see `mount_destination`).
+fn sandbox_path_of_mount(option: &BwrapOption) -> Option<String> {
+    mount_destination(std::slice::from_ref(option), 0)
+}
+
 /// Audits a bubblewrap argument vector. `argv` may start with `bwrap` or a path ending in
 /// `/bwrap`. Errors on an unknown option, a missing option argument, or no command.
 ///
@@ -1888,8 +2192,25 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     // `--setenv`s of credentials: (name, why, still set in the sandbox's environment).
     // bubblewrap applies --setenv, --unsetenv and --clearenv in argument order.
     let mut credentials: Vec<(&str, &str, bool)> = Vec::new();
+    // Setup operations that write where a task of an earlier run may have left a symlink.
+    let mut setup_in_binds = Audit::default();
 
     for (i, option) in options.iter().enumerate() {
+        if let Some(bind) = writable_bind_holding(&options, i) {
+            let dest = setup_destination(option).unwrap_or_default();
+            setup_in_binds.finding(
+                "setup-in-writable-bind",
+                format!(
+                    "{} writes at {dest}, inside a writable host bind ({}): bubblewrap \
+                     follows a symlink a task left on that path in an earlier run out of the \
+                     bind to any host path (through /oldroot), and writes there as its caller \
+                     (as root when root runs it)",
+                    option.name,
+                    bind.raw()
+                ),
+                option.raw(),
+            );
+        }
         // What this option hands the sandbox, seen at the paths `inside` the mount where it
         // lands (`""`: the whole mount).
         let placed_by = placing_mount(&options, i);
@@ -1979,6 +2300,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                 let mount = HostMount {
                     source: source.clone(),
                     read_only,
+                    writable_below: false,
                 };
                 check_writable_host_mount(
                     &mount,
@@ -2039,12 +2361,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     }
 
     // A task that holds CAP_SYS_ADMIN can unmount a later mount and reach what it hides.
-    let can_unmount = root_caps_kept
-        || caps.iter().any(|add| {
-            ["ALL", "CAP_SYS_ADMIN", "21"]
-                .iter()
-                .any(|c| add.args[0].eq_ignore_ascii_case(c))
-        });
+    let can_unmount = root_caps_kept || caps.iter().any(|add| adds_sys_admin(&add.args[0]));
     // Such a task also remounts a read-only mount writable again.
     let exposed: Vec<Exposure> = exposures
         .into_iter()
@@ -2081,6 +2398,8 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
         .findings
         .extend(exposed_as(&["writable-home-or-root"]));
     audit.findings.extend(exposed_as(&["host-mount-rw"]));
+    audit.findings.extend(setup_in_binds.findings);
+    report_source_in_writable_bind(&options, &mut audit);
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
     let held: Vec<&str> = exposed
         .iter()
@@ -2520,6 +2839,12 @@ mod tests {
             ("--mount type=bind,source=/srv,target=/srv", "/srv"),
             ("--mount type=bind,src=/srv,dst=/srv,ro=false", "/srv"),
             ("--mount=type=bind,src=/srv,dst=/srv,readonly=0", "/srv"),
+            // docker lowercases the type and reads the value as CSV.
+            ("--mount type=BIND,src=/srv,dst=/srv", "/srv"),
+            ("--mount '\"type=bind\",\"src=/srv\",dst=/srv'", "/srv"),
+            ("--mount 'type=bind,\"src=/a,b\",dst=/srv'", "/a,b"),
+            // docker reads one record: what follows a newline is not read.
+            ("--mount 'type=bind,src=/srv,dst=/srv\nreadonly'", "/srv"),
         ] {
             let audit = docker_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["host-mount-rw"], "{opt}");
@@ -2560,6 +2885,36 @@ mod tests {
             only(&driver.findings, "host-mount-rw").message,
             "mounts /home/dev read-write"
         );
+        let rbind = docker_variant(
+            &[],
+            &[
+                "--mount type=volume,dst=/d,volume-opt=type=none,volume-opt=o=rbind,volume-opt=device=/",
+            ],
+        );
+        assert_eq!(
+            only(&rbind.findings, "host-mount-rw").message,
+            "mounts / read-write"
+        );
+        // Read-only on top, but the host's own mounts below it left writable.
+        let below = docker_variant(
+            &[],
+            &["--mount type=bind,src=/,dst=/host,readonly,bind-recursive=writable"],
+        );
+        let finding = only(&below.findings, "host-mount-rw");
+        assert!(
+            finding
+                .message
+                .starts_with("mounts / read-only but its submounts writable"),
+            "{finding:#?}"
+        );
+        assert!(finding.message.contains("/dev/shm"), "{finding:#?}");
+        for fine in [
+            "--mount type=bind,src=/srv,dst=/srv,readonly,bind-recursive=writable",
+            "--mount type=bind,src=/,dst=/host,readonly,bind-recursive=readonly",
+        ] {
+            let audit = docker_variant(&[], &[fine]);
+            assert_eq!(count(&audit.findings, "host-mount-rw"), 0, "{fine}");
+        }
     }
 
     #[test]
@@ -2613,6 +2968,20 @@ mod tests {
         assert_eq!(
             only(&proc_root.findings, "docker-socket").message,
             "mounts /proc/1/root, which holds the Docker socket"
+        );
+        // A rootless daemon's socket, in its user's runtime directory.
+        let rootless = docker_variant(
+            &[],
+            &["-v /run/user/1000/docker.sock:/var/run/docker.sock:ro"],
+        );
+        assert_eq!(rules(&rootless.findings), ["docker-socket"]);
+        let runtime_dir = docker_variant(
+            &[],
+            &["--mount type=bind,src=/run/user/1000,dst=/r,readonly"],
+        );
+        assert_eq!(
+            only(&runtime_dir.findings, "docker-socket").message,
+            "mounts /run/user/1000, which holds the Docker socket"
         );
         let api = docker_variant(&[], &["--use-api-socket"]);
         assert_eq!(rules(&api.findings), ["docker-socket"]);
@@ -2770,6 +3139,8 @@ mod tests {
             "--security-opt label=disable",
             "--security-opt label:disable",
             "--security-opt systempaths=unconfined",
+            "--security-opt label=type:spc_t",
+            "--security-opt label:type:unconfined_t",
         ] {
             let audit = docker_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["unconfined"], "{opt}");
@@ -2829,6 +3200,18 @@ mod tests {
         assert_eq!(audit.findings[0].arg, "--device /dev/fuse");
         assert_eq!(audit.findings[1].arg, "--device-cgroup-rule=c 1:3 mr");
         assert!(docker(CLEAN_DOCKER).findings.is_empty());
+    }
+
+    #[test]
+    fn volumes_from() {
+        let audit = docker_variant(&[], &["--volumes-from dind:ro"]);
+        assert_eq!(rules(&audit.findings), ["volumes-from"]);
+        assert_eq!(
+            audit.findings[0].message,
+            "mounts the volumes of container dind:ro, which this audit cannot see (they may be \
+             host paths, / or the Docker socket)"
+        );
+        assert_eq!(audit.findings[0].arg, "--volumes-from dind:ro");
     }
 
     // ----- docker advice ----------------------------------------------------------------------
@@ -3042,6 +3425,14 @@ mod tests {
             ))
             .is_err()
         );
+        for quotes in [
+            "type=bind,src=/a\"b,dst=/b",
+            "\"type=bind\"x,dst=/b",
+            "\"type=bind",
+        ] {
+            let line = strings(&["docker", "run", "--mount", quotes, "alpine"]);
+            assert!(audit_docker(&line).is_err(), "{quotes}");
+        }
     }
 
     // ----- bwrap ------------------------------------------------------------------------------
@@ -3155,6 +3546,33 @@ mod tests {
         ] {
             assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
         }
+        // An empty variable at the end of a source leaves its parent.
+        for (opt, parent) in [
+            ("--bind \"/$DIR\" /x", "/"),
+            ("--bind \"/${DIR}/\" /x", "/"),
+            ("--bind \"$HOME/$SUB\" /x", "$HOME"),
+            ("--bind \"$HOME/$A/$B/.\" /x", "$HOME"),
+            ("--bind \"/home/dev/$SUB\" /x", "/home/dev"),
+            ("--bind-try ~/\"$SUB\" /x", "~"),
+            ("--overlay-src /usr --overlay \"/$UP\" /tmp/w /x", "/"),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            let found = only(&audit.findings, "writable-home-or-root");
+            assert!(
+                found.message.ends_with(&format!(
+                    "writable: the variable it ends in may be empty, so it may be {parent}"
+                )),
+                "{opt}: {found:#?}"
+            );
+        }
+        for fine in [
+            "--bind \"/srv/$JOB\" /x",
+            "--bind \"/home/$USER/code\" /x",
+            "--bind \"/tmp/airlock-scratch-$ID\" /x",
+        ] {
+            let audit = bwrap_variant(&[], &[fine]);
+            assert!(audit.findings.is_empty(), "{fine}: {audit:#?}");
+        }
         let two = bwrap_variant(&[], &["--bind / /", "--bind /root /root"]);
         assert_eq!(count(&two.findings, "writable-home-or-root"), 2);
         // Sources that reach / or a home without spelling it are taken to be /.
@@ -3165,6 +3583,8 @@ mod tests {
             ("--bind /proc/self/root /x", "process's root"),
             ("--bind /proc/1/root/home /x", "process's root"),
             ("--bind /proc/self/cwd /x", "process's root"),
+            ("--bind /proc/1/task/1/root /x", "process's root"),
+            ("--bind /proc/self/task/7/cwd/etc /x", "process's root"),
             ("--bind //proc/./42/fd/3 /x", "process's root"),
             ("--bind /dev/fd/5 /x", "process's root"),
             ("--bind /dev//fd/5/etc /x", "process's root"),
@@ -3280,8 +3700,13 @@ mod tests {
             "--ro-bind /run/docker.sock /s",
             "--ro-bind /var/run/docker.sock /s",
             "--ro-bind /proc/self/root /h",
+            "--ro-bind /proc/1/task/1/root /h",
             "--overlay-src /run --tmp-overlay /r",
             "--bind / /",
+            // A rootless daemon's socket, in its user's runtime directory.
+            "--ro-bind /run/user/1000/docker.sock /var/run/docker.sock",
+            "--ro-bind /run/user/1000 /run/user/1000",
+            "--ro-bind /run/user /run/user",
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(count(&audit.findings, "docker-socket"), 1, "{opt}");
@@ -3434,6 +3859,12 @@ mod tests {
             (&[], &["--cap-add CAP_SYS_ADMIN"]),
             (&[], &["--cap-add cap_sys_admin"]),
             (&[], &["--cap-add ALL"]),
+            // libcap reads these as CAP_SYS_ADMIN too (bubblewrap 0.8 was seen to grant it).
+            (&[], &["--cap-add 0x15"]),
+            (&[], &["--cap-add 025"]),
+            (&[], &["--cap-add cap_sys_admin+ep"]),
+            (&[], &["--cap-add 21x"]),
+            (&[], &["--cap-add CAP_SYS_ADMIN,CAP_NET_RAW"]),
         ] {
             let mut add = add.to_vec();
             add.extend(["--bind /home /home", "--tmpfs /home"]);
@@ -3442,6 +3873,154 @@ mod tests {
                 count(&audit.findings, "writable-home-or-root"),
                 1,
                 "{drop:?} {add:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_setup_in_writable_bind() {
+        for (opts, bind) in [
+            (
+                &["--bind /srv/w /w", "--chmod 0755 /w/bin"][..],
+                "--bind /srv/w /w",
+            ),
+            (
+                &["--bind /srv/w /w", "--file 5 /w/config"],
+                "--bind /srv/w /w",
+            ),
+            (
+                &["--bind-try /srv/w /w", "--dir /w/cache/new"],
+                "--bind-try /srv/w /w",
+            ),
+            (&["--bind-fd 4 /w", "--symlink /x /w/a/b"], "--bind-fd 4 /w"),
+            (
+                &[
+                    "--overlay-src /usr",
+                    "--overlay /srv/up /srv/wk /o",
+                    "--file 5 /o/x",
+                ],
+                "--overlay /srv/up /srv/wk /o",
+            ),
+            // A -try mount in between may be skipped.
+            (
+                &[
+                    "--bind /srv/w /w",
+                    "--ro-bind-try /srv/r /w/r",
+                    "--chmod 0700 /w/r/x",
+                ],
+                "--bind /srv/w /w",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, "setup-in-writable-bind");
+            let setup = opts.last().unwrap();
+            assert_eq!(&found.arg, setup, "{opts:?}");
+            assert!(
+                found
+                    .message
+                    .contains(&format!("inside a writable host bind ({bind})")),
+                "{opts:?}: {found:#?}"
+            );
+        }
+        for fine in [
+            &["--ro-bind /srv/w /w", "--chmod 0755 /w/bin"][..],
+            &["--bind /srv/w /w", "--tmpfs /w/t", "--file 5 /w/t/x"],
+            &["--bind /srv/w /w", "--chmod 0755 /w"],
+            // The link a task could leave at the end of the path is not followed here.
+            &["--bind /srv/w /w", "--dir /w/cache"],
+            &["--bind /srv/w /w", "--symlink /x /w/link"],
+            &["--chmod 0755 /w/bin", "--bind /srv/w /w"],
+        ] {
+            let audit = bwrap_variant(&[], fine);
+            assert_eq!(
+                count(&audit.findings, "setup-in-writable-bind"),
+                0,
+                "{fine:?}: {audit:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bwrap_source_in_writable_bind() {
+        for (opts, inner, outer) in [
+            (
+                &["--bind /srv/w /w", "--bind /srv/w/cache /c"][..],
+                "--bind /srv/w/cache /c",
+                "--bind /srv/w /w",
+            ),
+            // Order does not matter: the link is left by an earlier run.
+            (
+                &["--bind-try /srv/w/cache /c", "--bind /srv/w/ /w"],
+                "--bind-try /srv/w/cache /c",
+                "--bind /srv/w/ /w",
+            ),
+            (
+                &["--bind ~/work /w", "--dev-bind ~/work/dev /d"],
+                "--dev-bind '~/work/dev' /d",
+                "--bind '~/work' /w",
+            ),
+            (
+                &[
+                    "--bind /srv/w /w",
+                    "--overlay-src /usr",
+                    "--overlay /srv/w/up /tmp/wk /o",
+                ],
+                "--overlay /srv/w/up /tmp/wk /o",
+                "--bind /srv/w /w",
+            ),
+            // Mounted in place two names down: the task renames the directory above it and
+            // leaves a link in its stead (a probe did).
+            (
+                &["--bind /srv/w /w", "--bind /srv/w/a/b /w/a/b"],
+                "--bind /srv/w/a/b /w/a/b",
+                "--bind /srv/w /w",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            let found = only(&audit.findings, "source-in-writable-bind");
+            assert_eq!(found.arg, inner, "{opts:?}");
+            assert!(
+                found
+                    .message
+                    .contains(&format!("which {outer} makes writable")),
+                "{opts:?}: {found:#?}"
+            );
+        }
+        // Read-only, it shows any host path, where the line does not show all of `/` anyway.
+        let read = bwrap_variant(&[], &["--bind /srv/w /w", "--ro-bind /srv/w/.cfg /cfg"]);
+        assert_eq!(
+            only(&read.findings, "source-in-writable-bind").message,
+            "mounts /srv/w/.cfg read-only, a path inside /srv/w, which --bind /srv/w /w makes \
+             writable: a task that leaves a symlink there (in an earlier run) makes bubblewrap \
+             mount the host path it names instead, / included"
+        );
+        for fine in [
+            &["--bind /srv/w /w", "--ro-bind /srv/w/.git /w/.git"][..],
+            &[
+                "--ro-bind / /",
+                "--bind /srv/w /w",
+                "--ro-bind /srv/w/.cfg /cfg",
+            ],
+            &["--bind /srv/w /w", "--bind /srv/w2 /w2"],
+            &["--bind /srv/w /w", "--bind /srv/w /w2"],
+            &["--ro-bind /srv/w /w", "--bind /srv/w/x /x"],
+            &["--bind \"$W\" /w", "--bind /srv/x /x"],
+            // A mount point cannot be removed or renamed where it is mounted.
+            &["--bind /srv/w /w", "--bind /srv/w/sub /w/sub"],
+            &[
+                "--bind /srv/w /w",
+                "--bind /srv/w/a/b /c",
+                "--remount-ro /w",
+            ],
+            // `/` or a home is reported as writable-home-or-root.
+            &["--bind / /", "--bind /srv/x /x"],
+            &["--bind ~ /h", "--bind ~/x /x"],
+        ] {
+            let audit = bwrap_variant(&[], fine);
+            assert_eq!(
+                count(&audit.findings, "source-in-writable-bind"),
+                0,
+                "{fine:?}: {audit:#?}"
             );
         }
     }
@@ -3979,6 +4558,13 @@ mod tests {
             ("--dev-bind /dev/uinput /dev/uinput", "input devices"),
             ("--dev-bind /dev/vcsa1 /v", "a console's screen"),
             ("--dev-bind /dev/pts /dev/pts", "the host's terminals"),
+            // The same devices through udev's links by number, and the disks' other faces.
+            ("--dev-bind /dev/block/8:0 /x", "a disk"),
+            ("--dev-bind /dev/block /dev/block", "a disk"),
+            ("--dev-bind /dev/char/1:1 /x", "a device by its number"),
+            ("--dev-bind /dev/sr0 /dev/sr0", "a disk"),
+            ("--dev-bind /dev/bsg/0:0:0:0 /b", "a disk"),
+            ("--dev-bind /dev/cpu/0/msr /m", "CPU registers"),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");
@@ -3998,6 +4584,7 @@ mod tests {
             &["--dev-bind /dev/dri /dev/dri"],
             &["--dev-bind /dev/snd /dev/snd"],
             &["--dev-bind /dev/kvm /dev/kvm"],
+            &["--dev-bind /dev/sgx_enclave /dev/sgx_enclave"],
             &["--dev-bind /dev/tty /dev/tty"],
             &["--dev-bind /dev/ptmx /dev/ptmx"],
             &["--dev-bind /dev/loop0 /dev/loop0", "--dev /dev"],
@@ -4014,6 +4601,39 @@ mod tests {
         assert_eq!(audit.findings[0].message, "adds capability CAP_NET_ADMIN");
         assert_eq!(audit.findings[1].arg, "--cap-add ALL");
         assert!(bwrap_variant(&[], &["--cap-drop ALL"]).findings.is_empty());
+    }
+
+    #[test]
+    fn cap_sys_admin_spellings() {
+        for cap in [
+            "ALL",
+            "all",
+            "CAP_SYS_ADMIN",
+            "Cap_Sys_Admin",
+            "21",
+            "0x15",
+            "0X15",
+            "025",
+            "21x",
+            "cap_sys_admin+ep",
+            "CAP_SYS_ADMIN1",
+        ] {
+            assert!(adds_sys_admin(cap), "{cap}");
+        }
+        // `021` is octal 17; bubblewrap refuses a name with more letters, or none of its own.
+        for cap in [
+            "021",
+            "0x",
+            "2",
+            "211",
+            "CAP_NET_RAW",
+            "cap_sys_adminx",
+            "sys_admin",
+            "ALLx",
+            "99999999999999999999999999",
+        ] {
+            assert!(!adds_sys_admin(cap), "{cap}");
+        }
     }
 
     #[test]
