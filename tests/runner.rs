@@ -792,13 +792,10 @@ fn has_child(pid: u32) -> bool {
 /// wait, as they end any writer blocked there (a framework's `terminate()` after its own
 /// timeout), not leave airlock until the caller reads or closes its end: airlock dies of the
 /// signal. Control: a caller that reads gets the whole report.
-#[test]
-fn a_signal_ends_airlock_blocked_on_a_report_its_caller_does_not_read() {
-    use nix::sys::signal::Signal;
-    // 300,000 bytes of stdout, more than a pipe holds (64 KiB); the sleep tells when the task
-    // is gone.
-    let script = "head -c 300000 /dev/zero | tr '\\0' a; sleep 0.731";
-    let args = [
+/// `airlock run --json` of `sh -c SCRIPT` with a cap large enough for a report of 300,000
+/// bytes of stdout, more than a pipe holds (64 KiB).
+fn big_report_args(script: &str) -> [&str; 8] {
+    [
         "run",
         "--json",
         "--max-output",
@@ -807,7 +804,15 @@ fn a_signal_ends_airlock_blocked_on_a_report_its_caller_does_not_read() {
         "sh",
         "-c",
         script,
-    ];
+    ]
+}
+
+#[test]
+fn a_signal_ends_airlock_blocked_on_a_report_its_caller_does_not_read() {
+    use nix::sys::signal::Signal;
+    // 300,000 bytes of stdout, more than a pipe holds (64 KiB); the sleep tells when the task
+    // is gone.
+    let args = big_report_args("head -c 300000 /dev/zero | tr '\\0' a; sleep 0.731");
     for who in BOTH {
         let run = al(who, &args, SECS_10);
         assert_eq!(run.code(), Some(0), "{who:?} control: {}", run.show());
@@ -872,19 +877,7 @@ fn a_report_to_a_non_blocking_stdout_is_written_whole() {
                     nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
                 nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
             }
-            let mut cmd = airlock(
-                who,
-                &[
-                    "run",
-                    "--json",
-                    "--max-output",
-                    "400000",
-                    "--",
-                    "sh",
-                    "-c",
-                    script,
-                ],
-            );
+            let mut cmd = airlock(who, &big_report_args(script));
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::from(w))
                 .stderr(Stdio::piped());
