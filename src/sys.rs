@@ -932,21 +932,19 @@ pub fn drop_raised_priority() -> SysResult<()> {
     const IOPRIO_CLASS_SHIFT: u32 = 13;
     // SAFETY: ioprio_get takes no memory; IOPRIO_WHO_PROCESS with 0 is the calling thread.
     let io = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
-    // ENOSYS: a kernel without the block layer has no I/O priority to drop.
-    if io < 0 && Errno::last() != Errno::ENOSYS {
-        return Err(SysError {
-            call: "ioprio_get(IOPRIO_WHO_PROCESS, 0)".into(),
-            errno: Errno::last(),
-        });
+    // Any failure stops the run, ENOSYS included: a filter of the caller's answering it (a
+    // container runtime's) hides the class, which may be the real-time one, and a kernel
+    // without the block layer, which has none, does not run airlock's hosts.
+    if io < 0 {
+        return Err(last(|| "ioprio_get(IOPRIO_WHO_PROCESS, 0)".into()));
     }
     if io >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_RT {
         // SAFETY: ioprio_set takes no memory; class none (0) needs no privilege.
         let set = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, 0) };
         if set != 0 {
-            return Err(SysError {
-                call: "ioprio_set(IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_NONE)".into(),
-                errno: Errno::last(),
-            });
+            return Err(last(|| {
+                "ioprio_set(IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_NONE)".into()
+            }));
         }
     }
     // By number: musl's sched_getscheduler and sched_setscheduler answer ENOSYS (POSIX means
@@ -954,10 +952,7 @@ pub fn drop_raised_priority() -> SysResult<()> {
     // SAFETY: sched_getscheduler(0) reads the calling thread's policy and takes no memory.
     let policy = unsafe { libc::syscall(libc::SYS_sched_getscheduler, 0) } as libc::c_int;
     if policy < 0 {
-        return Err(SysError {
-            call: "sched_getscheduler(0)".into(),
-            errno: Errno::last(),
-        });
+        return Err(last(|| "sched_getscheduler(0)".into()));
     }
     let policy = policy & !libc::SCHED_RESET_ON_FORK;
     if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
@@ -974,10 +969,7 @@ pub fn drop_raised_priority() -> SysResult<()> {
             )
         };
         if set != 0 {
-            return Err(SysError {
-                call: "sched_setscheduler(0, SCHED_OTHER, 0)".into(),
-                errno: Errno::last(),
-            });
+            return Err(last(|| "sched_setscheduler(0, SCHED_OTHER, 0)".into()));
         }
     }
     // getpriority answers -1 for nice -1 too: errno tells it from a failure.
@@ -985,17 +977,11 @@ pub fn drop_raised_priority() -> SysResult<()> {
     // SAFETY: getpriority takes no memory; PRIO_PROCESS with 0 is the calling process.
     let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
     if nice == -1 && Errno::last_raw() != 0 {
-        return Err(SysError {
-            call: "getpriority(PRIO_PROCESS, 0)".into(),
-            errno: Errno::last(),
-        });
+        return Err(last(|| "getpriority(PRIO_PROCESS, 0)".into()));
     }
     // SAFETY: setpriority takes no memory; raising nice to 0 needs no privilege.
     if nice < 0 && unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) } != 0 {
-        return Err(SysError {
-            call: "setpriority(PRIO_PROCESS, 0, 0)".into(),
-            errno: Errno::last(),
-        });
+        return Err(last(|| "setpriority(PRIO_PROCESS, 0, 0)".into()));
     }
     Ok(())
 }

@@ -3470,3 +3470,47 @@ fn a_task_cannot_lock_host_page_cache_past_its_memory_limit() {
         );
     }
 }
+
+/// Step 12 reads the caller's I/O priority to drop a real-time class (README, Limits). A
+/// caller whose own seccomp filter answers ioprio_get with ENOSYS (a container runtime's
+/// policy) hides that class, which the task would otherwise keep: the run stops at step 12
+/// with exit 125, naming the call, and the task never starts. Control: the same wrapper
+/// refusing a call nobody makes runs the task, which (a root caller in the real-time I/O
+/// class) starts in class none.
+#[test]
+fn an_io_priority_that_cannot_be_read_stops_the_run() {
+    const IOPRIO_GET: &str = "252";
+    let bin = binary().to_str().unwrap();
+    for who in BOTH {
+        let wrapped = |nr: &str, errno: &str| {
+            let mut argv = match who {
+                Launcher::Root => vec!["ionice", "-c", "1", "-n", "0", PYTHON],
+                Launcher::Unprivileged => vec![PYTHON],
+            };
+            argv.extend(["-c", SECCOMP_WRAP, nr, errno, bin, "run", "--"]);
+            argv.extend(["/bin/sh", "-c", "echo task-ran; ionice"]);
+            host_cmd(who, &argv).output().unwrap()
+        };
+        let ctx = format!("{who:?} control (nothing refused)");
+        let control = wrapped("9999", "1");
+        assert_exit(&control, 0, &ctx);
+        assert_eq!(stdout(&control), "task-ran\nnone: prio 0\n", "{ctx}");
+
+        let ctx = format!("{who:?} ioprio_get ENOSYS");
+        let hidden = wrapped(IOPRIO_GET, "38");
+        assert_exit(&hidden, 125, &ctx);
+        assert!(
+            stderr(&hidden).contains(
+                "step 12 drop a raised scheduling priority: ioprio_get(IOPRIO_WHO_PROCESS, 0): \
+                 ENOSYS"
+            ),
+            "{ctx}\n{}",
+            show(&hidden)
+        );
+        assert!(
+            !stdout(&hidden).contains("task-ran"),
+            "{ctx}: the task ran\n{}",
+            show(&hidden)
+        );
+    }
+}
