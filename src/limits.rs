@@ -145,12 +145,26 @@ pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource
         // under --memory 128m held 300 MiB of /usr locked while its cgroup counted 25 MiB (1024
         // processes: 8 GiB); under the rlimit fallback RLIMIT_DATA counts no file mapping.
         fixed(Resource::RLIMIT_MEMLOCK, MEMLOCK),
+        // Step 12 drops a real-time policy or negative nice the task would inherit; these keep
+        // it from taking them itself where the caller's own limits would allow it (limits.conf
+        // gives rtprio 95 to the audio group on some desktops): no real-time priority, and nice
+        // no lower than 0 (RLIMIT_NICE 20; a caller's lower limit stays).
+        (Resource::RLIMIT_RTPRIO, 0, 0),
+        nice_at_most_0(),
     ];
     if mech == Mechanism::Rlimit {
         v.push((Resource::RLIMIT_DATA, l.memory, l.memory));
         v.push((Resource::RLIMIT_NPROC, l.pids, l.pids));
     }
     v
+}
+
+/// RLIMIT_NICE, soft and hard, at most 20 (nice 0 the lowest value allowed) and at most the
+/// caller's: a task cannot undo the caller's positive nice where the caller could not either.
+fn nice_at_most_0() -> (nix::sys::resource::Resource, u64, u64) {
+    use nix::sys::resource::Resource;
+    let (soft, hard) = nix::sys::resource::getrlimit(Resource::RLIMIT_NICE).unwrap_or((0, 0));
+    (Resource::RLIMIT_NICE, soft.min(20), hard.min(20))
 }
 
 /// A cgroup made for one run (one directory for v2; memory and pids directories for v1).
@@ -474,4 +488,26 @@ pub fn to_json(l: &Limits, applied: &Limits, mech: Mechanism) -> Value {
         "nofile": entry(|l| l.nofile, "rlimit (RLIMIT_NOFILE)".into()),
         "scratch_size": entry(|l| l.scratch_size, "tmpfs size".into()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::resource::Resource;
+
+    /// The task may not raise its own scheduling priority past the host's default, whatever
+    /// the caller's limits allow: RLIMIT_RTPRIO 0, RLIMIT_NICE at most 20 (nice 0).
+    #[test]
+    fn no_raised_priority_is_allowed_to_the_task() {
+        for mech in [Mechanism::Rlimit, Mechanism::CgroupV2] {
+            let v = rlimits(&Limits::default(), mech);
+            let find = |r| v.iter().find(|(res, _, _)| *res == r).copied();
+            assert_eq!(
+                find(Resource::RLIMIT_RTPRIO),
+                Some((Resource::RLIMIT_RTPRIO, 0, 0))
+            );
+            let (_, soft, hard) = find(Resource::RLIMIT_NICE).expect("RLIMIT_NICE set");
+            assert!(soft <= 20 && hard <= 20 && soft <= hard, "{soft} {hard}");
+        }
+    }
 }
