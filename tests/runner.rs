@@ -787,11 +787,6 @@ fn has_child(pid: u32) -> bool {
         })
 }
 
-/// A caller that never reads its pipe leaves airlock blocked writing a report larger than the
-/// pipe (the sandbox is gone by then). SIGTERM, SIGINT or SIGHUP to airlock must end that
-/// wait, as they end any writer blocked there (a framework's `terminate()` after its own
-/// timeout), not leave airlock until the caller reads or closes its end: airlock dies of the
-/// signal. Control: a caller that reads gets the whole report.
 /// `airlock run --json` of `sh -c SCRIPT` with a cap large enough for a report of 300,000
 /// bytes of stdout, more than a pipe holds (64 KiB).
 fn big_report_args(script: &str) -> [&str; 8] {
@@ -807,6 +802,11 @@ fn big_report_args(script: &str) -> [&str; 8] {
     ]
 }
 
+/// A caller that never reads its pipe leaves airlock blocked writing a report larger than the
+/// pipe (the sandbox is gone by then). SIGTERM, SIGINT or SIGHUP to airlock must end that
+/// wait, as they end any writer blocked there (a framework's `terminate()` after its own
+/// timeout), not leave airlock until the caller reads or closes its end: airlock dies of the
+/// signal. Control: a caller that reads gets the whole report.
 #[test]
 fn a_signal_ends_airlock_blocked_on_a_report_its_caller_does_not_read() {
     use nix::sys::signal::Signal;
