@@ -577,7 +577,13 @@ fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
     if perms & 0o007 != 0 {
         mode |= 0o005;
     }
-    let Some(parent) = at(dest).parent().map(Path::to_path_buf) else {
+    // The new root itself is always there (a destination directly under `/` has no parent
+    // to make): not asked again for every operation.
+    let Some(parent) = at(dest)
+        .parent()
+        .filter(|p| *p != Path::new(NEWROOT))
+        .map(Path::to_path_buf)
+    else {
         return Ok(());
     };
     std::fs::DirBuilder::new()
