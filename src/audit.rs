@@ -2675,6 +2675,12 @@ mod tests {
         items.iter().filter(|f| f.rule == rule).count()
     }
 
+    /// The clean bwrap line with `add` gives no finding of `rule`.
+    fn assert_no_rule(rule: &str, add: &[&str]) {
+        let audit = bwrap_variant(&[], add);
+        assert_eq!(count(&audit.findings, rule), 0, "{add:?}: {audit:#?}");
+    }
+
     fn only<'a>(items: &'a [Finding], rule: &str) -> &'a Finding {
         let matching: Vec<&Finding> = items.iter().filter(|f| f.rule == rule).collect();
         assert_eq!(matching.len(), 1, "expected one {rule} in {items:#?}");
@@ -3931,12 +3937,7 @@ mod tests {
             &["--bind /srv/w /w", "--symlink /x /w/link"],
             &["--chmod 0755 /w/bin", "--bind /srv/w /w"],
         ] {
-            let audit = bwrap_variant(&[], fine);
-            assert_eq!(
-                count(&audit.findings, "setup-in-writable-bind"),
-                0,
-                "{fine:?}: {audit:#?}"
-            );
+            assert_no_rule("setup-in-writable-bind", fine);
         }
     }
 
@@ -4016,12 +4017,7 @@ mod tests {
             &["--bind / /", "--bind /srv/x /x"],
             &["--bind ~ /h", "--bind ~/x /x"],
         ] {
-            let audit = bwrap_variant(&[], fine);
-            assert_eq!(
-                count(&audit.findings, "source-in-writable-bind"),
-                0,
-                "{fine:?}: {audit:#?}"
-            );
+            assert_no_rule("source-in-writable-bind", fine);
         }
     }
 

@@ -576,6 +576,18 @@ print('after', after, b'after the run' in out)
 print('shown', out.decode(errors='replace').replace('\r', ''), end='')
 "#;
 
+/// Run `argv` through the wrapper `c` holds (a pty harness, a priority setter), as `who`, in
+/// a sandbox or (the control) directly; the run must succeed. Returns its stdout.
+fn through(mut c: Command, who: Launcher, sandboxed: bool, argv: &[&str], ctx: &str) -> String {
+    c.args(as_user(who));
+    if sandboxed {
+        c.arg(binary()).args(["run", "--"]);
+    }
+    let o = c.args(argv).stdin(Stdio::null()).output().unwrap();
+    assert!(o.status.success(), "{ctx}: {}", stderr(&o));
+    stdout(&o)
+}
+
 /// TCXONC with TCOOFF (`tcflow(fd, TCOOFF)`) stops a terminal's output until a TCXONC TCOON:
 /// the START character (^Q) does not restart it (the kernel's start_tty leaves a tcflow stop
 /// alone), and clearing IXON does not either. On the caller's terminal every later write, the
@@ -592,17 +604,14 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
                  sys.exit(7)\n";
     let harness = |who: Launcher, sandboxed: bool| -> String {
         let mut c = Command::new("python3");
-        c.args(["-c", PTY_HARNESS]).args(as_user(who));
-        if sandboxed {
-            c.arg(binary()).args(["run", "--"]);
-        }
-        let o = c
-            .args(["python3", "-c", probe])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
-        stdout(&o)
+        c.args(["-c", PTY_HARNESS]);
+        through(
+            c,
+            who,
+            sandboxed,
+            &["python3", "-c", probe],
+            &format!("{who:?}"),
+        )
     };
     for who in BOTH {
         let inside = harness(who, true);
@@ -730,23 +739,14 @@ fn the_callers_real_time_policy_and_negative_nice_are_not_inherited() {
                             os.execvp(sys.argv[2], sys.argv[2:])\n";
     let probe = "chrt -p $$ | sed -n 's/.*policy: //p'; nice; ionice";
     for who in BOTH {
-        let bin = binary().display().to_string();
         let run = |prefix: &[&str], nice: &str, sandboxed: bool| {
             let mut c = Command::new(prefix.first().copied().unwrap_or("/usr/bin/python3"));
             if !prefix.is_empty() {
                 c.args(&prefix[1..]).arg("/usr/bin/python3");
             }
-            c.args(["-c", SET_NICE, nice]).args(as_user(who));
-            if sandboxed {
-                c.args([&bin, "run", "--"]);
-            }
-            let o = c
-                .args(["sh", "-c", probe])
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "{who:?} {prefix:?}: {}", stderr(&o));
-            stdout(&o)
+            c.args(["-c", SET_NICE, nice]);
+            let ctx = format!("{who:?} {prefix:?}");
+            through(c, who, sandboxed, &["sh", "-c", probe], &ctx)
         };
         let fifo = ["chrt", "-f", "10"];
         assert_eq!(

@@ -123,6 +123,18 @@ fn assert_exit(o: &Output, code: i32, ctx: &str) {
     assert_eq!(o.status.code(), Some(code), "{ctx}\n{}", show(o));
 }
 
+/// A run stopped by a failed step (fail closed): exit 125, stderr naming the step and the
+/// call as `message`, and nothing of the task's (`task_mark`) on stdout.
+fn assert_stopped(o: &Output, message: &str, task_mark: &str, ctx: &str) {
+    assert_exit(o, 125, ctx);
+    assert!(stderr(o).contains(message), "{ctx}\n{}", show(o));
+    assert!(
+        !stdout(o).contains(task_mark),
+        "{ctx}: the task ran\n{}",
+        show(o)
+    );
+}
+
 /// A directory that uid 65534 can read, so the unprivileged control can see what it holds.
 fn world_readable_dir(parent: &str, prefix: &str) -> tempfile::TempDir {
     let d = tempfile::Builder::new()
@@ -2605,18 +2617,11 @@ fn share_net_without_landlock_warns_and_a_scope_that_fails_stops_the_run() {
 
         let ctx = format!("{who:?} landlock_restrict_self EPERM");
         let failed = wrapped(RESTRICT_SELF, "1");
-        assert_exit(&failed, 125, &ctx);
-        assert!(
-            stderr(&failed).contains(
-                "step 12 scope abstract unix sockets: landlock_restrict_self(<ruleset>, 0): EPERM"
-            ),
-            "{ctx}\n{}",
-            show(&failed)
-        );
-        assert!(
-            !stdout(&failed).contains("UNIX-CONNECT"),
-            "{ctx}: the task ran\n{}",
-            show(&failed)
+        assert_stopped(
+            &failed,
+            "step 12 scope abstract unix sockets: landlock_restrict_self(<ruleset>, 0): EPERM",
+            "UNIX-CONNECT",
+            &ctx,
         );
     }
 }
@@ -3498,19 +3503,11 @@ fn an_io_priority_that_cannot_be_read_stops_the_run() {
 
         let ctx = format!("{who:?} ioprio_get ENOSYS");
         let hidden = wrapped(IOPRIO_GET, "38");
-        assert_exit(&hidden, 125, &ctx);
-        assert!(
-            stderr(&hidden).contains(
-                "step 12 drop a raised scheduling priority: ioprio_get(IOPRIO_WHO_PROCESS, 0): \
-                 ENOSYS"
-            ),
-            "{ctx}\n{}",
-            show(&hidden)
-        );
-        assert!(
-            !stdout(&hidden).contains("task-ran"),
-            "{ctx}: the task ran\n{}",
-            show(&hidden)
+        assert_stopped(
+            &hidden,
+            "step 12 drop a raised scheduling priority: ioprio_get(IOPRIO_WHO_PROCESS, 0): ENOSYS",
+            "task-ran",
+            &ctx,
         );
     }
 }
