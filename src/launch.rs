@@ -185,11 +185,18 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // another pid namespace (--pidns): its helper would be born there, visible to it.
     let pidns_joined = io.is_some_and(|b| b.pidns_fd.is_some());
     let net_by_launcher = spec.ns.net && !joins && !launcher_maps && !pidns_joined;
+    // With a cgroup, the init makes the cgroup namespace once it is in the run's cgroup (step
+    // 12), so that the namespace is rooted there.
+    let cgroup_ns_in_cgroup = spec.ns.cgroup && (v1_plan.is_some() || cgroup.is_some());
     let flags = match (joins, net_by_launcher) {
         (true, _) => 0,
         (false, false) => namespace_flags(spec),
         (false, true) => namespace_flags(spec) & !(libc::CLONE_NEWNET as u64),
-    };
+    } & !(if cgroup_ns_in_cgroup {
+        libc::CLONE_NEWCGROUP as u64
+    } else {
+        0
+    });
     // bwrap's --userns-block-fd: the caller writes the maps (below) and may deny setgroups
     // in them, so a root caller's supplementary groups are dropped here, where the init
     // would drop them at step 10.
@@ -228,6 +235,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 caller_is_root,
                 own_maps,
                 cgroup_v1: v1_plan.is_some(),
+                cgroup_ns_in_cgroup,
                 net_by_launcher,
                 rlimits: applied
                     .as_ref()

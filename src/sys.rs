@@ -539,15 +539,22 @@ struct MountAttr {
 }
 
 pub fn attr_names(attr: u64) -> String {
-    let names = [
-        (MOUNT_ATTR_RDONLY, "RDONLY"),
-        (MOUNT_ATTR_NOSUID, "NOSUID"),
-        (MOUNT_ATTR_NODEV, "NODEV"),
-        (MOUNT_ATTR_NOEXEC, "NOEXEC"),
-    ];
+    bit_names(
+        attr,
+        &[
+            (MOUNT_ATTR_RDONLY, "RDONLY"),
+            (MOUNT_ATTR_NOSUID, "NOSUID"),
+            (MOUNT_ATTR_NODEV, "NODEV"),
+            (MOUNT_ATTR_NOEXEC, "NOEXEC"),
+        ],
+    )
+}
+
+/// The names of the bits set in `bits`, joined by "|".
+fn bit_names(bits: u64, names: &[(u64, &str)]) -> String {
     let set: Vec<&str> = names
         .iter()
-        .filter(|(bit, _)| attr & bit != 0)
+        .filter(|(bit, _)| bits & bit != 0)
         .map(|(_, n)| *n)
         .collect();
     set.join("|")
@@ -721,12 +728,28 @@ pub fn landlock_scope_abstract_sockets() -> SysResult<()> {
     Ok(())
 }
 
+/// The CLONE_NEW* names of `flags`, as error messages spell the call.
+fn namespace_names(flags: libc::c_int) -> String {
+    bit_names(
+        flags as u64,
+        &[
+            (libc::CLONE_NEWNS as u64, "CLONE_NEWNS"),
+            (libc::CLONE_NEWCGROUP as u64, "CLONE_NEWCGROUP"),
+            (libc::CLONE_NEWUTS as u64, "CLONE_NEWUTS"),
+            (libc::CLONE_NEWIPC as u64, "CLONE_NEWIPC"),
+            (libc::CLONE_NEWUSER as u64, "CLONE_NEWUSER"),
+            (libc::CLONE_NEWPID as u64, "CLONE_NEWPID"),
+            (libc::CLONE_NEWNET as u64, "CLONE_NEWNET"),
+        ],
+    )
+}
+
 /// unshare(2) of the given namespaces.
 pub fn unshare_namespaces(flags: libc::c_int) -> SysResult<()> {
     // SAFETY: plain syscall on an integer.
     let r = unsafe { libc::unshare(flags) };
     if r == -1 {
-        return Err(last(|| format!("unshare({flags:#x})")));
+        return Err(last(|| format!("unshare({})", namespace_names(flags))));
     }
     Ok(())
 }

@@ -1325,45 +1325,74 @@ fn cpu_time_of_what_the_task_left_is_not_the_tasks() {
 
 /// As root on this cgroup v1 host, the task runs inside the run's own memory and pids cgroups
 /// (made by the launcher while the init builds the sandbox, joined by the init before it starts
-/// the task): both lines of its /proc/self/cgroup name airlock-PID-START-N. Control: the same
-/// lines of a host process name no such cgroup.
+/// the task): seen from the host, both lines of its /proc/PID/cgroup name airlock-PID-START-N.
+/// Its cgroup namespace is rooted there, so the task itself reads "/" in both lines and learns
+/// neither the name nor the launcher's host pid in it. Controls: the same lines of a host
+/// process name no such cgroup; the task's own lines, read from the host, name its cgroup.
 #[test]
-fn root_task_runs_in_the_runs_own_cgroups() {
-    let script = "grep -E '^[0-9]+:(memory|pids):' /proc/self/cgroup";
-    let host = host_sh(Launcher::Root, script);
-    let host_lines = stdout(&host);
-    assert_eq!(
-        host_lines.lines().count(),
-        2,
-        "host control: {host_lines:?}"
-    );
-    assert!(
-        !host_lines.contains("airlock-"),
-        "host control: {host_lines:?}"
-    );
+fn root_task_runs_in_the_runs_own_cgroups_and_sees_it_as_its_root() {
+    let lines_of = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                let ctrls = l.split(':').nth(1).unwrap_or("");
+                ctrls == "memory" || ctrls == "pids"
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let host = lines_of(&std::fs::read_to_string("/proc/self/cgroup").unwrap());
+    assert_eq!(host.len(), 2, "host control: {host:?}");
+    assert!(!host.iter().any(|l| l.contains("airlock-")), "{host:?}");
 
-    let o = sh(Launcher::Root, &["--json"], script);
-    let rep: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(
-        rep["limits"]["pids"]["mechanism"],
-        json!("cgroup v1"),
-        "{rep}"
-    );
-    assert_eq!(
-        rep["limits"]["memory"]["mechanism"],
-        json!("cgroup v1"),
-        "{rep}"
-    );
-    let lines: Vec<&str> = rep["stdout"].as_str().unwrap().lines().collect();
-    assert_eq!(lines.len(), 2, "{rep}");
-    for l in lines {
+    // The task prints its own view, then waits on stdin while the host reads its cgroups.
+    let marker = format!("cgroup-probe-{}", std::process::id());
+    let script = format!("cat /proc/self/cgroup; read x; exit 0 # {marker}");
+    let mut child = airlock(Launcher::Root, &["run", "--", "/bin/sh", "-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let task = loop {
+        if let Some(p) = procs_with(&marker)
+            .into_iter()
+            .find(|p| p.cmdline.starts_with("/bin/sh -c"))
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the task never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let outside = lines_of(&std::fs::read_to_string(format!("/proc/{}/cgroup", task.pid)).unwrap());
+    drop(child.stdin.take());
+    let status = wait_until(&mut child, Instant::now() + Duration::from_secs(10));
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{out}");
+
+    assert_eq!(outside.len(), 2, "{outside:?}");
+    for l in &outside {
         let name = l.rsplit('/').next().unwrap();
         let parts: Vec<&str> = name.split('-').collect();
         assert!(
             parts.len() == 4
                 && parts[0] == "airlock"
                 && parts[1..].iter().all(|p| p.parse::<u64>().is_ok()),
-            "the task's cgroup line {l:?} names no run cgroup ({rep})"
+            "the task's cgroup line {l:?}, read from the host, names no run cgroup"
+        );
+    }
+    let inside = lines_of(&out);
+    assert_eq!(inside.len(), 2, "{out}");
+    for l in &inside {
+        assert!(
+            l.ends_with(":/"),
+            "the task reads its cgroup as {l:?}, not its root"
         );
     }
 }

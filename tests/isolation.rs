@@ -3476,6 +3476,43 @@ fn a_task_cannot_lock_host_page_cache_past_its_memory_limit() {
     }
 }
 
+/// A root caller's task gets its cgroup namespace at step 12, once the init is in the run's
+/// cgroup v1 (see containment.rs): a kernel or caller's filter that refuses that unshare stops
+/// the run with exit 125, naming the step and the call, and the task never starts.
+/// (`--share-net`: without it the network namespace's helper, which unshares first, stops the
+/// run at step 10.) Control: the same wrapper refusing a call nobody makes runs the task.
+#[test]
+fn a_cgroup_namespace_that_cannot_be_made_stops_the_run() {
+    const UNSHARE: &str = "272";
+    let bin = binary().to_str().unwrap();
+    let wrapped = |nr: &str| {
+        let argv = [
+            PYTHON,
+            "-c",
+            SECCOMP_WRAP,
+            nr,
+            "1",
+            bin,
+            "run",
+            "--share-net",
+            "--",
+        ];
+        host_cmd(Launcher::Root, &argv)
+            .args(["/bin/echo", "task-ran"])
+            .output()
+            .unwrap()
+    };
+    let control = wrapped("9999");
+    assert_exit(&control, 0, "control (nothing refused)");
+    assert_eq!(stdout(&control), "task-ran\n", "{}", show(&control));
+    assert_stopped(
+        &wrapped(UNSHARE),
+        "step 12 create the cgroup namespace: unshare(CLONE_NEWCGROUP): EPERM",
+        "task-ran",
+        "unshare refused",
+    );
+}
+
 /// Step 12 reads the caller's I/O priority to drop a real-time class (README, Limits). A
 /// caller whose own seccomp filter answers ioprio_get with ENOSYS (a container runtime's
 /// policy) hides that class, which the task would otherwise keep: the run stops at step 12

@@ -82,6 +82,10 @@ pub struct Inherited<'a> {
     /// The launcher is making a cgroup v1 for this run and will hand over its `tasks` files;
     /// this init joins it before it starts the task.
     pub cgroup_v1: bool,
+    /// The run has a cgroup (v1 or v2) and asked for a cgroup namespace, which clone3 left out:
+    /// this init makes it at step 12, once it is in the run's cgroup, so that the namespace is
+    /// rooted there.
+    pub cgroup_ns_in_cgroup: bool,
     /// The launcher makes the network namespace (in this init's user namespace, which it opens
     /// through /proc) and hands it over; this init joins it at step 10.
     pub net_by_launcher: bool,
@@ -284,7 +288,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     let locks = take_locks(spec).step("11 lock files")?;
 
     // 12. Lock down the init, in this order: the run's cgroup (v1: the launcher made it
-    //     meanwhile and hands over its tasks files) and resource limits; capabilities dropped in every
+    //     meanwhile and hands over its tasks files), the cgroup namespace rooted there, and
+    //     resource limits; capabilities dropped in every
     //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
     //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
     //     an unprivileged process may install seccomp and Landlock); with the host's network
@@ -295,6 +300,12 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //     steps before need.
     if inh.cgroup_v1 {
         join_cgroup(sock)?;
+    }
+    // Made in clone3, the cgroup namespace would be rooted at the caller's cgroup, and the
+    // task would read the run's host-side cgroup (airlock-<launcher's host pid>-...) in
+    // /proc/self/cgroup; made here, in the run's cgroup, it reads "/", as the caller's own.
+    if inh.cgroup_ns_in_cgroup {
+        sys::unshare_namespaces(libc::CLONE_NEWCGROUP).step("12 create the cgroup namespace")?;
     }
     for (res, soft, hard) in &inh.rlimits {
         named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
