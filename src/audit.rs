@@ -2074,8 +2074,13 @@ fn is_writable_host_mount(option: &BwrapOption) -> bool {
 /// writable). Both sources must be spelt alike (absolute, or in the home) to be compared.
 /// Not reported: an outer source that is `/` or a home (`writable-home-or-root` says more),
 /// an outer mount a later `--remount-ro` of its destination makes read-only, and an inner
-/// one mounted right where the outer shows its source, one name below it (a mount point
-/// cannot be removed or renamed where it is mounted).
+/// one whose path from the outer source is pinned: a mount made after the outer one (the
+/// inner one itself, or one above it such as `--ro-bind proj/.git` above `proj/.git/hooks`)
+/// sits where the outer shows the first name of that path (a mount point cannot be removed or
+/// renamed where it is mounted; a `-try` one pins nothing where its source is missing, and a
+/// task can put a link there). What lies below a pinning mount is that mount's to guard: a
+/// read-only bind or a tmpfs keeps it, a writable bind is judged as an outer mount of its
+/// own.
 fn report_source_in_writable_bind(options: &[BwrapOption], audit: &mut Audit) {
     let tree = |option: &BwrapOption| match host_path(&option.args[0]) {
         HostPath::Known(path) => Some(path),
@@ -2106,16 +2111,24 @@ fn report_source_in_writable_bind(options: &[BwrapOption], audit: &mut Audit) {
             option.name == "--remount-ro" && dest.is_some() && sandbox_path(&option.args[0]) == dest
         })
     };
-    for (k, inner, inner_tree) in &mounts {
+    // A mount made after the writable mount `j` (of host `outer_tree`) sits where `j` shows
+    // the host path one name below `outer_tree` on the way to `inner_tree`.
+    let pinned = |j: usize, outer_tree: &str, inner_tree: &str| {
+        let first = rest_below(inner_tree, outer_tree).and_then(|r| r.split('/').next());
+        let shown_at = mount_destination(options, j)
+            .zip(first.filter(|f| !f.is_empty()))
+            .map(|(dest, first)| normalize_path(&format!("{dest}/{first}")));
+        shown_at.is_some()
+            && (j + 1..options.len()).any(|m| {
+                !options[m].name.ends_with("-try") && mount_destination(options, m) == shown_at
+            })
+    };
+    for (_, inner, inner_tree) in &mounts {
         let outer = writable.iter().find(|(j, outer, outer_tree)| {
-            let Some(rest) = rest_below(inner_tree, outer_tree).filter(|r| !r.is_empty()) else {
-                return false;
-            };
-            let shown_at = mount_destination(options, *j)
-                .map(|dest| normalize_path(&format!("{dest}/{rest}")));
-            let mounted_in_place =
-                !rest.contains('/') && shown_at == mount_destination(options, *k);
-            home_or_root(&outer.args[0]).is_none() && !remounted(*j) && !mounted_in_place
+            rest_below(inner_tree, outer_tree).is_some_and(|r| !r.is_empty())
+                && home_or_root(&outer.args[0]).is_none()
+                && !remounted(*j)
+                && !pinned(*j, outer_tree, inner_tree)
         });
         if let Some((_, outer, _)) = outer {
             let how = if is_writable_host_mount(inner) {
@@ -3995,8 +4008,51 @@ mod tests {
              writable: a task that leaves a symlink there (in an earlier run) makes bubblewrap \
              mount the host path it names instead, / included"
         );
+        // Pinned only by a mount made after the outer one, and not by a `-try` one (its
+        // source may be missing, and a task then puts a link in its place).
+        for opts in [
+            &[
+                "--ro-bind /srv/w/.git /w/.git",
+                "--bind /srv/w /w",
+                "--ro-bind /srv/w/.git/hooks /h",
+            ][..],
+            &[
+                "--bind /srv/w /w",
+                "--ro-bind-try /srv/w/.git /w/.git",
+                "--ro-bind /srv/w/.git/hooks /h",
+            ],
+        ] {
+            let audit = bwrap_variant(&[], opts);
+            assert!(
+                audit
+                    .findings
+                    .iter()
+                    .any(|f| f.rule == "source-in-writable-bind"
+                        && f.arg == "--ro-bind /srv/w/.git/hooks /h"),
+                "{opts:?}: {:#?}",
+                audit.findings
+            );
+        }
         for fine in [
             &["--bind /srv/w /w", "--ro-bind /srv/w/.git /w/.git"][..],
+            // The path is pinned one name below the outer source by a later mount: the
+            // task cannot rename /w/.git, and below it the read-only bind or the tmpfs
+            // keeps the host's files out of its reach.
+            &[
+                "--bind /srv/w /w",
+                "--ro-bind /srv/w/.git /w/.git",
+                "--ro-bind /srv/w/.git/hooks /w/.git/hooks",
+            ],
+            &[
+                "--bind /srv/w /w",
+                "--ro-bind /srv/w/.git /w/.git",
+                "--ro-bind /srv/w/.git/hooks /h",
+            ],
+            &[
+                "--bind /srv/w /w",
+                "--tmpfs /w/a",
+                "--ro-bind /srv/w/a/b /b",
+            ],
             &[
                 "--ro-bind / /",
                 "--bind /srv/w /w",
