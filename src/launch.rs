@@ -633,6 +633,8 @@ struct Supervisor {
     /// The first signal forwarded to the sandbox (airlock run): output still to deliver
     /// after it is not waited for.
     forwarded: Option<Signal>,
+    /// A SIGINT was forwarded (airlock run): the next one starts TERM_GRACE.
+    interrupted: bool,
 }
 
 impl Supervisor {
@@ -655,6 +657,7 @@ impl Supervisor {
             dies_at_once: spec.bwrap.as_ref().is_some_and(|b| b.die_with_parent),
             dying: None,
             forwarded: None,
+            interrupted: false,
         }
     }
 
@@ -768,7 +771,12 @@ impl Supervisor {
                     }
                     let _ = kill(self.pid, sig);
                     self.forwarded.get_or_insert(sig);
-                    if sig != Signal::SIGINT && kill_at.is_none() {
+                    // A first SIGINT is the task's to handle (a tool stops its work and
+                    // reports); a second, Ctrl-C pressed again, ends the sandbox as SIGTERM
+                    // does.
+                    let again =
+                        sig == Signal::SIGINT && std::mem::replace(&mut self.interrupted, true);
+                    if (sig != Signal::SIGINT || again) && kill_at.is_none() {
                         kill_at = Some(Instant::now() + TERM_GRACE);
                     }
                 }

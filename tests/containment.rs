@@ -985,6 +985,46 @@ fn sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace() {
     }
 }
 
+/// A first SIGINT to airlock is only forwarded: a task that ignores it keeps running (2.5 s
+/// later, past the 2 s grace, it still does; the control). A second SIGINT, Ctrl-C pressed
+/// again, ends the sandbox as SIGTERM does: 2 s later, killed, with nothing left.
+#[test]
+fn a_second_sigint_to_airlock_ends_a_task_ignoring_it_after_the_grace() {
+    let m = mark("a_second_sigint_to_airlock_ends_a_task_ignoring_it");
+    let int = |pid: u32| {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap()
+    };
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let sleeper = format!("sleep 9.6{i}");
+        let script = format!(": {m}; trap '' INT; {sleeper}; :");
+        let mut p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
+        wait_for_process(&sleeper, Duration::from_secs(10));
+        int(p.pid());
+        std::thread::sleep(Duration::from_millis(2500));
+        assert!(
+            p.try_finish().is_none(),
+            "{who:?}: one SIGINT ended a task that ignores it"
+        );
+        let sent = Instant::now();
+        int(p.pid());
+        let pid = p.pid();
+        let r = p.finish(SECS_30);
+        let after = sent.elapsed();
+        assert_end(&r, &r.report(), signaled(libc::SIGKILL, Value::Null));
+        assert!(
+            after >= Duration::from_millis(1900) && after < Duration::from_secs(5),
+            "ended {after:?} after the second SIGINT\n{}",
+            r.show()
+        );
+        assert_clean(&m, &[pid], &format!("second SIGINT as {who:?}"));
+        assert_clean(&sleeper, &[], &format!("second SIGINT as {who:?}"));
+    }
+}
+
 #[test]
 fn cpu_time_limit_ends_a_busy_loop() {
     let m = mark("cpu_time_limit_ends_a_busy_loop");
