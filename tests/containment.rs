@@ -1726,3 +1726,54 @@ fn the_callers_lower_hard_rlimits_cap_the_runs() {
         assert_eq!(limits["cpu_time_ms"]["applied"], json!(100_000), "{who:?}");
     }
 }
+
+/// A caller's low soft file size limit does not stop the build: the sandbox's own files
+/// (`/etc/passwd`, the inputs) are written under the caller's hard limit, and the task gets
+/// its `--file-size` as ever. airlock had stopped at step 7 (`write("/newroot/etc/passwd"):
+/// EFBIG`, exit 125). Controls: the soft limit is in force for a host writer, and a lower hard
+/// limit still caps the task's.
+#[test]
+fn a_callers_low_soft_file_size_limit_does_not_stop_the_build() {
+    let bin = binary().display().to_string();
+    let dir = tmpdir();
+    let input = write_file(&dir.path().join("in"), &[b'x'; 3000], 0o644);
+    for who in BOTH {
+        let out = host_sh(
+            who,
+            "f=$(mktemp); prlimit --fsize=0:unlimited sh -c \"printf x > $f\"; echo $?; rm $f",
+        );
+        let sigxfsz = format!("{}\n", 128 + libc::SIGXFSZ);
+        assert_eq!(
+            stdout(&out),
+            sigxfsz,
+            "{who:?}: the host writer's soft limit"
+        );
+
+        let run = |limit: &str| {
+            let out = host_sh(
+                who,
+                &format!(
+                    "prlimit --fsize={limit} {bin} run --json --input in={} \
+                     -- sh -c 'ulimit -f; wc -c < in'",
+                    input.display()
+                ),
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{who:?} {limit}: {}",
+                stdout(&out)
+            );
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        };
+        let rep = run("0:unlimited");
+        assert_eq!(rep["stdout"], json!("8388608\n3000\n"), "{who:?}: {rep}");
+        let rep = run("1:8192");
+        assert_eq!(rep["stdout"], json!("16\n3000\n"), "{who:?}: {rep}");
+        assert_eq!(
+            rep["limits"]["file_size"]["applied"],
+            json!(8192),
+            "{who:?}"
+        );
+    }
+}

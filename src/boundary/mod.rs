@@ -196,6 +196,13 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    --dir is 0755 and its --file 0666 under any umask).
     let build_umask = if spec.bwrap.is_some() { 0 } else { 0o022 };
     let caller_umask = nix::sys::stat::umask(Mode::from_bits_truncate(build_umask));
+    //    Likewise the caller's soft file size limit: airlock run sets the task's own at step
+    //    12 (at most the caller's hard limit), so the files written here (/etc/passwd, the
+    //    inputs) may take up to the hard one. Under `ulimit -S -f 0` the run had stopped at
+    //    step 7 with EFBIG. bwrap mode keeps the caller's limits, as bubblewrap does.
+    if spec.bwrap.is_none() {
+        raise_file_size_to_hard().step("4 file size limit for the build")?;
+    }
 
     // 5. Take detached copies of every host tree the sandbox will see, while we still hold the
     //    caller's identity (a root caller can name paths the sandbox user could not reach).
@@ -394,6 +401,18 @@ fn cap_user_namespace(bwrap_mode: bool) -> Result<(), SysError> {
         }
     }
     Ok(())
+}
+
+/// The init's soft RLIMIT_FSIZE raised to its hard one, so that a caller's low soft limit
+/// does not stop the build; step 12 sets the task's own.
+fn raise_file_size_to_hard() -> Result<(), SysError> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = named(getrlimit(Resource::RLIMIT_FSIZE), || {
+        "getrlimit(RLIMIT_FSIZE)".into()
+    })?;
+    named(setrlimit(Resource::RLIMIT_FSIZE, hard, hard), || {
+        format!("setrlimit(RLIMIT_FSIZE, {hard}, {hard})")
+    })
 }
 
 fn non_dumpable() -> Result<(), SysError> {
