@@ -1010,7 +1010,7 @@ fn cpu_time_hard_limit_kill_is_attributed() {
     let m = mark("cpu_time_hard_limit_kill_is_attributed");
     // A task that ignores SIGXCPU runs on to the hard limit (soft + 2 s), where the kernel
     // SIGKILLs it. The CPU limit ended the task, so `limit_hit` must say "cpu" (README:
-    // "`limit_hit` names the limit that ended the task ... or is null").
+    // "`limit_hit` names the limit the task ran into ... or is null").
     let script = format!(": {m}; trap '' XCPU; while :; do :; done");
     let mut seen = Vec::new();
     for who in BOTH {
