@@ -71,7 +71,7 @@ JSON report (--json, --request), every key present every time:
   stdout_truncated, stderr_truncated    bool
   files             object: name -> text of each regular file directly in scratch that the
                     task created or changed (inputs left as handed are not listed)
-  files_truncated   names of files cut at the cap
+  files_truncated   names of files cut at the cap (or where the 1 MiB of file text ran out)
   files_skipped     list of {name, reason}: directory, symlink, fifo, socket, device,
                     bind (a --ro-bind/--bind mounted in scratch), name not UTF-8,
                     unreadable, count limit (1000 entries are examined; the next 100 are
