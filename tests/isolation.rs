@@ -2615,6 +2615,31 @@ fn share_net_without_landlock_warns_and_a_scope_that_fails_stops_the_run() {
             show(&absent)
         );
 
+        // The JSON report's warnings say so too: its readers may never see stderr.
+        let argv = [
+            PYTHON,
+            "-c",
+            SECCOMP_WRAP,
+            CREATE_RULESET,
+            "38",
+            bin,
+            "run",
+            "--json",
+        ];
+        let json = host_cmd(who, &argv)
+            .args(["--share-net", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_exit(&json, 0, &ctx);
+        let rep: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let said = rep["warnings"].as_array().unwrap().iter().any(|w| {
+            w.as_str()
+                .unwrap()
+                .contains("the host's abstract unix sockets included (no Landlock ABI 6")
+        });
+        assert!(said, "{ctx}: {rep}");
+
         let ctx = format!("{who:?} landlock_restrict_self EPERM");
         let failed = wrapped(RESTRICT_SELF, "1");
         assert_stopped(
