@@ -1727,16 +1727,24 @@ fn the_callers_lower_hard_rlimits_cap_the_runs() {
     }
 }
 
-/// A caller's low soft file size limit does not stop the build: the sandbox's own files
-/// (`/etc/passwd`, the inputs) are written under the caller's hard limit, and the task gets
-/// its `--file-size` as ever. airlock had stopped at step 7 (`write("/newroot/etc/passwd"):
-/// EFBIG`, exit 125). Controls: the soft limit is in force for a host writer, and a lower hard
-/// limit still caps the task's.
+/// A caller's low soft limits do not stop the run: the sandbox's own files (`/etc/passwd`, the
+/// inputs) are written under the caller's hard file size limit, the launcher and the init hold
+/// one descriptor per `--input` under its hard limit of open files, and the task gets its
+/// `--file-size` and `--nofile` as ever. airlock had stopped at step 7 under a soft file size
+/// of 0 (`write("/newroot/etc/passwd"): EFBIG`, exit 125), and at the 1021st input under the
+/// soft 1024 open files most sessions have (EMFILE, exit 2). Controls: the soft limits are in
+/// force for a host process, and a lower hard limit still caps the task's.
 #[test]
-fn a_callers_low_soft_file_size_limit_does_not_stop_the_build() {
+fn a_callers_low_soft_limits_do_not_stop_the_run() {
     let bin = binary().display().to_string();
     let dir = tmpdir();
     let input = write_file(&dir.path().join("in"), &[b'x'; 3000], 0o644);
+    let many: String = (0..1100)
+        .map(|i| {
+            let f = write_file(&dir.path().join(format!("f{i}")), b"x", 0o644);
+            format!(" --input f{i}={}", f.display())
+        })
+        .collect();
     for who in BOTH {
         let out = host_sh(
             who,
@@ -1748,13 +1756,15 @@ fn a_callers_low_soft_file_size_limit_does_not_stop_the_build() {
             sigxfsz,
             "{who:?}: the host writer's soft limit"
         );
+        let out = host_sh(who, "prlimit --nofile=1024:4096 sh -c 'ulimit -Sn'");
+        assert_eq!(stdout(&out), "1024\n", "{who:?}: the host's soft limit");
 
-        let run = |limit: &str| {
+        let run = |limit: &str, inputs: &str| {
             let out = host_sh(
                 who,
                 &format!(
-                    "prlimit --fsize={limit} {bin} run --json --input in={} \
-                     -- sh -c 'ulimit -f; wc -c < in'",
+                    "prlimit {limit} {bin} run --json --input in={}{inputs} \
+                     -- sh -c 'ulimit -f; ulimit -n; wc -c < in; ls | wc -l'",
                     input.display()
                 ),
             );
@@ -1766,14 +1776,29 @@ fn a_callers_low_soft_file_size_limit_does_not_stop_the_build() {
             );
             serde_json::from_slice::<Value>(&out.stdout).unwrap()
         };
-        let rep = run("0:unlimited");
-        assert_eq!(rep["stdout"], json!("8388608\n3000\n"), "{who:?}: {rep}");
-        let rep = run("1:8192");
-        assert_eq!(rep["stdout"], json!("16\n3000\n"), "{who:?}: {rep}");
+        let rep = run("--fsize=0:unlimited", "");
+        assert_eq!(
+            rep["stdout"],
+            json!("8388608\n8192\n3000\n1\n"),
+            "{who:?}: {rep}"
+        );
+        let rep = run("--nofile=1024:16384", &many);
+        assert_eq!(
+            rep["stdout"],
+            json!("8388608\n8192\n3000\n1101\n"),
+            "{who:?}: {rep}"
+        );
+        let rep = run("--fsize=1:8192 --nofile=64:4096", "");
+        assert_eq!(
+            rep["stdout"],
+            json!("16\n4096\n3000\n1\n"),
+            "{who:?}: {rep}"
+        );
         assert_eq!(
             rep["limits"]["file_size"]["applied"],
             json!(8192),
             "{who:?}"
         );
+        assert_eq!(rep["limits"]["nofile"]["applied"], json!(4096), "{who:?}");
     }
 }

@@ -201,7 +201,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    inputs) may take up to the hard one. Under `ulimit -S -f 0` the run had stopped at
     //    step 7 with EFBIG. bwrap mode keeps the caller's limits, as bubblewrap does.
     if spec.bwrap.is_none() {
-        raise_file_size_to_hard().step("4 file size limit for the build")?;
+        crate::limits::raise_soft_to_hard(nix::sys::resource::Resource::RLIMIT_FSIZE)
+            .step("4 file size limit for the build")?;
     }
 
     // 5. Take detached copies of every host tree the sandbox will see, while we still hold the
@@ -401,18 +402,6 @@ fn cap_user_namespace(bwrap_mode: bool) -> Result<(), SysError> {
         }
     }
     Ok(())
-}
-
-/// The init's soft RLIMIT_FSIZE raised to its hard one, so that a caller's low soft limit
-/// does not stop the build; step 12 sets the task's own.
-fn raise_file_size_to_hard() -> Result<(), SysError> {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let (_, hard) = named(getrlimit(Resource::RLIMIT_FSIZE), || {
-        "getrlimit(RLIMIT_FSIZE)".into()
-    })?;
-    named(setrlimit(Resource::RLIMIT_FSIZE, hard, hard), || {
-        format!("setrlimit(RLIMIT_FSIZE, {hard}, {hard})")
-    })
 }
 
 fn non_dumpable() -> Result<(), SysError> {
