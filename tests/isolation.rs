@@ -3075,6 +3075,23 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
             let said = stderr(&o).contains("file size limit (65536 bytes)");
             assert_eq!(said, code != 0, "{ctx}\n{}", show(&o));
         }
+        // Under a caller's soft file size limit below the task's (which the hard one sets),
+        // the relay stops where the launcher must, and says that limit, not the task's 4 GiB.
+        let soft = file("soft", "");
+        let argv = ["prlimit", "--fsize=1024:unlimited", &bin, "run", "--"];
+        let o = host_cmd(who, &argv)
+            .args(["head", "-c", "5000", "/dev/zero"])
+            .stdout(append(&soft))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_exit(&o, 128 + libc::SIGXFSZ, &ctx);
+        assert_eq!(std::fs::metadata(&soft).unwrap().len(), 1024, "{ctx}");
+        assert!(
+            stderr(&o).contains("file size limit (1024 bytes)"),
+            "{ctx}\n{}",
+            show(&o)
+        );
         // airlock's own messages are not bound by the task's --file-size: an appended stderr
         // already past it still gets the whole of one.
         let (out, err) = (file("out", ""), file("err", &"x".repeat(100)));
