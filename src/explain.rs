@@ -29,10 +29,11 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         format!("uid {caller_uid} (the caller's own)")
     };
     let _ = writeln!(w, "command: {:?}", spec.argv);
-    let _ = writeln!(
-        w,
-        "\nnamespaces (one clone3; the network one made alongside, joined at step 10):"
-    );
+    let made = match spec.ns.net {
+        true => "one clone3; the network one made alongside, joined at step 10",
+        false => "one clone3",
+    };
+    let _ = writeln!(w, "\nnamespaces ({made}):");
     let net = match (spec.ns.net, spec.lockdown.scope_abstract_sockets) {
         (true, _) => "network: new, loopback only",
         (false, true) => {

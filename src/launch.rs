@@ -73,6 +73,13 @@ const TERM_GRACE: Duration = Duration::from_secs(2);
 pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let start = Instant::now();
     let caller_is_root = nix::unistd::geteuid().is_root();
+    // airlock run holds one descriptor per --input, here and in the init until scratch is
+    // filled: the caller's soft limit of open files (often 1024) is raised to its hard one,
+    // as the task's own is set at step 12. bwrap mode keeps the caller's, as bubblewrap does.
+    if spec.bwrap.is_none() {
+        limits::raise_soft_to_hard(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_err(|e| Failure::Setup(format!("step 1: {e}")))?;
+    }
     let inputs = open_inputs(spec)?;
     if spec.bwrap.is_none() {
         check_binds_and_inputs(spec, &inputs)?;

@@ -80,6 +80,18 @@ fn caller_hard(r: nix::sys::resource::Resource) -> u64 {
     nix::sys::resource::getrlimit(r).map_or(u64::MAX, |(_, hard)| hard)
 }
 
+/// This process's soft limit of `r` raised to its hard one. airlock run sets the task's own
+/// rlimits at step 12 (at most the caller's hard limits), so a caller's lower soft limit must
+/// not stop the launcher or the init before then: `ulimit -S -f 0` failed step 7 with EFBIG,
+/// and the soft 1024 open files most sessions have failed `--input` number 1021 with EMFILE.
+pub fn raise_soft_to_hard(r: nix::sys::resource::Resource) -> Result<(), SysError> {
+    use nix::sys::resource::{getrlimit, setrlimit};
+    let (_, hard) = crate::sys::named(getrlimit(r), || format!("getrlimit({r:?})"))?;
+    crate::sys::named(setrlimit(r, hard, hard), || {
+        format!("setrlimit({r:?}, {hard}, {hard})")
+    })
+}
+
 /// The limits as they apply: the sandbox's init has no privilege over the host, so it can
 /// lower an rlimit but never raise it above the caller's own hard limit. Each rlimit the run
 /// sets is therefore at most the caller's (a cgroup's memory and pids limits are not

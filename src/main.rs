@@ -54,7 +54,10 @@ const EXIT_CODES: &str = "\
 Exit status:
   N        the task's own exit status
   128+N    the task was killed by signal N
-  2        bad usage: unknown flag, bad input name, malformed request, unreadable input
+  2        bad usage: unknown flag, bad input name, malformed request, unreadable input, a
+           bind source that does not exist or a destination airlock manages, inputs larger
+           than scratch, a directory on a standard stream; or the JSON report could not be
+           written whole to stdout (airlock says so on stderr, with the run's status)
   124      the timeout fired; the whole sandbox was killed
   125      an isolation step failed (the message names the step, the syscall, the path and
            the errno); the task never ran
@@ -71,15 +74,17 @@ JSON report (--json, --request), every key present every time:
   stdout_truncated, stderr_truncated    bool
   files             object: name -> text of each regular file directly in scratch that the
                     task created or changed (inputs left as handed are not listed)
-  files_truncated   names of files cut at the cap
+  files_truncated   names of files cut at the cap (or where the 1 MiB of file text ran out)
   files_skipped     list of {name, reason}: directory, symlink, fifo, socket, device,
-                    bind (a --ro-bind/--bind mounted in scratch), unreadable, count limit
-                    (1000 entries are examined; the next 100 are listed, the rest counted in
-                    one entry named \"*\"), total size limit (1 MiB of file text in all)
+                    bind (a --ro-bind/--bind mounted in scratch), name not UTF-8,
+                    unreadable, count limit (1000 entries are examined; the next 100 are
+                    listed, the rest counted in one entry named \"*\"), total size limit
+                    (1 MiB of file text in all), scratch unreadable (name \".\")
   utf8_replaced     fields whose bytes were not UTF-8 and were replaced (\"stdout\",
                     \"stderr\", \"files/NAME\")
-  limit_hit         the limit that ended the task: memory, pids, cpu, file_size,
-                    scratch_full, timeout; or null
+  limit_hit         the limit the task ran into (read it with exit_code: it may not
+                    have ended the task): memory, pids, cpu, file_size, scratch_full,
+                    timeout; or null
   limits            for each of memory, pids, cpu_time_ms, file_size, nofile,
                     scratch_size: {requested, applied, mechanism}
   warnings          what the command line opened in the boundary (a writable bind,
@@ -228,22 +233,23 @@ struct RunArgs {
     /// Capture output and print one JSON report instead of streaming.
     #[arg(long)]
     json: bool,
-    /// Memory cap for the whole sandbox (cgroup) or per process (rlimit fallback).
+    /// Memory cap for the whole sandbox (cgroup) or per process (rlimit fallback). Default 4G,
+    /// at least 16M.
     #[arg(long, value_name = "SIZE")]
     memory: Option<String>,
-    /// Maximum number of processes and threads.
+    /// Maximum number of processes and threads. Default 1024, at least 2.
     #[arg(long, value_name = "N")]
     pids: Option<u64>,
-    /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m.
+    /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m. Default 30m, at least 1s.
     #[arg(long, value_name = "DURATION")]
     cpu_time: Option<String>,
-    /// Largest file the task may write (RLIMIT_FSIZE).
+    /// Largest file the task may write (RLIMIT_FSIZE). Default 4G.
     #[arg(long, value_name = "SIZE")]
     file_size: Option<String>,
-    /// Open files per process (RLIMIT_NOFILE).
+    /// Open files per process (RLIMIT_NOFILE). Default 8192, at least 16.
     #[arg(long, value_name = "N")]
     nofile: Option<u64>,
-    /// Size of the writable scratch tmpfs.
+    /// Size of the writable scratch tmpfs (and of /dev/shm). Default 2G, at least 1M.
     #[arg(long, value_name = "SIZE")]
     scratch_size: Option<String>,
     /// Read the run as a JSON request from FILE (- for stdin); prints the JSON report.

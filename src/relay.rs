@@ -348,8 +348,14 @@ impl Relay {
                 Err(Errno::EAGAIN) => return,
                 Err(Errno::EFBIG) => {
                     self.cut = true;
-                    let max = self
-                        .max
+                    // The task's --file-size, or the caller's own soft limit where that is
+                    // lower: this launcher writes under it (the task's is set from the hard
+                    // one), and had named the larger one it did not reach.
+                    let own =
+                        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_FSIZE)
+                            .map_or(u64::MAX, |(soft, _)| soft);
+                    let max = Some(self.max.map_or(own, |m| m.min(own)))
+                        .filter(|&m| m != u64::MAX)
                         .map(|m| format!(" ({m} bytes)"))
                         .unwrap_or_default();
                     crate::say!(

@@ -39,18 +39,18 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "memory",
-        "bytes (an integer >= 0, or a string like \"512M\"): memory cap",
+        "bytes (an integer, or a string like \"512M\"; at least 16 MiB): memory cap",
     ),
-    ("pids", "an integer >= 0: maximum processes and threads"),
-    ("cpu_time_ms", "an integer >= 0: CPU time per process"),
+    ("pids", "an integer >= 2: maximum processes and threads"),
+    ("cpu_time_ms", "an integer >= 1000: CPU time per process"),
     (
         "file_size",
-        "bytes (an integer >= 0, or a string like \"512M\"): largest file",
+        "bytes (an integer >= 1, or a string like \"512M\"): largest file",
     ),
-    ("nofile", "an integer >= 0: open files per process"),
+    ("nofile", "an integer >= 16: open files per process"),
     (
         "scratch_size",
-        "bytes (an integer >= 0, or a string like \"512M\"): size of scratch",
+        "bytes (an integer, or a string like \"512M\"; at least 1 MiB): size of scratch",
     ),
 ];
 

@@ -1050,7 +1050,7 @@ fn cpu_time_hard_limit_kill_is_attributed() {
     let m = mark("cpu_time_hard_limit_kill_is_attributed");
     // A task that ignores SIGXCPU runs on to the hard limit (soft + 2 s), where the kernel
     // SIGKILLs it. The CPU limit ended the task, so `limit_hit` must say "cpu" (README:
-    // "`limit_hit` names the limit that ended the task ... or is null").
+    // "`limit_hit` names the limit the task ran into ... or is null").
     let script = format!(": {m}; trap '' XCPU; while :; do :; done");
     let mut seen = Vec::new();
     for who in BOTH {
@@ -1793,5 +1793,81 @@ fn the_callers_lower_hard_rlimits_cap_the_runs() {
             "{who:?}"
         );
         assert_eq!(limits["cpu_time_ms"]["applied"], json!(100_000), "{who:?}");
+    }
+}
+
+/// A caller's low soft limits do not stop the run: the sandbox's own files (`/etc/passwd`, the
+/// inputs) are written under the caller's hard file size limit, the launcher and the init hold
+/// one descriptor per `--input` under its hard limit of open files, and the task gets its
+/// `--file-size` and `--nofile` as ever. airlock had stopped at step 7 under a soft file size
+/// of 0 (`write("/newroot/etc/passwd"): EFBIG`, exit 125), and at the 1021st input under the
+/// soft 1024 open files most sessions have (EMFILE, exit 2). Controls: the soft limits are in
+/// force for a host process, and a lower hard limit still caps the task's.
+#[test]
+fn a_callers_low_soft_limits_do_not_stop_the_run() {
+    let bin = binary().display().to_string();
+    let dir = tmpdir();
+    let input = write_file(&dir.path().join("in"), &[b'x'; 3000], 0o644);
+    let many: String = (0..1100)
+        .map(|i| {
+            let f = write_file(&dir.path().join(format!("f{i}")), b"x", 0o644);
+            format!(" --input f{i}={}", f.display())
+        })
+        .collect();
+    for who in BOTH {
+        let out = host_sh(
+            who,
+            "f=$(mktemp); prlimit --fsize=0:unlimited sh -c \"printf x > $f\"; echo $?; rm $f",
+        );
+        let sigxfsz = format!("{}\n", 128 + libc::SIGXFSZ);
+        assert_eq!(
+            stdout(&out),
+            sigxfsz,
+            "{who:?}: the host writer's soft limit"
+        );
+        let out = host_sh(who, "prlimit --nofile=1024:4096 sh -c 'ulimit -Sn'");
+        assert_eq!(stdout(&out), "1024\n", "{who:?}: the host's soft limit");
+
+        let run = |limit: &str, inputs: &str| {
+            let out = host_sh(
+                who,
+                &format!(
+                    "prlimit {limit} {bin} run --json --input in={}{inputs} \
+                     -- sh -c 'ulimit -f; ulimit -n; wc -c < in; ls | wc -l'",
+                    input.display()
+                ),
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{who:?} {limit}: {}",
+                stdout(&out)
+            );
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        };
+        let rep = run("--fsize=0:unlimited", "");
+        assert_eq!(
+            rep["stdout"],
+            json!("8388608\n8192\n3000\n1\n"),
+            "{who:?}: {rep}"
+        );
+        let rep = run("--nofile=1024:16384", &many);
+        assert_eq!(
+            rep["stdout"],
+            json!("8388608\n8192\n3000\n1101\n"),
+            "{who:?}: {rep}"
+        );
+        let rep = run("--fsize=1:8192 --nofile=64:4096", "");
+        assert_eq!(
+            rep["stdout"],
+            json!("16\n4096\n3000\n1\n"),
+            "{who:?}: {rep}"
+        );
+        assert_eq!(
+            rep["limits"]["file_size"]["applied"],
+            json!(8192),
+            "{who:?}"
+        );
+        assert_eq!(rep["limits"]["nofile"]["applied"], json!(4096), "{who:?}");
     }
 }

@@ -1996,34 +1996,48 @@ fn explain_describes_the_boundary_for_both_launchers() {
 /// the host's abstract unix sockets come with the network.
 #[test]
 fn explain_names_the_resolver_only_with_share_net() {
-    for (flags, shared) in [(&["--share-net"][..], true), (&[][..], false)] {
-        let mut args = flags.to_vec();
-        args.extend(["--", "true"]);
-        let (out, text) = explain_as(Launcher::Unprivileged, &args);
-        assert_eq!(code(&out), Some(0), "{args:?}:\n{}", show(&out));
-        let net = match (shared, landlock_abi() >= 6) {
-            (false, _) => "network: new, loopback only",
-            (true, true) => "its abstract unix sockets out of reach (a Landlock scope, step 12)",
-            (true, false) => "its abstract unix sockets too (no Landlock ABI 6 here to scope them)",
-        };
-        assert!(
-            line_with(&text, "user, mount, pid").contains(net),
-            "{args:?}:\n{text}"
-        );
-        let hosts = if shared { "files dns" } else { "files" };
-        assert!(
-            line_with(&text, "  /etc ").contains(&format!("nsswitch.conf (hosts: {hosts})")),
-            "{args:?}:\n{text}"
-        );
-        let bound = line_with(&text, "bound read-only from the host:");
-        let listed = bound
-            .split(": ")
-            .nth(1)
-            .unwrap()
-            .split(", ")
-            .any(|n| n == "resolv.conf");
-        let host_has = std::path::Path::new("/etc/resolv.conf").exists();
-        assert_eq!(listed, shared && host_has, "{args:?}: {bound}");
+    for who in BOTH {
+        for (flags, shared) in [(&["--share-net"][..], true), (&[][..], false)] {
+            let mut args = flags.to_vec();
+            args.extend(["--", "true"]);
+            let (out, text) = explain_as(who, &args);
+            assert_eq!(code(&out), Some(0), "{args:?}:\n{}", show(&out));
+            let net = match (shared, landlock_abi() >= 6) {
+                (false, _) => "network: new, loopback only",
+                (true, true) => {
+                    "its abstract unix sockets out of reach (a Landlock scope, step 12)"
+                }
+                (true, false) => {
+                    "its abstract unix sockets too (no Landlock ABI 6 here to scope them)"
+                }
+            };
+            assert!(
+                line_with(&text, "user, mount, pid").contains(net),
+                "{args:?}:\n{text}"
+            );
+            // The header names the network namespace's making only where one is made (it had
+            // said so under --share-net too).
+            let made = line_with(&text, "namespaces (");
+            assert_eq!(
+                made.contains("network one made"),
+                !shared,
+                "{args:?}: {made}"
+            );
+            let hosts = if shared { "files dns" } else { "files" };
+            assert!(
+                line_with(&text, "  /etc ").contains(&format!("nsswitch.conf (hosts: {hosts})")),
+                "{args:?}:\n{text}"
+            );
+            let bound = line_with(&text, "bound read-only from the host:");
+            let listed = bound
+                .split(": ")
+                .nth(1)
+                .unwrap()
+                .split(", ")
+                .any(|n| n == "resolv.conf");
+            let host_has = std::path::Path::new("/etc/resolv.conf").exists();
+            assert_eq!(listed, shared && host_has, "{args:?}: {bound}");
+        }
     }
 }
 

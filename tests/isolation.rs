@@ -2615,6 +2615,31 @@ fn share_net_without_landlock_warns_and_a_scope_that_fails_stops_the_run() {
             show(&absent)
         );
 
+        // The JSON report's warnings say so too: its readers may never see stderr.
+        let argv = [
+            PYTHON,
+            "-c",
+            SECCOMP_WRAP,
+            CREATE_RULESET,
+            "38",
+            bin,
+            "run",
+            "--json",
+        ];
+        let json = host_cmd(who, &argv)
+            .args(["--share-net", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_exit(&json, 0, &ctx);
+        let rep: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let said = rep["warnings"].as_array().unwrap().iter().any(|w| {
+            w.as_str()
+                .unwrap()
+                .contains("the host's abstract unix sockets included (no Landlock ABI 6")
+        });
+        assert!(said, "{ctx}: {rep}");
+
         let ctx = format!("{who:?} landlock_restrict_self EPERM");
         let failed = wrapped(RESTRICT_SELF, "1");
         assert_stopped(
@@ -3050,6 +3075,23 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
             let said = stderr(&o).contains("file size limit (65536 bytes)");
             assert_eq!(said, code != 0, "{ctx}\n{}", show(&o));
         }
+        // Under a caller's soft file size limit below the task's (which the hard one sets),
+        // the relay stops where the launcher must, and says that limit, not the task's 4 GiB.
+        let soft = file("soft", "");
+        let argv = ["prlimit", "--fsize=1024:unlimited", &bin, "run", "--"];
+        let o = host_cmd(who, &argv)
+            .args(["head", "-c", "5000", "/dev/zero"])
+            .stdout(append(&soft))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_exit(&o, 128 + libc::SIGXFSZ, &ctx);
+        assert_eq!(std::fs::metadata(&soft).unwrap().len(), 1024, "{ctx}");
+        assert!(
+            stderr(&o).contains("file size limit (1024 bytes)"),
+            "{ctx}\n{}",
+            show(&o)
+        );
         // airlock's own messages are not bound by the task's --file-size: an appended stderr
         // already past it still gets the whole of one.
         let (out, err) = (file("out", ""), file("err", &"x".repeat(100)));

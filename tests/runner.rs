@@ -1337,6 +1337,72 @@ fn files_named_in_bytes_that_are_not_utf8_are_skipped_not_merged() {
     }
 }
 
+/// A task that makes scratch unreadable to its host uid leaves the report one entry, named
+/// `.`, saying so (README, files_skipped), not an empty report that reads as "no files". An
+/// unprivileged caller's launcher is that uid; a root caller's still reads it. Control: the
+/// same file is reported when scratch stays readable.
+#[test]
+fn scratch_made_unreadable_is_reported_as_such() {
+    for who in BOTH {
+        for lock in [false, true] {
+            let script = format!("echo x > f; {}", if lock { "chmod 000 /work" } else { ":" });
+            let (run, rep) = json_sh(who, &[], &script, SECS_10);
+            assert_clean_exit(who, &run, &rep);
+            let locked_out = lock && who == Launcher::Unprivileged;
+            let want = if locked_out {
+                json!({})
+            } else {
+                json!({"f": "x\n"})
+            };
+            assert_eq!(rep["files"], want, "{who:?} {lock}: {rep}");
+            let reasons = skipped(&rep);
+            let said = reasons
+                .iter()
+                .any(|(n, r)| n == "." && r.starts_with("scratch unreadable: EACCES"));
+            assert_eq!(said, locked_out, "{who:?} {lock}: {rep}");
+            assert_eq!(
+                reasons.len(),
+                usize::from(locked_out),
+                "{who:?} {lock}: {rep}"
+            );
+        }
+    }
+}
+
+/// At most 1 MiB of file text comes back in all: the file that reaches it is cut there and
+/// named in files_truncated, and the files after it are listed as `total size limit`
+/// (README, "The JSON report"). Control: two such files, 800,000 bytes, come back whole.
+#[test]
+fn file_text_stops_at_one_mib_in_all() {
+    for who in BOTH {
+        for n in [2, 4] {
+            let script = format!(
+                "for i in $(seq {n}); do head -c 400000 /dev/zero | tr '\\0' a > f$i; done"
+            );
+            let (run, rep) = json_sh(who, &["--max-output", "1M"], &script, SECS_10);
+            assert_clean_exit(who, &run, &rep);
+            let files = rep["files"].as_object().unwrap();
+            let total: usize = files.values().map(|t| t.as_str().unwrap().len()).sum();
+            let truncated = rep["files_truncated"].as_array().unwrap();
+            let over = skipped(&rep);
+            if n == 2 {
+                assert_eq!((files.len(), total), (2, 800_000), "{who:?}: {rep}");
+                assert!(truncated.is_empty() && over.is_empty(), "{who:?}: {rep}");
+                continue;
+            }
+            assert_eq!((files.len(), total), (3, 1 << 20), "{who:?}: {rep}");
+            assert_eq!(truncated.len(), 1, "{who:?}: {rep}");
+            let cut = truncated[0].as_str().unwrap();
+            assert_eq!(files[cut].as_str().unwrap().len(), (1 << 20) - 800_000);
+            assert_eq!(over.len(), 1, "{who:?}: {rep}");
+            assert!(
+                over.iter().all(|(_, r)| r == "total size limit"),
+                "{who:?}: {rep}"
+            );
+        }
+    }
+}
+
 #[test]
 fn symlinks_out_of_scratch_are_skipped_and_never_followed() {
     let dir = tmpdir();

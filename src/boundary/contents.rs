@@ -368,3 +368,18 @@ fn copy_hashing(mut from: &File, to: &mut File) -> std::io::Result<(u64, u64)> {
         total += n as u64;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The README's step 7 names every /etc entry taken from the host: the list users read is
+    /// the one bound (it had pointed to a list it did not have).
+    #[test]
+    fn the_readme_names_every_etc_entry_from_the_host() {
+        let readme = include_str!("../../README.md");
+        let from = readme.find("7. **New root**").unwrap();
+        let to = from + readme[from..].find("8. **pivot_root**").unwrap();
+        for e in super::ETC_FROM_HOST {
+            assert!(readme[from..to].contains(&format!("`{e}`")), "{e}");
+        }
+    }
+}

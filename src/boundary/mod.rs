@@ -200,6 +200,14 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    --dir is 0755 and its --file 0666 under any umask).
     let build_umask = if spec.bwrap.is_some() { 0 } else { 0o022 };
     let caller_umask = nix::sys::stat::umask(Mode::from_bits_truncate(build_umask));
+    //    Likewise the caller's soft file size limit: airlock run sets the task's own at step
+    //    12 (at most the caller's hard limit), so the files written here (/etc/passwd, the
+    //    inputs) may take up to the hard one. Under `ulimit -S -f 0` the run had stopped at
+    //    step 7 with EFBIG. bwrap mode keeps the caller's limits, as bubblewrap does.
+    if spec.bwrap.is_none() {
+        crate::limits::raise_soft_to_hard(nix::sys::resource::Resource::RLIMIT_FSIZE)
+            .step("4 file size limit for the build")?;
+    }
 
     // 5. Take detached copies of every host tree the sandbox will see, while we still hold the
     //    caller's identity (a root caller can name paths the sandbox user could not reach).
