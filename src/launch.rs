@@ -537,10 +537,47 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
         (_, Some(f)) => f.metadata().map_or(0, |m| m.len()),
         _ => 0,
     };
-    let total: u64 = spec.inputs.iter().zip(inputs).map(size).sum();
-    if let Some(l) = spec.limits.filter(|l| total > l.scratch_size) {
+    let sizes: Vec<u64> = spec.inputs.iter().zip(inputs).map(size).collect();
+    let total: u64 = sizes.iter().sum();
+    let Some(l) = spec.limits else {
+        return Ok(());
+    };
+    if total > l.scratch_size {
         return Err(Failure::Usage(format!(
             "the inputs hold {total} bytes, more than scratch holds (--scratch-size {})",
+            l.scratch_size
+        )));
+    }
+    // The scratch tmpfs gives each file whole pages and one inode (scratch itself takes one,
+    // and so does each mount point a bind makes in it), so inputs that fit by bytes can still
+    // fill it: 300 one-byte inputs take 300 of --scratch-size 1M's 256 pages, 5000 empty ones
+    // more than its 4096 inodes.
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |p| p as u64);
+    let pages: u64 = sizes.iter().map(|s| s.div_ceil(page)).sum();
+    let room = l.scratch_size.div_ceil(page);
+    if pages > room {
+        return Err(Failure::Usage(format!(
+            "the inputs take {pages} pages of {page} bytes (each file whole pages), more than \
+             scratch holds (--scratch-size {}: {room} pages)",
+            l.scratch_size
+        )));
+    }
+    let mut in_scratch = std::collections::BTreeSet::new();
+    for (_, dest, _) in spec.binds() {
+        if let Ok(rest) = dest.strip_prefix(crate::spec::SCRATCH) {
+            in_scratch.extend(rest.ancestors().filter(|a| !a.as_os_str().is_empty()));
+        }
+    }
+    let files = spec.inputs.len() as u64 + in_scratch.len() as u64 + 1;
+    let inodes = crate::spec::tmpfs_inodes(l.scratch_size);
+    if files > inodes {
+        return Err(Failure::Usage(format!(
+            "{} inputs are more files than scratch holds (--scratch-size {}: {inodes} \
+             inodes, one for scratch itself and one for each bind's mount point in it)",
+            spec.inputs.len(),
             l.scratch_size
         )));
     }

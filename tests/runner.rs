@@ -734,6 +734,61 @@ fn caller_mistakes_are_bad_usage_not_failed_steps() {
     }
 }
 
+/// Inputs that fit scratch by bytes can still fill it: the tmpfs gives each file whole pages
+/// and an inode. 257 one-byte inputs (257 pages) in `--scratch-size 1M` (256 of 4 KiB), and 4096
+/// empty ones against its 4096 inodes (scratch itself takes one) are bad usage, exit 2, said
+/// before anything is built, as inputs larger than scratch are; they failed at step 7 (125,
+/// "setup failed", ENOSPC). Control: 256 and 4095 of them run.
+#[test]
+fn inputs_past_scratch_pages_or_inodes_are_bad_usage() {
+    let dir = tmpdir();
+    let one = write_file(&dir.path().join("one"), b"x", 0o644);
+    let empty = write_file(&dir.path().join("empty"), b"", 0o644);
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .unwrap()
+        .unwrap() as usize;
+    let pages = (1 << 20) / page + 1;
+    let inputs = |n: usize, path: &Path| -> Vec<String> {
+        (0..n)
+            .flat_map(|i| ["--input".to_string(), format!("n{i}={}", path.display())])
+            .collect()
+    };
+    for who in BOTH {
+        for (n, path, says) in [
+            (
+                pages,
+                &one,
+                format!("the inputs take {pages} pages of {page} bytes"),
+            ),
+            (
+                4096,
+                &empty,
+                "4096 inputs are more files than scratch holds".into(),
+            ),
+        ] {
+            for (count, refused) in [(n - 1, false), (n, true)] {
+                let mut args = vec!["run".to_string(), "--scratch-size".into(), "1M".into()];
+                args.extend(inputs(count, path));
+                args.extend(["--", "sh", "-c", "echo RAN"].map(String::from));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let run = al(who, &args, SECS_10);
+                let ctx = format!("{who:?}: {count} inputs of {}", path.display());
+                match refused {
+                    true => {
+                        assert_eq!(run.code(), Some(2), "{ctx}: {}", run.show());
+                        assert!(stderr(&run.out).contains(&says), "{ctx}: {}", run.show());
+                        assert!(!stdout(&run.out).contains("RAN"), "{ctx}");
+                    }
+                    false => {
+                        assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+                        assert_eq!(stdout(&run.out), "RAN\n", "{ctx}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A JSON report airlock cannot write whole (stdout a full device, or a file past the caller's
 /// own file size limit, whose SIGXFSZ would have killed airlock halfway through the report) is
 /// said on stderr with the run's status, and the run exits 2: never a silent 0, nor 153 with
