@@ -734,6 +734,50 @@ fn caller_mistakes_are_bad_usage_not_failed_steps() {
     }
 }
 
+/// A bind destination the kernel cannot take, a name past 255 bytes or a path past 4087
+/// (PATH_MAX less the scaffold's `/newroot` it is made under), is bad usage, exit 2, naming
+/// it in a line; it failed at step 7 (125, "setup failed", ENAMETOOLONG, with all 4 KiB of the
+/// path). Control: a 255-byte name and a 4087-byte path are bound.
+#[test]
+fn bind_destinations_past_the_kernels_lengths_are_bad_usage() {
+    let path = |len: usize| {
+        let mut p = String::new();
+        while p.len() < len {
+            p += &format!("/{}", "a".repeat(200.min(len - p.len() - 1)));
+        }
+        p
+    };
+    let name = |len: usize| format!("/{}", "n".repeat(len));
+    for who in BOTH {
+        for (dest, says) in [
+            (name(255), None),
+            (name(256), Some("holds a name longer than 255 bytes")),
+            (path(4087), None),
+            (path(4088), Some("(4088 bytes) is longer than 4087 bytes")),
+        ] {
+            let bind = format!("/usr:{dest}");
+            let run = al(
+                who,
+                &["run", "--ro-bind", &bind, "--", "sh", "-c", "echo RAN"],
+                SECS_10,
+            );
+            let ctx = format!("{who:?}: a destination of {} bytes", dest.len());
+            match says {
+                Some(says) => {
+                    assert_eq!(run.code(), Some(2), "{ctx}: {}", run.show());
+                    let err = stderr(&run.out);
+                    assert!(err.contains(says) && err.len() < 500, "{ctx}: {err}");
+                    assert!(!stdout(&run.out).contains("RAN"), "{ctx}");
+                }
+                None => {
+                    assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+                    assert_eq!(stdout(&run.out), "RAN\n", "{ctx}");
+                }
+            }
+        }
+    }
+}
+
 /// Inputs that fit scratch by bytes can still fill it: the tmpfs gives each file whole pages
 /// and an inode. 257 one-byte inputs (257 pages) in `--scratch-size 1M` (256 of 4 KiB), and 4096
 /// empty ones against its 4096 inodes (scratch itself takes one) are bad usage, exit 2, said
