@@ -500,19 +500,28 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
         .map(|input| match &input.source {
             InputSource::Bytes(_) => Ok(None),
             InputSource::HostFile(path) => {
+                let not_regular = || {
+                    Failure::Usage(format!(
+                        "input {}: {path:?} is not a regular file",
+                        input.name
+                    ))
+                };
                 let f = std::fs::OpenOptions::new()
                     .read(true)
                     .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
                     .open(path)
-                    .map_err(|e| {
-                        Failure::Usage(format!("input {}: cannot open {path:?}: {e}", input.name))
+                    .map_err(|e| match std::fs::metadata(path) {
+                        // A unix socket does not open at all (ENXIO, "No such device or
+                        // address", which reads as if nothing were there).
+                        Ok(m) if !m.is_file() => not_regular(),
+                        _ => Failure::Usage(format!(
+                            "input {}: cannot open {path:?}: {e}",
+                            input.name
+                        )),
                     })?;
                 match f.metadata() {
                     Ok(m) if m.is_file() => Ok(Some(f)),
-                    _ => Err(Failure::Usage(format!(
-                        "input {}: {path:?} is not a regular file",
-                        input.name
-                    ))),
+                    _ => Err(not_regular()),
                 }
             }
         })

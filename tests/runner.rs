@@ -461,10 +461,15 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
     let missing = dir.path().join("no-such-file");
     let private = write_file(&dir.path().join("private.txt"), b"root only\n", 0o600);
-    let (fifo, sub, missing) = (
+    // A unix socket does not open (ENXIO): said as what it is, not "No such device or address".
+    let sock = dir.path().join("sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (fifo, sub, missing, sock) = (
         fifo.to_str().unwrap(),
         sub.to_str().unwrap(),
         missing.to_str().unwrap(),
+        sock.to_str().unwrap(),
     );
     for who in BOTH {
         assert_refused(
@@ -486,6 +491,11 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
             who,
             &["--input", &format!("dir.txt={sub}")],
             &["input dir.txt", sub, "not a regular file"],
+        );
+        assert_refused(
+            who,
+            &["--input", &format!("sock.txt={sock}")],
+            &["input sock.txt", sock, "not a regular file"],
         );
     }
     // Inputs are opened with the caller's rights: uid 65534 cannot hand in root's 0600 file.
