@@ -546,6 +546,7 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
         (_, Some(f)) => f.metadata().map_or(0, |m| m.len()),
         _ => 0,
     };
+    check_mount_points(spec)?;
     let sizes: Vec<u64> = spec.inputs.iter().zip(inputs).map(size).collect();
     let total: u64 = sizes.iter().sum();
     let Some(l) = spec.limits else {
@@ -589,6 +590,69 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
             spec.inputs.len(),
             l.scratch_size
         )));
+    }
+    Ok(())
+}
+
+/// A bind inside another host tree (a system path, or another bind) is mounted on a mount point
+/// in that tree, which the boundary makes when it is missing: inside a read-only tree it
+/// cannot (step 7 failed, 125: `--ro-bind DIR:/usr/new`), and inside a writable bind it would
+/// be made on the host and left there after the run. So the mount point must already exist in
+/// the host tree it lands in; a system path that is a symlink on the host (`/bin -> usr/bin`)
+/// is one in the sandbox too, and a directory cannot be bound over it.
+fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
+    use std::path::{Path, PathBuf};
+    let system = crate::spec::SYSTEM_PATHS
+        .iter()
+        .map(|p| (Path::new(p), Path::new(p), true))
+        .filter(|(p, _, _)| p.symlink_metadata().is_ok());
+    let trees: Vec<(&Path, &Path, bool)> = system
+        .chain(
+            spec.binds()
+                .map(|(src, dest, a)| (src, dest, a == Access::ReadOnly)),
+        )
+        .collect();
+    for (src, dest, _) in spec.binds() {
+        let flag = |d: &Path| format!("bind destination {}", d.display());
+        if let Some(p) = crate::spec::SYSTEM_PATHS
+            .iter()
+            .map(Path::new)
+            .find(|p| *p == dest)
+            && let Ok(target) = p.read_link()
+            && src.is_dir()
+        {
+            return Err(Failure::Usage(format!(
+                "{} is a symlink in the sandbox (to {}, as on the host): bind the directory at \
+                 its target",
+                flag(dest),
+                target.display()
+            )));
+        }
+        let Some((tree_src, tree_dest, read_only)) = trees
+            .iter()
+            .filter(|(_, d, _)| dest != *d && dest.starts_with(d))
+            .max_by_key(|(_, d, _)| d.components().count())
+        else {
+            continue;
+        };
+        let on_host: PathBuf = tree_src.join(dest.strip_prefix(tree_dest).unwrap_or(dest));
+        // Only a mount point known to be missing: one the caller may not look at fails in the
+        // boundary, with the caller's rights, as it would have.
+        let missing = matches!(on_host.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR));
+        if missing {
+            let why = match read_only {
+                true => "a read-only tree, where it cannot be made",
+                false => "a writable bind, where it would be made on the host and left there",
+            };
+            return Err(Failure::Usage(format!(
+                "{}: its mount point {} does not exist on the host: it is inside {} (the \
+                 host's {}), {why}",
+                flag(dest),
+                on_host.display(),
+                tree_dest.display(),
+                tree_src.display()
+            )));
+        }
     }
     Ok(())
 }

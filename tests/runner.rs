@@ -788,6 +788,95 @@ fn bind_destinations_past_the_kernels_lengths_are_bad_usage() {
     }
 }
 
+/// A bind inside another host tree needs its mount point there: inside a read-only one
+/// (`/usr`, another --ro-bind) it cannot be made (step 7 failed, 125, EROFS), inside a
+/// writable --bind it was made on the host and left there after the run (exit 0, an empty
+/// file in the caller's directory). Both are bad usage now, exit 2, and nothing is made; a
+/// directory bound over a system path that is a symlink (`/bin -> usr/bin`) too (it was
+/// EINVAL, 125). Controls: a mount point that exists in the host tree, and one in the
+/// sandbox's own /etc, are bound.
+#[test]
+fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
+    let dir = tmpdir();
+    let ro = dir.path().join("ro");
+    let rw = dir.path().join("rw");
+    for d in [&ro, &rw] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let file = write_file(&ro.join("file"), b"x\n", 0o644);
+    write_file(&rw.join("there"), b"", 0o644);
+    let (ro, rw, file) = (ro.display(), rw.display(), file.display());
+    let mut cases: Vec<(Vec<String>, Option<&str>)> = vec![
+        (
+            vec!["--ro-bind".into(), format!("{ro}:/usr/airlock-no-such-dir")],
+            Some(
+                "does not exist on the host: it is inside /usr (the host's /usr), a read-only tree",
+            ),
+        ),
+        (
+            vec![
+                "--ro-bind".into(),
+                format!("{ro}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/new"),
+            ],
+            Some("a read-only tree, where it cannot be made"),
+        ),
+        (
+            vec![
+                "--bind".into(),
+                format!("{rw}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/new"),
+            ],
+            Some("a writable bind, where it would be made on the host and left there"),
+        ),
+        (
+            vec![
+                "--bind".into(),
+                format!("{rw}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/there"),
+            ],
+            None,
+        ),
+        (vec!["--ro-bind".into(), format!("{file}:/etc/new")], None),
+    ];
+    if Path::new("/bin").read_link().is_ok() {
+        cases.push((
+            vec!["--ro-bind".into(), format!("{ro}:/bin")],
+            Some("bind destination /bin is a symlink in the sandbox"),
+        ));
+    }
+    for who in BOTH {
+        for (flags, says) in &cases {
+            let mut args: Vec<&str> = vec!["run"];
+            args.extend(flags.iter().map(String::as_str));
+            args.extend(["--", "sh", "-c", "echo RAN"]);
+            let run = al(who, &args, SECS_10);
+            let ctx = format!("{who:?} {flags:?}");
+            match says {
+                Some(says) => {
+                    assert_eq!(run.code(), Some(2), "{ctx}: {}", run.show());
+                    assert!(stderr(&run.out).contains(says), "{ctx}: {}", run.show());
+                    assert!(!stdout(&run.out).contains("RAN"), "{ctx}");
+                }
+                None => {
+                    assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+                    assert_eq!(stdout(&run.out), "RAN\n", "{ctx}");
+                }
+            }
+            let left: Vec<_> = std::fs::read_dir(rw.to_string())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(left, ["there"], "{ctx}: made in the caller's directory");
+        }
+    }
+}
+
 /// Inputs that fit scratch by bytes can still fill it: the tmpfs gives each file whole pages
 /// and an inode. 257 one-byte inputs (257 pages) in `--scratch-size 1M` (256 of 4 KiB), and 4096
 /// empty ones against its 4096 inodes (scratch itself takes one) are bad usage, exit 2, said
