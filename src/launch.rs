@@ -515,19 +515,28 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
         .map(|input| match &input.source {
             InputSource::Bytes(_) => Ok(None),
             InputSource::HostFile(path) => {
+                let not_regular = || {
+                    Failure::Usage(format!(
+                        "input {}: {path:?} is not a regular file",
+                        input.name
+                    ))
+                };
                 let f = std::fs::OpenOptions::new()
                     .read(true)
                     .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
                     .open(path)
-                    .map_err(|e| {
-                        Failure::Usage(format!("input {}: cannot open {path:?}: {e}", input.name))
+                    .map_err(|e| match std::fs::metadata(path) {
+                        // A unix socket does not open at all (ENXIO, "No such device or
+                        // address", which reads as if nothing were there).
+                        Ok(m) if !m.is_file() => not_regular(),
+                        _ => Failure::Usage(format!(
+                            "input {}: cannot open {path:?}: {e}",
+                            input.name
+                        )),
                     })?;
                 match f.metadata() {
                     Ok(m) if m.is_file() => Ok(Some(f)),
-                    _ => Err(Failure::Usage(format!(
-                        "input {}: {path:?} is not a regular file",
-                        input.name
-                    ))),
+                    _ => Err(not_regular()),
                 }
             }
         })
@@ -552,12 +561,113 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
         (_, Some(f)) => f.metadata().map_or(0, |m| m.len()),
         _ => 0,
     };
-    let total: u64 = spec.inputs.iter().zip(inputs).map(size).sum();
-    if let Some(l) = spec.limits.filter(|l| total > l.scratch_size) {
+    check_mount_points(spec)?;
+    let sizes: Vec<u64> = spec.inputs.iter().zip(inputs).map(size).collect();
+    let total: u64 = sizes.iter().sum();
+    let Some(l) = spec.limits else {
+        return Ok(());
+    };
+    if total > l.scratch_size {
         return Err(Failure::Usage(format!(
             "the inputs hold {total} bytes, more than scratch holds (--scratch-size {})",
             l.scratch_size
         )));
+    }
+    // The scratch tmpfs gives each file whole pages and one inode (scratch itself takes one,
+    // and so does each mount point a bind makes in it), so inputs that fit by bytes can still
+    // fill it: 300 one-byte inputs take 300 of --scratch-size 1M's 256 pages, 5000 empty ones
+    // more than its 4096 inodes.
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |p| p as u64);
+    let pages: u64 = sizes.iter().map(|s| s.div_ceil(page)).sum();
+    let room = l.scratch_size.div_ceil(page);
+    if pages > room {
+        return Err(Failure::Usage(format!(
+            "the inputs take {pages} pages of {page} bytes (each file whole pages), more than \
+             scratch holds (--scratch-size {}: {room} pages)",
+            l.scratch_size
+        )));
+    }
+    let mut in_scratch = std::collections::BTreeSet::new();
+    for (_, dest, _) in spec.binds() {
+        if let Ok(rest) = dest.strip_prefix(crate::spec::SCRATCH) {
+            in_scratch.extend(rest.ancestors().filter(|a| !a.as_os_str().is_empty()));
+        }
+    }
+    let files = spec.inputs.len() as u64 + in_scratch.len() as u64 + 1;
+    let inodes = crate::spec::tmpfs_inodes(l.scratch_size);
+    if files > inodes {
+        return Err(Failure::Usage(format!(
+            "{} inputs are more files than scratch holds (--scratch-size {}: {inodes} \
+             inodes, one for scratch itself and one for each bind's mount point in it)",
+            spec.inputs.len(),
+            l.scratch_size
+        )));
+    }
+    Ok(())
+}
+
+/// A bind inside another host tree (a system path, or another bind) is mounted on a mount point
+/// in that tree, which the boundary makes when it is missing: inside a read-only tree it
+/// cannot (step 7 failed, 125: `--ro-bind DIR:/usr/new`), and inside a writable bind it would
+/// be made on the host and left there after the run. So the mount point must already exist in
+/// the host tree it lands in; a system path that is a symlink on the host (`/bin -> usr/bin`)
+/// is one in the sandbox too, and a directory cannot be bound over it.
+fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
+    use std::path::{Path, PathBuf};
+    let system = crate::spec::SYSTEM_PATHS
+        .iter()
+        .map(|p| (Path::new(p), Path::new(p), true))
+        .filter(|(p, _, _)| p.symlink_metadata().is_ok());
+    let trees: Vec<(&Path, &Path, bool)> = system
+        .chain(
+            spec.binds()
+                .map(|(src, dest, a)| (src, dest, a == Access::ReadOnly)),
+        )
+        .collect();
+    for (src, dest, _) in spec.binds() {
+        let flag = |d: &Path| format!("bind destination {}", d.display());
+        if let Some(p) = crate::spec::SYSTEM_PATHS
+            .iter()
+            .map(Path::new)
+            .find(|p| *p == dest)
+            && let Ok(target) = p.read_link()
+            && src.is_dir()
+        {
+            return Err(Failure::Usage(format!(
+                "{} is a symlink in the sandbox (to {}, as on the host): bind the directory at \
+                 its target",
+                flag(dest),
+                target.display()
+            )));
+        }
+        let Some((tree_src, tree_dest, read_only)) = trees
+            .iter()
+            .filter(|(_, d, _)| dest != *d && dest.starts_with(d))
+            .max_by_key(|(_, d, _)| d.components().count())
+        else {
+            continue;
+        };
+        let on_host: PathBuf = tree_src.join(dest.strip_prefix(tree_dest).unwrap_or(dest));
+        // Only a mount point known to be missing: one the caller may not look at fails in the
+        // boundary, with the caller's rights, as it would have.
+        let missing = matches!(on_host.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR));
+        if missing {
+            let why = match read_only {
+                true => "a read-only tree, where it cannot be made",
+                false => "a writable bind, where it would be made on the host and left there",
+            };
+            return Err(Failure::Usage(format!(
+                "{}: its mount point {} does not exist on the host: it is inside {} (the \
+                 host's {}), {why}",
+                flag(dest),
+                on_host.display(),
+                tree_dest.display(),
+                tree_src.display()
+            )));
+        }
     }
     Ok(())
 }

@@ -216,10 +216,12 @@ struct RunArgs {
     /// Keep the host's network (no network namespace). Dangerous.
     #[arg(long)]
     share_net: bool,
-    /// When airlock runs as root: the task's uid on the host (never 0).
+    /// When airlock runs as root: the task's uid on the host (never 0). Any other caller's
+    /// task runs as the caller: another uid is refused.
     #[arg(long, value_name = "UID")]
     host_uid: Option<u32>,
-    /// When airlock runs as root: the task's gid on the host (never 0).
+    /// When airlock runs as root: the task's gid on the host (never 0). Any other caller's
+    /// task runs as the caller: another gid is refused.
     #[arg(long, value_name = "GID")]
     host_gid: Option<u32>,
     /// Kill the whole sandbox after DURATION (500ms, 10s, 2m). Default: none, or 10s with
@@ -606,7 +608,32 @@ fn read_request(path: &Path) -> Result<Draft, UsageError> {
     request::parse(&text)
 }
 
+/// --host-uid/--host-gid choose the host identity of a root caller's task. An unprivileged
+/// caller's task is the caller itself (its user namespace can map no other id), so another id
+/// asked for is refused rather than ignored: the task would run, and own what it writes
+/// through a bind, as an id the caller did not name. Its own id is accepted.
+fn check_host_ids(args: &RunArgs) -> Result<(), UsageError> {
+    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    if uid.is_root() {
+        return Ok(());
+    }
+    let asked = [
+        ("--host-uid", args.host_uid, uid.as_raw()),
+        ("--host-gid", args.host_gid, gid.as_raw()),
+    ];
+    for (flag, asked, own) in asked {
+        if let Some(n) = asked.filter(|&n| n != own) {
+            return Err(UsageError(format!(
+                "{flag} {n}: only a root caller chooses the task's host identity; this \
+                 caller's task runs as its own ({own})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
+    check_host_ids(args)?;
     let draft = match &args.request {
         Some(path) => read_request(path).and_then(|mut d| {
             // Flags beside a request add to it (environment, binds, the network) and

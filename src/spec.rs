@@ -373,6 +373,7 @@ impl Draft {
             })
             .collect();
         for (i, b) in binds.iter().enumerate() {
+            check_dest_length(&b.dest)?;
             if binds[..i].iter().any(|o| o.dest == b.dest) {
                 return usage(format!("bind destination {:?} is given twice", b.dest));
             }
@@ -674,6 +675,30 @@ fn check_bind(b: &Bind) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// The longest bind destination the boundary can make: PATH_MAX (4096 with its NUL) less the
+/// scaffold's `/newroot` (boundary/fs.rs), under which every destination is made.
+const DEST_MAX: usize = 4095 - "/newroot".len();
+
+/// A destination the kernel could not take (a name past NAME_MAX, a path past [`DEST_MAX`]) is
+/// the caller's mistake, said before anything is built, not a failed step 7 (125).
+fn check_dest_length(dest: &Path) -> Result<(), UsageError> {
+    let text = dest.to_string_lossy();
+    if let Some(c) = dest.components().find(|c| c.as_os_str().len() > 255) {
+        return usage(format!(
+            "bind destination {} holds a name longer than 255 bytes: {}",
+            quoted(&text),
+            quoted(&c.as_os_str().to_string_lossy())
+        ));
+    }
+    if dest.as_os_str().len() > DEST_MAX {
+        return usage(format!(
+            "bind destination {} is longer than {DEST_MAX} bytes",
+            quoted(&text)
+        ));
+    }
+    Ok(())
+}
+
 /// Parse `SRC[:DEST]`.
 pub fn parse_bind(arg: &str, writable: bool) -> Result<Bind, UsageError> {
     let (src, dest) = match arg.split_once(':') {
@@ -970,6 +995,15 @@ mod tests {
             let mut d = draft(&["true"]);
             d.binds = vec![parse_bind(bad, false).unwrap()];
             assert!(d.build(&no_env).is_err(), "{bad} accepted");
+        }
+        // Lengths the kernel cannot take under the scaffold; the longest it can, taken.
+        let long_name = format!("/x:/{}", "n".repeat(256));
+        let long_path = format!("/x:{}", "/a".repeat(DEST_MAX / 2 + 1));
+        let longest = format!("/x:{}", "/a".repeat(DEST_MAX / 2));
+        for (bind, ok) in [(long_name, false), (long_path, false), (longest, true)] {
+            let mut d = draft(&["true"]);
+            d.binds = vec![parse_bind(&bind, false).unwrap()];
+            assert_eq!(d.build(&no_env).is_ok(), ok, "{} bytes", bind.len());
         }
     }
 

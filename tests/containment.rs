@@ -953,6 +953,69 @@ fn sigint_and_sighup_to_airlock_reach_the_task() {
     }
 }
 
+/// SIGINT to airlock is Ctrl-C, and reaches every process of the sandbox, as a terminal's
+/// reaches the whole foreground process group: a shell waiting for its child holds a SIGINT
+/// sent to it alone until that child ends (dash and bash do), so sent to the task alone it
+/// left `sh -c 'sleep 9; echo after'` running to the end. Control: on the host, the same
+/// script sent SIGINT alone is still running a second later, and SIGINT to its process group
+/// ends it at once.
+#[test]
+fn sigint_to_airlock_reaches_the_children_of_a_waiting_shell() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::os::unix::process::CommandExt;
+    let m = mark("sigint_to_airlock_reaches_the_children_of_a_waiting_shell");
+    let sleeper = "sleep 9.59";
+    let mut host = Command::new("env")
+        .args(["--default-signal=INT", "sh", "-c"])
+        .arg(format!("{sleeper}; echo after"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    wait_for_process(sleeper, Duration::from_secs(10));
+    let shell = Pid::from_raw(host.id() as i32);
+    kill(shell, Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        host.try_wait().unwrap().is_none(),
+        "host control: a shell sent SIGINT alone ended before its child"
+    );
+    let sent = Instant::now();
+    kill(Pid::from_raw(-shell.as_raw()), Signal::SIGINT).unwrap();
+    let status = host.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGINT),
+        "host control: {status:?}"
+    );
+    assert!(sent.elapsed() < Duration::from_secs(2), "host control");
+    assert_none_left(sleeper, Duration::from_secs(5), "host control");
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let sleeper = format!("sleep 9.6{i}");
+        let script = format!(": {m}; {sleeper}; echo after");
+        let p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
+        wait_for_process(&sleeper, Duration::from_secs(10));
+        let pid = p.pid();
+        let sent = Instant::now();
+        kill(Pid::from_raw(pid as i32), Signal::SIGINT).unwrap();
+        let r = p.finish(SECS_30);
+        let rep = r.report();
+        assert_end(&r, &rep, signaled(libc::SIGINT, Value::Null));
+        assert!(
+            sent.elapsed() < Duration::from_secs(3),
+            "ended {:?} after SIGINT\n{}",
+            sent.elapsed(),
+            r.show()
+        );
+        assert_eq!(rep["stdout"], json!(""), "{}", r.show());
+        let ctx = format!("SIGINT to airlock as {who:?}");
+        assert_clean(&m, &[pid], &ctx);
+        assert_clean(&sleeper, &[], &ctx);
+    }
+}
+
 #[test]
 fn sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace() {
     let m = mark("sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace");

@@ -2028,6 +2028,32 @@ fn host_uid_picks_a_root_caller_s_task_identity_and_refuses_0() {
     }
 }
 
+/// An unprivileged caller's task is the caller on the host: --host-uid/--host-gid naming
+/// another id are refused (exit 2, saying why), not ignored (the run went on as 65534, exit
+/// 0). Its own id is accepted; control: a root caller's --host-uid 4321 runs.
+#[test]
+fn host_uid_of_an_unprivileged_caller_is_refused_not_ignored() {
+    for flag in ["--host-uid", "--host-gid"] {
+        let o = run_inside(Launcher::Unprivileged, &[flag, "4321"], &["true"]);
+        assert_exit(&o, 2, flag);
+        assert!(
+            stderr(&o).contains(&format!(
+                "{flag} 4321: only a root caller chooses the task's host identity; this \
+                 caller's task runs as its own (65534)"
+            )),
+            "{flag}\n{}",
+            show(&o)
+        );
+        let o = run_inside(Launcher::Unprivileged, &["--json", flag, "4321"], &["true"]);
+        assert_exit(&o, 2, flag);
+        assert_eq!(report(&o)["error_kind"], "usage", "{flag}\n{}", show(&o));
+        let o = run_inside(Launcher::Unprivileged, &[flag, "65534"], &["true"]);
+        assert_exit(&o, 0, &format!("{flag} 65534, the caller's own"));
+        let o = run_inside(Launcher::Root, &[flag, "4321"], &["true"]);
+        assert_exit(&o, 0, &format!("{flag} 4321 as root"));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. setuid binaries
 

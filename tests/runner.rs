@@ -461,10 +461,15 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
     let missing = dir.path().join("no-such-file");
     let private = write_file(&dir.path().join("private.txt"), b"root only\n", 0o600);
-    let (fifo, sub, missing) = (
+    // A unix socket does not open (ENXIO): said as what it is, not "No such device or address".
+    let sock = dir.path().join("sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (fifo, sub, missing, sock) = (
         fifo.to_str().unwrap(),
         sub.to_str().unwrap(),
         missing.to_str().unwrap(),
+        sock.to_str().unwrap(),
     );
     for who in BOTH {
         assert_refused(
@@ -486,6 +491,11 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
             who,
             &["--input", &format!("dir.txt={sub}")],
             &["input dir.txt", sub, "not a regular file"],
+        );
+        assert_refused(
+            who,
+            &["--input", &format!("sock.txt={sock}")],
+            &["input sock.txt", sock, "not a regular file"],
         );
     }
     // Inputs are opened with the caller's rights: uid 65534 cannot hand in root's 0600 file.
@@ -730,6 +740,194 @@ fn caller_mistakes_are_bad_usage_not_failed_steps() {
             let err = stderr(&run.out);
             assert!(err.contains(says), "{who:?} {args:?}: {}", run.show());
             assert!(!stdout(&run.out).contains("RAN"), "{who:?} {args:?}");
+        }
+    }
+}
+
+/// A bind destination the kernel cannot take, a name past 255 bytes or a path past 4087
+/// (PATH_MAX less the scaffold's `/newroot` it is made under), is bad usage, exit 2, naming
+/// it in a line; it failed at step 7 (125, "setup failed", ENAMETOOLONG, with all 4 KiB of the
+/// path). Control: a 255-byte name and a 4087-byte path are bound.
+#[test]
+fn bind_destinations_past_the_kernels_lengths_are_bad_usage() {
+    let path = |len: usize| {
+        let mut p = String::new();
+        while p.len() < len {
+            p += &format!("/{}", "a".repeat(200.min(len - p.len() - 1)));
+        }
+        p
+    };
+    let name = |len: usize| format!("/{}", "n".repeat(len));
+    for who in BOTH {
+        for (dest, says) in [
+            (name(255), None),
+            (name(256), Some("holds a name longer than 255 bytes")),
+            (path(4087), None),
+            (path(4088), Some("(4088 bytes) is longer than 4087 bytes")),
+        ] {
+            let bind = format!("/usr:{dest}");
+            let run = al(
+                who,
+                &["run", "--ro-bind", &bind, "--", "sh", "-c", "echo RAN"],
+                SECS_10,
+            );
+            let ctx = format!("{who:?}: a destination of {} bytes", dest.len());
+            match says {
+                Some(says) => {
+                    assert_eq!(run.code(), Some(2), "{ctx}: {}", run.show());
+                    let err = stderr(&run.out);
+                    assert!(err.contains(says) && err.len() < 500, "{ctx}: {err}");
+                    assert!(!stdout(&run.out).contains("RAN"), "{ctx}");
+                }
+                None => {
+                    assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+                    assert_eq!(stdout(&run.out), "RAN\n", "{ctx}");
+                }
+            }
+        }
+    }
+}
+
+/// A bind inside another host tree needs its mount point there: inside a read-only one
+/// (`/usr`, another --ro-bind) it cannot be made (step 7 failed, 125, EROFS), inside a
+/// writable --bind it was made on the host and left there after the run (exit 0, an empty
+/// file in the caller's directory). Both are bad usage now, exit 2, and nothing is made; a
+/// directory bound over a system path that is a symlink (`/bin -> usr/bin`) too (it was
+/// EINVAL, 125). Controls: a mount point that exists in the host tree, and one in the
+/// sandbox's own /etc, are bound.
+#[test]
+fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
+    let dir = tmpdir();
+    let ro = dir.path().join("ro");
+    let rw = dir.path().join("rw");
+    for d in [&ro, &rw] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let file = write_file(&ro.join("file"), b"x\n", 0o644);
+    write_file(&rw.join("there"), b"", 0o644);
+    let (ro, rw, file) = (ro.display(), rw.display(), file.display());
+    let mut cases: Vec<(Vec<String>, Option<&str>)> = vec![
+        (
+            vec!["--ro-bind".into(), format!("{ro}:/usr/airlock-no-such-dir")],
+            Some(
+                "does not exist on the host: it is inside /usr (the host's /usr), a read-only tree",
+            ),
+        ),
+        (
+            vec![
+                "--ro-bind".into(),
+                format!("{ro}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/new"),
+            ],
+            Some("a read-only tree, where it cannot be made"),
+        ),
+        (
+            vec![
+                "--bind".into(),
+                format!("{rw}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/new"),
+            ],
+            Some("a writable bind, where it would be made on the host and left there"),
+        ),
+        (
+            vec![
+                "--bind".into(),
+                format!("{rw}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/there"),
+            ],
+            None,
+        ),
+        (vec!["--ro-bind".into(), format!("{file}:/etc/new")], None),
+    ];
+    if Path::new("/bin").read_link().is_ok() {
+        cases.push((
+            vec!["--ro-bind".into(), format!("{ro}:/bin")],
+            Some("bind destination /bin is a symlink in the sandbox"),
+        ));
+    }
+    for who in BOTH {
+        for (flags, says) in &cases {
+            let mut args: Vec<&str> = vec!["run"];
+            args.extend(flags.iter().map(String::as_str));
+            args.extend(["--", "sh", "-c", "echo RAN"]);
+            let run = al(who, &args, SECS_10);
+            let ctx = format!("{who:?} {flags:?}");
+            match says {
+                Some(says) => {
+                    assert_eq!(run.code(), Some(2), "{ctx}: {}", run.show());
+                    assert!(stderr(&run.out).contains(says), "{ctx}: {}", run.show());
+                    assert!(!stdout(&run.out).contains("RAN"), "{ctx}");
+                }
+                None => {
+                    assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+                    assert_eq!(stdout(&run.out), "RAN\n", "{ctx}");
+                }
+            }
+            let left: Vec<_> = std::fs::read_dir(rw.to_string())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(left, ["there"], "{ctx}: made in the caller's directory");
+        }
+    }
+}
+
+/// Inputs that fit scratch by bytes can still fill it: the tmpfs gives each file whole pages
+/// and an inode. 257 one-byte inputs (257 pages) in `--scratch-size 1M` (256 of 4 KiB), and 4096
+/// empty ones against its 4096 inodes (scratch itself takes one) are bad usage, exit 2, said
+/// before anything is built, as inputs larger than scratch are; they failed at step 7 (125,
+/// "setup failed", ENOSPC). Control: 256 and 4095 of them run.
+#[test]
+fn inputs_past_scratch_pages_or_inodes_are_bad_usage() {
+    let dir = tmpdir();
+    let one = write_file(&dir.path().join("one"), b"x", 0o644);
+    let empty = write_file(&dir.path().join("empty"), b"", 0o644);
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .unwrap()
+        .unwrap() as usize;
+    let pages = (1 << 20) / page + 1;
+    let inputs = |n: usize, path: &Path| -> Vec<String> {
+        (0..n)
+            .flat_map(|i| ["--input".to_string(), format!("n{i}={}", path.display())])
+            .collect()
+    };
+    for who in BOTH {
+        for (n, path, says) in [
+            (
+                pages,
+                &one,
+                format!("the inputs take {pages} pages of {page} bytes"),
+            ),
+            (
+                4096,
+                &empty,
+                "4096 inputs are more files than scratch holds".into(),
+            ),
+        ] {
+            for (count, refused) in [(n - 1, false), (n, true)] {
+                let mut args = vec!["run".to_string(), "--scratch-size".into(), "1M".into()];
+                args.extend(inputs(count, path));
+                args.extend(["--", "sh", "-c", "echo RAN"].map(String::from));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let run = al(who, &args, SECS_10);
+                let ctx = format!("{who:?}: {count} inputs of {}", path.display());
+                match refused {
+                    true => {
+                        assert_eq!(run.code(), Some(2), "{ctx}: {}", run.show());
+                        assert!(stderr(&run.out).contains(&says), "{ctx}: {}", run.show());
+                        assert!(!stdout(&run.out).contains("RAN"), "{ctx}");
+                    }
+                    false => {
+                        assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+                        assert_eq!(stdout(&run.out), "RAN\n", "{ctx}");
+                    }
+                }
+            }
         }
     }
 }

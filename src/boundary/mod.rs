@@ -659,8 +659,8 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
     Ok(held)
 }
 
-/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP to the task (airlock run),
-/// and report the task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
+/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP (airlock run, to whom
+/// `interrupted` says), and report the task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
 fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
     let mut set = SigSet::empty();
     for s in [
@@ -681,7 +681,7 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
         // already got what the group got (Ctrl-C), and must not get it twice.
         if sig != Signal::SIGCHLD {
             if forward {
-                let _ = kill(task, sig);
+                let _ = kill(interrupted(task, sig), sig);
             }
             continue;
         }
@@ -695,6 +695,21 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
                 Ok(_) => {}
             }
         }
+    }
+}
+
+/// Who a forwarded signal goes to. SIGINT is Ctrl-C, which a terminal sends to the whole
+/// foreground process group: a shell waiting for its child (`sh -c 'make; echo done'`) holds
+/// it until that child ends, as dash and bash do, because the child got it too. Sent to the
+/// task alone, the child never did, and nothing ends the run (SIGTERM and SIGHUP are backed by
+/// the launcher's kill after its grace; SIGINT is not). So it goes to every process of the
+/// sandbox: kill(-1) from the init of the sandbox's own pid namespace reaches them all but
+/// this init. SIGTERM and SIGHUP go to the task alone, as `kill PID` and a service manager
+/// send them.
+fn interrupted(task: Pid, sig: Signal) -> Pid {
+    match sig == Signal::SIGINT && nix::unistd::getpid() == Pid::from_raw(1) {
+        true => Pid::from_raw(-1),
+        false => task,
     }
 }
 
