@@ -1062,7 +1062,7 @@ fn a_second_sigint_to_airlock_ends_a_task_ignoring_it_after_the_grace() {
         .unwrap()
     };
     for (i, who) in BOTH.into_iter().enumerate() {
-        let sleeper = format!("sleep 9.6{i}");
+        let sleeper = format!("sleep 9.4{i}");
         let script = format!(": {m}; trap '' INT; {sleeper}; :");
         let mut p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
         wait_for_process(&sleeper, Duration::from_secs(10));
