@@ -1890,6 +1890,49 @@ fn info_fd_and_json_status_fd() {
     }
 }
 
+/// The writes of --json-status-fd as a reader sees them: the descriptor is a packet pipe
+/// (pipe2 with O_DIRECT), so each write(2) is read back as one packet. bubblewrap writes the
+/// exit-code line in one write, and a monitor that parses each read as a document relies on
+/// it; airlock had written it in three (`{ "exit-code": `, `3`, ` }\n`).
+#[test]
+fn json_status_exit_code_line_is_one_write() {
+    let script = format!(
+        r#"{PYTHON} - "$BW" "$@" <<'EOF'
+import os, subprocess, sys
+r, w = os.pipe2(os.O_DIRECT)
+os.dup2(w, 9)
+os.close(w)
+code = subprocess.run(sys.argv[1].split() + sys.argv[2:], pass_fds=(9,)).returncode
+os.close(9)
+while True:
+    packet = os.read(r, 65536)
+    if not packet:
+        break
+    print(repr(packet))
+print("exit", code)
+EOF"#
+    );
+    for who in BOTH {
+        for set in [&["--unshare-pid"][..], &[][..]] {
+            let c = case(&with(
+                &with(&["--ro-bind", "/", "/", "--json-status-fd", "9"], set),
+                &["sh", "-c", "exit 3"],
+            ))
+            .script(&script);
+            for imp in IMPS {
+                let r = c.run(imp, who);
+                let tail: Vec<&str> = r.stdout.lines().rev().take(2).collect();
+                assert_eq!(
+                    tail,
+                    ["exit 3", r#"b'{ "exit-code": 3 }\n'"#],
+                    "{imp:?} as {who:?} {set:?}: {}",
+                    r.show()
+                );
+            }
+        }
+    }
+}
+
 /// A sandbox that fails after the announcement (a missing --lock-file, a command execvp
 /// cannot run) still ends its --json-status-fd document with `{ "exit-code": 1 }`, the exit
 /// status, so a monitor never mistakes it for one still running or killed. bubblewrap 0.8
