@@ -3548,3 +3548,40 @@ fn remount_ro_also_makes_the_mount_nodev() {
         );
     }
 }
+
+/// bubblewrap reads the words of an --args descriptor as options only: the first word that
+/// is not one (an empty word, `--`, a command) ends them, the descriptor's remaining words
+/// unread, and the caller's own arguments go on; an option there takes its values from the
+/// descriptor alone. airlock had spliced the words into the command line: a stray empty word
+/// (a generated list's missing option) became the command (`execvp : No such file or
+/// directory`), a command in the descriptor ran in place of the caller's, and an option's
+/// value was taken from the caller's arguments.
+#[test]
+fn args_descriptor_words_are_options_only() {
+    let probe = "echo \"X=$X Z=$Z caller\"";
+    let cases: [(&str, &[&str]); 5] = [
+        (r"--setenv\0X\0y\0\0--setenv\0Z\0z\0", &["sh", "-c", probe]),
+        (r"--setenv\0X\0y\0sh\0-c\0echo file\0", &["sh", "-c", probe]),
+        (
+            r"--\0--setenv\0Z\0z\0",
+            &["--setenv", "X", "x", "sh", "-c", probe],
+        ),
+        (r"--setenv\0X\0", &["y", "sh", "-c", probe]),
+        (r"--chdir\0", &["/usr", "sh", "-c", probe]),
+    ];
+    let want = [
+        ("X=y Z= caller\n", ""),
+        ("X=y Z= caller\n", ""),
+        ("X=x Z= caller\n", ""),
+        ("", "bwrap: --setenv takes two arguments\n"),
+        ("", "bwrap: --chdir takes one argument\n"),
+    ];
+    for who in BOTH {
+        for ((file, tail), (out, err)) in cases.iter().zip(want) {
+            let c = case(&with(&["--ro-bind", "/", "/", "--args", "5"], tail))
+                .pre(&format!("exec 5< <(printf -- '{file}')"));
+            let [b, _] = same(&c, who);
+            assert_eq!((b.stdout.as_str(), b.stderr.as_str()), (out, err), "{file}");
+        }
+    }
+}
