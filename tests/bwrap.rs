@@ -3585,3 +3585,42 @@ fn args_descriptor_words_are_options_only() {
         }
     }
 }
+
+/// SIGTERM sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
+/// the task itself, which the signal ends (143); airlock's is its init, which passes SIGTERM,
+/// SIGINT and SIGHUP on to no one in bwrap mode, so the task runs to its end (README, bwrap
+/// section). With --unshare-pid both pids are a pid 1 with no handler, which ignores it.
+#[test]
+fn sigterm_to_the_info_fd_child_pid() {
+    let script = format!(
+        r#"{PYTHON} - "$BW" "$@" <<'EOF'
+import json, os, signal, subprocess, sys, time
+r, w = os.pipe()
+os.dup2(w, 8)
+os.close(w)
+p = subprocess.Popen(sys.argv[1].split() + ["--info-fd", "8"] + sys.argv[2:], pass_fds=(8,))
+os.close(8)
+info = b""
+while chunk := os.read(r, 4096):
+    info += chunk
+time.sleep(0.2)
+os.kill(json.loads(info)["child-pid"], signal.SIGTERM)
+print("exit", p.wait())
+EOF"#
+    );
+    for who in BOTH {
+        for (set, bubblewrap, airlock) in [
+            (&[][..], "exit 143\n", "exit 0\n"),
+            (&["--unshare-pid"][..], "exit 0\n", "exit 0\n"),
+        ] {
+            let c = case(&with(
+                &with(&["--ro-bind", "/", "/"], set),
+                &["sleep", "0.8"],
+            ))
+            .script(&script);
+            let [b, a] = c.run_all(who);
+            assert_eq!(b.stdout, bubblewrap, "as {who:?} {set:?}: {}", b.show());
+            assert_eq!(a.stdout, airlock, "as {who:?} {set:?}: {}", a.show());
+        }
+    }
+}
