@@ -360,24 +360,35 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut command: Vec<String> = Vec::new();
     let mut overlay_sources: Vec<PathBuf> = Vec::new();
 
+    // The caller's own arguments still to read: the last `outer` of the queue, behind those
+    // an --args descriptor gave. An option read from the descriptor takes its values from
+    // there too: only the queue above `floor` is its own.
+    let mut outer = args.len();
+    let mut floor: usize;
+
     macro_rules! take {
         ($opt:expr) => {
-            match queue.pop_front() {
-                Some(v) => v,
-                None => return Err(too_few_arguments($opt)),
+            match queue.len() > floor {
+                true => queue.pop_front().unwrap_or_default(),
+                false => return Err(too_few_arguments($opt)),
             }
         };
     }
 
-    // The caller's own arguments still to read: the last `outer` of the queue, behind those
-    // an --args descriptor gave.
-    let mut outer = args.len();
     while let Some(arg) = queue.pop_front() {
         let from_file = queue.len() + 1 > outer;
         outer = outer.min(queue.len());
+        floor = if from_file { outer } else { 0 };
         let a = arg.as_str();
-        if a.starts_with("--") && queue.len() < arguments_of(a) && arguments_of(a) > 1 {
+        if a.starts_with("--") && queue.len() - floor < arguments_of(a) && arguments_of(a) > 1 {
             return Err(too_few_arguments(a));
+        }
+        // Words of an --args descriptor are options only, as bubblewrap reads them: the first
+        // that is not one (`--`, an empty word, a command) ends the descriptor's words, the
+        // rest of them unread, and the caller's own arguments go on.
+        if from_file && (a == "--" || !a.starts_with('-')) {
+            queue.drain(..queue.len() - outer);
+            continue;
         }
         // --perms and --size modify the next operation only.
         if a == "--perms" {

@@ -1060,8 +1060,9 @@ mod bwrap_status {
 
         fn write(&mut self, code: i32) {
             if let Some(fd) = self.0.take() {
-                let mut f = std::fs::File::from(fd);
-                let _ = writeln!(f, "{{ \"exit-code\": {code} }}");
+                // One write, as bubblewrap's: a monitor may parse each read as a document.
+                let line = format!("{{ \"exit-code\": {code} }}\n");
+                let _ = std::fs::File::from(fd).write_all(line.as_bytes());
             }
         }
     }

@@ -1890,6 +1890,49 @@ fn info_fd_and_json_status_fd() {
     }
 }
 
+/// The writes of --json-status-fd as a reader sees them: the descriptor is a packet pipe
+/// (pipe2 with O_DIRECT), so each write(2) is read back as one packet. bubblewrap writes the
+/// exit-code line in one write, and a monitor that parses each read as a document relies on
+/// it; airlock had written it in three (`{ "exit-code": `, `3`, ` }\n`).
+#[test]
+fn json_status_exit_code_line_is_one_write() {
+    let script = format!(
+        r#"{PYTHON} - "$BW" "$@" <<'EOF'
+import os, subprocess, sys
+r, w = os.pipe2(os.O_DIRECT)
+os.dup2(w, 9)
+os.close(w)
+code = subprocess.run(sys.argv[1].split() + sys.argv[2:], pass_fds=(9,)).returncode
+os.close(9)
+while True:
+    packet = os.read(r, 65536)
+    if not packet:
+        break
+    print(repr(packet))
+print("exit", code)
+EOF"#
+    );
+    for who in BOTH {
+        for set in [&["--unshare-pid"][..], &[][..]] {
+            let c = case(&with(
+                &with(&["--ro-bind", "/", "/", "--json-status-fd", "9"], set),
+                &["sh", "-c", "exit 3"],
+            ))
+            .script(&script);
+            for imp in IMPS {
+                let r = c.run(imp, who);
+                let tail: Vec<&str> = r.stdout.lines().rev().take(2).collect();
+                assert_eq!(
+                    tail,
+                    ["exit 3", r#"b'{ "exit-code": 3 }\n'"#],
+                    "{imp:?} as {who:?} {set:?}: {}",
+                    r.show()
+                );
+            }
+        }
+    }
+}
+
 /// A sandbox that fails after the announcement (a missing --lock-file, a command execvp
 /// cannot run) still ends its --json-status-fd document with `{ "exit-code": 1 }`, the exit
 /// status, so a monitor never mistakes it for one still running or killed. bubblewrap 0.8
@@ -3503,5 +3546,81 @@ fn remount_ro_also_makes_the_mount_nodev() {
             "{}",
             b.show()
         );
+    }
+}
+
+/// bubblewrap reads the words of an --args descriptor as options only: the first word that
+/// is not one (an empty word, `--`, a command) ends them, the descriptor's remaining words
+/// unread, and the caller's own arguments go on; an option there takes its values from the
+/// descriptor alone. airlock had spliced the words into the command line: a stray empty word
+/// (a generated list's missing option) became the command (`execvp : No such file or
+/// directory`), a command in the descriptor ran in place of the caller's, and an option's
+/// value was taken from the caller's arguments.
+#[test]
+fn args_descriptor_words_are_options_only() {
+    let probe = "echo \"X=$X Z=$Z caller\"";
+    let cases: [(&str, &[&str]); 5] = [
+        (r"--setenv\0X\0y\0\0--setenv\0Z\0z\0", &["sh", "-c", probe]),
+        (r"--setenv\0X\0y\0sh\0-c\0echo file\0", &["sh", "-c", probe]),
+        (
+            r"--\0--setenv\0Z\0z\0",
+            &["--setenv", "X", "x", "sh", "-c", probe],
+        ),
+        (r"--setenv\0X\0", &["y", "sh", "-c", probe]),
+        (r"--chdir\0", &["/usr", "sh", "-c", probe]),
+    ];
+    let want = [
+        ("X=y Z= caller\n", ""),
+        ("X=y Z= caller\n", ""),
+        ("X=x Z= caller\n", ""),
+        ("", "bwrap: --setenv takes two arguments\n"),
+        ("", "bwrap: --chdir takes one argument\n"),
+    ];
+    for who in BOTH {
+        for ((file, tail), (out, err)) in cases.iter().zip(want) {
+            let c = case(&with(&["--ro-bind", "/", "/", "--args", "5"], tail))
+                .pre(&format!("exec 5< <(printf -- '{file}')"));
+            let [b, _] = same(&c, who);
+            assert_eq!((b.stdout.as_str(), b.stderr.as_str()), (out, err), "{file}");
+        }
+    }
+}
+
+/// SIGTERM sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
+/// the task itself, which the signal ends (143); airlock's is its init, which passes SIGTERM,
+/// SIGINT and SIGHUP on to no one in bwrap mode, so the task runs to its end (README, bwrap
+/// section). With --unshare-pid both pids are a pid 1 with no handler, which ignores it.
+#[test]
+fn sigterm_to_the_info_fd_child_pid() {
+    let script = format!(
+        r#"{PYTHON} - "$BW" "$@" <<'EOF'
+import json, os, signal, subprocess, sys, time
+r, w = os.pipe()
+os.dup2(w, 8)
+os.close(w)
+p = subprocess.Popen(sys.argv[1].split() + ["--info-fd", "8"] + sys.argv[2:], pass_fds=(8,))
+os.close(8)
+info = b""
+while chunk := os.read(r, 4096):
+    info += chunk
+time.sleep(0.2)
+os.kill(json.loads(info)["child-pid"], signal.SIGTERM)
+print("exit", p.wait())
+EOF"#
+    );
+    for who in BOTH {
+        for (set, bubblewrap, airlock) in [
+            (&[][..], "exit 143\n", "exit 0\n"),
+            (&["--unshare-pid"][..], "exit 0\n", "exit 0\n"),
+        ] {
+            let c = case(&with(
+                &with(&["--ro-bind", "/", "/"], set),
+                &["sleep", "0.8"],
+            ))
+            .script(&script);
+            let [b, a] = c.run_all(who);
+            assert_eq!(b.stdout, bubblewrap, "as {who:?} {set:?}: {}", b.show());
+            assert_eq!(a.stdout, airlock, "as {who:?} {set:?}: {}", a.show());
+        }
     }
 }
