@@ -678,6 +678,14 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if io.userns2_fd.is_some() && io.userns_fd.is_none() {
         return err("--userns2 requires --userns");
     }
+    // The caller writes the maps of a user namespace this line makes itself (the explicit
+    // --unshare-user, as bubblewrap checks), whose process --info-fd tells it.
+    if io.userns_block_fd.is_some() && !unshare_user {
+        return err("--userns-block-fd requires --unshare-user");
+    }
+    if io.userns_block_fd.is_some() && io.info_fd.is_none() {
+        return err("--userns-block-fd requires --info-fd");
+    }
     io.explicit_uid = uid.is_some();
     io.explicit_gid = gid.is_some();
     let want_userns = unshare_user || user_try || !caller.is_root || io.userns_fd.is_some();

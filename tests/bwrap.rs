@@ -2328,11 +2328,16 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
             &ro,
             &["--unshare-user", "--uid", "5", "--uid", "6", "id", "-u"],
         ),
+        // Nothing could write the maps: without --info-fd the caller never learns whose.
+        // (airlock ran, waiting on the descriptor, or failed setting up with no maps.)
+        with(&ro, &["--userns-block-fd", "6", "true"]),
+        with(&ro, &["--unshare-all", "--userns-block-fd", "6", "true"]),
+        with(&ro, &["--unshare-user", "--userns-block-fd", "6", "true"]),
     ];
     let mut wrong = vec![];
     for who in BOTH {
         for args in &lines {
-            wrong.extend(word_for_word(&case(args), who).1);
+            wrong.extend(word_for_word(&case(args).pre("exec 6</dev/null"), who).1);
         }
     }
     // Only a root caller can be without a user namespace.
