@@ -2294,6 +2294,37 @@ fn run_help_documents_every_exit_code_and_report_key() {
                 "{who:?}: exit code {code} not documented:\n{help}"
             );
         }
+        // Each refusal the README's exit status 2 row names is in the help's too (the help
+        // had fallen behind: a name past 255 bytes, a missing mount point, --host-uid).
+        let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let two = words(
+            help.split("\n  2 ")
+                .nth(1)
+                .and_then(|t| t.split("\n  124 ").next())
+                .unwrap_or(""),
+        );
+        let readme = words(include_str!("../README.md"));
+        let row = readme
+            .split("| 2 | ")
+            .nth(1)
+            .and_then(|t| t.split(" | ").next())
+            .unwrap_or("");
+        for refusal in [
+            "bind source that does not exist",
+            "a name past 255 bytes, a path past 4087",
+            "mount point",
+            "a system path that is a symlink",
+            "pages",
+            "--host-uid",
+            "a directory on a standard stream",
+        ] {
+            let plain = |t: &str| t.replace('`', "");
+            assert!(
+                plain(&two).contains(refusal) && plain(row).contains(refusal),
+                "{who:?}: {refusal:?} not in both the help's exit status 2 and the README's \
+                 row:\n{two}\n{row}"
+            );
+        }
         let keys = [
             "exit_code",
             "signal",
