@@ -877,6 +877,61 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
     }
 }
 
+/// The mount point check above looks only at the system paths a bind lands in: a run with no
+/// bind below one makes no call on them (it had lstat'ed all seven on every launch). Control:
+/// the same trace of a run with a bind below /usr shows the launcher looking at /usr.
+#[test]
+fn the_mount_point_check_looks_only_at_system_paths_a_bind_lands_in() {
+    let dir = tmpdir();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let traced = |flags: &[String]| {
+        let log = dir.path().join("trace");
+        let out = Command::new("strace")
+            .args([
+                "-o",
+                log.to_str().unwrap(),
+                "-e",
+                "trace=%stat,%lstat,readlink",
+            ])
+            .arg(binary())
+            .arg("run")
+            .args(flags)
+            .args(["--", "/bin/true"])
+            .output()
+            .expect("strace");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        let looked: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                [
+                    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                ]
+                .iter()
+                .any(|p| l.contains(&format!("\"{p}\"")))
+            })
+            .map(str::to_string)
+            .collect();
+        looked
+    };
+    let control = traced(&["--ro-bind".into(), format!("{}:/usr/share", data.display())]);
+    assert!(
+        control.iter().any(|l| l.contains("\"/usr\"")),
+        "the control's trace shows no look at /usr: {control:?}"
+    );
+    let plain = traced(&["--ro-bind".into(), format!("{}:/data", data.display())]);
+    assert!(
+        plain.is_empty(),
+        "a run with no bind below a system path looked at: {plain:?}"
+    );
+}
+
 /// Inputs that fit scratch by bytes can still fill it: the tmpfs gives each file whole pages
 /// and an inode. 257 one-byte inputs (257 pages) in `--scratch-size 1M` (256 of 4 KiB), and 4096
 /// empty ones against its 4096 inodes (scratch itself takes one) are bad usage, exit 2, said
