@@ -663,7 +663,7 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
             };
             return Err(Failure::Usage(format!(
                 "{}: its mount point {} does not exist on the host: it is inside {} (the \
-                 host's {}), {why}",
+                 host's {}), {why}; make it on the host first, or bind elsewhere",
                 flag(dest),
                 on_host.display(),
                 tree_dest.display(),

@@ -830,7 +830,10 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
                 "--ro-bind".into(),
                 format!("{file}:/srv/new"),
             ],
-            Some("a writable bind, where it would be made on the host and left there"),
+            Some(
+                "a writable bind, where it would be made on the host and left there; make it on \
+                 the host first, or bind elsewhere",
+            ),
         ),
         (
             vec![
