@@ -158,7 +158,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // 1. Every namespace at once: user, mount, pid, ipc, uts, cgroup, and network unless the
     //    caller shares it on purpose (bwrap mode: only those the command line unshares); the
-    //    network one is usually made in parallel instead (below).
+    //    network one is usually made in parallel instead, and with a cgroup the cgroup one at
+    //    step 12 (both below).
     // bwrap's --userns: the sandbox's first process joins that user namespace and creates the
     // others inside it (boundary::join_namespaces), so clone3 creates none here. --pidns
     // without it: this launcher joins the pid namespace, and its child is born there.
