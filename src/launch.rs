@@ -610,7 +610,8 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
     Ok(())
 }
 
-/// A bind inside another host tree (a system path, or another bind) is mounted on a mount point
+/// A bind inside another host tree (a system path, an /etc entry step 7 binds from the host, or
+/// another bind) is mounted on a mount point
 /// in that tree, which the boundary makes when it is missing: inside a read-only tree it
 /// cannot (step 7 failed, 125: `--ro-bind DIR:/usr/new`), and inside a writable bind it would
 /// be made on the host and left there after the run. So the mount point must already exist in
@@ -618,12 +619,19 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
 /// is one in the sandbox too, and a directory cannot be bound over it.
 fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
     use std::path::{Path, PathBuf};
+    let below = |p: &Path| spec.binds().any(|(_, d, _)| d != p && d.starts_with(p));
+    // The /etc entries bound read-only from the host (step 7) are host trees too.
+    let etc: Vec<PathBuf> = crate::boundary::etc_from_host(!spec.ns.net)
+        .map(|n| Path::new("/etc").join(n))
+        .filter(|p| below(p))
+        .collect();
     // Only the system paths a bind lands in are looked at: a run without one makes no call.
     let system = crate::spec::SYSTEM_PATHS
         .iter()
-        .map(|p| (Path::new(p), Path::new(p), true))
-        .filter(|(p, _, _)| spec.binds().any(|(_, d, _)| d != *p && d.starts_with(p)))
-        .filter(|(p, _, _)| p.symlink_metadata().is_ok());
+        .map(Path::new)
+        .chain(etc.iter().map(PathBuf::as_path))
+        .filter(|p| below(p) && p.symlink_metadata().is_ok())
+        .map(|p| (p, p, true));
     let trees: Vec<(&Path, &Path, bool)> = system
         .chain(
             spec.binds()

@@ -846,6 +846,16 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
         ),
         (vec!["--ro-bind".into(), format!("{file}:/etc/new")], None),
     ];
+    // An /etc entry bound read-only from the host is such a tree too (it was EROFS, 125).
+    if Path::new("/etc/ssl/certs").is_dir() {
+        cases.push((
+            vec![
+                "--ro-bind".into(),
+                format!("{file}:/etc/ssl/certs/airlock-no-such.pem"),
+            ],
+            Some("inside /etc/ssl/certs (the host's /etc/ssl/certs), a read-only tree"),
+        ));
+    }
     if Path::new("/bin").read_link().is_ok() {
         cases.push((
             vec!["--ro-bind".into(), format!("{ro}:/bin")],
