@@ -621,9 +621,14 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
     use std::path::{Path, PathBuf};
     let below = |p: &Path| spec.binds().any(|(_, d, _)| d != p && d.starts_with(p));
     // The /etc entries bound read-only from the host (step 7) are host trees too.
+    // (Named first, so that a run with no bind in /etc allocates nothing here.)
     let etc: Vec<PathBuf> = crate::boundary::etc_from_host(!spec.ns.net)
+        .filter(|n| {
+            spec.binds()
+                .filter_map(|(_, d, _)| d.strip_prefix("/etc").ok())
+                .any(|r| r != Path::new(n) && r.starts_with(n))
+        })
         .map(|n| Path::new("/etc").join(n))
-        .filter(|p| below(p))
         .collect();
     // Only the system paths a bind lands in are looked at: a run without one makes no call.
     let system = crate::spec::SYSTEM_PATHS
