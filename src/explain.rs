@@ -29,11 +29,16 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         format!("uid {caller_uid} (the caller's own)")
     };
     let _ = writeln!(w, "command: {:?}", spec.argv);
-    let made = match spec.ns.net {
-        true => "one clone3; the network one made alongside, joined at step 10",
-        false => "one clone3",
-    };
-    let _ = writeln!(w, "\nnamespaces ({made}):");
+    let mech = crate::limits::detect(caller_is_root).mechanism();
+    let mut made = vec!["one clone3"];
+    if spec.ns.net {
+        made.push("the network one made alongside, joined at step 10");
+    }
+    // launch.rs: with a cgroup, clone3 leaves the cgroup namespace out for the init to make.
+    if mech != crate::limits::Mechanism::Rlimit {
+        made.push("the cgroup one at step 12, in the run's cgroup");
+    }
+    let _ = writeln!(w, "\nnamespaces ({}):", made.join("; "));
     let net = match (spec.ns.net, spec.lockdown.scope_abstract_sockets) {
         (true, _) => "network: new, loopback only",
         (false, true) => {
@@ -150,7 +155,6 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         let _ = writeln!(w, "  {n}={v}");
     }
     let _ = writeln!(w, "\nlimits:");
-    let mech = crate::limits::detect(caller_is_root).mechanism();
     let limits = spec.limits.unwrap_or_default();
     let applied = crate::limits::applicable(&limits, mech);
     if let Some(obj) = crate::limits::to_json(&limits, &applied, mech).as_object() {

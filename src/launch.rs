@@ -158,7 +158,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // 1. Every namespace at once: user, mount, pid, ipc, uts, cgroup, and network unless the
     //    caller shares it on purpose (bwrap mode: only those the command line unshares); the
-    //    network one is usually made in parallel instead (below).
+    //    network one is usually made in parallel instead, and with a cgroup the cgroup one at
+    //    step 12 (both below).
     // bwrap's --userns: the sandbox's first process joins that user namespace and creates the
     // others inside it (boundary::join_namespaces), so clone3 creates none here. --pidns
     // without it: this launcher joins the pid namespace, and its child is born there.
@@ -609,7 +610,8 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
     Ok(())
 }
 
-/// A bind inside another host tree (a system path, or another bind) is mounted on a mount point
+/// A bind inside another host tree (a system path, an /etc entry step 7 binds from the host, or
+/// another bind) is mounted on a mount point
 /// in that tree, which the boundary makes when it is missing: inside a read-only tree it
 /// cannot (step 7 failed, 125: `--ro-bind DIR:/usr/new`), and inside a writable bind it would
 /// be made on the host and left there after the run. So the mount point must already exist in
@@ -617,10 +619,24 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
 /// is one in the sandbox too, and a directory cannot be bound over it.
 fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
     use std::path::{Path, PathBuf};
+    let below = |p: &Path| spec.binds().any(|(_, d, _)| d != p && d.starts_with(p));
+    // The /etc entries bound read-only from the host (step 7) are host trees too.
+    // (Named first, so that a run with no bind in /etc allocates nothing here.)
+    let etc: Vec<PathBuf> = crate::boundary::etc_from_host(!spec.ns.net)
+        .filter(|n| {
+            spec.binds()
+                .filter_map(|(_, d, _)| d.strip_prefix("/etc").ok())
+                .any(|r| r != Path::new(n) && r.starts_with(n))
+        })
+        .map(|n| Path::new("/etc").join(n))
+        .collect();
+    // Only the system paths a bind lands in are looked at: a run without one makes no call.
     let system = crate::spec::SYSTEM_PATHS
         .iter()
-        .map(|p| (Path::new(p), Path::new(p), true))
-        .filter(|(p, _, _)| p.symlink_metadata().is_ok());
+        .map(Path::new)
+        .chain(etc.iter().map(PathBuf::as_path))
+        .filter(|p| below(p) && p.symlink_metadata().is_ok())
+        .map(|p| (p, p, true));
     let trees: Vec<(&Path, &Path, bool)> = system
         .chain(
             spec.binds()
@@ -661,7 +677,7 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
             };
             return Err(Failure::Usage(format!(
                 "{}: its mount point {} does not exist on the host: it is inside {} (the \
-                 host's {}), {why}",
+                 host's {}), {why}; make it on the host first, or bind elsewhere",
                 flag(dest),
                 on_host.display(),
                 tree_dest.display(),

@@ -2063,6 +2063,25 @@ fn explain_names_the_resolver_only_with_share_net() {
     }
 }
 
+/// With a cgroup (the limits say cgroup v1 or v2), clone3 leaves the cgroup namespace out and
+/// the init makes it at step 12, in the run's cgroup: the namespaces header says so, and only
+/// then (it said "one clone3" for every namespace). Root and uid 65534 are the two sides here
+/// wherever root has a cgroup and uid 65534 none.
+#[test]
+fn explain_says_where_the_cgroup_namespace_is_made() {
+    for who in BOTH {
+        let (out, text) = explain_as(who, &["--", "true"]);
+        assert_eq!(code(&out), Some(0), "{who:?}:\n{}", show(&out));
+        let cgroup = line_with(&text, "  memory: ").contains("(cgroup v");
+        let header = line_with(&text, "namespaces (");
+        assert_eq!(
+            header.contains("the cgroup one at step 12, in the run's cgroup"),
+            cgroup,
+            "{who:?}:\n{text}"
+        );
+    }
+}
+
 #[test]
 fn explain_as_root_names_the_chosen_host_identity() {
     let (out, text) = explain_as(

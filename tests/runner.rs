@@ -830,7 +830,10 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
                 "--ro-bind".into(),
                 format!("{file}:/srv/new"),
             ],
-            Some("a writable bind, where it would be made on the host and left there"),
+            Some(
+                "a writable bind, where it would be made on the host and left there; make it on \
+                 the host first, or bind elsewhere",
+            ),
         ),
         (
             vec![
@@ -843,6 +846,16 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
         ),
         (vec!["--ro-bind".into(), format!("{file}:/etc/new")], None),
     ];
+    // An /etc entry bound read-only from the host is such a tree too (it was EROFS, 125).
+    if Path::new("/etc/ssl/certs").is_dir() {
+        cases.push((
+            vec![
+                "--ro-bind".into(),
+                format!("{file}:/etc/ssl/certs/airlock-no-such.pem"),
+            ],
+            Some("inside /etc/ssl/certs (the host's /etc/ssl/certs), a read-only tree"),
+        ));
+    }
     if Path::new("/bin").read_link().is_ok() {
         cases.push((
             vec!["--ro-bind".into(), format!("{ro}:/bin")],
@@ -875,6 +888,61 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
             assert_eq!(left, ["there"], "{ctx}: made in the caller's directory");
         }
     }
+}
+
+/// The mount point check above looks only at the system paths a bind lands in: a run with no
+/// bind below one makes no call on them (it had lstat'ed all seven on every launch). Control:
+/// the same trace of a run with a bind below /usr shows the launcher looking at /usr.
+#[test]
+fn the_mount_point_check_looks_only_at_system_paths_a_bind_lands_in() {
+    let dir = tmpdir();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let traced = |flags: &[String]| {
+        let log = dir.path().join("trace");
+        let out = Command::new("strace")
+            .args([
+                "-o",
+                log.to_str().unwrap(),
+                "-e",
+                "trace=%stat,%lstat,readlink",
+            ])
+            .arg(binary())
+            .arg("run")
+            .args(flags)
+            .args(["--", "/bin/true"])
+            .output()
+            .expect("strace");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        let looked: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                [
+                    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                ]
+                .iter()
+                .any(|p| l.contains(&format!("\"{p}\"")))
+            })
+            .map(str::to_string)
+            .collect();
+        looked
+    };
+    let control = traced(&["--ro-bind".into(), format!("{}:/usr/share", data.display())]);
+    assert!(
+        control.iter().any(|l| l.contains("\"/usr\"")),
+        "the control's trace shows no look at /usr: {control:?}"
+    );
+    let plain = traced(&["--ro-bind".into(), format!("{}:/data", data.display())]);
+    assert!(
+        plain.is_empty(),
+        "a run with no bind below a system path looked at: {plain:?}"
+    );
 }
 
 /// Inputs that fit scratch by bytes can still fill it: the tmpfs gives each file whole pages
@@ -2292,6 +2360,37 @@ fn run_help_documents_every_exit_code_and_report_key() {
                 help.lines()
                     .any(|l| l.split_whitespace().next() == Some(code)),
                 "{who:?}: exit code {code} not documented:\n{help}"
+            );
+        }
+        // Each refusal the README's exit status 2 row names is in the help's too (the help
+        // had fallen behind: a name past 255 bytes, a missing mount point, --host-uid).
+        let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let two = words(
+            help.split("\n  2 ")
+                .nth(1)
+                .and_then(|t| t.split("\n  124 ").next())
+                .unwrap_or(""),
+        );
+        let readme = words(include_str!("../README.md"));
+        let row = readme
+            .split("| 2 | ")
+            .nth(1)
+            .and_then(|t| t.split(" | ").next())
+            .unwrap_or("");
+        for refusal in [
+            "bind source that does not exist",
+            "a name past 255 bytes, a path past 4087",
+            "mount point",
+            "a system path that is a symlink",
+            "pages",
+            "--host-uid",
+            "a directory on a standard stream",
+        ] {
+            let plain = |t: &str| t.replace('`', "");
+            assert!(
+                plain(&two).contains(refusal) && plain(row).contains(refusal),
+                "{who:?}: {refusal:?} not in both the help's exit status 2 and the README's \
+                 row:\n{two}\n{row}"
             );
         }
         let keys = [
