@@ -905,7 +905,7 @@ fn the_mount_point_check_looks_only_at_system_paths_a_bind_lands_in() {
                 "-o",
                 log.to_str().unwrap(),
                 "-e",
-                "trace=%stat,%lstat,readlink",
+                "trace=%stat,%lstat,%fstat,statx,readlink",
             ])
             .arg(binary())
             .arg("run")
