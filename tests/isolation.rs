@@ -2598,6 +2598,13 @@ assert libc.prctl(22, 2, ctypes.byref(fp), 0, 0) == 0, os.strerror(ctypes.get_er
 os.execv(sys.argv[3], sys.argv[3:])
 "#;
 
+/// `airlock run` under SECCOMP_WRAP, whose filter answers syscall `nr` with `errno`: the
+/// argument vector up to `run`, for the flags and command to follow.
+fn run_refusing<'a>(nr: &'a str, errno: &'a str) -> Vec<&'a str> {
+    let bin = binary().to_str().unwrap();
+    vec![PYTHON, "-c", SECCOMP_WRAP, nr, errno, bin, "run"]
+}
+
 /// --share-net's Landlock scope, both of its other outcomes, on a kernel that has it: where the
 /// launcher's ABI query fails (landlock_create_ruleset answers ENOSYS) the run goes on with the
 /// host's abstract sockets in reach and the warning says so; where the init's
@@ -2615,11 +2622,10 @@ fn share_net_without_landlock_warns_and_a_scope_that_fails_stops_the_run() {
     let name = format!("airlock-isolation-nolandlock-{}", std::process::id());
     let addr = UnixAddr::from_abstract_name(name.as_bytes()).unwrap();
     let _listener = UnixListener::bind_addr(&addr).unwrap();
-    let bin = binary().to_str().unwrap();
     for who in BOTH {
         let wrapped = |nr: &str, errno: &str| {
-            let mut argv = vec![PYTHON, "-c", SECCOMP_WRAP, nr, errno, bin];
-            argv.extend(["run", "--share-net", "--"]);
+            let mut argv = run_refusing(nr, errno);
+            argv.extend(["--share-net", "--"]);
             argv.extend(py(ABSTRACT_PROBE, &[&name]));
             host_cmd(who, &argv).stdin(Stdio::null()).output().unwrap()
         };
@@ -2642,18 +2648,8 @@ fn share_net_without_landlock_warns_and_a_scope_that_fails_stops_the_run() {
         );
 
         // The JSON report's warnings say so too: its readers may never see stderr.
-        let argv = [
-            PYTHON,
-            "-c",
-            SECCOMP_WRAP,
-            CREATE_RULESET,
-            "38",
-            bin,
-            "run",
-            "--json",
-        ];
-        let json = host_cmd(who, &argv)
-            .args(["--share-net", "--", "true"])
+        let json = host_cmd(who, &run_refusing(CREATE_RULESET, "38"))
+            .args(["--json", "--share-net", "--", "true"])
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -3552,21 +3548,9 @@ fn a_task_cannot_lock_host_page_cache_past_its_memory_limit() {
 #[test]
 fn a_cgroup_namespace_that_cannot_be_made_stops_the_run() {
     const UNSHARE: &str = "272";
-    let bin = binary().to_str().unwrap();
     let wrapped = |nr: &str| {
-        let argv = [
-            PYTHON,
-            "-c",
-            SECCOMP_WRAP,
-            nr,
-            "1",
-            bin,
-            "run",
-            "--share-net",
-            "--",
-        ];
-        host_cmd(Launcher::Root, &argv)
-            .args(["/bin/echo", "task-ran"])
+        host_cmd(Launcher::Root, &run_refusing(nr, "1"))
+            .args(["--share-net", "--", "/bin/echo", "task-ran"])
             .output()
             .unwrap()
     };
@@ -3590,14 +3574,14 @@ fn a_cgroup_namespace_that_cannot_be_made_stops_the_run() {
 #[test]
 fn an_io_priority_that_cannot_be_read_stops_the_run() {
     const IOPRIO_GET: &str = "252";
-    let bin = binary().to_str().unwrap();
     for who in BOTH {
         let wrapped = |nr: &str, errno: &str| {
             let mut argv = match who {
-                Launcher::Root => vec!["ionice", "-c", "1", "-n", "0", PYTHON],
-                Launcher::Unprivileged => vec![PYTHON],
+                Launcher::Root => vec!["ionice", "-c", "1", "-n", "0"],
+                Launcher::Unprivileged => vec![],
             };
-            argv.extend(["-c", SECCOMP_WRAP, nr, errno, bin, "run", "--"]);
+            argv.extend(run_refusing(nr, errno));
+            argv.push("--");
             argv.extend(["/bin/sh", "-c", "echo task-ran; ionice"]);
             host_cmd(who, &argv).output().unwrap()
         };
