@@ -84,9 +84,14 @@ fn caller_hard(r: nix::sys::resource::Resource) -> u64 {
 /// rlimits at step 12 (at most the caller's hard limits), so a caller's lower soft limit must
 /// not stop the launcher or the init before then: `ulimit -S -f 0` failed step 7 with EFBIG,
 /// and the soft 1024 open files most sessions have failed `--input` number 1021 with EMFILE.
+/// Where the soft limit is already the hard one (a file size limit usually is: unlimited),
+/// nothing is set.
 pub fn raise_soft_to_hard(r: nix::sys::resource::Resource) -> Result<(), SysError> {
     use nix::sys::resource::{getrlimit, setrlimit};
-    let (_, hard) = crate::sys::named(getrlimit(r), || format!("getrlimit({r:?})"))?;
+    let (soft, hard) = crate::sys::named(getrlimit(r), || format!("getrlimit({r:?})"))?;
+    if soft == hard {
+        return Ok(());
+    }
     crate::sys::named(setrlimit(r, hard, hard), || {
         format!("setrlimit({r:?}, {hard}, {hard})")
     })
