@@ -235,6 +235,66 @@ mod tests {
         assert_eq!(policy::share_returns(&past), past);
     }
 
+    /// Dropping reloads keeps every decision: a load is dropped only where every path into it
+    /// leaves A holding that word (here nr 1's second test of arg0), never where one path
+    /// brings another word (nr 2 and nr 3: arg0 on the first path in and arg1 on the second,
+    /// and the other way round) or where an `and` changed it (nr 0x110); jumps into a dropped load land on the
+    /// instruction after it.
+    #[test]
+    fn dropped_reloads_decide_as_before() {
+        let eperm = 0x0005_0001;
+        let allow = policy::RET_ALLOW;
+        let p: Vec<Insn> = vec![
+            (0x20, 0, 0, 0),     // 0: A = nr
+            (0x15, 0, 5, 1),     // 1: nr 1? else to 7
+            (0x20, 0, 0, 16),    // 2: A = arg0
+            (0x15, 19, 0, 7),    // 3: arg0 == 7: EPERM
+            (0x20, 0, 0, 16),    // 4: A = arg0 again: dropped
+            (0x15, 17, 0, 8),    // 5: arg0 == 8: EPERM
+            (0x05, 0, 0, 15),    // 6: ALLOW
+            (0x15, 0, 5, 2),     // 7: nr 2? else to 13
+            (0x20, 0, 0, 16),    // 8: A = arg0
+            (0x15, 1, 0, 9),     // 9: arg0 == 9: to 11 with arg0 in A
+            (0x20, 0, 0, 24),    // 10: A = arg1
+            (0x20, 0, 0, 24),    // 11: A = arg1: kept
+            (0x15, 10, 9, 3),    // 12: arg1 == 3: EPERM, else ALLOW
+            (0x15, 0, 5, 3),     // 13: nr 3? else to 19 with nr in A
+            (0x20, 0, 0, 24),    // 14: A = arg1
+            (0x15, 1, 0, 9),     // 15: arg1 == 9: to 17 with arg1 in A
+            (0x20, 0, 0, 16),    // 16: A = arg0
+            (0x20, 0, 0, 24),    // 17: A = arg1: kept
+            (0x15, 4, 3, 3),     // 18: arg1 == 3: EPERM, else ALLOW
+            (0x54, 0, 0, 0xff),  // 19: A &= 0xff
+            (0x20, 0, 0, 0),     // 20: A = nr: kept, the and changed A
+            (0x15, 1, 0, 0x110), // 21: nr == 0x110: EPERM
+            (0x06, 0, 0, allow), // 22
+            (0x06, 0, 0, eperm), // 23
+        ];
+        let dropped = policy::drop_reloads(&p);
+        assert_eq!(dropped.len(), p.len() - 1, "{dropped:?}");
+        assert_eq!(
+            dropped.iter().filter(|i| *i == &(0x20, 0, 0, 24)).count(),
+            4
+        );
+        let vals = [0u64, 3, 7, 8, 9, 0x10, 0x110];
+        for nr in [0, 1, 2, 3, 4, 0x10, 0x110] {
+            for a in vals {
+                for b in vals {
+                    let args = [a, b, 0, 0, 0, 0];
+                    assert_eq!(
+                        policy::run(&dropped, nr, 0, args),
+                        policy::run(&p, nr, 0, args),
+                        "nr {nr} args {a} {b}"
+                    );
+                }
+            }
+        }
+        // An instruction it does not know: left as it was.
+        let mut odd = p.clone();
+        odd[19] = (0x1d, 0, 1, 0);
+        assert_eq!(policy::drop_reloads(&odd), odd);
+    }
+
     /// The compiler on a policy using every operator seccompiler's JSON has for 32-bit
     /// arguments and the 64-bit `eq` and `ne`, rules with several conditions, several rules for
     /// one syscall, and syscalls named by both filters with different errnos (the later filter
@@ -265,6 +325,13 @@ mod tests {
             rule("close", vec![cond(0, "ge", 1000)]),
             rule("ioctl", vec![masked(1, 0xff00, 0x5400), cond(0, "eq", 3)]),
             rule("mount", vec![]),
+            // One-bit masks of one word fold into one "any bit" test; a two-bit mask, a bit
+            // tested for being clear, and a bit of another word do not.
+            rule("clone", vec![masked(0, 0x100, 0x100)]),
+            rule("clone", vec![masked(2, 0x100, 0x100)]),
+            rule("clone", vec![masked(0, 0x600, 0x600)]),
+            rule("clone", vec![masked(0, 0x1000, 0)]),
+            rule("clone", vec![masked(0, 0x8000_0000, 0x8000_0000)]),
             rule("dup", vec![cond(0, "eq", 9)]),
             rule("fcntl", vec![]),
             rule("prlimit64", vec![cond(1, "eq", 4), qword(2, "ne", 0)]),
