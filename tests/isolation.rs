@@ -3340,13 +3340,14 @@ fn assert_pool_not_emptied(
     }
 }
 
-/// The inotify caps of step 4 fail closed in airlock run: where the host's /proc/sys is
-/// read-only (a bind of it over itself, in a mount namespace of the test's own), the launch
-/// stops at step 4 naming the write, and the task never runs; bwrap mode runs without them, as
-/// bubblewrap always does (README, bwrap section). Control: the same run outside that mount
-/// namespace runs the task.
+/// Where the host's /proc/sys is read-only (a bind of it over itself, in a mount namespace of
+/// the test's own, as a container runtime makes it): airlock run stops at step 7, where the
+/// kernel refuses the sandbox's own /proc (through which it writes the user namespace's
+/// inotify caps), with the hint, and the task never runs; bwrap mode, which writes the caps at
+/// step 4 through the host's /proc, runs without them, as bubblewrap always does (README, bwrap
+/// section). Control: the same run outside that mount namespace runs the task.
 #[test]
-fn a_read_only_proc_sys_stops_airlock_run_at_step_4() {
+fn a_read_only_proc_sys_stops_airlock_run_and_bwrap_mode_runs_without_caps() {
     let bin = binary().display().to_string();
     let script = format!(
         "mount --bind -o ro /proc/sys /proc/sys || exit 99\n\
@@ -3362,9 +3363,9 @@ fn a_read_only_proc_sys_stops_airlock_run_at_step_4() {
     assert!(!out.contains("task ran"), "the task ran: {out}{err}");
     assert!(out.contains("run 125\n"), "{out}{err}");
     assert!(
-        err.contains(
-            "step 4 cap the user namespace's counts: write(\"/proc/sys/user/max_inotify_instances\""
-        ),
+        err.contains("step 7 build the filesystem: mount(\"proc\", \"/newroot/proc\"")
+            && err.contains("EPERM")
+            && err.contains("hint: the kernel refuses a new /proc"),
         "{err}"
     );
     assert!(out.ends_with("bwrap 0\n"), "{out}{err}");

@@ -830,7 +830,16 @@ pub(super) fn apply(
             make_dirs(&path)?;
             let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
             if ro_tmpfs {
-                mount_fs("proc", &path, "proc", flags | MsFlags::MS_RDONLY, None)?;
+                // airlock run: this proc is the user namespace's caps' way in (step 4's
+                // comment); then it is read-only, the mount and proc's superblock both, as the
+                // rest of the root is.
+                mount_fs("proc", &path, "proc", flags, None)?;
+                super::cap_user_namespace(&path, false)?;
+                let ro = flags | MsFlags::MS_RDONLY | MsFlags::MS_REMOUNT;
+                named(
+                    nix::mount::mount(None::<&str>, &path, None::<&str>, ro, None::<&str>),
+                    || format!("mount({path:?}, MS_REMOUNT|MS_RDONLY)"),
+                )?;
                 return mask_proc_files(&path);
             }
             // A writable proc (bwrap mode) keeps the kernel's global knobs read-only when the

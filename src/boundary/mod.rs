@@ -184,13 +184,19 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         || "mount(\"/\", MS_REC|MS_PRIVATE)".into(),
     )
     .step("4 make mounts private")?;
-    //    Cap the inotify counts of this user namespace while the init still holds
-    //    CAP_SYS_RESOURCE in it (see USERNS_CAPS): the kernel charges each instance and watch
-    //    made inside to the namespace's creator too (the caller; root for a root caller), up to
-    //    the creator's own limit, so uncapped a task could take every inotify instance of host
-    //    root. Not in a user namespace bwrap's --userns names: that one is the caller's.
-    if spec.bwrap.as_ref().is_none_or(|b| b.userns_fd.is_none()) {
-        cap_user_namespace(spec.bwrap.is_some()).step("4 cap the user namespace's counts")?;
+    //    Cap the inotify counts of this user namespace while the init holds CAP_SYS_RESOURCE in
+    //    it (see USERNS_CAPS): the kernel charges each instance and watch made inside to the
+    //    namespace's creator too (the caller; root for a root caller), up to the creator's own
+    //    limit, so uncapped a task could take every inotify instance of host root. bwrap mode
+    //    writes them here, through the host's /proc; airlock run at step 7, through the
+    //    sandbox's own /proc before it is made read-only (fs::apply, FsOp::Proc), where a
+    //    fresh proc answers the lookup in a few µs instead of the 30-40 µs each file of the
+    //    host's /proc/sys/user costs a new user namespace on the dev VM. Not in a user
+    //    namespace bwrap's --userns names: that one is the caller's.
+    if let Some(b) = &spec.bwrap
+        && b.userns_fd.is_none()
+    {
+        cap_user_namespace(Path::new("/proc"), true).step("4 cap the user namespace's counts")?;
     }
 
     //    The sandbox's own files (the root's directories, /etc, /dev, scratch, the inputs,
@@ -387,26 +393,28 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     Ok(pid)
 }
 
-/// The limits written into the sandbox's own user namespace at step 4 (`/proc/sys/user/`, which
-/// reads and writes the values of the writer's user namespace). Each inotify instance and watch
-/// made in a user namespace counts in it and, up the chain, in its creator's counts in the
-/// parent namespace, against the parent's limit: without these caps a root caller's task could
+/// The limits written into the sandbox's own user namespace (`sys/user/` of a /proc, which
+/// reads and writes the values of the writer's user namespace): at step 4 in bwrap mode, at
+/// step 7 in airlock run. Each inotify instance and watch made in a user namespace counts in
+/// it and, up the chain, in its creator's counts in the parent namespace, against the
+/// parent's limit: without these caps a root caller's task could
 /// hold all 128 inotify instances of host root (`fs.inotify.max_user_instances`), and then no
 /// root daemon of the host could start watching a file until the run ended. With them a run
 /// takes at most this much of its creator's pool. File watchers need one instance each and a
 /// watch per directory watched.
 pub const USERNS_CAPS: [(&str, u32); 2] = [
-    ("/proc/sys/user/max_inotify_instances", 16),
-    ("/proc/sys/user/max_inotify_watches", 16384),
+    ("sys/user/max_inotify_instances", 16),
+    ("sys/user/max_inotify_watches", 16384),
 ];
 
-/// Step 4's caps on the user namespace's counts (USERNS_CAPS), written through the /proc this
-/// init still sees. A failure stops the launch, with one exception: bwrap mode where that
+/// The caps on the user namespace's counts (USERNS_CAPS), written through the /proc at
+/// `proc`. A failure stops the launch, with one exception: bwrap mode where the host's
 /// /proc/sys is mounted read-only (a container runtime's) runs without them, as bubblewrap
-/// always does (`bwrap_mode`; README, bwrap section). airlock run refuses there.
-fn cap_user_namespace(bwrap_mode: bool) -> Result<(), SysError> {
-    for (path, max) in USERNS_CAPS {
-        match std::fs::write(path, max.to_string()) {
+/// always does (`bwrap_mode`; README, bwrap section).
+pub(super) fn cap_user_namespace(proc: &Path, bwrap_mode: bool) -> Result<(), SysError> {
+    for (name, max) in USERNS_CAPS {
+        let path = proc.join(name);
+        match std::fs::write(&path, max.to_string()) {
             Ok(()) => {}
             Err(e) if bwrap_mode && e.raw_os_error() == Some(libc::EROFS) => return Ok(()),
             Err(e) => return Err(io_err(e, || format!("write({path:?}, \"{max}\")"))),
@@ -730,4 +738,32 @@ fn report_end(sock: BorrowedFd, signaled: bool, value: i32) -> ! {
         },
     );
     sys::exit_now(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{USERNS_CAPS, cap_user_namespace};
+    use nix::errno::Errno;
+
+    /// The caps go to `sys/user/` of the /proc given, each file its value; a /proc where they
+    /// cannot be written (here one without the files) is an error naming the write, in airlock
+    /// run and in bwrap mode alike (only bwrap mode's EROFS is let through).
+    #[test]
+    fn the_user_namespace_caps_are_written_or_the_launch_stops() {
+        let proc = tempfile::tempdir().unwrap();
+        for bwrap_mode in [false, true] {
+            let e = cap_user_namespace(proc.path(), bwrap_mode).unwrap_err();
+            assert_eq!(e.errno, Errno::ENOENT, "{e:?}");
+            assert!(e.call.contains("sys/user/max_inotify_instances"), "{e:?}");
+        }
+        std::fs::create_dir_all(proc.path().join("sys/user")).unwrap();
+        for (name, _) in USERNS_CAPS {
+            std::fs::write(proc.path().join(name), "0").unwrap();
+        }
+        cap_user_namespace(proc.path(), false).unwrap();
+        for (name, max) in USERNS_CAPS {
+            let got = std::fs::read_to_string(proc.path().join(name)).unwrap();
+            assert_eq!(got, max.to_string(), "{name}");
+        }
+    }
 }
