@@ -3387,12 +3387,20 @@ print('ok' if r >= 0 else os.strerror(ctypes.get_errno()))\"";
 /// (seen on the unfixed code: the host probe answered "Too many open files"). The sandbox's user
 /// namespace now has its own caps (`max_inotify_instances` 16, `max_inotify_watches`), written
 /// while the init still may; the task can take 16, and the creator keeps the rest, in airlock run
-/// and in bwrap mode alike. Control: the same probe on the host succeeds before the run.
+/// and in bwrap mode alike, with a /proc of its own (through which the caps are written) and
+/// without. Control: the same probe on the host succeeds before the run.
 #[test]
 fn a_task_cannot_take_every_inotify_instance_of_its_host_user() {
     let take = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
                 while n < 200 and libc.inotify_init1(0) >= 0:\n    n += 1";
-    let launches = [RUN_LAUNCH, BWRAP_LAUNCH];
+    // BWRAP_LAUNCH with a /proc of its own, through which the init writes the caps (without
+    // one, it writes them through the host's).
+    let with_proc = [
+        &BWRAP_LAUNCH[..BWRAP_LAUNCH.len() - 1],
+        &["--proc", "/proc", "--"],
+    ]
+    .concat();
+    let launches = [RUN_LAUNCH, BWRAP_LAUNCH, &with_proc];
     assert_pool_not_emptied(
         &launches,
         take,

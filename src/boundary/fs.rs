@@ -267,7 +267,7 @@ pub(super) fn access_attrs(a: Access) -> u64 {
 
 /// Whether the sandbox's pid namespace is its own (new, or joined with bwrap's --pidns), so a
 /// new proc can be mounted for it.
-fn own_pid_ns(spec: &Spec) -> bool {
+pub(super) fn own_pid_ns(spec: &Spec) -> bool {
     spec.ns.pid || spec.bwrap.as_ref().is_some_and(|b| b.pidns_fd.is_some())
 }
 
@@ -830,11 +830,11 @@ pub(super) fn apply(
             make_dirs(&path)?;
             let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
             if ro_tmpfs {
-                // airlock run: this proc is the user namespace's caps' way in (step 4's
-                // comment); then it is read-only, the mount and proc's superblock both, as the
-                // rest of the root is.
+                // airlock run: this proc is the user namespace's caps' way in (CapsVia);
+                // then it is read-only, the mount and proc's superblock both, as the rest of
+                // the root is.
                 mount_fs("proc", &path, "proc", flags, None)?;
-                super::cap_user_namespace(&path, false)?;
+                cap_through(inh, &path)?;
                 let ro = flags | MsFlags::MS_RDONLY | MsFlags::MS_REMOUNT;
                 named(
                     nix::mount::mount(None::<&str>, &path, None::<&str>, ro, None::<&str>),
@@ -848,7 +848,8 @@ pub(super) fn apply(
             // covering them would stop a nested proc mount (the kernel wants proc fully
             // visible), so they are left as bubblewrap leaves them.
             if !inh.caller_is_root {
-                return mount_fs("proc", &path, "proc", flags, None);
+                mount_fs("proc", &path, "proc", flags, None)?;
+                return cap_through(inh, &path);
             }
             // The covers find the new proc by its path again: a symlink on the way could
             // route that path through the directory proc lands on and send them elsewhere, so
@@ -864,6 +865,7 @@ pub(super) fn apply(
                 )?;
             }
             mount_fs("proc", &path, "proc", flags, None)?;
+            cap_through(inh, &path)?;
             protect_proc_knobs(&path)
         }
         (FsOp::Dev(dest), Prepared::Dev(nodes)) => {
@@ -940,6 +942,15 @@ pub(super) fn apply(
             call: format!("internal: {op:?} was not prepared"),
             errno: Errno::EINVAL,
         }),
+    }
+}
+
+/// The user namespace's caps, through the new /proc at `proc` where they go that way (CapsVia;
+/// a second --proc writes the same values again).
+fn cap_through(inh: &Inherited, proc: &Path) -> Result<(), SysError> {
+    match super::caps_via(inh.spec) {
+        super::CapsVia::OwnProc => super::cap_user_namespace(proc, false),
+        _ => Ok(()),
     }
 }
 

@@ -187,15 +187,10 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    Cap the inotify counts of this user namespace while the init holds CAP_SYS_RESOURCE in
     //    it (see USERNS_CAPS): the kernel charges each instance and watch made inside to the
     //    namespace's creator too (the caller; root for a root caller), up to the creator's own
-    //    limit, so uncapped a task could take every inotify instance of host root. bwrap mode
-    //    writes them here, through the host's /proc; airlock run at step 7, through the
-    //    sandbox's own /proc before it is made read-only (fs::apply, FsOp::Proc), where a
-    //    fresh proc answers the lookup in a few µs instead of the 30-40 µs each file of the
-    //    host's /proc/sys/user costs a new user namespace on the dev VM. Not in a user
-    //    namespace bwrap's --userns names: that one is the caller's.
-    if let Some(b) = &spec.bwrap
-        && b.userns_fd.is_none()
-    {
+    //    limit, so uncapped a task could take every inotify instance of host root. Written
+    //    here through the host's /proc only where the plan mounts no /proc of its own (see
+    //    caps_via).
+    if caps_via(spec) == CapsVia::HostProc {
         cap_user_namespace(Path::new("/proc"), true).step("4 cap the user namespace's counts")?;
     }
 
@@ -406,6 +401,35 @@ pub const USERNS_CAPS: [(&str, u32); 2] = [
     ("sys/user/max_inotify_instances", 16),
     ("sys/user/max_inotify_watches", 16384),
 ];
+
+/// Where the user namespace's caps (USERNS_CAPS) are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CapsVia {
+    /// At step 7, through the new /proc the plan mounts (airlock run always; bwrap mode with
+    /// --proc in a pid namespace of its own), right after it is mounted: there each file's
+    /// lookup takes a few µs, where in the host's /proc/sys/user it took 30-40 µs per file in
+    /// a new user namespace on the dev VM (the dentry cache walks a chain of same-named
+    /// entries).
+    OwnProc,
+    /// At step 4, through the host's /proc (bwrap mode without a new /proc).
+    HostProc,
+    /// Not at all: a user namespace bwrap's --userns names is the caller's own.
+    Nowhere,
+}
+
+pub(super) fn caps_via(spec: &Spec) -> CapsVia {
+    if spec.bwrap.as_ref().is_some_and(|b| b.userns_fd.is_some()) {
+        CapsVia::Nowhere
+    } else if spec
+        .fs
+        .iter()
+        .any(|op| matches!(op, FsOp::Proc(_)) && fs::own_pid_ns(spec))
+    {
+        CapsVia::OwnProc
+    } else {
+        CapsVia::HostProc
+    }
+}
 
 /// The caps on the user namespace's counts (USERNS_CAPS), written through the /proc at
 /// `proc`. A failure stops the launch, with one exception: bwrap mode where the host's
