@@ -1012,6 +1012,62 @@ fn writes_outside_scratch_fail() {
     }
 }
 
+/// Writes each PATH=VALUE argument's value to PATH: `SET-OK:<path>` or
+/// `SET-DENIED:<path>:<errno name>`; then `VALUE:<path>:<what PATH reads>` for each.
+const SYSCTL_PROBE: &str = r#"
+import errno, sys
+pairs = [a.split('=', 1) for a in sys.argv[1:]]
+for path, value in pairs:
+    try:
+        with open(path, 'w') as f:
+            f.write(value)
+        print('SET-OK:' + path)
+    except OSError as e:
+        print('SET-DENIED:%s:%s' % (path, errno.errorcode.get(e.errno, e.errno)))
+for path, _ in pairs:
+    with open(path) as f:
+        print('VALUE:%s:%s' % (path, f.read().strip()))
+"#;
+
+/// The kernel settings that belong to the sandbox's own namespaces stay as the boundary set
+/// them: its user namespace's inotify cap (step 4: raised, it would let the task take every
+/// inotify instance of its creator on the host), its network namespace's forwarding and
+/// lowest unprivileged port. `/proc` is read-only (EROFS) and the values read back unchanged.
+/// Control: the same probe on the host as root of a user and network namespace of its own
+/// (`unshare -Urn`), where each write goes through (to that namespace's values only).
+#[test]
+fn the_sandbox_s_own_kernel_settings_cannot_be_changed() {
+    let settings = [
+        ("/proc/sys/user/max_inotify_instances", "1000", "16"),
+        ("/proc/sys/net/ipv4/ip_forward", "1", "0"),
+        ("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0", "1024"),
+    ];
+    let args: Vec<String> = settings
+        .iter()
+        .map(|(p, v, _)| format!("{p}={v}"))
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let probe = py(SYSCTL_PROBE, &args);
+    let mut in_own_namespaces = vec!["unshare", "-Urn"];
+    in_own_namespaces.extend_from_slice(&probe);
+    for who in BOTH {
+        let host = run_host(who, &in_own_namespaces);
+        let ctx = format!("host control as {who:?} in its own namespaces");
+        for (path, value, _) in settings {
+            assert_line(&host, &format!("SET-OK:{path}"), &ctx);
+            assert_line(&host, &format!("VALUE:{path}:{value}"), &ctx);
+        }
+
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &probe);
+        for (path, _, kept) in settings {
+            assert_line(&o, &format!("SET-DENIED:{path}:EROFS"), &ctx);
+            assert_line(&o, &format!("VALUE:{path}:{kept}"), &ctx);
+        }
+        assert_exit(&o, 0, &ctx);
+    }
+}
+
 struct Mount {
     point: String,
     options: Vec<String>,
