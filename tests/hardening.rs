@@ -632,8 +632,8 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
 /// same job started first, as a shell script runs a command: `sh -c 'sleep 60 & ...; ARGV'`.
 /// Once ARGV has printed its `F_SETFL` line it types a line, as the user would, and waits
 /// (at most 20 s) for ARGV to end (the job's shell then waits for the sleep) or the job to
-/// die. Prints ARGV's `FIOASYNC` and `F_SETFL` lines, whether
-/// the sleep still runs, and how the job ended; then kills what is left of it.
+/// die. Prints ARGV's `F_SETSIG`, `FIOASYNC` and `F_SETFL` lines, whether the sleep still
+/// runs, and how the job ended; then kills what is left of it.
 const FOREGROUND_JOB_HARNESS: &str = r#"
 import fcntl, os, pty, re, signal, subprocess, sys, termios, time
 m, s = pty.openpty()
@@ -663,7 +663,7 @@ def alive(pid):
         return False
 text = out.decode(errors='replace').replace('\r', '')
 for line in text.splitlines():
-    if line.startswith(('FIOASYNC ', 'F_SETFL ')):
+    if line.startswith(('F_SETSIG ', 'FIOASYNC ', 'F_SETFL ')):
         print(line)
 print('victim', 'alive' if alive(victim) else 'killed')
 try:
@@ -680,18 +680,20 @@ print('job', 'done' if 'job-done' in text else 'signal %d' % -rc)
 /// SIGKILL included, wherever the task's host uid may signal its members. An unprivileged
 /// caller's task, its own uid on the host, killed the caller's whole foreground job: airlock,
 /// the script that ran it, the pipeline beside it (and, with airlock in the background, the
-/// interactive shell's foreground job). Both are refused by the filter; the task still reads
-/// its terminal. Control: the same probe run directly, as the same user, arms the terminal and
-/// the line typed kills the job, the sleep beside it included.
+/// interactive shell's foreground job). Both are refused by the filter, and so is F_SETSIG,
+/// which the caller's open file would keep after the run (for a caller's own signal-driven
+/// I/O there to send SIGKILL); the task still reads its terminal. Control: the same probe run
+/// directly, as the same user, arms the terminal and the line typed kills the job, the sleep
+/// beside it included.
 #[test]
 fn a_task_cannot_signal_the_callers_foreground_job_through_its_terminal() {
     let probe = "import errno, fcntl, os, signal, sys\n\
-                 fcntl.fcntl(0, 10, signal.SIGKILL)  # F_SETSIG\n\
                  def attempt(name, f):\n\
                  \x20   try:\n\
                  \x20       f(); print(name, 'OK')\n\
                  \x20   except OSError as e:\n\
                  \x20       print(name, errno.errorcode[e.errno])\n\
+                 attempt('F_SETSIG', lambda: fcntl.fcntl(0, 10, signal.SIGKILL))\n\
                  attempt('FIOASYNC', lambda: fcntl.ioctl(0, 0x5452, (1).to_bytes(4, 'little')))\n\
                  attempt('F_SETFL', lambda: fcntl.fcntl(0, fcntl.F_SETFL,\n\
                  \x20                                      fcntl.fcntl(0, fcntl.F_GETFL) | os.O_ASYNC))\n\
@@ -718,12 +720,12 @@ fn a_task_cannot_signal_the_callers_foreground_job_through_its_terminal() {
     for who in BOTH {
         assert_eq!(
             job(who, true),
-            "FIOASYNC EPERM\nF_SETFL EPERM\nvictim alive\njob done\n",
+            "F_SETSIG EPERM\nFIOASYNC EPERM\nF_SETFL EPERM\nvictim alive\njob done\n",
             "{who:?}"
         );
         assert_eq!(
             job(who, false),
-            "FIOASYNC OK\nF_SETFL OK\nvictim killed\njob signal 9\n",
+            "F_SETSIG OK\nFIOASYNC OK\nF_SETFL OK\nvictim killed\njob signal 9\n",
             "control, {who:?}"
         );
     }
