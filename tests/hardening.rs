@@ -627,6 +627,55 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
     }
 }
 
+/// The caller's terminal is not the task's controlling terminal, and cannot be made so. The
+/// task runs in a session of its own, made by the init (step 12), so `/dev/tty` has nothing to
+/// open for it (`TTY ENXIO`) although its streams are the caller's terminal; and taking that
+/// terminal from the caller's session (TIOCSCTTY with 1, "steal", tried from a new session the
+/// probe makes) needs CAP_SYS_ADMIN over the host, which no task holds (`STEAL EPERM`). Held,
+/// the terminal would let the task make itself the foreground job (what is typed, and ^C,
+/// would go to it) and hang the caller's session up at its end. Controls: the same probe run
+/// directly, in the session the terminal belongs to, opens it (`TTY OK`), and run by root, who
+/// holds CAP_SYS_ADMIN, takes it (`STEAL OK`; uid 65534 cannot, outside either).
+#[test]
+fn a_task_cannot_take_the_callers_terminal_as_its_own() {
+    let probe = "import errno, fcntl, os, sys, termios\n\
+                 def attempt(name, f):\n\
+                 \x20   try:\n\
+                 \x20       f(); print(name, 'OK')\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(name, errno.errorcode[e.errno])\n\
+                 \x20   sys.stdout.flush()\n\
+                 attempt('TTY', lambda: os.close(os.open('/dev/tty', os.O_RDWR | os.O_NOCTTY)))\n\
+                 pid = os.fork()\n\
+                 if pid == 0:\n\
+                 \x20   os.setsid()\n\
+                 \x20   attempt('STEAL', lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 1))\n\
+                 \x20   os._exit(0)\n\
+                 os.waitpid(pid, 0)\n";
+    let harness = |who: Launcher, sandboxed: bool| -> String {
+        let mut c = Command::new("python3");
+        c.args(["-c", PTY_HARNESS]);
+        let ctx = format!("{who:?}");
+        through(c, who, sandboxed, &["/usr/bin/python3", "-c", probe], &ctx)
+    };
+    let shown = |tty: &str, steal: &str| {
+        format!("rc 0\nafter written True\nshown TTY {tty}\nSTEAL {steal}\nafter the run\n")
+    };
+    for who in BOTH {
+        assert_eq!(harness(who, true), shown("ENXIO", "EPERM"), "{who:?}");
+    }
+    assert_eq!(
+        harness(Launcher::Root, false),
+        shown("OK", "OK"),
+        "control as root"
+    );
+    assert_eq!(
+        harness(Launcher::Unprivileged, false),
+        shown("OK", "EPERM"),
+        "control as uid 65534"
+    );
+}
+
 /// Runs ARGV in a foreground job of a new pseudo-terminal (its controlling terminal, and the
 /// job's stdin, stdout and stderr, as a login shell's terminal is), beside a `sleep` of the
 /// same job started first, as a shell script runs a command: `sh -c 'sleep 60 & ...; ARGV'`.
