@@ -1673,6 +1673,114 @@ fn kill_minus_one_from_the_task_reaches_only_the_sandbox() {
     }
 }
 
+/// Lowers the CPU and I/O priority of every process of its own user (setpriority PRIO_USER to
+/// nice 19, ioprio_set IOPRIO_WHO_USER to the idle class), naming the user by its uid:
+/// `SETPRIORITY:<OK or errno name>`, `IOPRIO:<OK or errno name>`.
+const USER_PRIORITY_PROBE: &str = concat!(
+    py_attempt!(),
+    r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+PRIO_USER, IOPRIO_WHO_USER, IOPRIO_CLASS_IDLE = 2, 3, 3
+def checked(r):
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+attempt('SETPRIORITY', lambda: checked(libc.setpriority(PRIO_USER, os.getuid(), 19)))
+attempt('IOPRIO', lambda: checked(libc.syscall(251, IOPRIO_WHO_USER, os.getuid(),
+                                               IOPRIO_CLASS_IDLE << 13)))
+"#
+);
+
+/// The nice value of process `pid` (/proc/PID/stat) and its I/O class as `ionice -p` says it.
+fn priorities(pid: u32) -> (String, String) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = stat.rsplit_once(')').unwrap().1;
+    let nice = after_comm.split_whitespace().nth(16).unwrap().to_string();
+    let io = Command::new("ionice")
+        .arg("-p")
+        .arg(pid.to_string())
+        .output()
+        .unwrap();
+    (nice, stdout(&io).trim().to_string())
+}
+
+/// setpriority(PRIO_USER) and ioprio_set(IOPRIO_WHO_USER) act on every process of a uid that
+/// their caller may change, across the whole host but for the pid namespace (the kernel skips
+/// processes the caller's namespace does not show). A root caller's task of `--host-uid 61234`
+/// lowers them for its user, and a host process of that uid keeps nice 0 and no I/O class.
+/// Control: the same probe on the host as uid 61234 lowers that process to nice 19 and the
+/// idle class. (An unprivileged caller's task is the caller's own uid, which the control as
+/// 65534 would share with every `nobody` daemon of the host; the kernel's rule is the same.)
+#[test]
+fn priority_changes_for_a_whole_user_reach_only_the_sandbox() {
+    let uid = "61234";
+    let as_uid = [
+        "setpriv",
+        "--reuid=61234",
+        "--regid=61234",
+        "--clear-groups",
+    ];
+    let argv = ["sleep", "59.6173"];
+    // Started at nice 0, whatever the test runs at (`nice -n 19 cargo test`).
+    let at_nice_0 = "import os, sys; os.setpriority(os.PRIO_PROCESS, 0, 0); \
+                     os.execvp(sys.argv[1], sys.argv[1:])";
+    let victim = || {
+        let running = Running(
+            Command::new(PYTHON)
+                .args(["-c", at_nice_0])
+                .args(as_uid)
+                .args(argv)
+                .spawn()
+                .unwrap(),
+        );
+        let pid = poll_for(Duration::from_secs(5), || {
+            pids_with_argv(&argv).first().copied()
+        })
+        .expect("the host process of uid 61234 did not start");
+        (running, pid)
+    };
+    let probe = py(USER_PRIORITY_PROBE, &[]);
+    let untouched = ("0".to_string(), "none: prio 0".to_string());
+
+    let (first, pid) = victim();
+    assert_eq!(priorities(pid), untouched, "before the run");
+    let ctx = "root caller, --host-uid 61234, inside";
+    let o = run_inside(
+        Launcher::Root,
+        &["--host-uid", uid, "--host-gid", uid],
+        &probe,
+    );
+    assert_lines(&o, &["SETPRIORITY:OK", "IOPRIO:OK"], ctx);
+    assert_exit(&o, 0, ctx);
+    assert_eq!(
+        priorities(pid),
+        untouched,
+        "{ctx}: the host process changed"
+    );
+    drop(first);
+
+    // Control: a fresh process of the same uid, and the probe on the host as that uid.
+    let (_second, pid) = victim();
+    let mut control = vec![as_uid[1], as_uid[2], as_uid[3]];
+    control.extend_from_slice(&probe);
+    let o = Command::new(as_uid[0])
+        .args(&control)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_lines(
+        &o,
+        &["SETPRIORITY:OK", "IOPRIO:OK"],
+        "host control as uid 61234",
+    );
+    assert_eq!(
+        priorities(pid),
+        ("19".to_string(), "idle".to_string()),
+        "host control as uid 61234"
+    );
+}
+
 /// Prints the core line of /proc/self/limits (`CORE-LIMIT:<soft>:<hard>`), then lowers the
 /// limit to 0 as programs do (`SETRLIMIT:...`, read back), then through prlimit64 with a
 /// new_limit of {0, 0} at 0x100000000, a pointer a filter testing only its low 32 bits would
