@@ -627,6 +627,159 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
     }
 }
 
+/// The caller's terminal is not the task's controlling terminal, and cannot be made so. The
+/// task runs in a session of its own, made by the init (step 12), so `/dev/tty` has nothing to
+/// open for it (`TTY ENXIO`) although its streams are the caller's terminal; and taking that
+/// terminal from the caller's session (TIOCSCTTY with 1, "steal", tried from a new session the
+/// probe makes) needs CAP_SYS_ADMIN over the host, which no task holds (`STEAL EPERM`). Held,
+/// the terminal would let the task make itself the foreground job (what is typed, and ^C,
+/// would go to it) and hang the caller's session up at its end. Controls: the same probe run
+/// directly, in the session the terminal belongs to, opens it (`TTY OK`), and run by root, who
+/// holds CAP_SYS_ADMIN, takes it (`STEAL OK`; uid 65534 cannot, outside either).
+#[test]
+fn a_task_cannot_take_the_callers_terminal_as_its_own() {
+    let probe = "import errno, fcntl, os, sys, termios\n\
+                 def attempt(name, f):\n\
+                 \x20   try:\n\
+                 \x20       f(); print(name, 'OK')\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(name, errno.errorcode[e.errno])\n\
+                 \x20   sys.stdout.flush()\n\
+                 attempt('TTY', lambda: os.close(os.open('/dev/tty', os.O_RDWR | os.O_NOCTTY)))\n\
+                 pid = os.fork()\n\
+                 if pid == 0:\n\
+                 \x20   os.setsid()\n\
+                 \x20   attempt('STEAL', lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 1))\n\
+                 \x20   os._exit(0)\n\
+                 os.waitpid(pid, 0)\n";
+    let harness = |who: Launcher, sandboxed: bool| -> String {
+        let mut c = Command::new("python3");
+        c.args(["-c", PTY_HARNESS]);
+        let ctx = format!("{who:?}");
+        through(c, who, sandboxed, &["/usr/bin/python3", "-c", probe], &ctx)
+    };
+    let shown = |tty: &str, steal: &str| {
+        format!("rc 0\nafter written True\nshown TTY {tty}\nSTEAL {steal}\nafter the run\n")
+    };
+    for who in BOTH {
+        assert_eq!(harness(who, true), shown("ENXIO", "EPERM"), "{who:?}");
+    }
+    assert_eq!(
+        harness(Launcher::Root, false),
+        shown("OK", "OK"),
+        "control as root"
+    );
+    assert_eq!(
+        harness(Launcher::Unprivileged, false),
+        shown("OK", "EPERM"),
+        "control as uid 65534"
+    );
+}
+
+/// Runs ARGV in a foreground job of a new pseudo-terminal (its controlling terminal, and the
+/// job's stdin, stdout and stderr, as a login shell's terminal is), beside a `sleep` of the
+/// same job started first, as a shell script runs a command: `sh -c 'sleep 60 & ...; ARGV'`.
+/// Once ARGV has printed its `F_SETFL` line it types a line, as the user would, and waits
+/// (at most 20 s) for ARGV to end (the job's shell then waits for the sleep) or the job to
+/// die. Prints ARGV's `F_SETSIG`, `FIOASYNC` and `F_SETFL` lines, whether the sleep still
+/// runs, and how the job ended; then kills what is left of it.
+const FOREGROUND_JOB_HARNESS: &str = r#"
+import fcntl, os, pty, re, signal, subprocess, sys, termios, time
+m, s = pty.openpty()
+def ctty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+job = 'sleep 60 & echo victim $!; "$@"; echo job-done; wait'
+p = subprocess.Popen(['sh', '-c', job, 'sh'] + sys.argv[1:], stdin=s, stdout=s, stderr=s,
+                     preexec_fn=ctty)
+os.set_blocking(m, False)
+out, t0, typed = b'', time.time(), False
+while p.poll() is None and b'job-done' not in out and time.time() - t0 < 20:
+    try:
+        out += os.read(m, 65536)
+    except (BlockingIOError, OSError):
+        pass
+    if not typed and re.search(rb'F_SETFL \w+', out):
+        os.write(m, b'typed\n')
+        typed = True
+    time.sleep(0.02)
+victim = int(re.search(rb'victim (\d+)', out).group(1))
+def alive(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+text = out.decode(errors='replace').replace('\r', '')
+for line in text.splitlines():
+    if line.startswith(('F_SETSIG ', 'FIOASYNC ', 'F_SETFL ')):
+        print(line)
+print('victim', 'alive' if alive(victim) else 'killed')
+try:
+    os.killpg(p.pid, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+rc = p.wait()
+print('job', 'done' if 'job-done' in text else 'signal %d' % -rc)
+"#;
+
+/// Signal-driven I/O on the caller's terminal: setting O_ASYNC on it (F_SETFL, or the FIOASYNC
+/// ioctl) makes the kernel (tty_fasync) take the terminal's foreground process group as the
+/// owner, so each input (and output wake-up) sends it SIGIO, or whatever signal F_SETSIG named,
+/// SIGKILL included, wherever the task's host uid may signal its members. An unprivileged
+/// caller's task, its own uid on the host, killed the caller's whole foreground job: airlock,
+/// the script that ran it, the pipeline beside it (and, with airlock in the background, the
+/// interactive shell's foreground job). Both are refused by the filter, and so is F_SETSIG,
+/// which the caller's open file would keep after the run (for a caller's own signal-driven
+/// I/O there to send SIGKILL); the task still reads its terminal. Control: the same probe run
+/// directly, as the same user, arms the terminal and the line typed kills the job, the sleep
+/// beside it included.
+#[test]
+fn a_task_cannot_signal_the_callers_foreground_job_through_its_terminal() {
+    let probe = "import errno, fcntl, os, signal, sys\n\
+                 def attempt(name, f):\n\
+                 \x20   try:\n\
+                 \x20       f(); print(name, 'OK')\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(name, errno.errorcode[e.errno])\n\
+                 attempt('F_SETSIG', lambda: fcntl.fcntl(0, 10, signal.SIGKILL))\n\
+                 attempt('FIOASYNC', lambda: fcntl.ioctl(0, 0x5452, (1).to_bytes(4, 'little')))\n\
+                 attempt('F_SETFL', lambda: fcntl.fcntl(0, fcntl.F_SETFL,\n\
+                 \x20                                      fcntl.fcntl(0, fcntl.F_GETFL) | os.O_ASYNC))\n\
+                 sys.stdout.flush()\n\
+                 sys.stdin.readline()\n";
+    let job = |who: Launcher, sandboxed: bool| -> String {
+        let user = as_user(who);
+        let mut c = Command::new(user.first().copied().unwrap_or("/usr/bin/python3"));
+        if !user.is_empty() {
+            c.args(&user[1..]).arg("/usr/bin/python3");
+        }
+        c.args(["-c", FOREGROUND_JOB_HARNESS]);
+        if sandboxed {
+            c.arg(binary()).args(["run", "--"]);
+        }
+        let o = c
+            .args(["/usr/bin/python3", "-c", probe])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    for who in BOTH {
+        assert_eq!(
+            job(who, true),
+            "F_SETSIG EPERM\nFIOASYNC EPERM\nF_SETFL EPERM\nvictim alive\njob done\n",
+            "{who:?}"
+        );
+        assert_eq!(
+            job(who, false),
+            "F_SETSIG OK\nFIOASYNC OK\nF_SETFL OK\nvictim killed\njob signal 9\n",
+            "control, {who:?}"
+        );
+    }
+}
+
 /// A key of uid 65534's user keyring, added from the host for the test and invalidated when
 /// dropped.
 struct HostKey(String);

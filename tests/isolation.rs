@@ -635,6 +635,19 @@ probes = {
     'personality-no-aslr': lambda: libc.personality(L(0x0040000)),  # (*) ADDR_NO_RANDOMIZE
     'socket-raw-icmp': lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW,
                                              socket.IPPROTO_ICMP).close(),
+    # The rest of the mount API: pivot_root into the working directory (no mount point:
+    # EINVAL), umount2 of the tmpfs tmpfs-on-cwd mounted there, fspick of the root (after
+    # chroot-cwd, a directory that is no mount's root: EINVAL).
+    'pivot_root-cwd': lambda: libc.syscall(L(155), b'.', b'.'),
+    'umount2-cwd': lambda: libc.syscall(L(166), b'.', L(0)),
+    'fspick-root': lambda: fd_ok(libc.syscall(L(433), L(AT_FDCWD), b'/', L(0))),
+    'personality-read-implies-exec': lambda: libc.personality(L(0x0400000)),  # (*)
+    # Socket families beyond AF_UNIX, AF_INET(6) and NETLINK_ROUTE: packet (17), XDP (44),
+    # vsock (40), AF_ALG (38, no privilege needed where the kernel has it).
+    'socket-packet': lambda: socket.socket(17, socket.SOCK_RAW, 0).close(),
+    'socket-xdp': lambda: socket.socket(44, socket.SOCK_RAW, 0).close(),
+    'socket-vsock': lambda: socket.socket(40, socket.SOCK_STREAM, 0).close(),
+    'socket-alg': lambda: socket.socket(38, socket.SOCK_SEQPACKET, 0).close(),
 }
 for name in sys.argv[1:]:
     try:
@@ -996,6 +1009,62 @@ fn writes_outside_scratch_fail() {
         assert_line(&o, "LANDED:/work/probe-tmp", &ctx);
         let link = run_inside(who, &[], &["readlink", "/tmp"]);
         assert_eq!(stdout(&link), "/work\n", "{ctx}\n{}", show(&link));
+    }
+}
+
+/// Writes each PATH=VALUE argument's value to PATH: `SET-OK:<path>` or
+/// `SET-DENIED:<path>:<errno name>`; then `VALUE:<path>:<what PATH reads>` for each.
+const SYSCTL_PROBE: &str = r#"
+import errno, sys
+pairs = [a.split('=', 1) for a in sys.argv[1:]]
+for path, value in pairs:
+    try:
+        with open(path, 'w') as f:
+            f.write(value)
+        print('SET-OK:' + path)
+    except OSError as e:
+        print('SET-DENIED:%s:%s' % (path, errno.errorcode.get(e.errno, e.errno)))
+for path, _ in pairs:
+    with open(path) as f:
+        print('VALUE:%s:%s' % (path, f.read().strip()))
+"#;
+
+/// The kernel settings that belong to the sandbox's own namespaces stay as the boundary set
+/// them: its user namespace's inotify cap (step 4: raised, it would let the task take every
+/// inotify instance of its creator on the host), its network namespace's forwarding and
+/// lowest unprivileged port. `/proc` is read-only (EROFS) and the values read back unchanged.
+/// Control: the same probe on the host as root of a user and network namespace of its own
+/// (`unshare -Urn`), where each write goes through (to that namespace's values only).
+#[test]
+fn the_sandbox_s_own_kernel_settings_cannot_be_changed() {
+    let settings = [
+        ("/proc/sys/user/max_inotify_instances", "1000", "16"),
+        ("/proc/sys/net/ipv4/ip_forward", "1", "0"),
+        ("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0", "1024"),
+    ];
+    let args: Vec<String> = settings
+        .iter()
+        .map(|(p, v, _)| format!("{p}={v}"))
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let probe = py(SYSCTL_PROBE, &args);
+    let mut in_own_namespaces = vec!["unshare", "-Urn"];
+    in_own_namespaces.extend_from_slice(&probe);
+    for who in BOTH {
+        let host = run_host(who, &in_own_namespaces);
+        let ctx = format!("host control as {who:?} in its own namespaces");
+        for (path, value, _) in settings {
+            assert_line(&host, &format!("SET-OK:{path}"), &ctx);
+            assert_line(&host, &format!("VALUE:{path}:{value}"), &ctx);
+        }
+
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &probe);
+        for (path, _, kept) in settings {
+            assert_line(&o, &format!("SET-DENIED:{path}:EROFS"), &ctx);
+            assert_line(&o, &format!("VALUE:{path}:{kept}"), &ctx);
+        }
+        assert_exit(&o, 0, &ctx);
     }
 }
 
@@ -1602,6 +1671,114 @@ fn kill_minus_one_from_the_task_reaches_only_the_sandbox() {
             "{ctx}: the host process of uid 65534 died"
         );
     }
+}
+
+/// Lowers the CPU and I/O priority of every process of its own user (setpriority PRIO_USER to
+/// nice 19, ioprio_set IOPRIO_WHO_USER to the idle class), naming the user by its uid:
+/// `SETPRIORITY:<OK or errno name>`, `IOPRIO:<OK or errno name>`.
+const USER_PRIORITY_PROBE: &str = concat!(
+    py_attempt!(),
+    r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+PRIO_USER, IOPRIO_WHO_USER, IOPRIO_CLASS_IDLE = 2, 3, 3
+def checked(r):
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+attempt('SETPRIORITY', lambda: checked(libc.setpriority(PRIO_USER, os.getuid(), 19)))
+attempt('IOPRIO', lambda: checked(libc.syscall(251, IOPRIO_WHO_USER, os.getuid(),
+                                               IOPRIO_CLASS_IDLE << 13)))
+"#
+);
+
+/// The nice value of process `pid` (/proc/PID/stat) and its I/O class as `ionice -p` says it.
+fn priorities(pid: u32) -> (String, String) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = stat.rsplit_once(')').unwrap().1;
+    let nice = after_comm.split_whitespace().nth(16).unwrap().to_string();
+    let io = Command::new("ionice")
+        .arg("-p")
+        .arg(pid.to_string())
+        .output()
+        .unwrap();
+    (nice, stdout(&io).trim().to_string())
+}
+
+/// setpriority(PRIO_USER) and ioprio_set(IOPRIO_WHO_USER) act on every process of a uid that
+/// their caller may change, across the whole host but for the pid namespace (the kernel skips
+/// processes the caller's namespace does not show). A root caller's task of `--host-uid 61234`
+/// lowers them for its user, and a host process of that uid keeps nice 0 and no I/O class.
+/// Control: the same probe on the host as uid 61234 lowers that process to nice 19 and the
+/// idle class. (An unprivileged caller's task is the caller's own uid, which the control as
+/// 65534 would share with every `nobody` daemon of the host; the kernel's rule is the same.)
+#[test]
+fn priority_changes_for_a_whole_user_reach_only_the_sandbox() {
+    let uid = "61234";
+    let as_uid = [
+        "setpriv",
+        "--reuid=61234",
+        "--regid=61234",
+        "--clear-groups",
+    ];
+    let argv = ["sleep", "59.6173"];
+    // Started at nice 0, whatever the test runs at (`nice -n 19 cargo test`).
+    let at_nice_0 = "import os, sys; os.setpriority(os.PRIO_PROCESS, 0, 0); \
+                     os.execvp(sys.argv[1], sys.argv[1:])";
+    let victim = || {
+        let running = Running(
+            Command::new(PYTHON)
+                .args(["-c", at_nice_0])
+                .args(as_uid)
+                .args(argv)
+                .spawn()
+                .unwrap(),
+        );
+        let pid = poll_for(Duration::from_secs(5), || {
+            pids_with_argv(&argv).first().copied()
+        })
+        .expect("the host process of uid 61234 did not start");
+        (running, pid)
+    };
+    let probe = py(USER_PRIORITY_PROBE, &[]);
+    let untouched = ("0".to_string(), "none: prio 0".to_string());
+
+    let (first, pid) = victim();
+    assert_eq!(priorities(pid), untouched, "before the run");
+    let ctx = "root caller, --host-uid 61234, inside";
+    let o = run_inside(
+        Launcher::Root,
+        &["--host-uid", uid, "--host-gid", uid],
+        &probe,
+    );
+    assert_lines(&o, &["SETPRIORITY:OK", "IOPRIO:OK"], ctx);
+    assert_exit(&o, 0, ctx);
+    assert_eq!(
+        priorities(pid),
+        untouched,
+        "{ctx}: the host process changed"
+    );
+    drop(first);
+
+    // Control: a fresh process of the same uid, and the probe on the host as that uid.
+    let (_second, pid) = victim();
+    let mut control = vec![as_uid[1], as_uid[2], as_uid[3]];
+    control.extend_from_slice(&probe);
+    let o = Command::new(as_uid[0])
+        .args(&control)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_lines(
+        &o,
+        &["SETPRIORITY:OK", "IOPRIO:OK"],
+        "host control as uid 61234",
+    );
+    assert_eq!(
+        priorities(pid),
+        ("19".to_string(), "idle".to_string()),
+        "host control as uid 61234"
+    );
 }
 
 /// Prints the core line of /proc/self/limits (`CORE-LIMIT:<soft>:<hard>`), then lowers the
@@ -2272,14 +2449,17 @@ fn kernel_attack_surface_calls_are_denied_by_the_filter() {
 /// The break-outs a root of the sandbox's own user namespace could make, tried by the task:
 /// a new user namespace by the raw clone call (not unshare), joining a namespace, the new mount
 /// API end to end (a tmpfs over the working directory), clearing the read-only flag of the
-/// root mount, chroot, a raw socket; and the introspection and kernel-surface calls
-/// (userfaultfd, keyrings, kcmp, file handles, process_vm_readv and pidfd_getfd on itself,
-/// personality without ASLR). Control: the same probe on the host as root of a user, mount and
-/// network namespace of its own (`unshare -Urmn`), where each works or gets the kernel's own
-/// answer to its arguments (EBADF, EFAULT, EINVAL). Inside, every one is EPERM; for those the
-/// probe marks (*) no privilege is needed at all, so only the filter gives that answer (the
-/// others are also refused for want of capabilities). The control's mounts die with its
-/// mount namespace: none shows on the host.
+/// root mount, chroot, pivot_root, umount2, fspick, a raw socket, socket families the filter
+/// does not name (packet, XDP, vsock, AF_ALG: protocol code, and a module the kernel loads on
+/// demand where it has none); and the introspection and kernel-surface calls (userfaultfd,
+/// keyrings, kcmp, file handles, process_vm_readv and pidfd_getfd on itself, personality
+/// without ASLR or with READ_IMPLIES_EXEC). Control: the same probe on the host as root of a
+/// user, mount and network namespace of its own (`unshare -Urmn`), where each works or gets
+/// the kernel's own answer to its arguments (EBADF, EFAULT, EINVAL; a family this kernel lacks:
+/// EAFNOSUPPORT, never EPERM). Inside, every one is EPERM; for those the probe marks (*) no
+/// privilege is needed at all, so only the filter gives that answer (the others are also
+/// refused for want of capabilities). The control's mounts die with its mount namespace: none
+/// shows on the host.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn namespace_mount_and_introspection_break_outs_are_refused() {
@@ -2300,8 +2480,14 @@ fn namespace_mount_and_introspection_break_outs_are_refused() {
         ("pidfd_getfd-self", "OK"),
         ("personality-no-aslr", "OK"),
         ("socket-raw-icmp", "OK"),
+        ("pivot_root-cwd", "ERR:EINVAL"),
+        ("umount2-cwd", "OK"),
+        ("fspick-root", "ERR:EINVAL"),
+        ("personality-read-implies-exec", "OK"),
     ];
-    let calls: Vec<&str> = answers.iter().map(|(c, _)| *c).collect();
+    // Answered by the control as its kernel has them: OK, or EAFNOSUPPORT where not built.
+    let families = ["socket-packet", "socket-xdp", "socket-vsock", "socket-alg"];
+    let calls: Vec<&str> = answers.iter().map(|(c, _)| *c).chain(families).collect();
     let probe = py(SYSCALL_PROBE, &calls);
     let mut in_own_namespaces = vec!["unshare", "-Urmn"];
     in_own_namespaces.extend_from_slice(&probe);
@@ -2313,7 +2499,23 @@ fn namespace_mount_and_introspection_break_outs_are_refused() {
             .unwrap();
         let ctx = format!("host control as {who:?} in its own namespaces");
         let want: Vec<String> = answers.iter().map(|(c, a)| format!("{c}:{a}")).collect();
-        assert_eq!(lines(&host), want, "{ctx}\n{}", show(&host));
+        let got = lines(&host);
+        assert_eq!(got[..want.len()], want, "{ctx}\n{}", show(&host));
+        let family_answers = &got[want.len()..];
+        assert_eq!(
+            family_answers.len(),
+            families.len(),
+            "{ctx}\n{}",
+            show(&host)
+        );
+        for (family, answer) in families.iter().zip(family_answers) {
+            assert!(
+                [format!("{family}:OK"), format!("{family}:ERR:EAFNOSUPPORT")].contains(answer),
+                "{ctx}: {answer}\n{}",
+                show(&host)
+            );
+        }
+        assert_line(&host, "socket-packet:OK", &ctx);
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
         let dir = cwd.path().to_str().unwrap();
         assert!(
@@ -3252,6 +3454,136 @@ fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
             std::thread::sleep(Duration::from_millis(20));
         };
         assert_eq!(status.and_then(|s| s.code()), Some(code), "{cmd}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 15. IPC objects of the host
+
+/// With argv[1] `make`, creates the host's IPC objects of key argv[2] and name argv[3]: a
+/// System V shared memory segment, message queue and semaphore set, a POSIX message queue and
+/// a file in /dev/shm, each mode 0666 so that every uid may open them; with `remove`, removes
+/// whichever of them exist. Prints nothing; fails on an error of `make`.
+const HOST_IPC: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+mode, key, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+IPC_CREAT, IPC_EXCL, IPC_RMID = 0o1000, 0o2000, 0
+def checked(r):
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return r
+if mode == 'make':
+    flags = IPC_CREAT | IPC_EXCL | 0o666
+    checked(libc.shmget(key, 4096, flags))
+    checked(libc.msgget(key, flags))
+    checked(libc.semget(key, 1, flags))
+    os.close(checked(libc.syscall(L(240), name.encode(), L(os.O_RDONLY | os.O_CREAT | os.O_EXCL),
+                                  L(0o666), None)))  # mq_open
+    fd = os.open('/dev/shm/' + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    os.fchmod(fd, 0o666)
+    os.close(fd)
+else:
+    for get, ctl in ((lambda: libc.shmget(key, 0, 0), lambda i: libc.shmctl(i, IPC_RMID, None)),
+                     (lambda: libc.msgget(key, 0), lambda i: libc.msgctl(i, IPC_RMID, None)),
+                     (lambda: libc.semget(key, 0, 0), lambda i: libc.semctl(i, 0, IPC_RMID))):
+        i = get()
+        if i >= 0:
+            ctl(i)
+    libc.syscall(L(241), name.encode())  # mq_unlink
+    try:
+        os.unlink('/dev/shm/' + name)
+    except FileNotFoundError:
+        pass
+"#;
+
+/// Opens the host's IPC objects of key argv[1] and name argv[2] (as HOST_IPC makes them):
+/// `SHM:`, `MSG:`, `SEM:`, `MQ:` and `DEV-SHM:` each followed by OK or the errno's name.
+const IPC_PROBE: &str = concat!(
+    py_attempt!(),
+    r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+key, name = int(sys.argv[1]), sys.argv[2]
+def checked(r):
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return r
+attempt('SHM', lambda: checked(libc.shmget(key, 0, 0)))
+attempt('MSG', lambda: checked(libc.msgget(key, 0)))
+attempt('SEM', lambda: checked(libc.semget(key, 0, 0)))
+attempt('MQ', lambda: os.close(checked(libc.syscall(L(240), name.encode(), L(os.O_RDONLY), L(0),
+                                                    None))))
+attempt('DEV-SHM', lambda: os.close(os.open('/dev/shm/' + name, os.O_RDONLY)))
+"#
+);
+
+/// The host's IPC objects HOST_IPC made, removed when dropped.
+struct HostIpc {
+    key: String,
+    name: String,
+}
+
+impl HostIpc {
+    fn make() -> HostIpc {
+        let pid = std::process::id();
+        let ipc = HostIpc {
+            key: (0x4149_0000 | (pid & 0xffff)).to_string(),
+            name: format!("airlock-isolation-ipc-{pid}"),
+        };
+        ipc.host_ipc("remove");
+        let o = ipc.host_ipc("make");
+        assert!(
+            o.status.success(),
+            "making the host's IPC objects\n{}",
+            show(&o)
+        );
+        ipc
+    }
+
+    fn host_ipc(&self, mode: &str) -> Output {
+        run_host(
+            Launcher::Root,
+            &py(HOST_IPC, &[mode, &self.key, &self.name]),
+        )
+    }
+}
+
+impl Drop for HostIpc {
+    fn drop(&mut self) {
+        self.host_ipc("remove");
+    }
+}
+
+/// System V shared memory, message queues and semaphores and POSIX message queues of the
+/// host are not reachable inside by their key or name (the sandbox's own IPC namespace), nor
+/// is a file in the host's /dev/shm (a tmpfs of the sandbox's own). Control: on the host, the
+/// same probe as the same user opens each of them.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn host_ipc_objects_are_not_reachable() {
+    let ipc = HostIpc::make();
+    let probe = py(IPC_PROBE, &[&ipc.key, &ipc.name]);
+    let kinds = ["SHM", "MSG", "SEM", "MQ", "DEV-SHM"];
+    for who in BOTH {
+        let host = run_host(who, &probe);
+        let want: Vec<String> = kinds.iter().map(|k| format!("{k}:OK")).collect();
+        assert_eq!(
+            lines(&host),
+            want,
+            "host control as {who:?}\n{}",
+            show(&host)
+        );
+
+        let ctx = format!("{who:?} inside");
+        let o = run_inside(who, &[], &probe);
+        let want: Vec<String> = kinds.iter().map(|k| format!("{k}:ENOENT")).collect();
+        assert_eq!(lines(&o), want, "{ctx}\n{}", show(&o));
+        assert_exit(&o, 0, &ctx);
     }
 }
 
