@@ -367,18 +367,23 @@ fn intervals(table: &BTreeMap<u32, Entry>, newest: u32) -> Result<Vec<(u32, Vec<
     Ok(runs)
 }
 
-/// Code that finds A (the syscall number, at most `newest`) among the `runs` by binary search
-/// and runs that run's code: a `jge` at each split, the code itself at each leaf. Every jump is
-/// forward; a jump too long for the 8-bit offsets goes through a `ja`.
+/// Code that finds A (the syscall number) among the `runs` (each from its first number up to
+/// the next run's; the last one up from its first) by binary search and runs that run's code: a
+/// `jge` at each split, the code itself at each leaf. `end` is where the last run is counted to
+/// end when weighing a split. Every jump is forward; a jump too long for the 8-bit offsets goes
+/// through a `ja`.
 fn search(runs: &[(u32, Vec<Insn>)], end: u32) -> Result<Vec<Insn>, String> {
-    if let [(_, code)] = runs {
+    let [(first, code), ..] = runs else {
+        return Err("no syscall numbers to search".into());
+    };
+    if runs.len() == 1 {
         return Ok(code.clone());
     }
     // Split where the numbers on either side are closest to half: the kernel runs the program
     // for every number at each install, so wide runs sit near the root.
-    let (first, mid) = (runs[0].0, |i: usize| runs[i].0);
+    let middle = u64::from(*first) + u64::from(end);
     let mid = (1..runs.len())
-        .min_by_key(|&i| (2 * mid(i)).abs_diff(first + end))
+        .min_by_key(|&i| (2 * u64::from(runs[i].0)).abs_diff(middle))
         .unwrap_or(1);
     let left = search(&runs[..mid], runs[mid].0)?;
     let right = search(&runs[mid..], end)?;
