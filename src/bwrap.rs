@@ -245,6 +245,16 @@ fn only_the_last(opt: &str) {
     crate::say!("bwrap: Only the last {opt} option will take effect");
 }
 
+/// A variable name for --setenv or --unsetenv (`call`): setenv(3) and unsetenv(3), which
+/// bubblewrap calls as it reads the option, refuse one that is empty or holds `=`, and
+/// bubblewrap stops there.
+fn env_name(call: &str, name: String) -> Result<String, UsageError> {
+    match name.is_empty() || name.contains('=') {
+        true => err(format!("{call} failed")),
+        false => Ok(name),
+    }
+}
+
 /// --size as bubblewrap reads it (strtoull in base 0): decimal, 0x hexadecimal or 0 octal
 /// digits and nothing else, starting with a digit; at least 1 and at most 2^63-1 bytes, with
 /// bubblewrap's message for each way of missing that.
@@ -400,6 +410,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         }
         if a == "--size" {
             let v = take!(a);
+            if size.is_some() {
+                return err("--size given twice for the same action");
+            }
             size = Some(tmpfs_size(&v)?);
             continue;
         }
@@ -462,7 +475,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--userns2" => one_fd(&mut io.userns2_fd, a, &take!(a), &mut named)?,
             "--pidns" => one_fd(&mut io.pidns_fd, a, &take!(a), &mut named)?,
             "--disable-userns" => disable_userns = true,
-            "--assert-userns-disabled" => disable_userns = true,
+            "--assert-userns-disabled" => io.assert_userns_disabled = true,
             "--uid" => {
                 let v = take!(a);
                 if uid.is_some() {
@@ -494,10 +507,10 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--clearenv" => env.clear(),
             "--setenv" => {
                 let (k, v) = (take!(a), take!(a));
-                crate::spec::set_env(&mut env, k, v);
+                crate::spec::set_env(&mut env, env_name("setenv", k)?, v);
             }
             "--unsetenv" => {
-                let k = take!(a);
+                let k = env_name("unsetenv", take!(a))?;
                 env.retain(|(n, _)| *n != k);
             }
             "--lock-file" => io.lock_files.push(PathBuf::from(take!(a))),
@@ -666,25 +679,15 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
              --tmp-overlay, or --ro-overlay",
         );
     }
-    if command.is_empty() {
-        return err("No command specified");
-    }
     if total > MAX_ARGS {
         return err("Exceeded maximum number of arguments");
     }
-    if io.userns_fd.is_some() && unshare_user {
-        return err("--unshare-user and --userns are mutually exclusive");
-    }
+    user_namespace_conflicts(&io, unshare_user, user_try, disable_userns)?;
     if io.userns2_fd.is_some() && io.userns_fd.is_none() {
         return err("--userns2 requires --userns");
     }
-    // The caller writes the maps of a user namespace this line makes itself (the explicit
-    // --unshare-user, as bubblewrap checks), whose process --info-fd tells it.
-    if io.userns_block_fd.is_some() && !unshare_user {
-        return err("--userns-block-fd requires --unshare-user");
-    }
-    if io.userns_block_fd.is_some() && io.info_fd.is_none() {
-        return err("--userns-block-fd requires --info-fd");
+    if command.is_empty() {
+        return err("No command specified");
     }
     io.explicit_uid = uid.is_some();
     io.explicit_gid = gid.is_some();
@@ -701,15 +704,15 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if as_pid_1 && !ns.pid {
         return err("Specifying --as-pid-1 requires --unshare-pid");
     }
+    if as_pid_1 && !io.lock_files.is_empty() {
+        return err("Specifying --as-pid-1 and --lock-file is not permitted");
+    }
     // bubblewrap joins --pidns from inside the user namespace it has just made, whose
     // capabilities reach no namespace that existed before it: the kernel refuses any join
     // but one made with --userns, or by a root caller that made no user namespace. airlock's
     // launcher would join with the caller's credentials (the host's pid namespace included).
     if io.pidns_fd.is_some() && want_userns && io.userns_fd.is_none() {
         return err("Setting pidns failed: Operation not permitted");
-    }
-    if disable_userns && !want_userns {
-        return err("--disable-userns requires --unshare-user");
     }
     let identity_map = caller.is_root && !want_userns && io.userns_fd.is_none();
     let (uid, gid) = match (caller.is_root, identity_map) {
@@ -760,6 +763,51 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             ..io
         }),
     })))
+}
+
+/// The user namespace options that cannot go together, checked in bubblewrap's order with its
+/// words. The options that make or configure a user namespace want the explicit
+/// --unshare-user (not the one --unshare-all may make, nor the one an unprivileged caller
+/// always gets): --userns-block-fd (whose caller writes its maps) and --disable-userns.
+fn user_namespace_conflicts(
+    io: &BwrapIo,
+    unshare_user: bool,
+    user_try: bool,
+    disable_userns: bool,
+) -> Result<(), UsageError> {
+    let block = io.userns_block_fd.is_some();
+    let join = io.userns_fd.is_some();
+    let refusal = [
+        (
+            block && !unshare_user,
+            "--userns-block-fd requires --unshare-user",
+        ),
+        (
+            block && io.info_fd.is_none(),
+            "--userns-block-fd requires --info-fd",
+        ),
+        (
+            join && unshare_user,
+            "--userns not compatible --unshare-user",
+        ),
+        (
+            join && user_try,
+            "--userns not compatible --unshare-user-try",
+        ),
+        (
+            disable_userns && !unshare_user,
+            "--disable-userns requires --unshare-user",
+        ),
+        // (Two spaces, as bubblewrap prints it.)
+        (
+            disable_userns && block,
+            "--disable-userns is not compatible with  --userns-block-fd",
+        ),
+    ];
+    match refusal.into_iter().find(|(refused, _)| *refused) {
+        Some((_, words)) => err(words),
+        None => Ok(()),
+    }
 }
 
 /// bubblewrap's wording for a failed setup step, where clients match on it.
@@ -902,6 +950,9 @@ pub fn message(e: &StepError) -> String {
             "Can't chdir to {}: {errno}",
             call.split('"').nth(1).unwrap_or("")
         );
+    }
+    if e.step == crate::boundary::NESTED_USERNS_STEP {
+        return "creation of new user namespaces was not disabled as requested".into();
     }
     if e.step.starts_with("2 write id maps") {
         return format!("setting up uid map: {errno}");
