@@ -892,8 +892,10 @@ pub fn message(e: &StepError) -> String {
             Errno::ENOENT => {
                 format!("Can't remount readonly on {path}: realpath(destination): {errno}")
             }
+            // The table is searched for the resolved path, which has no trailing '/'.
             Errno::EINVAL => format!(
-                "Can't remount readonly on {path}: Unable to find \"{path}\" in mount table"
+                "Can't remount readonly on {path}: Unable to find \"{}\" in mount table",
+                path.trim_end_matches('/')
             ),
             _ => format!("Can't remount readonly on {path}: {errno}"),
         };

@@ -2557,6 +2557,59 @@ fn join_and_hostname_failures_read_as_bubblewraps() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// A destination that ends with `/` names a directory, as bubblewrap makes its parents: every
+/// name before a `/` is made a directory. A file (a bind of one, --file, --bind-data,
+/// --bind-fd) or a symlink asked for there fails (EISDIR, EEXIST), where airlock had dropped
+/// the `/` and run; a file already at that name stops every operation that makes parents,
+/// --remount-ro included, and --chmod fails with the kernel's ENOTDIR. Messages show the path
+/// as given. A directory destination or a source with a trailing `/` runs in both.
+#[test]
+fn a_destination_ending_with_a_slash_names_a_directory() {
+    let base = with(
+        MIN,
+        &[
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            "/etc/hostname",
+            "/tmp/f",
+            "--dir",
+            "/tmp/d",
+        ],
+    );
+    let lines: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["--ro-bind", "/etc/hostname", "/tmp/h/"], 1),
+        (vec!["--ro-bind-try", "/etc/hostname", "/tmp/h/"], 1),
+        (vec!["--ro-bind", "/etc/hostname", "/tmp/d/"], 1),
+        (vec!["--bind-fd", "5", "/tmp/h/"], 1),
+        (vec!["--file", "5", "/tmp/h/"], 1),
+        (vec!["--bind-data", "5", "/tmp/h/"], 1),
+        (vec!["--ro-bind-data", "5", "/tmp/h/"], 1),
+        (vec!["--symlink", "a", "/tmp/h/"], 1),
+        (vec!["--ro-bind", "/etc/hostname", "/tmp/f/"], 1),
+        (vec!["--ro-bind", "/usr", "/tmp/f/"], 1),
+        (vec!["--dir", "/tmp/f/"], 1),
+        (vec!["--tmpfs", "/tmp/f/"], 1),
+        (vec!["--remount-ro", "/tmp/f/"], 1),
+        (vec!["--remount-ro", "/tmp/d/"], 1),
+        (vec!["--chmod", "0700", "/tmp/f/"], 1),
+        (vec!["--ro-bind", "/usr/", "/tmp/u/"], 0),
+        (vec!["--dir", "/tmp/x//"], 0),
+        (vec!["--tmpfs", "/tmp/t/"], 0),
+        (vec!["--ro-bind-try", "/nonexistent/", "/tmp/n/"], 0),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (args, code) in &lines {
+            let c = case(&with(&with(&base, args), &["true"])).pre("exec 5</etc/hostname");
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, *code, "{}", b.show());
+            wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// Setup failures: `bwrap: ` and bubblewrap's key phrase, exit 1.
 #[test]
 fn setup_failure_wording() {
