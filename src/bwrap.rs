@@ -814,7 +814,14 @@ fn user_namespace_conflicts(
 pub fn message(e: &StepError) -> String {
     let call = e.err.call.as_str();
     let errno = crate::sys::errno_text(e.err.errno);
-    let path_of = |call: &str| -> String { call.split('"').nth(3).unwrap_or("").to_string() };
+    // A mount's target, as bubblewrap prints it: "/newroot/" and the destination (an empty
+    // one too).
+    let path_of = |call: &str| -> String {
+        match call.split('"').nth(3).unwrap_or("") {
+            "/newroot" => "/newroot/".into(),
+            target => target.into(),
+        }
+    };
     if call.starts_with("mount(\"proc\"") {
         let target = path_of(call);
         return format!("Can't mount proc on {target}: {errno}");
@@ -883,7 +890,7 @@ pub fn message(e: &StepError) -> String {
             .unwrap_or("")
             .trim_start_matches("/newroot");
         let perms = call.rsplit(", ").next().unwrap_or("").trim_end_matches(')');
-        return format!("Can't chmod {perms} {path}: {errno}");
+        return format!("Can't chmod {} {path}: {errno}", c_octal(perms));
     }
     if call.starts_with("mount_setattr(") && call.ends_with("RDONLY)") {
         let path = call.split('"').nth(1).unwrap_or("");
@@ -976,6 +983,16 @@ pub fn message(e: &StepError) -> String {
         return format!("Can't set hostname to {name}: {errno}");
     }
     format!("{}: {errno}", call.replace("\"/newroot", "\""))
+}
+
+/// An octal mode (`0755`, `0000`) as C's printf prints it with "%#o", as bubblewrap names a
+/// --chmod mode: a single 0 for zero, else one leading 0 (`0755`, `05`).
+fn c_octal(mode: &str) -> String {
+    match u32::from_str_radix(mode, 8) {
+        Ok(0) => "0".into(),
+        Ok(m) => format!("0{m:o}"),
+        Err(_) => mode.into(),
+    }
 }
 
 /// bubblewrap's words when a namespace cannot be created (ENOSPC: a limit or the nesting
@@ -1077,7 +1094,7 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{c_int, octal, tmpfs_size};
+    use super::{c_int, c_octal, octal, tmpfs_size};
 
     /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
     #[test]
@@ -1120,6 +1137,19 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(tmpfs_size(v).ok(), want, "{v:?}");
+        }
+    }
+
+    /// A --chmod mode in a message, as "%#o" prints it.
+    #[test]
+    fn modes_print_as_cs_alternate_octal() {
+        for (call, want) in [
+            ("0000", "0"),
+            ("0005", "05"),
+            ("0755", "0755"),
+            ("4755", "04755"),
+        ] {
+            assert_eq!(c_octal(call), want);
         }
     }
 

@@ -2459,8 +2459,9 @@ fn command_lines_bubblewrap_refuses_are_refused_in_its_words() {
 /// Setup failures a user meets, whole messages compared: a descriptor named but not open, a
 /// source path in a symlink loop, a file bound onto a directory and the reverse, a seccomp
 /// program of the wrong length, a file that cannot be created, --remount-ro of a path that is
-/// missing or not a mount point, an empty command, a --userns-block-fd released with no id
-/// maps written. Errno texts are glibc's, as
+/// missing or not a mount point, a --chmod that fails (its mode printed as C's "%#o"), a file
+/// asked for at an empty destination, an empty command, a --userns-block-fd released with no
+/// id maps written. Errno texts are glibc's, as
 /// bubblewrap's are ("Bad file descriptor", "Too many levels of symbolic links").
 #[test]
 fn setup_failures_read_word_for_word_as_bubblewraps() {
@@ -2496,6 +2497,14 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
         with(&base, &["--ro-bind", &file, "/usr/x"]),
         with(&base, &["--remount-ro", "/nx"]),
         with(&base, &["--dir", "/d", "--remount-ro", "/d"]),
+        // The mode as "%#o" prints it (airlock had printed 0000, 0005).
+        with(&base, &["--chmod", "0", "/nx"]),
+        with(&base, &["--chmod", "5", "/nx"]),
+        with(&base, &["--chmod", "4755", "/nx"]),
+        // An empty destination is named as given (airlock had printed "/").
+        with(&base, &["--file", "9", ""]),
+        with(&base, &["--ro-bind-data", "9", ""]),
+        with(&base, &["--ro-bind", &file, ""]),
         with(&base, &["--", ""]),
         with(
             &base,

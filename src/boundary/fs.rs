@@ -517,6 +517,10 @@ const NEWROOT: &str = "/newroot";
 /// the kernel fails it (EISDIR, EEXIST), as under bubblewrap, and messages show the path as
 /// given.
 pub(super) fn at(p: &Path) -> PathBuf {
+    // An empty destination is the root, named without a `/` so messages show it as given.
+    if p.as_os_str().is_empty() {
+        return PathBuf::from(NEWROOT);
+    }
     let inside = Path::new(NEWROOT).join(p.strip_prefix("/").unwrap_or(p));
     if !names_a_directory(p) || inside == Path::new(NEWROOT) {
         return inside;
