@@ -136,14 +136,19 @@ impl Caller {
     }
 }
 
-/// Read the NUL-separated arguments of `--args FD`.
-fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
+/// Read the NUL-separated arguments of `--args FD`. bubblewrap closes the descriptor once
+/// read, so one named again (noted in `read`) is EBADF.
+fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError> {
     let unreadable = |errno: Errno| {
         UsageError(format!(
             "Can't read --args data: {}",
             crate::sys::errno_text(errno)
         ))
     };
+    if read.contains(&fd) {
+        return Err(unreadable(Errno::EBADF));
+    }
+    read.push(fd);
     let dup = crate::sys::dup_fd(fd).map_err(|e| unreadable(e.errno))?;
     let mut f = std::fs::File::from(dup);
     let mut data = Vec::new();
@@ -369,6 +374,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut disable_userns = false;
     let mut command: Vec<String> = Vec::new();
     let mut overlay_sources: Vec<PathBuf> = Vec::new();
+    let mut args_read: Vec<i32> = Vec::new();
 
     // The caller's own arguments still to read: the last `outer` of the queue, behind those
     // an --args descriptor gave. An option read from the descriptor takes its values from
@@ -439,7 +445,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--args not supported in arguments file");
                 }
                 let fd = fd_arg(&mut named, &take!(a))?;
-                let extra = read_args_fd(fd)?;
+                let extra = read_args_fd(fd, &mut args_read)?;
                 total += extra.len();
                 if total > MAX_ARGS {
                     return err("Exceeded maximum number of arguments");

@@ -2248,6 +2248,16 @@ fn args_from_a_descriptor_parsed_in_place() {
             .sh(probe);
         let [b, _] = same(&c, who);
         assert_eq!(b.stdout, "X=from-args Y=from-more SPACED=a b  c\n/usr\n");
+        // bubblewrap closes a descriptor once it has read it: named again, it is not open
+        // (airlock had read it again, finding nothing, and run).
+        let c = case(&["--ro-bind", "/", "/", "--args", "6", "--args", "6"])
+            .pre(&pre)
+            .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(
+            (b.code, b.stderr.as_str()),
+            (1, "bwrap: Can't read --args data: Bad file descriptor\n")
+        );
     }
 }
 
