@@ -136,14 +136,19 @@ impl Caller {
     }
 }
 
-/// Read the NUL-separated arguments of `--args FD`.
-fn read_args_fd(fd: i32) -> Result<Vec<String>, UsageError> {
+/// Read the NUL-separated arguments of `--args FD`. bubblewrap closes the descriptor once
+/// read, so one named again (noted in `read`) is EBADF.
+fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError> {
     let unreadable = |errno: Errno| {
         UsageError(format!(
             "Can't read --args data: {}",
             crate::sys::errno_text(errno)
         ))
     };
+    if read.contains(&fd) {
+        return Err(unreadable(Errno::EBADF));
+    }
+    read.push(fd);
     let dup = crate::sys::dup_fd(fd).map_err(|e| unreadable(e.errno))?;
     let mut f = std::fs::File::from(dup);
     let mut data = Vec::new();
@@ -243,6 +248,16 @@ fn too_few_arguments(opt: &str) -> UsageError {
 /// The warning bubblewrap prints when an option that keeps one value is given again.
 fn only_the_last(opt: &str) {
     crate::say!("bwrap: Only the last {opt} option will take effect");
+}
+
+/// A variable name for --setenv or --unsetenv (`call`): setenv(3) and unsetenv(3), which
+/// bubblewrap calls as it reads the option, refuse one that is empty or holds `=`, and
+/// bubblewrap stops there.
+fn env_name(call: &str, name: String) -> Result<String, UsageError> {
+    match name.is_empty() || name.contains('=') {
+        true => err(format!("{call} failed")),
+        false => Ok(name),
+    }
 }
 
 /// --size as bubblewrap reads it (strtoull in base 0): decimal, 0x hexadecimal or 0 octal
@@ -359,6 +374,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut disable_userns = false;
     let mut command: Vec<String> = Vec::new();
     let mut overlay_sources: Vec<PathBuf> = Vec::new();
+    let mut args_read: Vec<i32> = Vec::new();
 
     // The caller's own arguments still to read: the last `outer` of the queue, behind those
     // an --args descriptor gave. An option read from the descriptor takes its values from
@@ -400,6 +416,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         }
         if a == "--size" {
             let v = take!(a);
+            if size.is_some() {
+                return err("--size given twice for the same action");
+            }
             size = Some(tmpfs_size(&v)?);
             continue;
         }
@@ -426,7 +445,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--args not supported in arguments file");
                 }
                 let fd = fd_arg(&mut named, &take!(a))?;
-                let extra = read_args_fd(fd)?;
+                let extra = read_args_fd(fd, &mut args_read)?;
                 total += extra.len();
                 if total > MAX_ARGS {
                     return err("Exceeded maximum number of arguments");
@@ -462,7 +481,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--userns2" => one_fd(&mut io.userns2_fd, a, &take!(a), &mut named)?,
             "--pidns" => one_fd(&mut io.pidns_fd, a, &take!(a), &mut named)?,
             "--disable-userns" => disable_userns = true,
-            "--assert-userns-disabled" => disable_userns = true,
+            "--assert-userns-disabled" => io.assert_userns_disabled = true,
             "--uid" => {
                 let v = take!(a);
                 if uid.is_some() {
@@ -494,10 +513,10 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             "--clearenv" => env.clear(),
             "--setenv" => {
                 let (k, v) = (take!(a), take!(a));
-                crate::spec::set_env(&mut env, k, v);
+                crate::spec::set_env(&mut env, env_name("setenv", k)?, v);
             }
             "--unsetenv" => {
-                let k = take!(a);
+                let k = env_name("unsetenv", take!(a))?;
                 env.retain(|(n, _)| *n != k);
             }
             "--lock-file" => io.lock_files.push(PathBuf::from(take!(a))),
@@ -666,25 +685,15 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
              --tmp-overlay, or --ro-overlay",
         );
     }
-    if command.is_empty() {
-        return err("No command specified");
-    }
     if total > MAX_ARGS {
         return err("Exceeded maximum number of arguments");
     }
-    if io.userns_fd.is_some() && unshare_user {
-        return err("--unshare-user and --userns are mutually exclusive");
-    }
+    user_namespace_conflicts(&io, unshare_user, user_try, disable_userns)?;
     if io.userns2_fd.is_some() && io.userns_fd.is_none() {
         return err("--userns2 requires --userns");
     }
-    // The caller writes the maps of a user namespace this line makes itself (the explicit
-    // --unshare-user, as bubblewrap checks), whose process --info-fd tells it.
-    if io.userns_block_fd.is_some() && !unshare_user {
-        return err("--userns-block-fd requires --unshare-user");
-    }
-    if io.userns_block_fd.is_some() && io.info_fd.is_none() {
-        return err("--userns-block-fd requires --info-fd");
+    if command.is_empty() {
+        return err("No command specified");
     }
     io.explicit_uid = uid.is_some();
     io.explicit_gid = gid.is_some();
@@ -701,15 +710,15 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if as_pid_1 && !ns.pid {
         return err("Specifying --as-pid-1 requires --unshare-pid");
     }
+    if as_pid_1 && !io.lock_files.is_empty() {
+        return err("Specifying --as-pid-1 and --lock-file is not permitted");
+    }
     // bubblewrap joins --pidns from inside the user namespace it has just made, whose
     // capabilities reach no namespace that existed before it: the kernel refuses any join
     // but one made with --userns, or by a root caller that made no user namespace. airlock's
     // launcher would join with the caller's credentials (the host's pid namespace included).
     if io.pidns_fd.is_some() && want_userns && io.userns_fd.is_none() {
         return err("Setting pidns failed: Operation not permitted");
-    }
-    if disable_userns && !want_userns {
-        return err("--disable-userns requires --unshare-user");
     }
     let identity_map = caller.is_root && !want_userns && io.userns_fd.is_none();
     let (uid, gid) = match (caller.is_root, identity_map) {
@@ -762,11 +771,63 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     })))
 }
 
+/// The user namespace options that cannot go together, checked in bubblewrap's order with its
+/// words. The options that make or configure a user namespace want the explicit
+/// --unshare-user (not the one --unshare-all may make, nor the one an unprivileged caller
+/// always gets): --userns-block-fd (whose caller writes its maps) and --disable-userns.
+fn user_namespace_conflicts(
+    io: &BwrapIo,
+    unshare_user: bool,
+    user_try: bool,
+    disable_userns: bool,
+) -> Result<(), UsageError> {
+    let block = io.userns_block_fd.is_some();
+    let join = io.userns_fd.is_some();
+    let refusal = [
+        (
+            block && !unshare_user,
+            "--userns-block-fd requires --unshare-user",
+        ),
+        (
+            block && io.info_fd.is_none(),
+            "--userns-block-fd requires --info-fd",
+        ),
+        (
+            join && unshare_user,
+            "--userns not compatible --unshare-user",
+        ),
+        (
+            join && user_try,
+            "--userns not compatible --unshare-user-try",
+        ),
+        (
+            disable_userns && !unshare_user,
+            "--disable-userns requires --unshare-user",
+        ),
+        // (Two spaces, as bubblewrap prints it.)
+        (
+            disable_userns && block,
+            "--disable-userns is not compatible with  --userns-block-fd",
+        ),
+    ];
+    match refusal.into_iter().find(|(refused, _)| *refused) {
+        Some((_, words)) => err(words),
+        None => Ok(()),
+    }
+}
+
 /// bubblewrap's wording for a failed setup step, where clients match on it.
 pub fn message(e: &StepError) -> String {
     let call = e.err.call.as_str();
     let errno = crate::sys::errno_text(e.err.errno);
-    let path_of = |call: &str| -> String { call.split('"').nth(3).unwrap_or("").to_string() };
+    // A mount's target, as bubblewrap prints it: "/newroot/" and the destination (an empty
+    // one too).
+    let path_of = |call: &str| -> String {
+        match call.split('"').nth(3).unwrap_or("") {
+            "/newroot" => "/newroot/".into(),
+            target => target.into(),
+        }
+    };
     if call.starts_with("mount(\"proc\"") {
         let target = path_of(call);
         return format!("Can't mount proc on {target}: {errno}");
@@ -835,7 +896,7 @@ pub fn message(e: &StepError) -> String {
             .unwrap_or("")
             .trim_start_matches("/newroot");
         let perms = call.rsplit(", ").next().unwrap_or("").trim_end_matches(')');
-        return format!("Can't chmod {perms} {path}: {errno}");
+        return format!("Can't chmod {} {path}: {errno}", c_octal(perms));
     }
     if call.starts_with("mount_setattr(") && call.ends_with("RDONLY)") {
         let path = call.split('"').nth(1).unwrap_or("");
@@ -844,8 +905,10 @@ pub fn message(e: &StepError) -> String {
             Errno::ENOENT => {
                 format!("Can't remount readonly on {path}: realpath(destination): {errno}")
             }
+            // The table is searched for the resolved path, which has no trailing '/'.
             Errno::EINVAL => format!(
-                "Can't remount readonly on {path}: Unable to find \"{path}\" in mount table"
+                "Can't remount readonly on {path}: Unable to find \"{}\" in mount table",
+                path.trim_end_matches('/')
             ),
             _ => format!("Can't remount readonly on {path}: {errno}"),
         };
@@ -903,6 +966,9 @@ pub fn message(e: &StepError) -> String {
             call.split('"').nth(1).unwrap_or("")
         );
     }
+    if e.step == crate::boundary::NESTED_USERNS_STEP {
+        return "creation of new user namespaces was not disabled as requested".into();
+    }
     if e.step.starts_with("2 write id maps") {
         return format!("setting up uid map: {errno}");
     }
@@ -923,6 +989,16 @@ pub fn message(e: &StepError) -> String {
         return format!("Can't set hostname to {name}: {errno}");
     }
     format!("{}: {errno}", call.replace("\"/newroot", "\""))
+}
+
+/// An octal mode (`0755`, `0000`) as C's printf prints it with "%#o", as bubblewrap names a
+/// --chmod mode: a single 0 for zero, else one leading 0 (`0755`, `05`).
+fn c_octal(mode: &str) -> String {
+    match u32::from_str_radix(mode, 8) {
+        Ok(0) => "0".into(),
+        Ok(m) => format!("0{m:o}"),
+        Err(_) => mode.into(),
+    }
 }
 
 /// bubblewrap's words when a namespace cannot be created (ENOSPC: a limit or the nesting
@@ -1024,7 +1100,7 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{c_int, octal, tmpfs_size};
+    use super::{c_int, c_octal, octal, tmpfs_size};
 
     /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
     #[test]
@@ -1067,6 +1143,19 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(tmpfs_size(v).ok(), want, "{v:?}");
+        }
+    }
+
+    /// A --chmod mode in a message, as "%#o" prints it.
+    #[test]
+    fn modes_print_as_cs_alternate_octal() {
+        for (call, want) in [
+            ("0000", "0"),
+            ("0005", "05"),
+            ("0755", "0755"),
+            ("4755", "04755"),
+        ] {
+            assert_eq!(c_octal(call), want);
         }
     }
 

@@ -234,6 +234,9 @@ pub struct BwrapIo {
     pub cwd_fallback: Vec<PathBuf>,
     /// --disable-userns: the sandbox may create no further user namespace.
     pub disable_userns: bool,
+    /// --assert-userns-disabled: the launch fails unless creating a user namespace inside the
+    /// sandbox is already refused (by the caller's own setup: a seccomp filter, a limit).
+    pub assert_userns_disabled: bool,
     /// --die-with-parent: the launcher also dies with its own parent.
     pub die_with_parent: bool,
     /// --userns: join this user namespace instead of creating one (the other namespaces are

@@ -461,8 +461,8 @@ fn namespaces_match_bubblewrap() {
 
 /// --disable-userns: no nested user namespace can be created inside, in both (bubblewrap
 /// sets user.max_user_namespaces in a namespace of its own, airlock to 0: the value differs).
-/// bubblewrap wants --unshare-user even from an unprivileged caller; airlock accepts the
-/// option alone there (the user namespace is implied).
+/// Both want --unshare-user itself, also from an unprivileged caller (whose user namespace is
+/// implied) and with --unshare-all (which may skip it): airlock had accepted both.
 #[test]
 fn disable_userns() {
     let probe = "unshare --user true 2>/dev/null && echo nested-ok || echo nested-refused";
@@ -482,23 +482,69 @@ fn disable_userns() {
         let c = case(&["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user"]).sh(probe);
         let [b, _] = same(&c, who);
         assert_eq!(b.stdout, "nested-ok\n");
-        let [b, a] = case(&["--ro-bind", "/", "/", "--disable-userns", "true"]).run_all(who);
-        assert_eq!(b.code, 1);
-        assert!(
-            b.stderr
-                .starts_with("bwrap: --disable-userns requires --unshare-user")
-        );
-        match who {
-            Launcher::Root => {
-                assert_eq!(a.code, 1);
-                assert!(
-                    a.stderr
-                        .starts_with("bwrap: --disable-userns requires --unshare-user")
-                );
-            }
-            Launcher::Unprivileged => assert_eq!(a.code, 0, "{}", a.show()),
+        for set in [&[][..], &["--unshare-all"][..]] {
+            let args = with(
+                &with(&["--ro-bind", "/", "/"], set),
+                &["--disable-userns", "true"],
+            );
+            let [b, _] = same(&case(&args), who);
+            assert_eq!(
+                (b.code, b.stderr.as_str()),
+                (1, "bwrap: --disable-userns requires --unshare-user\n")
+            );
         }
     }
+}
+
+/// --assert-userns-disabled checks, it does not disable: inside a user namespace that still
+/// allows a nested one (a new one, or none for a root caller) the launch fails with
+/// bubblewrap's words, with or without --unshare-user; joined with --userns to a sandbox made
+/// with --disable-userns (the same implementation's), it runs. airlock had disabled nested
+/// user namespaces itself and run, as root refusing it without --unshare-user.
+#[test]
+fn assert_userns_disabled_checks_and_does_not_disable() {
+    let refused = "bwrap: creation of new user namespaces was not disabled as requested\n";
+    for who in BOTH {
+        for set in [&[][..], &["--unshare-user"][..]] {
+            let args = with(
+                &with(&["--ro-bind", "/", "/"], set),
+                &["--assert-userns-disabled", "true"],
+            );
+            let [b, _] = same(&case(&args), who);
+            assert_eq!((b.code, b.stderr.as_str()), (1, refused));
+        }
+        let args = [
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-user",
+            "--disable-userns",
+            "--assert-userns-disabled",
+            "true",
+        ];
+        let [b, _] = same(&case(&args), who);
+        assert_eq!(b.code, 0, "{}", b.show());
+    }
+    // The sandbox to join: made with --disable-userns, its child-pid read from --info-fd.
+    let d = tmpdir(0o755);
+    let info = d.path().join("info");
+    let script = format!(
+        r#"exec 3>{info}
+$BW --unshare-user --disable-userns --unshare-pid --die-with-parent --ro-bind / / \
+  --info-fd 3 sleep 10 >/dev/null 2>&1 &
+outer=$!
+exec 3>&-
+for _ in $(seq 500); do grep -q child-pid {info} && break; sleep 0.01; done
+pid=$(sed -n 's/.*"child-pid": \([0-9]*\).*/\1/p' {info})
+exec 5</proc/$pid/ns/user
+$BW --userns 5 "$@"; echo "exit $?"
+$BW --userns 5 --ro-bind / / unshare --user true 2>/dev/null; echo "control exit $?"
+{{ kill $outer; wait $outer; }} 2>/dev/null"#,
+        info = info.display()
+    );
+    let c = case(&["--assert-userns-disabled", "--ro-bind", "/", "/", "true"]).script(&script);
+    let [b, _] = same(&c, Launcher::Root);
+    assert_eq!(b.stdout, "exit 0\ncontrol exit 1\n", "{}", b.show());
 }
 
 #[test]
@@ -2202,6 +2248,16 @@ fn args_from_a_descriptor_parsed_in_place() {
             .sh(probe);
         let [b, _] = same(&c, who);
         assert_eq!(b.stdout, "X=from-args Y=from-more SPACED=a b  c\n/usr\n");
+        // bubblewrap closes a descriptor once it has read it: named again, it is not open
+        // (airlock had read it again, finding nothing, and run).
+        let c = case(&["--ro-bind", "/", "/", "--args", "6", "--args", "6"])
+            .pre(&pre)
+            .sh(probe);
+        let [b, _] = same(&c, who);
+        assert_eq!(
+            (b.code, b.stderr.as_str()),
+            (1, "bwrap: Can't read --args data: Bad file descriptor\n")
+        );
     }
 }
 
@@ -2351,11 +2407,71 @@ fn usage_errors_read_word_for_word_as_bubblewraps() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// Command lines bubblewrap 0.8 refuses and airlock had run, or refused in words of its own:
+/// a --setenv or --unsetenv name setenv(3) refuses (empty, or holding `=`), a --size given
+/// twice, --as-pid-1 with --lock-file, --userns beside --unshare-user or the --unshare-user-try
+/// of --unshare-all, --disable-userns with --userns-block-fd; and a line without a command
+/// whose namespace options conflict, which bubblewrap reports before the missing command.
+#[test]
+fn command_lines_bubblewrap_refuses_are_refused_in_its_words() {
+    let ro = ["--ro-bind", "/", "/"];
+    let lines: Vec<Vec<&str>> = vec![
+        with(&ro, &["--setenv", "A=B", "C", "true"]),
+        with(&ro, &["--setenv", "", "C", "true"]),
+        with(&ro, &["--clearenv", "--setenv", "=", "", "env"]),
+        with(&ro, &["--unsetenv", "A=B", "true"]),
+        with(&ro, &["--unsetenv", "", "true"]),
+        with(&ro, &["--setenv", "A=B", "C", "--frobnicate", "true"]),
+        with(
+            &ro,
+            &[
+                "--size", "4096", "--size", "8192", "--tmpfs", "/tmp", "true",
+            ],
+        ),
+        with(
+            &ro,
+            &[
+                "--unshare-pid",
+                "--as-pid-1",
+                "--lock-file",
+                "/etc/hostname",
+                "true",
+            ],
+        ),
+        with(&ro, &["--unshare-user", "--userns", "6", "true"]),
+        with(&ro, &["--unshare-all", "--userns", "6", "true"]),
+        with(
+            &ro,
+            &[
+                "--unshare-user",
+                "--disable-userns",
+                "--info-fd",
+                "7",
+                "--userns-block-fd",
+                "6",
+                "true",
+            ],
+        ),
+        with(&ro, &["--disable-userns"]),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for args in &lines {
+            let c = case(args).pre("exec 6</dev/null 7>/dev/null");
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// Setup failures a user meets, whole messages compared: a descriptor named but not open, a
 /// source path in a symlink loop, a file bound onto a directory and the reverse, a seccomp
 /// program of the wrong length, a file that cannot be created, --remount-ro of a path that is
-/// missing or not a mount point, an empty command, a --userns-block-fd released with no id
-/// maps written. Errno texts are glibc's, as
+/// missing or not a mount point, a --chmod that fails (its mode printed as C's "%#o"), a file
+/// asked for at an empty destination, an empty command, a --userns-block-fd released with no
+/// id maps written. Errno texts are glibc's, as
 /// bubblewrap's are ("Bad file descriptor", "Too many levels of symbolic links").
 #[test]
 fn setup_failures_read_word_for_word_as_bubblewraps() {
@@ -2391,6 +2507,14 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
         with(&base, &["--ro-bind", &file, "/usr/x"]),
         with(&base, &["--remount-ro", "/nx"]),
         with(&base, &["--dir", "/d", "--remount-ro", "/d"]),
+        // The mode as "%#o" prints it (airlock had printed 0000, 0005).
+        with(&base, &["--chmod", "0", "/nx"]),
+        with(&base, &["--chmod", "5", "/nx"]),
+        with(&base, &["--chmod", "4755", "/nx"]),
+        // An empty destination is named as given (airlock had printed "/").
+        with(&base, &["--file", "9", ""]),
+        with(&base, &["--ro-bind-data", "9", ""]),
+        with(&base, &["--ro-bind", &file, ""]),
         with(&base, &["--", ""]),
         with(
             &base,
@@ -2447,6 +2571,59 @@ fn join_and_hostname_failures_read_as_bubblewraps() {
         );
         if (b.code, first(&b)) != (a.code, a.stderr.trim_end().to_string()) {
             wrong.push(format!("--pidns {fd}:\n{}\n{}", b.show(), a.show()));
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
+/// A destination that ends with `/` names a directory, as bubblewrap makes its parents: every
+/// name before a `/` is made a directory. A file (a bind of one, --file, --bind-data,
+/// --bind-fd) or a symlink asked for there fails (EISDIR, EEXIST), where airlock had dropped
+/// the `/` and run; a file already at that name stops every operation that makes parents,
+/// --remount-ro included, and --chmod fails with the kernel's ENOTDIR. Messages show the path
+/// as given. A directory destination or a source with a trailing `/` runs in both.
+#[test]
+fn a_destination_ending_with_a_slash_names_a_directory() {
+    let base = with(
+        MIN,
+        &[
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            "/etc/hostname",
+            "/tmp/f",
+            "--dir",
+            "/tmp/d",
+        ],
+    );
+    let lines: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["--ro-bind", "/etc/hostname", "/tmp/h/"], 1),
+        (vec!["--ro-bind-try", "/etc/hostname", "/tmp/h/"], 1),
+        (vec!["--ro-bind", "/etc/hostname", "/tmp/d/"], 1),
+        (vec!["--bind-fd", "5", "/tmp/h/"], 1),
+        (vec!["--file", "5", "/tmp/h/"], 1),
+        (vec!["--bind-data", "5", "/tmp/h/"], 1),
+        (vec!["--ro-bind-data", "5", "/tmp/h/"], 1),
+        (vec!["--symlink", "a", "/tmp/h/"], 1),
+        (vec!["--ro-bind", "/etc/hostname", "/tmp/f/"], 1),
+        (vec!["--ro-bind", "/usr", "/tmp/f/"], 1),
+        (vec!["--dir", "/tmp/f/"], 1),
+        (vec!["--tmpfs", "/tmp/f/"], 1),
+        (vec!["--remount-ro", "/tmp/f/"], 1),
+        (vec!["--remount-ro", "/tmp/d/"], 1),
+        (vec!["--chmod", "0700", "/tmp/f/"], 1),
+        (vec!["--ro-bind", "/usr/", "/tmp/u/"], 0),
+        (vec!["--dir", "/tmp/x//"], 0),
+        (vec!["--tmpfs", "/tmp/t/"], 0),
+        (vec!["--ro-bind-try", "/nonexistent/", "/tmp/n/"], 0),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (args, code) in &lines {
+            let c = case(&with(&with(&base, args), &["true"])).pre("exec 5</etc/hostname");
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, *code, "{}", b.show());
+            wrong.extend(differs);
         }
     }
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));

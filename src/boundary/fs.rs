@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -512,9 +512,27 @@ pub(super) fn enter_new_root() -> Result<(), SysError> {
 const SCAFFOLD: &str = "/tmp";
 const NEWROOT: &str = "/newroot";
 
-/// An absolute path inside the sandbox, as seen from the scaffold.
+/// An absolute path inside the sandbox, as seen from the scaffold. A trailing `/` is kept (a
+/// `PathBuf` would drop it): it names a directory, so a file or link asked for there fails as
+/// the kernel fails it (EISDIR, EEXIST), as under bubblewrap, and messages show the path as
+/// given.
 pub(super) fn at(p: &Path) -> PathBuf {
-    Path::new(NEWROOT).join(p.strip_prefix("/").unwrap_or(p))
+    // An empty destination is the root, named without a `/` so messages show it as given.
+    if p.as_os_str().is_empty() {
+        return PathBuf::from(NEWROOT);
+    }
+    let inside = Path::new(NEWROOT).join(p.strip_prefix("/").unwrap_or(p));
+    if !names_a_directory(p) || inside == Path::new(NEWROOT) {
+        return inside;
+    }
+    let mut s = inside.into_os_string();
+    s.push("/");
+    s.into()
+}
+
+/// Whether `p` ends with `/`.
+fn names_a_directory(p: &Path) -> bool {
+    p.as_os_str().as_bytes().ends_with(b"/")
 }
 
 /// mkdir -p (under the scaffold, where every path resolves inside it). Something other than
@@ -547,8 +565,8 @@ fn made_mode(perms: Option<u32>, file_bind: Option<bool>) -> u32 {
 /// The mode bubblewrap gives an operation's destination when it makes the missing parents of
 /// every destination, before the operation itself: the entry's own mode, or 0 for one that
 /// has none (a bind, --proc, --dev, --mqueue, a symlink, an overlay), so that their parents
-/// are 0700. None: no parents are made (a `-try` bind whose source is missing, --chmod,
-/// --remount-ro, the other front ends' operations).
+/// are 0700. None: no parents are made (a `-try` bind whose source is missing, --chmod, the
+/// other front ends' operations).
 fn bwrap_parent_perms<'a>(op: &'a FsOp, prep: &Prepared) -> Option<(&'a Path, u32)> {
     match op {
         FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. } => {
@@ -556,6 +574,8 @@ fn bwrap_parent_perms<'a>(op: &'a FsOp, prep: &Prepared) -> Option<(&'a Path, u3
         }
         FsOp::Proc(dest) | FsOp::Dev(dest) | FsOp::Mqueue(dest) => Some((dest, 0)),
         FsOp::Symlink { dest, .. } | FsOp::Overlay { dest, .. } => Some((dest, 0)),
+        // bubblewrap makes them for --remount-ro too, though it then wants a mount there.
+        FsOp::RemountRo(dest) => Some((dest, 0)),
         FsOp::Tmpfs { dest, perms, .. } | FsOp::Dir { dest, perms } => {
             Some((dest, made_mode(*perms, None)))
         }
@@ -578,18 +598,21 @@ fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
         mode |= 0o005;
     }
     // The new root itself is always there (a destination directly under `/` has no parent
-    // to make): not asked again for every operation.
-    let Some(parent) = at(dest)
-        .parent()
-        .filter(|p| *p != Path::new(NEWROOT))
-        .map(Path::to_path_buf)
-    else {
+    // to make): not asked again for every operation. A destination that ends with `/` is a
+    // parent itself (bubblewrap's mkdir of every name before a `/`): made a directory, before
+    // the operation tries to put a file or link there.
+    let inside = at(dest);
+    let parent = match names_a_directory(dest) {
+        true => Some(inside.as_path()),
+        false => inside.parent(),
+    };
+    let Some(parent) = parent.filter(|p| *p != Path::new(NEWROOT)) else {
         return Ok(());
     };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
-        .create(&parent)
+        .create(parent)
         .map_err(|e| {
             let call = format!("mkdir parents for {dest:?}");
             match e.kind() {

@@ -331,6 +331,15 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
         sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
     }
+    //    bwrap's --disable-userns and --assert-userns-disabled: the user namespace the task
+    //    will be in must refuse a nested one now, while nothing can have changed that yet.
+    if spec
+        .bwrap
+        .as_ref()
+        .is_some_and(|b| b.disable_userns || b.assert_userns_disabled)
+    {
+        nested_userns_refused().step(NESTED_USERNS_STEP)?;
+    }
     nix::sys::stat::umask(caller_umask);
     drop_caps_except(&spec.lockdown.keep_caps).step("12 drop capabilities")?;
     // bwrap mode, an unprivileged caller: bubblewrap enters the working directory with the
@@ -445,6 +454,23 @@ pub(super) fn cap_user_namespace(proc: &Path, bwrap_mode: bool) -> Result<(), Sy
         }
     }
     Ok(())
+}
+
+/// Step 12's check that no nested user namespace can be made here (bwrap mode words its
+/// failure as bubblewrap does).
+pub const NESTED_USERNS_STEP: &str = "12 nested user namespaces refused";
+
+/// Try to create a user namespace: the kernel's refusal (any errno) is the answer wanted. Should
+/// the kernel allow it, this init has left the sandbox's user namespace for the new one, and
+/// the launch stops with the error.
+fn nested_userns_refused() -> Result<(), SysError> {
+    match sys::unshare_namespaces(libc::CLONE_NEWUSER) {
+        Err(_) => Ok(()),
+        Ok(()) => Err(SysError {
+            call: "unshare(CLONE_NEWUSER) succeeded: user namespaces were to be disabled".into(),
+            errno: Errno::EEXIST,
+        }),
+    }
 }
 
 fn non_dumpable() -> Result<(), SysError> {
