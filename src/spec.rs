@@ -702,7 +702,9 @@ fn check_dest_length(dest: &Path) -> Result<(), UsageError> {
     Ok(())
 }
 
-/// Parse `SRC[:DEST]`.
+/// Parse `SRC[:DEST]`. DEST is taken by its components: a trailing `/` (or `//`, `/./`) does
+/// not change where the bind lands, whatever SRC is (bwrap mode's destinations keep theirs,
+/// which there names a directory, as under bubblewrap).
 pub fn parse_bind(arg: &str, writable: bool) -> Result<Bind, UsageError> {
     let (src, dest) = match arg.split_once(':') {
         Some((s, d)) => (s, d),
@@ -713,7 +715,7 @@ pub fn parse_bind(arg: &str, writable: bool) -> Result<Bind, UsageError> {
     }
     Ok(Bind {
         src: PathBuf::from(src),
-        dest: PathBuf::from(dest),
+        dest: Path::new(dest).components().collect(),
         writable,
     })
 }
@@ -983,6 +985,10 @@ mod tests {
             }
         );
         assert_eq!(parse_bind("/a", true).unwrap().dest, PathBuf::from("/a"));
+        for dest in ["/b/", "/b//", "//b/./"] {
+            let b = parse_bind(&format!("/a:{dest}"), false).unwrap();
+            assert_eq!(b.dest.as_os_str(), "/b", "{dest}");
+        }
         for bad in [
             "rel:/x",
             "/x:rel",

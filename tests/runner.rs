@@ -788,6 +788,37 @@ fn bind_destinations_past_the_kernels_lengths_are_bad_usage() {
     }
 }
 
+/// A trailing `/` on a bind destination does not change where the bind lands in airlock run:
+/// a file bound to `/data/` is read at `/data` (with bwrap mode's trailing-slash rule shared
+/// by airlock run for a moment, that was step 7's ENOENT from `mknod("/newroot/data/")`, exit
+/// 125), and a directory bound to `/docs//` is listed at `/docs`.
+#[test]
+fn a_trailing_slash_on_a_bind_destination_names_the_same_place() {
+    let dir = tmpdir();
+    let file = dir.path().join("f");
+    std::fs::write(&file, "contents\n").unwrap();
+    let bind = format!("{}:/data/", file.display());
+    for who in BOTH {
+        let run = al(
+            who,
+            &[
+                "run",
+                "--ro-bind",
+                &bind,
+                "--ro-bind",
+                "/usr/share:/docs//",
+                "--",
+                "sh",
+                "-c",
+                "cat /data && test -d /docs/doc && echo listed",
+            ],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        assert_eq!(stdout(&run.out), "contents\nlisted\n", "{who:?}");
+    }
+}
+
 /// A bind inside another host tree needs its mount point there: inside a read-only one
 /// (`/usr`, another --ro-bind) it cannot be made (step 7 failed, 125, EROFS), inside a
 /// writable --bind it was made on the host and left there after the run (exit 0, an empty
