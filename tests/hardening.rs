@@ -627,6 +627,15 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
     }
 }
 
+/// Python for the terminal probes: `attempt(name, f)` prints `name OK`, or `name` and the
+/// errno's name when f raises OSError, and flushes.
+const PY_ATTEMPT: &str = "def attempt(name, f):\n\
+                          \x20   try:\n\
+                          \x20       f(); print(name, 'OK')\n\
+                          \x20   except OSError as e:\n\
+                          \x20       print(name, errno.errorcode[e.errno])\n\
+                          \x20   sys.stdout.flush()\n";
+
 /// The caller's terminal is not the task's controlling terminal, and cannot be made so. The
 /// task runs in a session of its own, made by the init (step 12), so `/dev/tty` has nothing to
 /// open for it (`TTY ENXIO`) although its streams are the caller's terminal; and taking that
@@ -638,20 +647,18 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
 /// holds CAP_SYS_ADMIN, takes it (`STEAL OK`; uid 65534 cannot, outside either).
 #[test]
 fn a_task_cannot_take_the_callers_terminal_as_its_own() {
-    let probe = "import errno, fcntl, os, sys, termios\n\
-                 def attempt(name, f):\n\
-                 \x20   try:\n\
-                 \x20       f(); print(name, 'OK')\n\
-                 \x20   except OSError as e:\n\
-                 \x20       print(name, errno.errorcode[e.errno])\n\
-                 \x20   sys.stdout.flush()\n\
-                 attempt('TTY', lambda: os.close(os.open('/dev/tty', os.O_RDWR | os.O_NOCTTY)))\n\
+    let probe = &[
+        "import errno, fcntl, os, sys, termios\n",
+        PY_ATTEMPT,
+        "attempt('TTY', lambda: os.close(os.open('/dev/tty', os.O_RDWR | os.O_NOCTTY)))\n\
                  pid = os.fork()\n\
                  if pid == 0:\n\
                  \x20   os.setsid()\n\
                  \x20   attempt('STEAL', lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 1))\n\
                  \x20   os._exit(0)\n\
-                 os.waitpid(pid, 0)\n";
+                 os.waitpid(pid, 0)\n",
+    ]
+    .concat();
     let harness = |who: Launcher, sandboxed: bool| -> String {
         let mut c = Command::new("python3");
         c.args(["-c", PTY_HARNESS]);
@@ -736,18 +743,17 @@ print('job', 'done' if 'job-done' in text else 'signal %d' % -rc)
 /// beside it included.
 #[test]
 fn a_task_cannot_signal_the_callers_foreground_job_through_its_terminal() {
-    let probe = "import errno, fcntl, os, signal, sys\n\
-                 def attempt(name, f):\n\
-                 \x20   try:\n\
-                 \x20       f(); print(name, 'OK')\n\
-                 \x20   except OSError as e:\n\
-                 \x20       print(name, errno.errorcode[e.errno])\n\
-                 attempt('F_SETSIG', lambda: fcntl.fcntl(0, 10, signal.SIGKILL))\n\
+    let probe = &[
+        "import errno, fcntl, os, signal, sys\n",
+        PY_ATTEMPT,
+        "attempt('F_SETSIG', lambda: fcntl.fcntl(0, 10, signal.SIGKILL))\n\
                  attempt('FIOASYNC', lambda: fcntl.ioctl(0, 0x5452, (1).to_bytes(4, 'little')))\n\
                  attempt('F_SETFL', lambda: fcntl.fcntl(0, fcntl.F_SETFL,\n\
                  \x20                                      fcntl.fcntl(0, fcntl.F_GETFL) | os.O_ASYNC))\n\
                  sys.stdout.flush()\n\
-                 sys.stdin.readline()\n";
+                 sys.stdin.readline()\n",
+    ]
+    .concat();
     let job = |who: Launcher, sandboxed: bool| -> String {
         let user = as_user(who);
         let mut c = Command::new(user.first().copied().unwrap_or("/usr/bin/python3"));
