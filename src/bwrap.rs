@@ -1027,11 +1027,11 @@ pub fn main(args: &[String]) -> i32 {
     };
     match parse(args, &caller) {
         Ok(Parsed::Help) => {
-            crate::out(HELP);
+            let _ = crate::write_stdout(HELP); // bubblewrap exits 0 whatever the write did
             0
         }
         Ok(Parsed::Version) => {
-            crate::out(&format!("{VERSION}\n"));
+            let _ = crate::write_stdout(&format!("{VERSION}\n"));
             0
         }
         Ok(Parsed::Run(spec)) => {

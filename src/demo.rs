@@ -279,7 +279,7 @@ fn demo(json_out: bool) -> Result<i32, String> {
 
     drop(scratch);
     drop(home);
-    if json_out {
+    let text = if json_out {
         let doc: Vec<Value> = blocks
             .iter()
             .map(|b| {
@@ -287,21 +287,22 @@ fn demo(json_out: bool) -> Result<i32, String> {
                        "why": b.notes, "exit_code": b.exit_code})
             })
             .collect();
-        crate::out(&format!("{}\n", json!({"demo": doc, "url": url})));
+        format!("{}\n", json!({"demo": doc, "url": url}))
     } else {
-        let mut out = std::io::stdout().lock();
+        let mut text = String::new();
         for b in &blocks {
-            let _ = writeln!(out, "== {}\n   $ {}", b.heading, b.command.join(" "));
+            text += &format!("== {}\n   $ {}\n", b.heading, b.command.join(" "));
             for l in &b.lines {
-                let _ = writeln!(out, "   {l}");
+                text += &format!("   {l}\n");
             }
             for n in &b.notes {
-                let _ = writeln!(out, "   why: {n}");
+                text += &format!("   why: {n}\n");
             }
-            let _ = writeln!(out);
+            text += "\n";
         }
-    }
-    Ok(0)
+        text
+    };
+    Ok(crate::out(&text, 0))
 }
 
 fn text_lines(s: &str) -> Vec<String> {

@@ -325,7 +325,13 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
             let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
             return fail(true, &launch::Failure::Usage(msg));
         }
-        // Help, version, and plain-mode refusals: as clap prints and exits them.
+        // Help and version on stdout, checked as any output is (clap's own exit would drop
+        // a failed write).
+        Err(e) if !e.use_stderr() => {
+            let printed = e.print().and_then(|()| std::io::stdout().flush());
+            return written(printed, 0);
+        }
+        // Plain-mode refusals: as clap prints and exits them.
         Err(e) => e.exit(),
     };
     let code = match cli.command {
@@ -694,8 +700,7 @@ fn explain(args: RunArgs) -> i32 {
         Ok(mut spec) => {
             scope_abstract_sockets(&mut spec);
             let uid = nix::unistd::geteuid();
-            out(&explain::explain(&spec, uid.is_root(), uid.as_raw()));
-            0
+            out(&explain::explain(&spec, uid.is_root(), uid.as_raw()), 0)
         }
         Err(e) => fail(false, &launch::Failure::Usage(e.0)),
     }
@@ -724,19 +729,21 @@ fn run_audit(kind: AuditKind) -> i32 {
     });
     match result {
         Ok(report) => {
+            let code = i32::from(!report.findings.is_empty());
             if a.json {
-                out(&format!("{}\n", audit::to_json(&report)));
+                out(&format!("{}\n", audit::to_json(&report)), code)
             } else {
-                out(&audit::render_text(&report));
+                out(&audit::render_text(&report), code)
             }
-            i32::from(!report.findings.is_empty())
         }
         Err(e) => {
             if a.json {
-                out(&format!("{}\n", serde_json::json!({"error": e})));
-            } else {
-                crate::say!("airlock audit: {e}");
+                return out(
+                    &format!("{}\n", serde_json::json!({"error": e})),
+                    exit::USAGE,
+                );
             }
+            crate::say!("airlock audit: {e}");
             exit::USAGE
         }
     }
@@ -784,11 +791,10 @@ fn docker_args(a: DockerArgs) -> i32 {
         command: a.command,
     });
     if a.json {
-        out(&format!("{}\n", serde_json::Value::from(argv)));
+        out(&format!("{}\n", serde_json::Value::from(argv)), 0)
     } else {
-        out(&format!("{}\n", audit::shell_quote(&argv)));
+        out(&format!("{}\n", audit::shell_quote(&argv)), 0)
     }
-    0
 }
 
 fn install_bwrap(dir: &std::path::Path, force: bool) -> i32 {
@@ -818,10 +824,7 @@ fn install_bwrap(dir: &std::path::Path, force: bool) -> i32 {
         Ok(dest)
     })();
     match result {
-        Ok(dest) => {
-            out(&format!("{}\n", dest.display()));
-            0
-        }
+        Ok(dest) => out(&format!("{}\n", dest.display()), 0),
         Err(e) => {
             crate::say!("airlock install-bwrap: {e}");
             exit::USAGE
@@ -948,9 +951,31 @@ fn write_report(bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Write to stdout; a closed stdout (`| head`) is not an error worth a panic.
-pub fn out(text: &str) {
+/// Write `text` whole to stdout.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut o = std::io::stdout().lock();
-    let _ = o.write_all(text.as_bytes()).and_then(|_| o.flush());
+    o.write_all(text.as_bytes()).and_then(|_| o.flush())
+}
+
+/// Print a command's output on stdout and return its exit status `code`. Output that stdout
+/// cannot take whole (a full disk, the caller's file size limit) is not lost silently: airlock
+/// says so on stderr and exits 2, naming the status it would have had. A reader that went
+/// away (EPIPE, `| head`) is not an error, as for the JSON report.
+pub fn out(text: &str, code: i32) -> i32 {
+    written(write_stdout(text), code)
+}
+
+fn written(result: std::io::Result<()>, code: i32) -> i32 {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            crate::say!(
+                "airlock: stdout could not take the output whole: {e} (the exit status would \
+                 have been {code})"
+            );
+            exit::USAGE
+        }
+        _ => code,
+    }
 }
 
 fn fail(json_mode: bool, f: &launch::Failure) -> i32 {

@@ -2222,3 +2222,55 @@ fn unknown_subcommands_and_flags_exit_2() {
         }
     }
 }
+
+/// Output stdout cannot take whole is not lost silently: each command that prints (help,
+/// version, `explain`, `audit`, `docker-args`) into /dev/full says so on stderr and exits 2,
+/// naming the status it would have had (an audit with findings: 1); they exited 0 (1) with
+/// nothing said. bwrap mode's `--help` and `--version` exit 0 as bubblewrap's do (it prints
+/// nothing either). Control: the same commands into a pipe exit with that status and print.
+#[test]
+fn output_stdout_cannot_take_is_an_error_not_lost() {
+    let cases: &[(&[&str], i32)] = &[
+        (&["--help"], 0),
+        (&["--version"], 0),
+        (&["run", "--help"], 0),
+        (&["explain", "--", "true"], 0),
+        (&["audit", "bwrap", "--", "--bind", "/", "/", "true"], 1),
+        (
+            &["audit", "bwrap", "--json", "--", "--bind", "/", "/", "true"],
+            1,
+        ),
+        (&["docker-args", "--image", "img", "--", "true"], 0),
+    ];
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    for (args, code) in cases {
+        let o = airlock(Launcher::Root, args)
+            .stdout(full())
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("stdout could not take the output whole: No space left on device")
+                && err.contains(&format!("the exit status would have been {code})")),
+            "{args:?}: {err}"
+        );
+        // Control.
+        let o = airlock(Launcher::Root, args).output().unwrap();
+        assert_eq!(o.status.code(), Some(*code), "{args:?}: {}", stderr(&o));
+        assert!(!o.stdout.is_empty(), "{args:?}");
+    }
+    for flag in ["--help", "--version"] {
+        let o = airlock(Launcher::Root, &["bwrap", flag])
+            .stdout(full())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "bwrap {flag}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "bwrap {flag}");
+    }
+}
