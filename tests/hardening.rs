@@ -627,6 +627,16 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
     }
 }
 
+/// A probe's prelude: `attempt(name, f)` runs `f` and prints `name OK`, or `name` and the
+/// errno's name, at once (the terminal probes' output is read as it comes).
+const PY_ATTEMPT: &str = "import errno, sys\n\
+                          def attempt(name, f):\n\
+                          \x20   try:\n\
+                          \x20       f(); print(name, 'OK')\n\
+                          \x20   except OSError as e:\n\
+                          \x20       print(name, errno.errorcode[e.errno])\n\
+                          \x20   sys.stdout.flush()\n";
+
 /// The caller's terminal is not the task's controlling terminal, and cannot be made so. The
 /// task runs in a session of its own, made by the init (step 12), so `/dev/tty` has nothing to
 /// open for it (`TTY ENXIO`) although its streams are the caller's terminal; and taking that
@@ -638,13 +648,8 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
 /// holds CAP_SYS_ADMIN, takes it (`STEAL OK`; uid 65534 cannot, outside either).
 #[test]
 fn a_task_cannot_take_the_callers_terminal_as_its_own() {
-    let probe = "import errno, fcntl, os, sys, termios\n\
-                 def attempt(name, f):\n\
-                 \x20   try:\n\
-                 \x20       f(); print(name, 'OK')\n\
-                 \x20   except OSError as e:\n\
-                 \x20       print(name, errno.errorcode[e.errno])\n\
-                 \x20   sys.stdout.flush()\n\
+    let probe = PY_ATTEMPT.to_owned()
+        + "import fcntl, os, termios\n\
                  attempt('TTY', lambda: os.close(os.open('/dev/tty', os.O_RDWR | os.O_NOCTTY)))\n\
                  pid = os.fork()\n\
                  if pid == 0:\n\
@@ -656,7 +661,13 @@ fn a_task_cannot_take_the_callers_terminal_as_its_own() {
         let mut c = Command::new("python3");
         c.args(["-c", PTY_HARNESS]);
         let ctx = format!("{who:?}");
-        through(c, who, sandboxed, &["/usr/bin/python3", "-c", probe], &ctx)
+        through(
+            c,
+            who,
+            sandboxed,
+            &["/usr/bin/python3", "-c", probe.as_str()],
+            &ctx,
+        )
     };
     let shown = |tty: &str, steal: &str| {
         format!("rc 0\nafter written True\nshown TTY {tty}\nSTEAL {steal}\nafter the run\n")
@@ -736,12 +747,8 @@ print('job', 'done' if 'job-done' in text else 'signal %d' % -rc)
 /// beside it included.
 #[test]
 fn a_task_cannot_signal_the_callers_foreground_job_through_its_terminal() {
-    let probe = "import errno, fcntl, os, signal, sys\n\
-                 def attempt(name, f):\n\
-                 \x20   try:\n\
-                 \x20       f(); print(name, 'OK')\n\
-                 \x20   except OSError as e:\n\
-                 \x20       print(name, errno.errorcode[e.errno])\n\
+    let probe = PY_ATTEMPT.to_owned()
+        + "import fcntl, os, signal\n\
                  attempt('F_SETSIG', lambda: fcntl.fcntl(0, 10, signal.SIGKILL))\n\
                  attempt('FIOASYNC', lambda: fcntl.ioctl(0, 0x5452, (1).to_bytes(4, 'little')))\n\
                  attempt('F_SETFL', lambda: fcntl.fcntl(0, fcntl.F_SETFL,\n\
@@ -759,7 +766,7 @@ fn a_task_cannot_signal_the_callers_foreground_job_through_its_terminal() {
             c.arg(binary()).args(["run", "--"]);
         }
         let o = c
-            .args(["/usr/bin/python3", "-c", probe])
+            .args(["/usr/bin/python3", "-c", probe.as_str()])
             .stdin(Stdio::null())
             .output()
             .unwrap();
