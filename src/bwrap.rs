@@ -898,13 +898,14 @@ pub fn message(e: &StepError) -> String {
         let perms = call.rsplit(", ").next().unwrap_or("").trim_end_matches(')');
         return format!("Can't chmod {} {path}: {errno}", c_octal(perms));
     }
+    // bubblewrap resolves the path, then looks it up in the mount table.
+    if call.starts_with("open(") && call.ends_with("to remount it RDONLY") {
+        let path = call.split('"').nth(1).unwrap_or("");
+        return format!("Can't remount readonly on {path}: realpath(destination): {errno}");
+    }
     if call.starts_with("mount_setattr(") && call.ends_with("RDONLY)") {
         let path = call.split('"').nth(1).unwrap_or("");
-        // bubblewrap resolves the path, then looks it up in the mount table.
         return match e.err.errno {
-            Errno::ENOENT => {
-                format!("Can't remount readonly on {path}: realpath(destination): {errno}")
-            }
             // The table is searched for the resolved path, which has no trailing '/'.
             Errno::EINVAL => format!(
                 "Can't remount readonly on {path}: Unable to find \"{}\" in mount table",

@@ -226,6 +226,27 @@ mod tests {
         }
         let long = prog(300);
         assert_eq!(policy::share_returns(&long), long);
+        // A `ja` keeps its target: nr 5 and up jump past the nr 1 test to the nr 6 test.
+        let ja: Vec<Insn> = vec![
+            (0x20, 0, 0, 0),
+            (0x35, 0, 1, 5),
+            (0x05, 0, 0, 3),
+            (0x15, 0, 1, 1),
+            (0x06, 0, 0, eperm),
+            (0x06, 0, 0, policy::RET_ALLOW),
+            (0x15, 0, 1, 6),
+            (0x06, 0, 0, eperm),
+            (0x06, 0, 0, policy::RET_ALLOW),
+        ];
+        let shared = policy::share_returns(&ja);
+        assert!(shared.len() < ja.len(), "{shared:?}");
+        for nr in 0..10 {
+            assert_eq!(
+                policy::run(&shared, nr, 0, [0; 6]),
+                policy::run(&ja, nr, 0, [0; 6]),
+                "ja: nr {nr}"
+            );
+        }
         // A jump it does not emit (jeq x), or one past the end: left as it was.
         let mut odd = short.clone();
         odd[1] = (0x1d, 0, 1, 0);
@@ -293,6 +314,34 @@ mod tests {
         let mut odd = p.clone();
         odd[19] = (0x1d, 0, 1, 0);
         assert_eq!(policy::drop_reloads(&odd), odd);
+
+        // A `ja` (the search's way past 255 instructions): the load it reaches with nr in A is
+        // dropped as one reached by a jump, and it lands where it did once a load between
+        // it and its target is gone.
+        let p: Vec<Insn> = vec![
+            (0x20, 0, 0, 0),     // 0: A = nr
+            (0x35, 0, 1, 5),     // 1: nr >= 5? to 2, else to 3
+            (0x05, 0, 0, 3),     // 2: ja 6
+            (0x20, 0, 0, 16),    // 3: A = arg0
+            (0x20, 0, 0, 16),    // 4: A = arg0 again: dropped
+            (0x15, 2, 3, 7),     // 5: arg0 == 7: EPERM, else ALLOW
+            (0x20, 0, 0, 0),     // 6: A = nr again (from the ja): dropped
+            (0x15, 0, 1, 6),     // 7: nr == 6: EPERM, else ALLOW
+            (0x06, 0, 0, eperm), // 8
+            (0x06, 0, 0, allow), // 9
+        ];
+        let dropped = policy::drop_reloads(&p);
+        assert_eq!(dropped.len(), p.len() - 2, "{dropped:?}");
+        for nr in 0..10 {
+            for a in [0, 6, 7] {
+                let args = [a, 0, 0, 0, 0, 0];
+                assert_eq!(
+                    policy::run(&dropped, nr, 0, args),
+                    policy::run(&p, nr, 0, args),
+                    "ja: nr {nr} arg0 {a}"
+                );
+            }
+        }
     }
 
     /// The compiler on a policy using every operator seccompiler's JSON has for 32-bit
@@ -333,6 +382,8 @@ mod tests {
             rule("clone", vec![masked(0, 0x1000, 0)]),
             rule("clone", vec![masked(0, 0x8000_0000, 0x8000_0000)]),
             rule("dup", vec![cond(0, "eq", 9)]),
+            // A qword `ne` then a test of the same argument's low half: the second load stays.
+            rule("pread64", vec![qword(0, "ne", 5), cond(0, "eq", 7)]),
             rule("fcntl", vec![]),
             rule("prlimit64", vec![cond(1, "eq", 4), qword(2, "ne", 0)]),
             rule(
@@ -348,6 +399,10 @@ mod tests {
             rule("dup", vec![cond(0, "ge", 5)]),
             rule("fcntl", vec![cond(1, "eq", 4)]),
             rule("mount", vec![cond(0, "eq", 0)]),
+            // One-bit masks of clone's word in the other filter too: each filter's bits fold
+            // apart, and enosys answers for a bit both name.
+            rule("clone", vec![masked(0, 0x100, 0x100)]),
+            rule("clone", vec![masked(0, 0x200, 0x200)]),
         ];
         let filter = |errno: u32, rules: &[String]| {
             format!(
@@ -363,6 +418,67 @@ mod tests {
         );
         for (_, target, audit) in ARCHES {
             assert!(assert_equivalent(&text, &["deny", "enosys"], target, audit) > 10_000);
+        }
+    }
+
+    /// A policy too large for the search's 8-bit jumps: splits whose left half is longer than
+    /// 255 instructions reach the right half through a `ja`, which `share_returns` and
+    /// `drop_reloads` must carry over, and the program still decides as seccompiler's.
+    #[test]
+    fn a_policy_past_the_8_bit_jumps_compiles_as_seccompiler_decides() {
+        let names = [
+            "read", "write", "close", "lseek", "mmap", "mprotect", "munmap", "brk", "ioctl",
+            "pread64", "pwrite64", "readv", "writev", "dup", "getpid", "socket", "connect",
+            "accept", "sendto", "recvfrom", "sendmsg", "recvmsg", "shutdown", "bind", "listen",
+            "execve", "kill", "uname", "fcntl", "flock",
+        ];
+        // Each syscall: six rules of two tests, told apart from its neighbours' by arg1, then
+        // four of arg0 alone (whose reloads are dropped, inside the `ja`s' reach).
+        let rules: Vec<String> = names
+            .iter()
+            .enumerate()
+            .flat_map(|(i, name)| {
+                let two = (0..6).map(move |k| {
+                    format!(
+                        r#"{{"syscall": "{name}", "args": [
+                            {{"index": 0, "type": "dword", "op": "eq", "val": {k}}},
+                            {{"index": 1, "type": "dword", "op": "eq", "val": {}}}]}}"#,
+                        k + i % 2
+                    )
+                });
+                let one = (6..10).map(move |k| {
+                    format!(
+                        r#"{{"syscall": "{name}", "args": [
+                            {{"index": 0, "type": "dword", "op": "eq", "val": {k}}}]}}"#
+                    )
+                });
+                two.chain(one)
+            })
+            .collect();
+        let text = format!(
+            r#"{{"deny": {{"mismatch_action": "allow", "filter_action": {{"errno": 1}},
+               "filter": [{}]}}}}"#,
+            rules.join(",")
+        );
+        for (_, target, audit) in ARCHES {
+            let ours = policy::compile(&text, &["deny"], audit, |n| {
+                policy::seccompiler_nr(n, target)
+            })
+            .unwrap();
+            assert!(ours.len() > 512, "{audit:?}: {}", ours.len());
+            assert!(ours.iter().any(|i| i.0 == 0x05), "{audit:?}: no ja");
+            assert!(assert_equivalent(&text, &["deny"], target, audit) > 10_000);
+        }
+    }
+
+    /// A policy that names no syscall: everything up to NEWEST_REVIEWED is allowed, the rest
+    /// answers ENOSYS, as seccompiler's empty filter plus the guard.
+    #[test]
+    fn an_empty_policy_compiles_as_seccompiler_decides() {
+        let text = r#"{"deny": {"mismatch_action": "allow", "filter_action": {"errno": 1},
+                       "filter": []}}"#;
+        for (_, target, audit) in ARCHES {
+            assert!(assert_equivalent(text, &["deny"], target, audit) > 1_000);
         }
     }
 

@@ -2469,7 +2469,7 @@ fn command_lines_bubblewrap_refuses_are_refused_in_its_words() {
 /// Setup failures a user meets, whole messages compared: a descriptor named but not open, a
 /// source path in a symlink loop, a file bound onto a directory and the reverse, a seccomp
 /// program of the wrong length, a file that cannot be created, --remount-ro of a path that is
-/// missing or not a mount point, a --chmod that fails (its mode printed as C's "%#o"), a file
+/// missing, not resolvable (a symlink loop) or not a mount point, a --chmod that fails (its mode printed as C's "%#o"), a file
 /// asked for at an empty destination, an empty command, a --userns-block-fd released with no
 /// id maps written. Errno texts are glibc's, as
 /// bubblewrap's are ("Bad file descriptor", "Too many levels of symbolic links").
@@ -2507,6 +2507,12 @@ fn setup_failures_read_word_for_word_as_bubblewraps() {
         with(&base, &["--ro-bind", &file, "/usr/x"]),
         with(&base, &["--remount-ro", "/nx"]),
         with(&base, &["--dir", "/d", "--remount-ro", "/d"]),
+        // A path that does not resolve for another reason (ELOOP) is realpath's failure in
+        // bubblewrap's words too (airlock had named only ENOENT so).
+        with(
+            &base,
+            &["--symlink", "l", "/tmp/l", "--remount-ro", "/tmp/l"],
+        ),
         // The mode as "%#o" prints it (airlock had printed 0000, 0005).
         with(&base, &["--chmod", "0", "/nx"]),
         with(&base, &["--chmod", "5", "/nx"]),

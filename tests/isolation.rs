@@ -1072,10 +1072,11 @@ struct Mount {
     point: String,
     options: Vec<String>,
     fstype: String,
+    super_options: Vec<String>,
 }
 
-/// Fields of /proc/PID/mountinfo: 5 is the mount point, 6 the per-mount options, and the
-/// filesystem type follows the "-" separator.
+/// Fields of /proc/PID/mountinfo: 5 is the mount point, 6 the per-mount options; the
+/// filesystem type, the source and the superblock's options follow the "-" separator.
 fn parse_mountinfo(text: &str) -> Vec<Mount> {
     text.lines()
         .map(|l| {
@@ -1085,6 +1086,7 @@ fn parse_mountinfo(text: &str) -> Vec<Mount> {
                 point: f[4].to_string(),
                 options: f[5].split(',').map(str::to_string).collect(),
                 fstype: f[sep + 1].to_string(),
+                super_options: f[sep + 3].split(',').map(str::to_string).collect(),
             }
         })
         .collect()
@@ -1177,6 +1179,18 @@ fn every_mount_is_read_only_nosuid_and_nodev_except_scratch() {
                 m.options
             );
         }
+        // /proc, mounted writable for the user namespace's caps (step 7), is then read-only
+        // in its superblock too, not only in its mount; scratch's superblock (control) is not.
+        let super_ro = |p: &str| {
+            let m = mounts.iter().find(|m| m.point == p).unwrap();
+            m.super_options.iter().any(|o| o == "ro")
+        };
+        assert!(super_ro("/proc"), "{ctx}: /proc's superblock\n{}", show(&o));
+        assert!(
+            !super_ro("/work"),
+            "{ctx}: /work's superblock\n{}",
+            show(&o)
+        );
         // A pty opens (which is why /dev/pts may not be nodev).
         let pty = run_inside(
             who,
@@ -3719,8 +3733,9 @@ print('ok' if r >= 0 else os.strerror(ctypes.get_errno()))\"";
 /// (seen on the unfixed code: the host probe answered "Too many open files"). The sandbox's user
 /// namespace now has its own caps (`max_inotify_instances` 16, `max_inotify_watches`), written
 /// while the init still may; the task can take 16, and the creator keeps the rest, in airlock run
-/// and in bwrap mode alike, with a /proc of its own (through which the caps are written) and
-/// without. Control: the same probe on the host succeeds before the run.
+/// and in bwrap mode alike, with a /proc of its own (through which the caps are written),
+/// without one, and with `--proc` but no pid namespace of its own (the host's /proc bound there).
+/// Control: the same probe on the host succeeds before the run.
 #[test]
 fn a_task_cannot_take_every_inotify_instance_of_its_host_user() {
     let take = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n\
@@ -3732,7 +3747,14 @@ fn a_task_cannot_take_every_inotify_instance_of_its_host_user() {
         &["--proc", "/proc", "--"],
     ]
     .concat();
-    let launches = [RUN_LAUNCH, BWRAP_LAUNCH, &with_proc];
+    // And --proc without a pid namespace of its own: the host's /proc bound there, so the caps
+    // go through the host's /proc at step 4 (CapsVia::HostProc), not through that one.
+    let host_proc: Vec<&str> = with_proc
+        .iter()
+        .copied()
+        .filter(|a| *a != "--unshare-pid")
+        .collect();
+    let launches = [RUN_LAUNCH, BWRAP_LAUNCH, &with_proc, &host_proc];
     assert_pool_not_emptied(
         &launches,
         take,

@@ -941,16 +941,20 @@ pub(super) fn apply(
         }
         (FsOp::Chmod { path, perms }, _) => chmod(&at(path), *perms),
         (FsOp::RemountRo(dest), _) => {
-            let remount = |errno| SysError {
-                call: format!("mount_setattr({:?}, RDONLY)", at(dest)),
-                errno,
-            };
             // A file bound on its own is a mount too (bubblewrap remounts it). As under
             // bubblewrap the mount also becomes nosuid and nodev: device nodes below a
-            // remounted --dev-bind can no longer be opened.
+            // remounted --dev-bind can no longer be opened. A path that does not resolve fails
+            // in the open, named apart: bubblewrap's realpath() fails there, whatever the errno.
+            let path = at(dest);
             let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
-            let fd = nix::fcntl::open(&at(dest), flags, Mode::empty()).map_err(remount)?;
-            sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest).map_err(|e| remount(e.errno))
+            let fd = nix::fcntl::open(&path, flags, Mode::empty()).map_err(|errno| SysError {
+                call: format!("open({path:?}, O_PATH) to remount it RDONLY"),
+                errno,
+            })?;
+            sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest).map_err(|e| SysError {
+                call: format!("mount_setattr({path:?}, RDONLY)"),
+                errno: e.errno,
+            })
         }
         (FsOp::Overlay { upper, dest, .. }, Prepared::Overlay { lower, upper: host }) => {
             mount_overlay(dest, lower, upper, host)
