@@ -214,16 +214,20 @@ mod tests {
             p.push((0x06, 0, 0, eperm));
             p
         };
+        // `ours` answers each of `nrs` (no arguments) as `before` does.
+        let alike = |ours: &[Insn], before: &[Insn], nrs: std::ops::Range<u32>, what: &str| {
+            for nr in nrs {
+                assert_eq!(
+                    policy::run(ours, nr, 0, [0; 6]),
+                    policy::run(before, nr, 0, [0; 6]),
+                    "{what}: nr {nr}"
+                );
+            }
+        };
         let short = prog(3);
         let shared = policy::share_returns(&short);
         assert!(shared.len() < short.len(), "{shared:?}");
-        for nr in 0..6 {
-            assert_eq!(
-                policy::run(&shared, nr, 0, [0; 6]),
-                policy::run(&short, nr, 0, [0; 6]),
-                "nr {nr}"
-            );
-        }
+        alike(&shared, &short, 0..6, "short");
         let long = prog(300);
         assert_eq!(policy::share_returns(&long), long);
         // A `ja` keeps its target: nr 5 and up jump past the nr 1 test to the nr 6 test.
@@ -240,13 +244,7 @@ mod tests {
         ];
         let shared = policy::share_returns(&ja);
         assert!(shared.len() < ja.len(), "{shared:?}");
-        for nr in 0..10 {
-            assert_eq!(
-                policy::run(&shared, nr, 0, [0; 6]),
-                policy::run(&ja, nr, 0, [0; 6]),
-                "ja: nr {nr}"
-            );
-        }
+        alike(&shared, &ja, 0..10, "ja");
         // A jump it does not emit (jeq x), or one past the end: left as it was.
         let mut odd = short.clone();
         odd[1] = (0x1d, 0, 1, 0);
