@@ -329,7 +329,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         // a failed write).
         Err(e) if !e.use_stderr() => {
             let printed = e.print().and_then(|()| std::io::stdout().flush());
-            return written(printed, 0);
+            return output_written(printed, 0);
         }
         // Plain-mode refusals: as clap prints and exits them.
         Err(e) => e.exit(),
@@ -875,16 +875,11 @@ fn run(args: RunArgs) -> i32 {
 /// with the status, and the run exits 2: the caller must not take the status for a delivered
 /// report. A reader that closed its end (`| head`) wanted no more, and the status stays.
 fn emit_report(text: &str, code: i32) -> i32 {
-    match write_report(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            crate::say!(
-                "airlock: the JSON report could not be written to stdout: {e} (the run's exit \
-                 status was {code})"
-            );
-            spec::exit::USAGE
-        }
-        _ => code,
-    }
+    written(write_report(text.as_bytes()), code, |e| {
+        format!(
+            "the JSON report could not be written to stdout: {e} (the run's exit status was {code})"
+        )
+    })
 }
 
 /// Write `bytes` whole to stdout as the caller makes room, in PIPE_BUF chunks each waited
@@ -962,16 +957,28 @@ pub fn write_stdout(text: &str) -> std::io::Result<()> {
 /// says so on stderr and exits 2, naming the status it would have had. A reader that went
 /// away (EPIPE, `| head`) is not an error, as for the JSON report.
 pub fn out(text: &str, code: i32) -> i32 {
-    written(write_stdout(text), code)
+    output_written(write_stdout(text), code)
 }
 
-fn written(result: std::io::Result<()>, code: i32) -> i32 {
+/// `code`, or exit 2 where stdout could not take a command's output whole (out()).
+fn output_written(result: std::io::Result<()>, code: i32) -> i32 {
+    written(result, code, |e| {
+        format!(
+            "stdout could not take the output whole: {e} (the exit status would have been {code})"
+        )
+    })
+}
+
+/// `code` when `result` wrote all (or the reader went away: EPIPE); else exit 2, after saying
+/// on stderr what `said` makes of the error.
+fn written(
+    result: std::io::Result<()>,
+    code: i32,
+    said: impl FnOnce(&std::io::Error) -> String,
+) -> i32 {
     match result {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            crate::say!(
-                "airlock: stdout could not take the output whole: {e} (the exit status would \
-                 have been {code})"
-            );
+            crate::say!("airlock: {}", said(&e));
             exit::USAGE
         }
         _ => code,
