@@ -378,7 +378,10 @@ const SQLITE3: &str = "/usr/bin/sqlite3";
 /// A WAL database; a holder (its SQL fed through a FIFO) opens a write transaction and keeps
 /// it while a contender tries to write (refused: the lock is held) and a reader reads (the
 /// committed rows: WAL readers do not wait for the writer); after the commit the contender's
-/// write goes through. Without working locks the contended write would succeed.
+/// write goes through. Without working locks the contended write would succeed. The wait for
+/// the holder uses `grep -s`: holder.txt appears only once the holder's shell, unblocked by the
+/// FIFO's writer, gets to its redirection, and a grep before that said so on stderr (a CI run
+/// failed on that line in its host control).
 const SQLITE_SCRIPT: &str = r#"set -e
 /usr/bin/sqlite3 db "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);"
 mkfifo ctl
@@ -386,7 +389,7 @@ mkfifo ctl
 exec 3>ctl
 echo "BEGIN IMMEDIATE; INSERT INTO t VALUES(3); SELECT 'holder: in transaction';" >&3
 i=0
-until grep -q 'in transaction' holder.txt; do
+until grep -qs 'in transaction' holder.txt; do
     i=$((i + 1)); [ $i -lt 100 ] || { echo 'the holder never began'; exit 1; }; sleep 0.05
 done
 echo "contender: $(/usr/bin/sqlite3 db 'INSERT INTO t VALUES(4);' 2>&1 || true)"
