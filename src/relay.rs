@@ -60,12 +60,20 @@ const CHUNK: usize = 64 * 1024;
 /// whose copies are as large as the caller's pipe holds). Not at once: the kernel counts a
 /// pipe's size against its user's pipe-user-pages-soft (64 MiB), past which every new pipe of
 /// that user gets 8 KiB, and an agent's many small runs in parallel would get there.
-const PIPE_SIZE: i32 = 1 << 20;
+pub const PIPE_SIZE: i32 = 1 << 20;
 const GROW_AFTER: u64 = 4 << 20;
 
-/// Grow the pipes of a relayed stream (see PIPE_SIZE), never shrink one (the caller's stdin
-/// pipe outlives the run); a refusal leaves them as they are.
-fn grow(pipes: &[BorrowedFd]) {
+/// Count `n` more bytes moved through a stream's pipes, and grow them (see PIPE_SIZE) once
+/// GROW_AFTER went through; never shrink one (the caller's stdin pipe outlives the run). A
+/// refusal leaves them as they are.
+pub fn grow_after(moved: &mut u64, n: usize, pipes: &[BorrowedFd]) {
+    if *moved >= GROW_AFTER {
+        return;
+    }
+    *moved += n as u64;
+    if *moved < GROW_AFTER {
+        return;
+    }
     for p in pipes {
         if fcntl(p, FcntlArg::F_GETPIPE_SZ).is_ok_and(|n| n < PIPE_SIZE) {
             let _ = fcntl(p, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
@@ -393,12 +401,7 @@ impl Relay {
                 Ok(0) => break,
                 Ok(n) => {
                     self.blocked = false;
-                    if self.moved < GROW_AFTER {
-                        self.moved += n as u64;
-                        if self.moved >= GROW_AFTER {
-                            grow(&[pipe.as_fd()]);
-                        }
-                    }
+                    grow_after(&mut self.moved, n, &[pipe.as_fd()]);
                     if moves == 16 {
                         return;
                     }
@@ -585,12 +588,7 @@ fn feed_pipe(pipe: OwnedFd, progress: &Mutex<Progress>) {
                 Err(Errno::EAGAIN | Errno::EINTR) => continue,
                 Err(_) => return,
             }
-            if copied < GROW_AFTER {
-                copied += p.given as u64;
-                if copied >= GROW_AFTER {
-                    grow(&[from, pipe.as_fd()]);
-                }
-            }
+            grow_after(&mut copied, p.given, &[from, pipe.as_fd()]);
         }
         // Wait until the task has read the copy: checked every 20 µs while it reads, up to
         // every 20 ms while it does not.
