@@ -9,7 +9,8 @@
 #      (scripts/bench/floor.c, built static with musl: namespaces, id maps, tmpfs root,
 #      pivot_root, fork, exec), and for the floor's own sandbox built by airlock's bwrap front
 #      end (the same namespaces, mounts and one-instruction filter: what airlock's launch
-#      machinery costs, apart from what `airlock run` puts in its sandbox)
+#      machinery costs, apart from what `airlock run` puts in its sandbox), and for
+#      `airlock run --json` (the agent frameworks' form: output captured, a report written)
 #   2. launches per second with 2 parallel workers
 #   3. peak RSS (GNU time %M) for /bin/true
 #   4. a task writing 1 GiB to stdout: captured (--json, capped) and streamed
@@ -174,6 +175,7 @@ measure() {
         none "$(q "$WF" 9 "$BLOB" /bin/true)" \
         floor "$(q "$WF" 9 "$BLOB" "$FL" /bin/true)" \
         airlock "$(q "$WF" 9 "$BLOB" "$A" run -- /bin/true)" \
+        "airlock --json" "$(q "$WF" 9 "$BLOB" "$A" run --json -- /bin/true)" \
         "airlock, floor's sandbox" "$(q "$WF" 9 "$ONE" "${FSB[@]}" -- /bin/true)" \
         bwrap+seccomp "$(q "$WF" 9 "$BLOB" "${BWS[@]}" -- /bin/true)" \
         bwrap "$(q "$WF" 9 "$BLOB" "${BW[@]}" -- /bin/true)"

@@ -120,6 +120,15 @@ def rows_for(d):
         ratio(med(lat, "airlock, floor's sandbox"), med(lat, "floor")), "",
     ))
 
+    # The agent frameworks' form: the JSON report on stdout, the task's output captured.
+    rows.append((
+        "launch /bin/true, airlock run --json (the report written to stdout), ms: "
+        "median (p10-p90)",
+        cell_lat("airlock --json"), cell_lat("bwrap+seccomp"),
+        ratio(med(lat, "airlock --json"), med(lat, "bwrap+seccomp")), "", cell_lat("floor"),
+        ratio(med(lat, "airlock --json"), med(lat, "floor")), "",
+    ))
+
     def sd(label):
         t = lat.get(label)
         return fmt_ms(statistics.stdev(t)) if t and len(t) > 1 else "n/a"
