@@ -48,12 +48,7 @@ impl Capture {
     pub fn read_from(&mut self, fd: BorrowedFd) -> Pipe {
         let room = self.max.saturating_sub(self.data.len());
         if room == 0 && !std::mem::replace(&mut self.sink_tried, true) {
-            self.sink = open(
-                "/dev/null",
-                OFlag::O_WRONLY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .ok();
+            self.sink = null_sink("/dev/null");
         }
         let got = match &self.sink {
             Some(sink) => {
@@ -99,6 +94,18 @@ impl Capture {
     pub fn truncated(&self) -> bool {
         self.total > self.data.len() as u64
     }
+}
+
+/// `path` opened for writing if it is the null device (character device 1:3), the only sink
+/// output past the cap goes to: on a host where /dev/null is a regular file, splicing into it
+/// would fill its disk.
+fn null_sink(path: &str) -> Option<OwnedFd> {
+    let flags = OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    let fd = open(path, flags, Mode::empty()).ok()?;
+    let st = fstat(&fd).ok()?;
+    let null = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR
+        && st.st_rdev == nix::sys::stat::makedev(1, 3);
+    null.then_some(fd)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -437,6 +444,15 @@ mod tests {
     fn bad_sink(c: &mut Capture) {
         no_sink(c);
         c.sink = open("/", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).ok();
+    }
+
+    #[test]
+    fn only_the_null_device_is_a_sink() {
+        assert!(null_sink("/dev/null").is_some());
+        let file = tempfile::NamedTempFile::new().unwrap();
+        for other in [file.path().to_str().unwrap(), "/dev/zero", "/dev/full", "/"] {
+            assert!(null_sink(other).is_none(), "{other}");
+        }
     }
 
     /// Past the cap the bytes are spliced into /dev/null, and the pipe grows once 4 MiB went
