@@ -635,6 +635,82 @@ fn memory_bomb_is_stopped() {
     }
 }
 
+/// Fills loopback TCP connections whose reader never reads, until the machine's TCP memory
+/// (net.ipv4.tcp_mem's counter in /proc/net/sockstat, in pages, one for all network
+/// namespaces) has grown by 384 MiB or 120 connections are open; prints the growth in MiB.
+const TCP_FILL: &str = r#"
+import socket
+def pages():
+    for l in open('/proc/net/sockstat'):
+        if l.startswith('TCP:'):
+            return int(l.split()[-1])
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen(256)
+start, keep = pages(), []
+for _ in range(120):
+    c = socket.create_connection(srv.getsockname())
+    a, _ = srv.accept()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+    c.setblocking(False)
+    try:
+        while c.send(b'x' * (1 << 20)):
+            pass
+    except OSError:
+        pass
+    keep += [c, a]
+    if (pages() - start) * 4096 >= 384 << 20:
+        break
+print((pages() - start) * 4096 >> 20)
+"#;
+
+/// Socket buffers count against `--memory`: the machine's TCP memory is one pool
+/// (net.ipv4.tcp_mem, 2.2 GiB on the dev VM), and past it every socket of the host is refused
+/// memory. cgroup v1 charges socket buffers to a cgroup only once its own TCP limit is set:
+/// without one, a task holding its loopback connections full took 643 MiB of the pool under
+/// `--memory 256m`. Root only: an unprivileged caller's rlimits count no socket buffers
+/// (README, Known limits). The control: the same probe on the host, outside any limit, holds
+/// the 384 MiB it aims for.
+#[test]
+fn socket_buffers_count_against_the_memory_limit() {
+    let m = mark("socket_buffers_count_against_the_memory_limit");
+    let probe = format!(
+        "# {m}
+{TCP_FILL}"
+    );
+    let mib = |o: &str| -> u64 {
+        o.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no figure from the probe: {o:?}"))
+    };
+    let host = Command::new("python3")
+        .args(["-c", &probe])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(host.status.success(), "host control: {}", stderr(&host));
+    let held = mib(&stdout(&host));
+    assert!(held >= 384, "host control held only {held} MiB");
+
+    let r = run(
+        Launcher::Root,
+        &["--json", "--memory", "128M", "--timeout", "20s"],
+        &["python3", "-c", &probe],
+        SECS_30,
+    );
+    let rep = r.report();
+    assert_eq!(rep["exit_code"], json!(0), "{}", r.show());
+    let mechanism = rep["limits"]["memory"]["mechanism"].as_str().unwrap_or("");
+    assert!(mechanism.starts_with("cgroup"), "{}", r.show());
+    let held = mib(rep["stdout"].as_str().unwrap());
+    // 128 MiB, and room for the other sockets of the host meanwhile.
+    assert!(
+        held <= 160,
+        "the task held {held} MiB of TCP memory under --memory 128M"
+    );
+    assert_clean(&m, &[r.pid], "socket buffers");
+}
+
 #[test]
 fn scratch_fill_is_reported() {
     let m = mark("scratch_fill_is_reported");
