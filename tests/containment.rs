@@ -635,20 +635,24 @@ fn memory_bomb_is_stopped() {
     }
 }
 
-/// Fills loopback TCP connections whose reader never reads, until the machine's TCP memory
-/// (net.ipv4.tcp_mem's counter in /proc/net/sockstat, in pages, one for all network
-/// namespaces) has grown by 384 MiB or 120 connections are open; prints the growth in MiB.
-const TCP_FILL: &str = r#"
+/// Fills loopback sockets whose reader never reads (TCP connections, then UDP sockets), until
+/// the machine's memory of that protocol (its counter in /proc/net/sockstat, in pages, one
+/// for all network namespaces: net.ipv4.tcp_mem, udp_mem) has grown by 384 MiB or 120 sockets
+/// are filled; prints the growth of each in MiB, as `TCP N UDP N`.
+const SOCKET_FILL: &str = r#"
 import socket
-def pages():
+def pages(proto):
     for l in open('/proc/net/sockstat'):
-        if l.startswith('TCP:'):
+        if l.startswith(proto + ':'):
             return int(l.split()[-1])
-srv = socket.socket()
-srv.bind(('127.0.0.1', 0))
-srv.listen(256)
-start, keep = pages(), []
-for _ in range(120):
+def fill(proto, one):
+    start, keep = pages(proto), []
+    for _ in range(120):
+        keep += one()
+        if (pages(proto) - start) * 4096 >= 384 << 20:
+            break
+    return (pages(proto) - start) * 4096 >> 20
+def tcp():
     c = socket.create_connection(srv.getsockname())
     a, _ = srv.accept()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
@@ -658,30 +662,46 @@ for _ in range(120):
             pass
     except OSError:
         pass
-    keep += [c, a]
-    if (pages() - start) * 4096 >= 384 << 20:
-        break
-print((pages() - start) * 4096 >> 20)
+    return [c, a]
+def udp():
+    r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+    r.bind(('127.0.0.1', 0))
+    for _ in range(2000):
+        try:
+            tx.sendto(b'x' * 60000, r.getsockname())
+        except OSError:
+            break
+    return [r]
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen(256)
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.setblocking(False)
+print('TCP', fill('TCP', tcp), 'UDP', fill('UDP', udp))
 "#;
 
 /// Socket buffers count against `--memory`: the machine's TCP memory is one pool
-/// (net.ipv4.tcp_mem, 2.2 GiB on the dev VM), and past it every socket of the host is refused
-/// memory. cgroup v1 charges socket buffers to a cgroup only once its own TCP limit is set:
-/// without one, a task holding its loopback connections full took 643 MiB of the pool under
-/// `--memory 256m`. Root only: an unprivileged caller's rlimits count no socket buffers
-/// (README, Known limits). The control: the same probe on the host, outside any limit, holds
-/// the 384 MiB it aims for.
+/// (net.ipv4.tcp_mem, 2.2 GiB on the dev VM), and past it every socket of the host is held to
+/// its minimum buffers (UDP's, udp_mem, likewise). cgroup v1 charges socket buffers to a
+/// cgroup only once its own TCP limit is set (then UDP's too): without one, a task holding its
+/// loopback connections full took 643 MiB of the pool under `--memory 256m`. Root only: an
+/// unprivileged caller's rlimits count no socket buffers (README, Known limits). The control:
+/// the same probe on the host, outside any limit, holds the 384 MiB it aims for, of each.
 #[test]
 fn socket_buffers_count_against_the_memory_limit() {
     let m = mark("socket_buffers_count_against_the_memory_limit");
-    let probe = format!(
-        "# {m}
-{TCP_FILL}"
-    );
-    let mib = |o: &str| -> u64 {
-        o.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("no figure from the probe: {o:?}"))
+    let probe = format!("# {m}\n{SOCKET_FILL}");
+    let held = |o: &str| -> Vec<(String, u64)> {
+        let w: Vec<&str> = o.split_whitespace().collect();
+        let figures: Option<Vec<(String, u64)>> = w
+            .chunks(2)
+            .map(|p| Some((p.first()?.to_string(), p.get(1)?.parse().ok()?)))
+            .collect();
+        match figures {
+            Some(f) if f.len() == 2 => f,
+            _ => panic!("no figures from the probe: {o:?}"),
+        }
     };
     let host = Command::new("python3")
         .args(["-c", &probe])
@@ -689,8 +709,9 @@ fn socket_buffers_count_against_the_memory_limit() {
         .output()
         .unwrap();
     assert!(host.status.success(), "host control: {}", stderr(&host));
-    let held = mib(&stdout(&host));
-    assert!(held >= 384, "host control held only {held} MiB");
+    for (proto, mib) in held(&stdout(&host)) {
+        assert!(mib >= 384, "host control held only {mib} MiB of {proto}");
+    }
 
     let r = run(
         Launcher::Root,
@@ -702,12 +723,13 @@ fn socket_buffers_count_against_the_memory_limit() {
     assert_eq!(rep["exit_code"], json!(0), "{}", r.show());
     let mechanism = rep["limits"]["memory"]["mechanism"].as_str().unwrap_or("");
     assert!(mechanism.starts_with("cgroup"), "{}", r.show());
-    let held = mib(rep["stdout"].as_str().unwrap());
-    // 128 MiB, and room for the other sockets of the host meanwhile.
-    assert!(
-        held <= 160,
-        "the task held {held} MiB of TCP memory under --memory 128M"
-    );
+    for (proto, mib) in held(rep["stdout"].as_str().unwrap()) {
+        // 128 MiB, and room for the other sockets of the host meanwhile.
+        assert!(
+            mib <= 160,
+            "the task held {mib} MiB of {proto} memory under --memory 128M"
+        );
+    }
     assert_clean(&m, &[r.pid], "socket buffers");
 }
 
