@@ -421,6 +421,16 @@ impl Cgroup {
                         &l.memory.to_string(),
                     )?;
                 }
+                // Socket buffers: v1 charges them to a cgroup only once its own TCP limit is
+                // set (v2 counts them in memory.max). Without one, a task's loopback
+                // connections held 643 MiB of the machine's one TCP pool (net.ipv4.tcp_mem)
+                // under --memory 256m, and at 2.2 GiB every host socket is under its hard limit.
+                if mdir.join("memory.kmem.tcp.limit_in_bytes").exists() {
+                    write(
+                        &mdir.join("memory.kmem.tcp.limit_in_bytes"),
+                        &l.memory.to_string(),
+                    )?;
+                }
                 write(&pdir.join("pids.max"), &l.pids.to_string())?;
                 for d in [&mdir, &pdir] {
                     let tasks = d.join("tasks");
