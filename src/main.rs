@@ -320,10 +320,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         // stdout (clap's own message still goes to stderr).
         Err(e) if e.use_stderr() && json_run(&args) => {
             let _ = e.print();
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or_default();
-            let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
-            return fail(true, &launch::Failure::Usage(msg));
+            return fail(true, &launch::Failure::Usage(clap_message(&e.to_string())));
         }
         // Help and version on stdout, checked as any output is (clap's own exit would drop
         // a failed write).
@@ -345,6 +342,19 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Bwrap { args } => bwrap::main(&args),
     };
     code.clamp(0, 255)
+}
+
+/// clap's refusal as one line: its first paragraph, whose later lines (the arguments a
+/// conflict names, after "cannot be used with:") are joined to the first, not dropped.
+fn clap_message(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).take_while(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let rest: Vec<&str> = lines.collect();
+    match rest.is_empty() {
+        true => first.to_string(),
+        false => format!("{first} {}", rest.join(", ")),
+    }
 }
 
 /// `airlock run` asked to report in JSON (--json or --request before any `--`).

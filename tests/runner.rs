@@ -596,6 +596,18 @@ fn unknown_flag_and_missing_command_are_refused() {
                 "{who:?} {args:?}: {msg:?}"
             );
         }
+        // A conflict with several arguments: clap lists them on the lines after its first,
+        // and the report names them all (it ended at "cannot be used with:").
+        {
+            let args = ["run", "--request", "-", "--json", "--", "true"];
+            let run = al_stdin(who, &args, br#"{"command": "true"}"#, SECS_10);
+            let msg = run.usage_error(&format!("{who:?} {args:?}"));
+            assert!(
+                msg.contains("cannot be used with") && msg.contains("--json"),
+                "{who:?} {args:?}: {msg:?}"
+            );
+            assert!(msg.contains("[COMMAND]"), "{who:?} {args:?}: {msg:?}");
+        }
         // Non-UTF-8 arguments: refused the same way.
         {
             use std::os::unix::ffi::OsStrExt;
