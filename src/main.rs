@@ -228,8 +228,8 @@ struct RunArgs {
     /// task runs as the caller: another gid is refused.
     #[arg(long, value_name = "GID")]
     host_gid: Option<u32>,
-    /// Kill the whole sandbox after DURATION (500ms, 10s, 2m). Default: none, or 10s with
-    /// --json/--request.
+    /// Kill the whole sandbox after DURATION (500ms, 10s, 2m, 1h; a bare number is seconds).
+    /// Default: none, or 10s with --json/--request.
     #[arg(long, value_name = "DURATION")]
     timeout: Option<String>,
     /// Cap on stdout, stderr and each result file in the JSON report (default 8000, at most
@@ -246,7 +246,8 @@ struct RunArgs {
     /// Maximum number of processes and threads. Default 1024, at least 2.
     #[arg(long, value_name = "N")]
     pids: Option<u64>,
-    /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m. Default 30m, at least 1s.
+    /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m (a bare number is seconds). Default
+    /// 30m, at least 1s.
     #[arg(long, value_name = "DURATION")]
     cpu_time: Option<String>,
     /// Largest file the task may write (RLIMIT_FSIZE). Default 4G.
