@@ -723,7 +723,14 @@ pub fn parse_bind(arg: &str, writable: bool) -> Result<Bind, UsageError> {
 /// Parse `NAME=PATH` for `--input`.
 pub fn parse_input(arg: &str) -> Result<Input, UsageError> {
     let Some((name, path)) = arg.split_once('=') else {
-        return usage(format!("--input {arg:?}: expected NAME=PATH"));
+        // A bare path is the usual slip: name the spelling that hands it in.
+        let name = Path::new(arg).file_name().and_then(|n| n.to_str());
+        return usage(match name.filter(|n| check_input_name(n).is_ok()) {
+            Some(name) => {
+                format!("--input {arg:?}: expected NAME=PATH, as in --input {name}={arg}")
+            }
+            None => format!("--input {arg:?}: expected NAME=PATH"),
+        });
     };
     check_input_name(name)?;
     if path.is_empty() {

@@ -433,6 +433,7 @@ fn bad_input_names_are_refused() {
     let dir = tmpdir();
     let file = write_file(&dir.path().join("data.txt"), b"data\n", 0o644);
     let f = file.display();
+    let suggested = format!("as in --input data.txt={f}");
     for who in BOTH {
         for (arg, needles) in [
             (
@@ -456,6 +457,8 @@ fn bad_input_names_are_refused() {
                 "data.txt".to_string(),
                 vec!["--input \"data.txt\"", "expected NAME=PATH"],
             ),
+            // A path alone: the message shows the spelling that hands it in.
+            (f.to_string(), vec!["expected NAME=PATH", &suggested]),
             (
                 "data.txt=".to_string(),
                 vec!["--input data.txt", "empty path"],
