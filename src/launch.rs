@@ -610,6 +610,35 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
     Ok(())
 }
 
+/// The file or link step 7 makes in /dev or /etc (a device node, a link, a generated file, a
+/// host /etc entry that is a file, followed as its bind is) that `dest` is or lies below.
+/// Only a destination in /dev or /etc costs anything; only a host entry above it is looked at.
+fn sandbox_file_above(dest: &std::path::Path, shared_net: bool) -> Option<std::path::PathBuf> {
+    use crate::boundary::{DEV_LINKS, DEVICES, GENERATED_ETC, etc_from_host};
+    use std::path::Path;
+    if let Ok(rest) = dest.strip_prefix("/dev") {
+        let name = rest.components().next()?.as_os_str();
+        let mut made = DEVICES.iter().chain(DEV_LINKS.iter().map(|(link, _)| link));
+        return made
+            .find(|n| name == **n)
+            .map(|n| Path::new("/dev").join(n));
+    }
+    let etc = Path::new("/etc");
+    if !dest.starts_with(etc) {
+        return None;
+    }
+    let is_file = |p: &Path| std::fs::metadata(p).is_ok_and(|m| !m.is_dir());
+    GENERATED_ETC
+        .iter()
+        .map(|n| etc.join(n))
+        .find(|f| dest.starts_with(f))
+        .or_else(|| {
+            etc_from_host(shared_net)
+                .map(|n| etc.join(n))
+                .find(|f| dest.starts_with(f) && is_file(f))
+        })
+}
+
 /// A bind inside another host tree (a system path, an /etc entry step 7 binds from the host, or
 /// another bind) is mounted on a mount point
 /// in that tree, which the boundary makes when it is missing: inside a read-only tree it
@@ -645,6 +674,29 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
         .collect();
     for (src, dest, _) in spec.binds() {
         let flag = |d: &Path| format!("bind destination {}", d.display());
+        // Nothing can be made in the sandbox's devpts, nor below a file or link of /dev and
+        // /etc, and a directory does not go over one: step 7's mkdir or mount would fail
+        // (125) on what is the caller's mistake.
+        if dest.starts_with("/dev/pts") && dest != Path::new("/dev/pts") {
+            return Err(Failure::Usage(format!(
+                "{} is inside /dev/pts, the sandbox's own devpts, where no mount point can be \
+                 made: bind elsewhere",
+                flag(dest)
+            )));
+        }
+        if let Some(file) = sandbox_file_above(dest, !spec.ns.net)
+            && (dest != file.as_path() || src.is_dir())
+        {
+            let why = match dest == file.as_path() {
+                true => "a directory cannot be bound over it",
+                false => "nothing can be made below it",
+            };
+            return Err(Failure::Usage(format!(
+                "{}: {} is a file or link in the sandbox ({why}): bind elsewhere",
+                flag(dest),
+                file.display()
+            )));
+        }
         if let Some(p) = crate::spec::SYSTEM_PATHS
             .iter()
             .map(Path::new)

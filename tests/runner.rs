@@ -847,8 +847,9 @@ fn a_trailing_slash_on_a_bind_destination_names_the_same_place() {
 /// writable --bind it was made on the host and left there after the run (exit 0, an empty
 /// file in the caller's directory). Both are bad usage now, exit 2, and nothing is made; a
 /// directory bound over a system path that is a symlink (`/bin -> usr/bin`) too (it was
-/// EINVAL, 125). Controls: a mount point that exists in the host tree, and one in the
-/// sandbox's own /etc, are bound.
+/// EINVAL, 125), and over a file or link of the sandbox's /dev or /etc, or below one. Controls:
+/// a mount point that exists in the host tree, and one in the sandbox's own /etc and /dev, are
+/// bound.
 #[test]
 fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
     let dir = tmpdir();
@@ -899,6 +900,27 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
             None,
         ),
         (vec!["--ro-bind".into(), format!("{file}:/etc/new")], None),
+        // What step 7 makes in /dev and /etc that is not a directory takes no directory over
+        // it and holds no mount point, nor does the sandbox's devpts: each was a failed step
+        // 7 (125, ENOTDIR or EACCES). Controls: a file over /dev/null, a directory in /dev.
+        (
+            vec!["--ro-bind".into(), format!("{ro}:/dev/null")],
+            Some("/dev/null is a file or link in the sandbox (a directory cannot be bound"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{ro}:/etc/passwd")],
+            Some("/etc/passwd is a file or link in the sandbox (a directory cannot be bound"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{file}:/dev/fd/new")],
+            Some("/dev/fd is a file or link in the sandbox (nothing can be made below it)"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{file}:/dev/pts/new")],
+            Some("is inside /dev/pts, the sandbox's own devpts"),
+        ),
+        (vec!["--ro-bind".into(), format!("{file}:/dev/null")], None),
+        (vec!["--ro-bind".into(), format!("{ro}:/dev/new")], None),
     ];
     // An /etc entry bound read-only from the host is such a tree too (it was EROFS, 125).
     if Path::new("/etc/ssl/certs").is_dir() {
@@ -2416,6 +2438,8 @@ fn run_help_documents_every_exit_code_and_report_key() {
             "a name past 255 bytes, a path past 4087",
             "mount point",
             "a system path that is a symlink",
+            "over a file or link",
+            "/dev/pts",
             "pages",
             "--host-uid",
             "a directory on a standard stream",
