@@ -316,22 +316,26 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     if let Some(a) = quick_run(&args).or_else(|| parse_run(&args)) {
         return run(a).clamp(0, 255);
     }
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match Cli::try_parse_from(&args).map_err(|e| command_tip(e, &args)) {
         Ok(cli) => cli,
         // A run that asked for JSON gets clap's refusal as the JSON failure report too, on
         // stdout (clap's own message still goes to stderr).
-        Err(e) if e.use_stderr() && json_run(&args) => {
+        Err((e, tip)) if e.use_stderr() && json_run(&args) => {
             let _ = e.print();
-            return fail(true, &launch::Failure::Usage(clap_message(&e.to_string())));
+            let mut msg = clap_message(&e.to_string());
+            if let Some(tip) = tip {
+                msg = format!("{msg}: {tip}");
+            }
+            return fail(true, &launch::Failure::Usage(msg));
         }
         // Help and version on stdout, checked as any output is (clap's own exit would drop
         // a failed write).
-        Err(e) if !e.use_stderr() => {
+        Err((e, _)) if !e.use_stderr() => {
             let printed = e.print().and_then(|()| std::io::stdout().flush());
             return output_written(printed, 0);
         }
         // Plain-mode refusals: as clap prints and exits them.
-        Err(e) => e.exit(),
+        Err((e, _)) => e.exit(),
     };
     let code = match cli.command {
         Command::Run(args) => run(args),
@@ -344,6 +348,27 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Bwrap { args } => bwrap::main(&args),
     };
     code.clamp(0, 255)
+}
+
+/// A command given without `--` before it (`airlock run python3 x.py`, as bubblewrap takes it)
+/// is clap's unexpected argument: its refusal gets a tip with the spelling `run` takes, also
+/// returned for the JSON report.
+fn command_tip(mut e: clap::Error, args: &[String]) -> (clap::Error, Option<String>) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let sub = args.get(1).map(String::as_str).unwrap_or_default();
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) if !arg.starts_with('-') => arg.clone(),
+        _ => return (e, None),
+    };
+    if e.kind() != ErrorKind::UnknownArgument || !matches!(sub, "run" | "explain") {
+        return (e, None);
+    }
+    let tip = format!("the command goes after '--': airlock {sub} [OPTIONS] -- {arg} ...");
+    e.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![tip.clone().into()]),
+    );
+    (e, Some(tip))
 }
 
 /// clap's refusal as one line: its first paragraph, whose later lines (the arguments a

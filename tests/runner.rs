@@ -599,6 +599,21 @@ fn unknown_flag_and_missing_command_are_refused() {
                 "{who:?} {args:?}: {msg:?}"
             );
         }
+        // The command without `--` before it, as bubblewrap takes it: the refusal says where
+        // it goes (clap said only "unexpected argument"), in plain and JSON mode.
+        for front in [&[][..], &["--json"][..]] {
+            let mut args = vec!["run"];
+            args.extend_from_slice(front);
+            args.extend(["sh", "-c", "echo RAN"]);
+            let run = al(who, &args, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+            let tip = "the command goes after '--': airlock run [OPTIONS] -- sh ...";
+            assert!(stderr(&run.out).contains(tip), "{who:?}: {}", run.show());
+            if !front.is_empty() {
+                let msg = run.usage_error(&format!("{who:?} {args:?}"));
+                assert!(msg.contains(tip), "{who:?} {args:?}: {msg:?}");
+            }
+        }
         // A conflict with several arguments: clap lists them on the lines after its first,
         // and the report names them all (it ended at "cannot be used with:").
         {
