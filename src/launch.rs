@@ -674,16 +674,8 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
         .collect();
     for (src, dest, _) in spec.binds() {
         let flag = |d: &Path| format!("bind destination {}", d.display());
-        // Nothing can be made in the sandbox's devpts, nor below a file or link of /dev and
-        // /etc, and a directory does not go over one: step 7's mkdir or mount would fail
-        // (125) on what is the caller's mistake.
-        if dest.starts_with("/dev/pts") && dest != Path::new("/dev/pts") {
-            return Err(Failure::Usage(format!(
-                "{} is inside /dev/pts, the sandbox's own devpts, where no mount point can be \
-                 made: bind elsewhere",
-                flag(dest)
-            )));
-        }
+        // Nothing can be made below a file or link of /dev and /etc, and a directory does not
+        // go over one: step 7's mkdir or mount would fail (125) on the caller's mistake.
         if let Some(file) = sandbox_file_above(dest, !spec.ns.net)
             && (dest != file.as_path() || src.is_dir())
         {
