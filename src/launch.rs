@@ -703,6 +703,31 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
                 target.display()
             )));
         }
+        // Nor does a file go over a directory (its mount point's mknod: EISDIR, 125): the
+        // sandbox's /dev/shm and /dev/pts, a system path or an /etc entry from the host, or a
+        // directory of the host tree the bind lands in (below).
+        let is_dir = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+        let file_over_dir = |at: &Path| {
+            Err(Failure::Usage(format!(
+                "{}: {} is a directory in the sandbox, and a file cannot be bound over a \
+                 directory: bind it at a path inside",
+                flag(dest),
+                at.display()
+            )))
+        };
+        let host_entry = crate::spec::SYSTEM_PATHS
+            .iter()
+            .any(|p| dest == Path::new(p))
+            || (dest.starts_with("/etc")
+                && crate::boundary::etc_from_host(!spec.ns.net)
+                    .any(|n| dest == Path::new("/etc").join(n)));
+        let sandbox_dir = ["/dev/shm", "/dev/pts"]
+            .iter()
+            .any(|d| dest == Path::new(d))
+            || (host_entry && is_dir(dest));
+        if sandbox_dir && !src.is_dir() {
+            return file_over_dir(dest);
+        }
         let Some((tree_src, tree_dest, read_only)) = trees
             .iter()
             .filter(|(_, d, _)| dest != *d && dest.starts_with(d))
@@ -711,6 +736,18 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
             continue;
         };
         let on_host: PathBuf = tree_src.join(dest.strip_prefix(tree_dest).unwrap_or(dest));
+        match std::fs::metadata(&on_host).map(|m| m.is_dir()) {
+            Ok(true) if !src.is_dir() => return file_over_dir(dest),
+            Ok(false) if src.is_dir() => {
+                return Err(Failure::Usage(format!(
+                    "{}: the host's {} is not a directory, and a directory cannot be bound \
+                     over it: bind elsewhere",
+                    flag(dest),
+                    on_host.display()
+                )));
+            }
+            _ => {}
+        }
         // Only a mount point known to be missing: one the caller may not look at fails in the
         // boundary, with the caller's rights, as it would have.
         let missing = matches!(on_host.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR));

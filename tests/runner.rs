@@ -862,7 +862,8 @@ fn a_trailing_slash_on_a_bind_destination_names_the_same_place() {
 /// writable --bind it was made on the host and left there after the run (exit 0, an empty
 /// file in the caller's directory). Both are bad usage now, exit 2, and nothing is made; a
 /// directory bound over a system path that is a symlink (`/bin -> usr/bin`) too (it was
-/// EINVAL, 125), and over a file or link of the sandbox's /dev or /etc, or below one. Controls:
+/// EINVAL, 125), and over a file or link of the sandbox's /dev or /etc, or below one, and a
+/// file over a directory, or a directory over a file, of the sandbox or a host tree. Controls:
 /// a mount point that exists in the host tree, and one in the sandbox's own /etc and /dev, are
 /// bound.
 #[test]
@@ -875,6 +876,7 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
     let file = write_file(&ro.join("file"), b"x\n", 0o644);
+    std::fs::create_dir(ro.join("sub")).unwrap();
     write_file(&rw.join("there"), b"", 0o644);
     let (ro, rw, file) = (ro.display(), rw.display(), file.display());
     let mut cases: Vec<(Vec<String>, Option<&str>)> = vec![
@@ -936,6 +938,34 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
         ),
         (vec!["--ro-bind".into(), format!("{file}:/dev/null")], None),
         (vec!["--ro-bind".into(), format!("{ro}:/dev/new")], None),
+        // Nor does a file go over a directory there, or in a host tree, or a directory over
+        // a host tree's file (each was a failed step 7 too: EISDIR from mknod, ENOTDIR).
+        (
+            vec!["--ro-bind".into(), format!("{file}:/usr")],
+            Some("/usr is a directory in the sandbox, and a file cannot be bound over"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{file}:/dev/shm")],
+            Some("/dev/shm is a directory in the sandbox, and a file cannot be bound over"),
+        ),
+        (
+            vec![
+                "--ro-bind".into(),
+                format!("{ro}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/sub"),
+            ],
+            Some("/srv/sub is a directory in the sandbox, and a file cannot be bound over"),
+        ),
+        (
+            vec![
+                "--ro-bind".into(),
+                format!("{ro}:/srv"),
+                "--ro-bind".into(),
+                format!("{rw}:/srv/file"),
+            ],
+            Some("is not a directory, and a directory cannot be bound over it"),
+        ),
     ];
     // An /etc entry bound read-only from the host is such a tree too (it was EROFS, 125).
     if Path::new("/etc/ssl/certs").is_dir() {
@@ -2455,6 +2485,7 @@ fn run_help_documents_every_exit_code_and_report_key() {
             "a system path that is a symlink",
             "over a file or link",
             "/dev/pts",
+            "a file bound over a directory",
             "pages",
             "--host-uid",
             "a directory on a standard stream",
