@@ -610,6 +610,35 @@ fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Fa
     Ok(())
 }
 
+/// The file or link step 7 makes in /dev or /etc (a device node, a link, a generated file, a
+/// host /etc entry that is a file, followed as its bind is) that `dest` is or lies below.
+/// Only a destination in /dev or /etc costs anything; only a host entry above it is looked at.
+fn sandbox_file_above(dest: &std::path::Path, shared_net: bool) -> Option<std::path::PathBuf> {
+    use crate::boundary::{DEV_LINKS, DEVICES, GENERATED_ETC, etc_from_host};
+    use std::path::Path;
+    if let Ok(rest) = dest.strip_prefix("/dev") {
+        let name = rest.components().next()?.as_os_str();
+        let mut made = DEVICES.iter().chain(DEV_LINKS.iter().map(|(link, _)| link));
+        return made
+            .find(|n| name == **n)
+            .map(|n| Path::new("/dev").join(n));
+    }
+    let etc = Path::new("/etc");
+    if !dest.starts_with(etc) {
+        return None;
+    }
+    let is_file = |p: &Path| std::fs::metadata(p).is_ok_and(|m| !m.is_dir());
+    GENERATED_ETC
+        .iter()
+        .map(|n| etc.join(n))
+        .find(|f| dest.starts_with(f))
+        .or_else(|| {
+            etc_from_host(shared_net)
+                .map(|n| etc.join(n))
+                .find(|f| dest.starts_with(f) && is_file(f))
+        })
+}
+
 /// A bind inside another host tree (a system path, an /etc entry step 7 binds from the host, or
 /// another bind) is mounted on a mount point
 /// in that tree, which the boundary makes when it is missing: inside a read-only tree it
@@ -645,6 +674,21 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
         .collect();
     for (src, dest, _) in spec.binds() {
         let flag = |d: &Path| format!("bind destination {}", d.display());
+        // Nothing can be made below a file or link of /dev and /etc, and a directory does not
+        // go over one: step 7's mkdir or mount would fail (125) on the caller's mistake.
+        if let Some(file) = sandbox_file_above(dest, !spec.ns.net)
+            && (dest != file.as_path() || src.is_dir())
+        {
+            let why = match dest == file.as_path() {
+                true => "a directory cannot be bound over it",
+                false => "nothing can be made below it",
+            };
+            return Err(Failure::Usage(format!(
+                "{}: {} is a file or link in the sandbox ({why}): bind elsewhere",
+                flag(dest),
+                file.display()
+            )));
+        }
         if let Some(p) = crate::spec::SYSTEM_PATHS
             .iter()
             .map(Path::new)
@@ -659,6 +703,31 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
                 target.display()
             )));
         }
+        // Nor does a file go over a directory (its mount point's mknod: EISDIR, 125): the
+        // sandbox's /dev/shm and /dev/pts, a system path or an /etc entry from the host, or a
+        // directory of the host tree the bind lands in (below).
+        let is_dir = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+        let file_over_dir = |at: &Path| {
+            Err(Failure::Usage(format!(
+                "{}: {} is a directory in the sandbox, and a file cannot be bound over a \
+                 directory: bind it at a path inside",
+                flag(dest),
+                at.display()
+            )))
+        };
+        let host_entry = crate::spec::SYSTEM_PATHS
+            .iter()
+            .any(|p| dest == Path::new(p))
+            || (dest.starts_with("/etc")
+                && crate::boundary::etc_from_host(!spec.ns.net)
+                    .any(|n| dest == Path::new("/etc").join(n)));
+        let sandbox_dir = ["/dev/shm", "/dev/pts"]
+            .iter()
+            .any(|d| dest == Path::new(d))
+            || (host_entry && is_dir(dest));
+        if sandbox_dir && !src.is_dir() {
+            return file_over_dir(dest);
+        }
         let Some((tree_src, tree_dest, read_only)) = trees
             .iter()
             .filter(|(_, d, _)| dest != *d && dest.starts_with(d))
@@ -667,6 +736,18 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
             continue;
         };
         let on_host: PathBuf = tree_src.join(dest.strip_prefix(tree_dest).unwrap_or(dest));
+        match std::fs::metadata(&on_host).map(|m| m.is_dir()) {
+            Ok(true) if !src.is_dir() => return file_over_dir(dest),
+            Ok(false) if src.is_dir() => {
+                return Err(Failure::Usage(format!(
+                    "{}: the host's {} is not a directory, and a directory cannot be bound \
+                     over it: bind elsewhere",
+                    flag(dest),
+                    on_host.display()
+                )));
+            }
+            _ => {}
+        }
         // Only a mount point known to be missing: one the caller may not look at fails in the
         // boundary, with the caller's rights, as it would have.
         let missing = matches!(on_host.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR));

@@ -58,8 +58,10 @@ Exit status:
            bind source that does not exist, a bind destination airlock manages or one the
            kernel cannot take (a name past 255 bytes, a path past 4087), a bind inside a host
            tree whose mount point that tree does not hold, a directory bound over a system
-           path that is a symlink (/bin), inputs larger than scratch (in bytes, pages or
-           inodes), --host-uid/--host-gid naming another id from a caller other than root, a
+           path that is a symlink (/bin) or over a file or link of the sandbox (/dev/null,
+           /etc/passwd), a bind below one or in /dev/pts, a file bound over a directory or a
+           directory over a file, inputs larger than scratch (in bytes, pages or inodes),
+           --host-uid/--host-gid naming another id from a caller other than root, a
            directory on a standard stream; or the JSON report could not be written whole to
            stdout (airlock says so on stderr, with the run's status)
   124      the timeout fired; the whole sandbox was killed
@@ -228,8 +230,8 @@ struct RunArgs {
     /// task runs as the caller: another gid is refused.
     #[arg(long, value_name = "GID")]
     host_gid: Option<u32>,
-    /// Kill the whole sandbox after DURATION (500ms, 10s, 2m). Default: none, or 10s with
-    /// --json/--request.
+    /// Kill the whole sandbox after DURATION (500ms, 10s, 2m, 1h; a bare number is seconds).
+    /// Default: none, or 10s with --json/--request.
     #[arg(long, value_name = "DURATION")]
     timeout: Option<String>,
     /// Cap on stdout, stderr and each result file in the JSON report (default 8000, at most
@@ -246,7 +248,8 @@ struct RunArgs {
     /// Maximum number of processes and threads. Default 1024, at least 2.
     #[arg(long, value_name = "N")]
     pids: Option<u64>,
-    /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m. Default 30m, at least 1s.
+    /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m (a bare number is seconds). Default
+    /// 30m, at least 1s.
     #[arg(long, value_name = "DURATION")]
     cpu_time: Option<String>,
     /// Largest file the task may write (RLIMIT_FSIZE). Default 4G.
@@ -314,25 +317,26 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
     if let Some(a) = quick_run(&args).or_else(|| parse_run(&args)) {
         return run(a).clamp(0, 255);
     }
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match Cli::try_parse_from(&args).map_err(|e| command_tip(e, &args)) {
         Ok(cli) => cli,
         // A run that asked for JSON gets clap's refusal as the JSON failure report too, on
         // stdout (clap's own message still goes to stderr).
-        Err(e) if e.use_stderr() && json_run(&args) => {
+        Err((e, tip)) if e.use_stderr() && json_run(&args) => {
             let _ = e.print();
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or_default();
-            let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
+            let mut msg = clap_message(&e.to_string());
+            if let Some(tip) = tip {
+                msg = format!("{msg}: {tip}");
+            }
             return fail(true, &launch::Failure::Usage(msg));
         }
         // Help and version on stdout, checked as any output is (clap's own exit would drop
         // a failed write).
-        Err(e) if !e.use_stderr() => {
+        Err((e, _)) if !e.use_stderr() => {
             let printed = e.print().and_then(|()| std::io::stdout().flush());
             return output_written(printed, 0);
         }
         // Plain-mode refusals: as clap prints and exits them.
-        Err(e) => e.exit(),
+        Err((e, _)) => e.exit(),
     };
     let code = match cli.command {
         Command::Run(args) => run(args),
@@ -345,6 +349,40 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Bwrap { args } => bwrap::main(&args),
     };
     code.clamp(0, 255)
+}
+
+/// A command given without `--` before it (`airlock run python3 x.py`, as bubblewrap takes it)
+/// is clap's unexpected argument: its refusal gets a tip with the spelling `run` takes, also
+/// returned for the JSON report.
+fn command_tip(mut e: clap::Error, args: &[String]) -> (clap::Error, Option<String>) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let sub = args.get(1).map(String::as_str).unwrap_or_default();
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) if !arg.starts_with('-') => arg.clone(),
+        _ => return (e, None),
+    };
+    if e.kind() != ErrorKind::UnknownArgument || !matches!(sub, "run" | "explain") {
+        return (e, None);
+    }
+    let tip = format!("the command goes after '--': airlock {sub} [OPTIONS] -- {arg} ...");
+    e.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![tip.clone().into()]),
+    );
+    (e, Some(tip))
+}
+
+/// clap's refusal as one line: its first paragraph, whose later lines (the arguments a
+/// conflict names, after "cannot be used with:") are joined to the first, not dropped.
+fn clap_message(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).take_while(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let rest: Vec<&str> = lines.collect();
+    match rest.is_empty() {
+        true => first.to_string(),
+        false => format!("{first} {}", rest.join(", ")),
+    }
 }
 
 /// `airlock run` asked to report in JSON (--json or --request before any `--`).

@@ -675,6 +675,15 @@ fn check_bind(b: &Bind) -> Result<(), UsageError> {
             b.dest
         ));
     }
+    // The sandbox's /dev/pts is a devpts of its own, where no mount point can be made (step 7
+    // failed, 125, EACCES); covering all of it is the caller's choice.
+    if b.dest.starts_with("/dev/pts") && b.dest != Path::new("/dev/pts") {
+        return usage(format!(
+            "bind destination {:?} is inside /dev/pts, the sandbox's own devpts, where no mount \
+             point can be made",
+            b.dest
+        ));
+    }
     Ok(())
 }
 
@@ -723,7 +732,14 @@ pub fn parse_bind(arg: &str, writable: bool) -> Result<Bind, UsageError> {
 /// Parse `NAME=PATH` for `--input`.
 pub fn parse_input(arg: &str) -> Result<Input, UsageError> {
     let Some((name, path)) = arg.split_once('=') else {
-        return usage(format!("--input {arg:?}: expected NAME=PATH"));
+        // A bare path is the usual slip: name the spelling that hands it in.
+        let name = Path::new(arg).file_name().and_then(|n| n.to_str());
+        return usage(match name.filter(|n| check_input_name(n).is_ok()) {
+            Some(name) => {
+                format!("--input {arg:?}: expected NAME=PATH, as in --input {name}={arg}")
+            }
+            None => format!("--input {arg:?}: expected NAME=PATH"),
+        });
     };
     check_input_name(name)?;
     if path.is_empty() {
@@ -1000,11 +1016,16 @@ mod tests {
             "/x:/tmp/",
             "/x:/proc/sys/y",
             "/x:/proc/cpuinfo",
+            "/x:/dev/pts/0",
         ] {
             let mut d = draft(&["true"]);
             d.binds = vec![parse_bind(bad, false).unwrap()];
             assert!(d.build(&no_env).is_err(), "{bad} accepted");
         }
+        // Covering the whole devpts is the caller's choice.
+        let mut d = draft(&["true"]);
+        d.binds = vec![parse_bind("/x:/dev/pts", false).unwrap()];
+        assert!(d.build(&no_env).is_ok());
         // Lengths the kernel cannot take under the scaffold; the longest it can, taken.
         let long_name = format!("/x:/{}", "n".repeat(256));
         let long_path = format!("/x:{}", "/a".repeat(DEST_MAX / 2 + 1));

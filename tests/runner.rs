@@ -433,6 +433,7 @@ fn bad_input_names_are_refused() {
     let dir = tmpdir();
     let file = write_file(&dir.path().join("data.txt"), b"data\n", 0o644);
     let f = file.display();
+    let suggested = format!("as in --input data.txt={f}");
     for who in BOTH {
         for (arg, needles) in [
             (
@@ -456,6 +457,8 @@ fn bad_input_names_are_refused() {
                 "data.txt".to_string(),
                 vec!["--input \"data.txt\"", "expected NAME=PATH"],
             ),
+            // A path alone: the message shows the spelling that hands it in.
+            (f.to_string(), vec!["expected NAME=PATH", &suggested]),
             (
                 "data.txt=".to_string(),
                 vec!["--input data.txt", "empty path"],
@@ -595,6 +598,33 @@ fn unknown_flag_and_missing_command_are_refused() {
                 msg.contains("'--no-such-flag'"),
                 "{who:?} {args:?}: {msg:?}"
             );
+        }
+        // The command without `--` before it, as bubblewrap takes it: the refusal says where
+        // it goes (clap said only "unexpected argument"), in plain and JSON mode.
+        for front in [&[][..], &["--json"][..]] {
+            let mut args = vec!["run"];
+            args.extend_from_slice(front);
+            args.extend(["sh", "-c", "echo RAN"]);
+            let run = al(who, &args, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+            let tip = "the command goes after '--': airlock run [OPTIONS] -- sh ...";
+            assert!(stderr(&run.out).contains(tip), "{who:?}: {}", run.show());
+            if !front.is_empty() {
+                let msg = run.usage_error(&format!("{who:?} {args:?}"));
+                assert!(msg.contains(tip), "{who:?} {args:?}: {msg:?}");
+            }
+        }
+        // A conflict with several arguments: clap lists them on the lines after its first,
+        // and the report names them all (it ended at "cannot be used with:").
+        {
+            let args = ["run", "--request", "-", "--json", "--", "true"];
+            let run = al_stdin(who, &args, br#"{"command": "true"}"#, SECS_10);
+            let msg = run.usage_error(&format!("{who:?} {args:?}"));
+            assert!(
+                msg.contains("cannot be used with") && msg.contains("--json"),
+                "{who:?} {args:?}: {msg:?}"
+            );
+            assert!(msg.contains("[COMMAND]"), "{who:?} {args:?}: {msg:?}");
         }
         // Non-UTF-8 arguments: refused the same way.
         {
@@ -832,8 +862,10 @@ fn a_trailing_slash_on_a_bind_destination_names_the_same_place() {
 /// writable --bind it was made on the host and left there after the run (exit 0, an empty
 /// file in the caller's directory). Both are bad usage now, exit 2, and nothing is made; a
 /// directory bound over a system path that is a symlink (`/bin -> usr/bin`) too (it was
-/// EINVAL, 125). Controls: a mount point that exists in the host tree, and one in the
-/// sandbox's own /etc, are bound.
+/// EINVAL, 125), and over a file or link of the sandbox's /dev or /etc, or below one, and a
+/// file over a directory, or a directory over a file, of the sandbox or a host tree. Controls:
+/// a mount point that exists in the host tree, and one in the sandbox's own /etc and /dev, are
+/// bound.
 #[test]
 fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
     let dir = tmpdir();
@@ -844,6 +876,7 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
     let file = write_file(&ro.join("file"), b"x\n", 0o644);
+    std::fs::create_dir(ro.join("sub")).unwrap();
     write_file(&rw.join("there"), b"", 0o644);
     let (ro, rw, file) = (ro.display(), rw.display(), file.display());
     let mut cases: Vec<(Vec<String>, Option<&str>)> = vec![
@@ -884,6 +917,55 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
             None,
         ),
         (vec!["--ro-bind".into(), format!("{file}:/etc/new")], None),
+        // What step 7 makes in /dev and /etc that is not a directory takes no directory over
+        // it and holds no mount point, nor does the sandbox's devpts: each was a failed step
+        // 7 (125, ENOTDIR or EACCES). Controls: a file over /dev/null, a directory in /dev.
+        (
+            vec!["--ro-bind".into(), format!("{ro}:/dev/null")],
+            Some("/dev/null is a file or link in the sandbox (a directory cannot be bound"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{ro}:/etc/passwd")],
+            Some("/etc/passwd is a file or link in the sandbox (a directory cannot be bound"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{file}:/dev/fd/new")],
+            Some("/dev/fd is a file or link in the sandbox (nothing can be made below it)"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{file}:/dev/pts/new")],
+            Some("is inside /dev/pts, the sandbox's own devpts"),
+        ),
+        (vec!["--ro-bind".into(), format!("{file}:/dev/null")], None),
+        (vec!["--ro-bind".into(), format!("{ro}:/dev/new")], None),
+        // Nor does a file go over a directory there, or in a host tree, or a directory over
+        // a host tree's file (each was a failed step 7 too: EISDIR from mknod, ENOTDIR).
+        (
+            vec!["--ro-bind".into(), format!("{file}:/usr")],
+            Some("/usr is a directory in the sandbox, and a file cannot be bound over"),
+        ),
+        (
+            vec!["--ro-bind".into(), format!("{file}:/dev/shm")],
+            Some("/dev/shm is a directory in the sandbox, and a file cannot be bound over"),
+        ),
+        (
+            vec![
+                "--ro-bind".into(),
+                format!("{ro}:/srv"),
+                "--ro-bind".into(),
+                format!("{file}:/srv/sub"),
+            ],
+            Some("/srv/sub is a directory in the sandbox, and a file cannot be bound over"),
+        ),
+        (
+            vec![
+                "--ro-bind".into(),
+                format!("{ro}:/srv"),
+                "--ro-bind".into(),
+                format!("{rw}:/srv/file"),
+            ],
+            Some("is not a directory, and a directory cannot be bound over it"),
+        ),
     ];
     // An /etc entry bound read-only from the host is such a tree too (it was EROFS, 125).
     if Path::new("/etc/ssl/certs").is_dir() {
@@ -2401,6 +2483,9 @@ fn run_help_documents_every_exit_code_and_report_key() {
             "a name past 255 bytes, a path past 4087",
             "mount point",
             "a system path that is a symlink",
+            "over a file or link",
+            "/dev/pts",
+            "a file bound over a directory",
             "pages",
             "--host-uid",
             "a directory on a standard stream",

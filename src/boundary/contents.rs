@@ -162,6 +162,9 @@ fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SysError> {
         .map_err(|e| io_err(e, || format!("write({path:?})")))
 }
 
+/// The files of /etc that `write_generated_etc` writes, in its order.
+pub const GENERATED_ETC: [&str; 5] = ["passwd", "group", "hosts", "nsswitch.conf", "hostname"];
+
 /// passwd and group name only the sandbox user and nobody; hosts knows only localhost, and
 /// nsswitch.conf adds DNS with the host's network (`shared_net`, see hosts_sources).
 pub(super) fn write_generated_etc(shared_net: bool) -> Result<(), SysError> {
@@ -169,32 +172,32 @@ pub(super) fn write_generated_etc(shared_net: bool) -> Result<(), SysError> {
     let hosts = hosts_sources(shared_net);
     let files: [(&str, String); 5] = [
         (
-            "etc/passwd",
+            GENERATED_ETC[0],
             format!(
                 "{user}:x:{SANDBOX_UID}:{SANDBOX_GID}:airlock sandbox:{SCRATCH}:/bin/sh\n\
                  nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
             ),
         ),
         (
-            "etc/group",
+            GENERATED_ETC[1],
             format!("{user}:x:{SANDBOX_GID}:\nnogroup:x:65534:\n"),
         ),
         (
-            "etc/hosts",
+            GENERATED_ETC[2],
             "127.0.0.1\tlocalhost airlock\n::1\tlocalhost ip6-localhost ip6-loopback\n".into(),
         ),
         (
-            "etc/nsswitch.conf",
+            GENERATED_ETC[3],
             format!(
                 "passwd: files\ngroup: files\nshadow: files\nhosts: {hosts}\nnetworks: files\n\
                  protocols: files\nservices: files\n"
             ),
         ),
-        ("etc/hostname", "airlock\n".into()),
+        (GENERATED_ETC[4], "airlock\n".into()),
     ];
     for (path, text) in files {
         write_new(
-            &at(Path::new("/").join(path).as_path()),
+            &at(Path::new("/etc").join(path).as_path()),
             text.as_bytes(),
             0o644,
         )?;

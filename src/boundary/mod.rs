@@ -38,7 +38,7 @@ mod fs;
 mod hint;
 mod userns;
 
-pub use contents::{DEV_LINKS, DEVICES, etc_from_host, hosts_sources};
+pub use contents::{DEV_LINKS, DEVICES, GENERATED_ETC, etc_from_host, hosts_sources};
 pub use exec::NO_INTERPRETER;
 pub use hint::hint;
 
