@@ -17,18 +17,24 @@ pub fn install() -> Result<(), SysError> {
 }
 
 fn apply(prog: &[seccompiler::sock_filter], what: &str) -> Result<(), SysError> {
-    seccompiler::apply_filter(prog).map_err(|e| SysError {
-        call: format!(
-            "seccomp(SECCOMP_SET_MODE_FILTER, <{what}{} insns>)",
-            prog.len()
-        ),
-        errno: match e {
-            seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
-                crate::sys::errno_of(&io)
+    seccompiler::apply_filter(prog).map_err(|e| refused(prog.len(), what, e))
+}
+
+/// The error of a refused install. An errno without a name (the kernel's own ENOTSUPP, 524,
+/// when its BPF JIT cannot compile the program) keeps its number in the message.
+fn refused(len: usize, what: &str, e: seccompiler::Error) -> SysError {
+    let mut call = format!("seccomp(SECCOMP_SET_MODE_FILTER, <{what}{len} insns>)");
+    let errno = match e {
+        seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
+            let errno = crate::sys::errno_of(&io);
+            if errno == Errno::UnknownErrno {
+                call += &format!(" (errno {})", io.raw_os_error().unwrap_or(0));
             }
-            _ => Errno::EINVAL,
-        },
-    })
+            errno
+        }
+        _ => Errno::EINVAL,
+    };
+    SysError { call, errno }
 }
 
 /// How a program of a length that is not a multiple of 8 bytes is refused (the bwrap front end
@@ -68,6 +74,35 @@ pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
 #[cfg(test)]
 mod tests {
     use seccompiler::TargetArch;
+
+    /// A refusal with an errno libc has no name for keeps its number, and the kernel's
+    /// ENOTSUPP (a full BPF JIT pool) gets its hint; a named errno reads as before.
+    #[test]
+    fn an_unnamed_errno_keeps_its_number_and_enotsupp_its_hint() {
+        use crate::boundary::{ENOTSUPP, hint};
+        let io = |n| seccompiler::Error::Seccomp(std::io::Error::from_raw_os_error(n));
+        let e = super::refused(164, "policy: ", io(ENOTSUPP));
+        assert_eq!(
+            e.to_string(),
+            "seccomp(SECCOMP_SET_MODE_FILTER, <policy: 164 insns>) (errno 524): UnknownErrno: \
+             Unknown errno"
+        );
+        assert!(
+            hint(&e).is_some_and(|h| h.contains("net.core.bpf_jit_limit")),
+            "{e}"
+        );
+        let e = super::refused(164, "policy: ", io(525));
+        assert!(
+            e.to_string().contains("(errno 525)") && hint(&e).is_none(),
+            "{e}"
+        );
+        let e = super::refused(1, "", io(libc::EINVAL));
+        assert_eq!(
+            e.to_string(),
+            "seccomp(SECCOMP_SET_MODE_FILTER, <1 insns>): EINVAL: Invalid argument"
+        );
+        assert!(hint(&e).is_none());
+    }
 
     use crate::policy::{self, Arch, Insn};
 

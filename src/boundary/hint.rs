@@ -4,6 +4,10 @@ use nix::errno::Errno;
 
 use crate::sys::SysError;
 
+/// The kernel's internal "operation not supported" (include/linux/errno.h), which seccomp
+/// returns when the BPF JIT cannot take the program; libc gives it no name.
+pub const ENOTSUPP: i32 = 524;
+
 /// A hint for the failures whose usual cause is known.
 pub fn hint(err: &SysError) -> Option<String> {
     let read = |p: &str| {
@@ -50,6 +54,14 @@ pub fn hint(err: &SysError) -> Option<String> {
         return Some(
             "the kernel refuses a new /proc when the host's /proc is partly hidden \
              (as inside some containers)"
+                .into(),
+        );
+    }
+    if err.call.starts_with("seccomp(") && err.call.ends_with(&format!("(errno {ENOTSUPP})")) {
+        return Some(
+            "the kernel could not compile the filter (ENOTSUPP): its BPF JIT pool \
+             (net.core.bpf_jit_limit) is likely used up by other processes' filters, and frees \
+             as they exit"
                 .into(),
         );
     }

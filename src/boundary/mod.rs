@@ -40,6 +40,8 @@ mod userns;
 
 pub use contents::{DEV_LINKS, DEVICES, GENERATED_ETC, etc_from_host, hosts_sources};
 pub use exec::NO_INTERPRETER;
+#[cfg(test)]
+pub use hint::ENOTSUPP;
 pub use hint::hint;
 
 use std::fs::File;
