@@ -67,14 +67,16 @@ impl Capture {
                 }
                 r
             }
-            None => {
-                let mut buf = [0u8; 64 * 1024];
-                let r = nix::unistd::read(fd, &mut buf);
-                if let Ok(n) = r {
-                    self.data.extend_from_slice(&buf[..n.min(room)]);
-                }
+            // Below the cap: read into the kept bytes' own room (at most 64 KiB a call), with
+            // no 64 KiB buffer to clear at every call and copy through.
+            None if room > 0 => {
+                let at = self.data.len();
+                self.data.resize(at + room.min(64 * 1024), 0);
+                let r = nix::unistd::read(fd, &mut self.data[at..]);
+                self.data.truncate(at + r.unwrap_or(0));
                 r
             }
+            None => nix::unistd::read(fd, &mut [0u8; 64 * 1024]),
         };
         match got {
             Ok(0) => Pipe::Closed,
