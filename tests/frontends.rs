@@ -2095,6 +2095,41 @@ fn explain_as_root_names_the_chosen_host_identity() {
     );
 }
 
+/// explain opens no host path, so what run learns from the host's files is not checked
+/// (README, explain): a bind source that does not exist, and a directory bound over the
+/// sandbox's /dev/null, are listed, exit 0. Control: run refuses each (exit 2).
+#[test]
+fn explain_lists_binds_that_run_refuses_from_the_host() {
+    let dir = tempfile::Builder::new()
+        .prefix("airlock-frontends-explain")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let over_null = format!("{}:/dev/null", dir.path().display());
+    let missing = format!("{}/no-such:/srv/x", dir.path().display());
+    for (bind, line) in [(&over_null, "  /dev/null "), (&missing, "  /srv/x ")] {
+        for who in BOTH {
+            let args = ["--ro-bind", bind.as_str(), "--", "true"];
+            let (out, text) = explain_as(who, &args);
+            assert_eq!(code(&out), Some(0), "{who:?} {bind}:\n{}", show(&out));
+            assert!(line_with(&text, line).contains("host bind of"), "{text}");
+            let mut run = vec!["run"];
+            run.extend_from_slice(&args);
+            let (ran, _) = output_within(
+                &mut airlock(who, &run),
+                Duration::from_secs(10),
+                &format!("{who:?} run {bind}"),
+            );
+            assert_eq!(
+                code(&ran),
+                Some(2),
+                "control {who:?} {bind}:\n{}",
+                show(&ran)
+            );
+        }
+    }
+}
+
 #[test]
 fn explain_runs_nothing() {
     // A command that does not exist: run would exit 127; explain just describes it.

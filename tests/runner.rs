@@ -614,6 +614,14 @@ fn unknown_flag_and_missing_command_are_refused() {
                 assert!(msg.contains(tip), "{who:?} {args:?}: {msg:?}");
             }
         }
+        // explain takes the command the same way, and says so the same way.
+        {
+            let args = ["explain", "sh", "-c", "echo RAN"];
+            let run = al(who, &args, SECS_10);
+            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
+            let tip = "the command goes after '--': airlock explain [OPTIONS] -- sh ...";
+            assert!(stderr(&run.out).contains(tip), "{who:?}: {}", run.show());
+        }
         // A conflict with several arguments: clap lists them on the lines after its first,
         // and the report names them all (it ended at "cannot be used with:").
         {
@@ -975,6 +983,20 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
                 format!("{file}:/etc/ssl/certs/airlock-no-such.pem"),
             ],
             Some("inside /etc/ssl/certs (the host's /etc/ssl/certs), a read-only tree"),
+        ));
+    }
+    // The host's /etc entries the sandbox takes: a directory does not go over one that is a
+    // file, nor a file over one that is a directory (each was a failed step 7, 125).
+    if std::fs::metadata("/etc/ld.so.cache").is_ok_and(|m| m.is_file()) {
+        cases.push((
+            vec!["--ro-bind".into(), format!("{ro}:/etc/ld.so.cache")],
+            Some("/etc/ld.so.cache is a file or link in the sandbox (a directory cannot be"),
+        ));
+    }
+    if Path::new("/etc/ld.so.conf.d").is_dir() {
+        cases.push((
+            vec!["--ro-bind".into(), format!("{file}:/etc/ld.so.conf.d")],
+            Some("/etc/ld.so.conf.d is a directory in the sandbox, and a file cannot be bound"),
         ));
     }
     if Path::new("/bin").read_link().is_ok() {
