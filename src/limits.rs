@@ -413,23 +413,21 @@ impl Cgroup {
                 cg.dirs.push(mdir.clone());
                 make_dir(&pdir)?;
                 cg.dirs.push(pdir.clone());
-                write(&mdir.join("memory.limit_in_bytes"), &l.memory.to_string())?;
-                // With swap accounting, swap counts too (where the kernel offers the file).
-                if mdir.join("memory.memsw.limit_in_bytes").exists() {
-                    write(
-                        &mdir.join("memory.memsw.limit_in_bytes"),
-                        &l.memory.to_string(),
-                    )?;
-                }
-                // Socket buffers: v1 charges them to a cgroup only once its own TCP limit is
-                // set (v2 counts them in memory.max). Without one, a task's loopback
+                let memory = l.memory.to_string();
+                write(&mdir.join("memory.limit_in_bytes"), &memory)?;
+                // Where the kernel offers the file: with swap accounting, swap counts too; and
+                // socket buffers, which v1 charges to a cgroup only once its own TCP limit is
+                // set (v2 counts them in memory.max). Without that one, a task's loopback
                 // connections held 643 MiB of the machine's one TCP pool (net.ipv4.tcp_mem)
                 // under --memory 256m, and at 2.2 GiB every host socket is under its hard limit.
-                if mdir.join("memory.kmem.tcp.limit_in_bytes").exists() {
-                    write(
-                        &mdir.join("memory.kmem.tcp.limit_in_bytes"),
-                        &l.memory.to_string(),
-                    )?;
+                for optional in [
+                    "memory.memsw.limit_in_bytes",
+                    "memory.kmem.tcp.limit_in_bytes",
+                ] {
+                    let file = mdir.join(optional);
+                    if file.exists() {
+                        write(&file, &memory)?;
+                    }
                 }
                 write(&pdir.join("pids.max"), &l.pids.to_string())?;
                 for d in [&mdir, &pdir] {
