@@ -2100,11 +2100,7 @@ fn explain_as_root_names_the_chosen_host_identity() {
 /// sandbox's /dev/null, are listed, exit 0. Control: run refuses each (exit 2).
 #[test]
 fn explain_lists_binds_that_run_refuses_from_the_host() {
-    let dir = tempfile::Builder::new()
-        .prefix("airlock-frontends-explain")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = common::tmpdir();
     let over_null = format!("{}:/dev/null", dir.path().display());
     let missing = format!("{}/no-such:/srv/x", dir.path().display());
     for (bind, line) in [(&over_null, "  /dev/null "), (&missing, "  /srv/x ")] {
