@@ -64,6 +64,10 @@ pub enum Msg {
     },
 }
 
+/// The first byte of a [`Msg::NetNs`] that carries the namespace, which `sys::send_fd` sends
+/// (the launcher's helper sends that message itself, allocating nothing).
+pub const NETNS: u8 = b'N';
+
 pub fn pair() -> SysResult<(OwnedFd, OwnedFd)> {
     named(
         nix::sys::socket::socketpair(
@@ -95,9 +99,12 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
                 buf.push(0);
             }
         }
+        // One encoder for this message: the helper that makes the namespace sends it too.
         Msg::NetNs(Ok(fd)) => {
-            buf.push(b'N');
-            fds.push(fd.as_raw_fd());
+            return named(
+                crate::sys::send_fd(sock.as_raw_fd(), NETNS, fd.as_raw_fd()),
+                || "sendmsg(<channel>, 'N')".into(),
+            );
         }
         Msg::NetNs(Err(e)) => {
             buf.push(b'n');
@@ -192,7 +199,7 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<O
             Some(fd) => Msg::Scratch(fd, parse_inputs(body)),
             None => Msg::SetupFailed("scratch descriptor missing from message".into()),
         },
-        b'N' => match fds.pop() {
+        NETNS => match fds.pop() {
             Some(fd) => Msg::NetNs(Ok(fd)),
             None => Msg::SetupFailed("namespace descriptor missing from message".into()),
         },

@@ -336,10 +336,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     }
     let mut handover_failed = None;
     // 1 (this side): the network namespace, made in the init's user namespace while the init
-    // runs steps 2-9. A failure goes to the init, which stops at step 10 with it.
+    // runs steps 2-9, and sent to it by the helper that made it. A failure goes to the init
+    // from here, which stops at step 10 with it.
     if let Some(userns) = userns {
-        let made = userns.and_then(|u| sys::new_net_namespace(u.as_fd()));
-        if let Err(e) = channel::send(parent_sock.as_fd(), &Msg::NetNs(made)) {
+        let sock = parent_sock.as_fd();
+        let made = userns.and_then(|u| sys::new_net_namespace(u.as_fd(), sock, channel::NETNS));
+        if let Err(e) = made.or_else(|e| channel::send(sock, &Msg::NetNs(Err(e)))) {
             // The init would wait for it forever: end it. If it had already failed (its end
             // closed), its own report, read below, says why.
             let _ = kill(pid, Signal::SIGKILL);

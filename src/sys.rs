@@ -780,30 +780,33 @@ pub fn dup_fd(fd: RawFd) -> SysResult<OwnedFd> {
 // Network
 
 /// A new network namespace with its loopback up, owned by the user namespace `userns` (the
-/// sandbox's, which this process's user owns). A short-lived helper sharing this process's
-/// memory and descriptors joins that user namespace, unshares a network namespace, brings
-/// loopback up and exits; the namespace lives on in the returned descriptor. This process
-/// sleeps meanwhile.
+/// sandbox's, which this process's user owns), sent on `channel` as one message: the byte
+/// `tag` with the namespace's descriptor (SCM_RIGHTS). A short-lived helper sharing this
+/// process's memory and descriptors joins that user namespace, unshares a network namespace,
+/// brings loopback up, sends the namespace itself (the receiver has it without waiting for
+/// this process to wake) and exits. This process sleeps meanwhile. Nothing is sent when a
+/// call fails: the error names it.
 ///
 /// The helper allocates nothing and reports through atomics, the last one a Release flag: a
 /// helper killed at any point leaves no half-written value, only a report that is missing.
-pub fn new_net_namespace(userns: BorrowedFd) -> SysResult<OwnedFd> {
+pub fn new_net_namespace(userns: BorrowedFd, channel: BorrowedFd, tag: u8) -> SysResult<()> {
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-    const CALLS: [&str; 5] = [
+    const CALLS: [&str; 6] = [
         "setns(<user namespace of the init>, CLONE_NEWUSER)",
         "unshare(CLONE_NEWNET)",
         LO_SOCKET,
         LO_IOCTL,
         "ioctl(<socket>, SIOCGSKNS)",
+        "sendmsg(<channel>, <network namespace>)",
     ];
     const SIOCGSKNS: libc::c_ulong = 0x894C;
-    let (netns, failed, errno, done) = (
-        AtomicI32::new(-1),
+    let (sent, failed, errno, done) = (
+        AtomicBool::new(false),
         AtomicUsize::new(0),
         AtomicI32::new(0),
         AtomicBool::new(false),
     );
-    let userns = userns.as_raw_fd();
+    let (userns, channel) = (userns.as_raw_fd(), channel.as_raw_fd());
     let helper = start_task(Start::SharedMemoryAndFiles, &mut || {
         let made = (|| {
             // SAFETY: plain syscalls on integers; errors are read from errno at once.
@@ -816,13 +819,16 @@ pub fn new_net_namespace(userns: BorrowedFd) -> SysResult<OwnedFd> {
             }
             let sock = lo_up().map_err(|(call, e)| (2 + call, e as i32))?;
             // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor or -1.
-            match unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _) } {
-                -1 => Err((4, Errno::last_raw())),
-                fd => Ok(fd),
-            }
+            let netns = match unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _) } {
+                -1 => return Err((4, Errno::last_raw())),
+                // SAFETY: a fresh descriptor nothing else owns (closed when the helper ends,
+                // in the descriptor table it shares with this process).
+                fd => unsafe { OwnedFd::from_raw_fd(fd) },
+            };
+            send_fd(channel, tag, netns.as_raw_fd()).map_err(|e| (5, e as i32))
         })();
         match made {
-            Ok(fd) => netns.store(fd, Ordering::Relaxed),
+            Ok(()) => sent.store(true, Ordering::Relaxed),
             Err((call, e)) => {
                 failed.store(call, Ordering::Relaxed);
                 errno.store(e, Ordering::Relaxed);
@@ -844,14 +850,47 @@ pub fn new_net_namespace(userns: BorrowedFd) -> SysResult<OwnedFd> {
             errno: Errno::ECANCELED,
         });
     }
-    match netns.load(Ordering::Relaxed) {
-        -1 => Err(SysError {
+    match sent.load(Ordering::Relaxed) {
+        true => Ok(()),
+        false => Err(SysError {
             call: CALLS[failed.load(Ordering::Relaxed)].into(),
             errno: Errno::from_raw(errno.load(Ordering::Relaxed)),
         }),
-        // SAFETY: the helper shared this descriptor table; the kernel installed this
-        // descriptor there for it, and nothing else owns it.
-        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+    }
+}
+
+/// One message on a SOCK_SEQPACKET socket, the byte `tag` with the descriptor `fd`
+/// (SCM_RIGHTS), without allocating (the network namespace's helper sends it).
+pub fn send_fd(sock: RawFd, tag: u8, fd: RawFd) -> Result<(), Errno> {
+    let fd_len = std::mem::size_of::<RawFd>() as u32;
+    // Room for one control message carrying one descriptor, aligned as cmsghdr is.
+    let mut control = [0u64; 4];
+    let mut byte = [tag];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: an all-zero msghdr is valid (no name, no control); its fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE computes a size from an integer.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(fd_len) } as _;
+    // SAFETY: `control` is 32 bytes, at least CMSG_SPACE(4), 8-aligned and zeroed, so the first
+    // header exists; the descriptor is written into its data, inside the buffer; `msg`,
+    // `iov` and both buffers live across sendmsg.
+    let r = unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
+        libc::CMSG_DATA(cmsg).cast::<RawFd>().write_unaligned(fd);
+        libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL)
+    };
+    match r {
+        -1 => Err(Errno::last()),
+        _ => Ok(()),
     }
 }
 
