@@ -464,9 +464,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         _ => (None, None),
     };
     let by_signal = |sig: i32| signal == Some(sig) || code == Some(128 + sig);
-    // Only the JSON report says which limit it was: a streamed run does not read the
-    // cgroup's counters.
-    let reported = matches!(spec.output, Output::Json { .. });
+    // The cgroup's counters are read for the JSON report, and for a streamed run only when
+    // the task did not exit 0 (airlock then says on stderr which limit it ran into).
+    let reported = matches!(spec.output, Output::Json { .. }) || end != End::Exited(0);
     let limit_hit = if end == End::TimedOut {
         Some("timeout")
     } else if let Some(hit) = cgroup

@@ -903,8 +903,33 @@ fn run(args: RunArgs) -> i32 {
             &format!("{}\n", report::to_json(&outcome, &warnings)),
             outcome.exit_code(),
         ),
-        Ok(outcome) => outcome.exit_code(),
+        Ok(outcome) => {
+            // A streamed run's exit status alone would not say that a limit was the cause
+            // (137 for the memory limit's kill, 124 for the timeout): one line says which,
+            // where stderr has room (it may be the full pipe of a caller that reads nothing).
+            if let Some(hit) = outcome.limit_hit {
+                relay::say_if_room(&format!("airlock: {}\n", limit_notice(hit, spec.timeout)));
+            }
+            outcome.exit_code()
+        }
         Err(f) => fail(json_mode, &f),
+    }
+}
+
+/// What a streamed run says on stderr when its task ran into a limit (the JSON report's
+/// `limit_hit`), naming the flag that sets it.
+fn limit_notice(hit: &str, timeout: Option<std::time::Duration>) -> String {
+    match hit {
+        "timeout" => format!(
+            "the timeout ({}) fired; the whole sandbox was killed",
+            timeout.map_or("--timeout".into(), |t| format!("{t:?}"))
+        ),
+        "memory" => "the task ran into its memory limit (--memory); the kernel killed it".into(),
+        "pids" => "the task ran into its process limit (--pids): a fork was refused".into(),
+        "cpu" => "the task ran into its CPU time limit (--cpu-time)".into(),
+        "file_size" => "the task ran into its file size limit (--file-size)".into(),
+        "scratch_full" => "scratch is full (--scratch-size)".into(),
+        other => format!("the task ran into a limit: {other}"),
     }
 }
 

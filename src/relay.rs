@@ -750,7 +750,7 @@ impl Relay {
 /// stderr may be the very pipe whose reader took no more (a caller that reads neither
 /// stream), and a write blocked there would hold airlock past the run's deadline for good,
 /// SIGINT, SIGTERM and SIGHUP being still blocked.
-fn say_if_room(line: &str) {
+pub fn say_if_room(line: &str) {
     let stderr = std::io::stderr();
     let mut room = [PollFd::new(stderr.as_fd(), PollFlags::POLLOUT)];
     let writable = nix::poll::poll(&mut room, PollTimeout::ZERO).is_ok_and(|n| n > 0)

@@ -2077,7 +2077,67 @@ fn timeout_in_plain_mode_exits_124() {
         assert_eq!(run.code(), Some(124), "{who:?}: {}", run.show());
         assert!(run.took < Duration::from_secs(3), "{who:?}: {}", run.show());
         assert_eq!(stdout(&run.out), "", "{who:?}");
+        assert_eq!(
+            stderr(&run.out),
+            "airlock: the timeout (300ms) fired; the whole sandbox was killed\n",
+            "{who:?}"
+        );
         assert_none_left("sleep 10.25", Duration::from_secs(3), &format!("{who:?}"));
+    }
+}
+
+/// A streamed run whose task ran into a limit says which on stderr, in one line naming the
+/// flag: its exit status alone (137, 152, 153) would not. The memory limit is read from the
+/// cgroup's counters (root's cgroup v1 here; uid 65534's rlimit fallback fails the allocation
+/// and detects no hit, as the JSON report's `limit_hit`). Control: a task that exits 3 by
+/// itself, or is killed by a SIGKILL of its own, gets no line.
+#[test]
+fn a_streamed_run_says_which_limit_its_task_ran_into() {
+    let memory = "b = b'\\x01' * (1 << 30)";
+    for who in BOTH {
+        let cases: [(&[&str], &[&str], i32, &str); 5] = [
+            (
+                &["--cpu-time", "1"],
+                &["sh", "-c", "while :; do :; done"],
+                128 + libc::SIGXCPU,
+                "airlock: the task ran into its CPU time limit (--cpu-time)\n",
+            ),
+            (
+                &["--file-size", "1M"],
+                &["sh", "-c", "exec head -c 2M /dev/zero > /work/big"],
+                128 + libc::SIGXFSZ,
+                "airlock: the task ran into its file size limit (--file-size)\n",
+            ),
+            (
+                &["--memory", "128M"],
+                &["python3", "-c", memory],
+                if who == Launcher::Root { 137 } else { 1 },
+                if who == Launcher::Root {
+                    "airlock: the task ran into its memory limit (--memory); the kernel killed it\n"
+                } else {
+                    "MemoryError"
+                },
+            ),
+            (&[], &["sh", "-c", "exit 3"], 3, ""),
+            (&[], &["sh", "-c", "kill -9 $$"], 137, ""),
+        ];
+        for (flags, command, code, said) in cases {
+            let mut args = vec!["run", "--timeout", "20s"];
+            args.extend_from_slice(flags);
+            args.push("--");
+            args.extend_from_slice(command);
+            let run = al(who, &args, Duration::from_secs(30));
+            let ctx = format!("{who:?} {args:?}: {}", run.show());
+            assert_eq!(run.code(), Some(code), "{ctx}");
+            let err = stderr(&run.out);
+            match said {
+                "MemoryError" => {
+                    assert!(err.contains(said), "{ctx}");
+                    assert!(!err.contains("airlock:"), "{ctx}");
+                }
+                _ => assert_eq!(err, said, "{ctx}"),
+            }
+        }
     }
 }
 
@@ -2115,7 +2175,9 @@ fn a_caller_reading_neither_stream_still_gets_the_timeout() {
                     stderr(&run.out).contains("airlock: stdout of the task: ")
                         && stderr(&run.out).contains(
                             "bytes were not delivered: its reader took no more before the timeout"
-                        ),
+                        )
+                        && stderr(&run.out)
+                            .contains("airlock: the timeout (1s) fired; the whole sandbox"),
                     "{ctx}: {}",
                     run.show()
                 );
