@@ -924,7 +924,9 @@ fn limit_notice(hit: &str, timeout: Option<std::time::Duration>) -> String {
             "the timeout ({}) fired; the whole sandbox was killed",
             timeout.map_or("--timeout".into(), |t| format!("{t:?}"))
         ),
-        "memory" => "the task ran into its memory limit (--memory); the kernel killed it".into(),
+        "memory" => {
+            "the task ran into its memory limit (--memory): the kernel killed a process".into()
+        }
         "pids" => "the task ran into its process limit (--pids): a fork was refused".into(),
         "cpu" => "the task ran into its CPU time limit (--cpu-time)".into(),
         "file_size" => "the task ran into its file size limit (--file-size)".into(),

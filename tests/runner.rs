@@ -2113,7 +2113,7 @@ fn a_streamed_run_says_which_limit_its_task_ran_into() {
                 &["python3", "-c", memory],
                 if who == Launcher::Root { 137 } else { 1 },
                 if who == Launcher::Root {
-                    "airlock: the task ran into its memory limit (--memory); the kernel killed it\n"
+                    "airlock: the task ran into its memory limit (--memory): the kernel killed a process\n"
                 } else {
                     "MemoryError"
                 },
