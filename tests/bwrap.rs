@@ -2891,6 +2891,87 @@ fn a_signal_to_the_process_group_lets_the_task_clean_up() {
     }
 }
 
+/// The other signals whose default action ends bubblewrap's launcher act as SIGTERM does
+/// above: Ctrl-\\'s SIGQUIT to the process group, or a SIGUSR1 or SIGALRM to it, ends the
+/// launcher by that signal while the task, which got it too, handles it and ends on its own.
+/// airlock used to die of them at once, its sandbox with it, the task's clean-up lost.
+#[test]
+fn other_ending_signals_to_the_process_group_let_the_task_clean_up() {
+    let d = tmpdir(0o777);
+    let dir = d.path().display().to_string();
+    for who in BOTH {
+        for imp in IMPS {
+            for (sig, status) in [("QUIT", 131), ("USR1", 138), ("ALRM", 142)] {
+                let marker = format!("{dir}/marker");
+                let ready = format!("{dir}/ready");
+                let _ = std::fs::remove_file(&marker);
+                let _ = std::fs::remove_file(&ready);
+                let task = format!(
+                    "n=0; trap \"n=\\$((n+1))\" {sig}; : > {ready}; i=0; \
+                     while [ $i -lt 12 ]; do sleep 0.1; i=$((i+1)); done; \
+                     echo cleaned $n > {marker}; exit 3"
+                );
+                let script = format!(
+                    "set -m; {bw} --ro-bind / / --bind {dir} {dir} -- sh -c '{task}' & \
+                     p=$!; i=0; while [ ! -e {ready} ] && [ $i -lt 100 ]; do sleep 0.05; \
+                     i=$((i+1)); done; kill -{sig} -- -$p; wait $p; echo status=$?; \
+                     i=0; while [ ! -e {marker} ] && [ $i -lt 40 ]; do sleep 0.05; \
+                     i=$((i+1)); done",
+                    bw = launcher_words(imp, who),
+                );
+                let o = Command::new("bash")
+                    .args(["-c", &script])
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                let ctx = format!("{who:?} {imp:?} SIG{sig}: {o:?}");
+                assert_eq!(
+                    String::from_utf8_lossy(&o.stdout),
+                    format!("status={status}\n"),
+                    "{ctx}"
+                );
+                let got = std::fs::read_to_string(&marker).unwrap_or_default();
+                assert_eq!(got, "cleaned 1\n", "{ctx}");
+            }
+        }
+    }
+}
+
+/// A signal the caller left blocked stays blocked in the launcher, as bubblewrap never
+/// unblocks one: a SIGTERM or SIGUSR1 sent to it then does not end it, and the task's
+/// status is the launcher's.
+#[test]
+fn signals_the_caller_blocked_do_not_end_the_launcher() {
+    for who in BOTH {
+        for imp in IMPS {
+            let words = launcher_words(imp, who);
+            let argv: Vec<&str> = words
+                .split(' ')
+                .chain(["--ro-bind", "/", "/", "sh", "-c", "sleep 0.6; exit 3"])
+                .collect();
+            let prog = format!(
+                "import os, signal, sys, time\n\
+                 argv = {argv:?}\n\
+                 pid = os.fork()\n\
+                 if pid == 0:\n\
+                 \x20   signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM, signal.SIGUSR1}})\n\
+                 \x20   os.execvp(argv[0], argv)\n\
+                 time.sleep(0.3)\n\
+                 os.kill(pid, signal.SIGUSR1)\n\
+                 os.kill(pid, signal.SIGTERM)\n\
+                 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            );
+            let o = Command::new(PYTHON)
+                .args(["-c", &prog])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let ctx = format!("{who:?} {imp:?}: {o:?}");
+            assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n", "{ctx}");
+        }
+    }
+}
+
 /// `airlock bwrap ARGS...` behaves as airlock started under the name `bwrap`.
 #[test]
 fn airlock_bwrap_subcommand() {
