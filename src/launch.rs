@@ -71,7 +71,7 @@ fn namespace_flags(spec: &Spec) -> u64 {
 /// bubblewrap's launcher (its task outliving it), sent by another process rather than by a
 /// fault. Not SIGPIPE or SIGXFSZ, which airlock's own writes may raise (they return EPIPE or
 /// EFBIG instead; bubblewrap does not write the task's output), nor the real-time signals.
-const BWRAP_ALSO_ENDING: [Signal; 10] = [
+pub(crate) const BWRAP_ALSO_ENDING: [Signal; 10] = [
     Signal::SIGQUIT,
     Signal::SIGUSR1,
     Signal::SIGUSR2,
@@ -280,6 +280,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                     .map(|l| limits::rlimits(l, mechanism))
                     .unwrap_or_default(),
                 caller_mask,
+                caller_group: None,
             })
         }
         Forked::Parent { pid, pidfd } => (pid, pidfd),

@@ -3855,14 +3855,16 @@ fn args_descriptor_words_are_options_only() {
     }
 }
 
-/// SIGTERM sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
-/// the task itself, which the signal ends (143); airlock's is its init, which passes SIGTERM,
-/// SIGINT and SIGHUP on to no one in bwrap mode, so the task runs to its end (README, bwrap
-/// section). With --unshare-pid both pids are a pid 1 with no handler, which ignores it.
+/// A signal sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
+/// the task itself, which the signal ends (143 for SIGTERM, 138 for SIGUSR1); airlock's is
+/// its init, which has left the caller's process group and passes the signal on to the task
+/// (it used to pass none on, and the task ran to its end). With --unshare-pid both pids are a
+/// pid 1 that passes nothing on, and the task runs to its end.
 #[test]
 fn sigterm_to_the_info_fd_child_pid() {
-    let script = format!(
-        r#"{PYTHON} - "$BW" "$@" <<'EOF'
+    for (sig, ended) in [("SIGTERM", "exit 143\n"), ("SIGUSR1", "exit 138\n")] {
+        let script = format!(
+            r#"{PYTHON} - "$BW" "$@" <<'EOF'
 import json, os, signal, subprocess, sys, time
 r, w = os.pipe()
 os.dup2(w, 8)
@@ -3873,23 +3875,21 @@ info = b""
 while chunk := os.read(r, 4096):
     info += chunk
 time.sleep(0.2)
-os.kill(json.loads(info)["child-pid"], signal.SIGTERM)
+os.kill(json.loads(info)["child-pid"], signal.{sig})
 print("exit", p.wait())
 EOF"#
-    );
-    for who in BOTH {
-        for (set, bubblewrap, airlock) in [
-            (&[][..], "exit 143\n", "exit 0\n"),
-            (&["--unshare-pid"][..], "exit 0\n", "exit 0\n"),
-        ] {
-            let c = case(&with(
-                &with(&["--ro-bind", "/", "/"], set),
-                &["sleep", "0.8"],
-            ))
-            .script(&script);
-            let [b, a] = c.run_all(who);
-            assert_eq!(b.stdout, bubblewrap, "as {who:?} {set:?}: {}", b.show());
-            assert_eq!(a.stdout, airlock, "as {who:?} {set:?}: {}", a.show());
+        );
+        for who in BOTH {
+            for (set, want) in [(&[][..], ended), (&["--unshare-pid"][..], "exit 0\n")] {
+                let c = case(&with(
+                    &with(&["--ro-bind", "/", "/"], set),
+                    &["sleep", "0.8"],
+                ))
+                .script(&script);
+                let [b, a] = c.run_all(who);
+                assert_eq!(b.stdout, want, "{sig} as {who:?} {set:?}: {}", b.show());
+                assert_eq!(a.stdout, want, "{sig} as {who:?} {set:?}: {}", a.show());
+            }
         }
     }
 }
