@@ -67,6 +67,23 @@ fn namespace_flags(spec: &Spec) -> u64 {
     (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | spec.ns.flags()) as u64
 }
 
+/// bwrap mode: the signals besides SIGINT, SIGTERM and SIGHUP whose default action ends
+/// bubblewrap's launcher (its task outliving it), sent by another process rather than by a
+/// fault. Not SIGPIPE or SIGXFSZ, which airlock's own writes may raise (they return EPIPE or
+/// EFBIG instead; bubblewrap does not write the task's output), nor the real-time signals.
+pub(crate) const BWRAP_ALSO_ENDING: [Signal; 10] = [
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGIO,
+    Signal::SIGPWR,
+    Signal::SIGXCPU,
+    Signal::SIGSTKFLT,
+];
+
 /// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.
 const TERM_GRACE: Duration = Duration::from_secs(2);
 
@@ -132,9 +149,22 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // SIGINT, SIGTERM and SIGHUP are read from a signalfd and forwarded (bwrap mode: they end
     // airlock, as they end bubblewrap); the sandbox's init inherits them blocked and waits for
     // them the same way. One the caller ignores (nohup) stays ignored: it never arrives.
+    // bwrap mode reads every other signal that ends bubblewrap by its default action while
+    // its task runs on (BWRAP_ALSO_ENDING: Ctrl-\'s SIGQUIT to the process group, a
+    // SIGUSR1), so that airlock too waits for the sandbox before dying of it, and leaves one
+    // the caller blocked blocked, as bubblewrap never unblocks it.
+    let caller_blocked = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
     let mut forwarded = SigSet::empty();
-    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        if !sys::is_ignored(s) {
+    let also: &[Signal] = match spec.bwrap {
+        Some(_) => &BWRAP_ALSO_ENDING,
+        None => &[],
+    };
+    for &s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
+        .iter()
+        .chain(also)
+    {
+        let blocked = spec.bwrap.is_some() && caller_blocked.contains(s);
+        if !sys::is_ignored(s) && !blocked {
             forwarded.add(s);
         }
     }
@@ -152,7 +182,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     .map_err(setup)?;
     let sigfd = named(
         SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK),
-        || "signalfd(SIGINT|SIGTERM|SIGHUP)".into(),
+        || "signalfd(SIGINT|SIGTERM|SIGHUP...)".into(),
     )
     .map_err(setup)?;
 
@@ -250,6 +280,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                     .map(|l| limits::rlimits(l, mechanism))
                     .unwrap_or_default(),
                 caller_mask,
+                caller_group: None,
             })
         }
         Forked::Parent { pid, pidfd } => (pid, pidfd),

@@ -2891,6 +2891,87 @@ fn a_signal_to_the_process_group_lets_the_task_clean_up() {
     }
 }
 
+/// The other signals whose default action ends bubblewrap's launcher act as SIGTERM does
+/// above: Ctrl-\\'s SIGQUIT to the process group, or a SIGUSR1 or SIGALRM to it, ends the
+/// launcher by that signal while the task, which got it too, handles it and ends on its own.
+/// airlock used to die of them at once, its sandbox with it, the task's clean-up lost.
+#[test]
+fn other_ending_signals_to_the_process_group_let_the_task_clean_up() {
+    let d = tmpdir(0o777);
+    let dir = d.path().display().to_string();
+    for who in BOTH {
+        for imp in IMPS {
+            for (sig, status) in [("QUIT", 131), ("USR1", 138), ("ALRM", 142)] {
+                let marker = format!("{dir}/marker");
+                let ready = format!("{dir}/ready");
+                let _ = std::fs::remove_file(&marker);
+                let _ = std::fs::remove_file(&ready);
+                let task = format!(
+                    "n=0; trap \"n=\\$((n+1))\" {sig}; : > {ready}; i=0; \
+                     while [ $i -lt 12 ]; do sleep 0.1; i=$((i+1)); done; \
+                     echo cleaned $n > {marker}; exit 3"
+                );
+                let script = format!(
+                    "set -m; {bw} --ro-bind / / --bind {dir} {dir} -- sh -c '{task}' & \
+                     p=$!; i=0; while [ ! -e {ready} ] && [ $i -lt 100 ]; do sleep 0.05; \
+                     i=$((i+1)); done; kill -{sig} -- -$p; wait $p; echo status=$?; \
+                     i=0; while [ ! -e {marker} ] && [ $i -lt 40 ]; do sleep 0.05; \
+                     i=$((i+1)); done",
+                    bw = launcher_words(imp, who),
+                );
+                let o = Command::new("bash")
+                    .args(["-c", &script])
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                let ctx = format!("{who:?} {imp:?} SIG{sig}: {o:?}");
+                assert_eq!(
+                    String::from_utf8_lossy(&o.stdout),
+                    format!("status={status}\n"),
+                    "{ctx}"
+                );
+                let got = std::fs::read_to_string(&marker).unwrap_or_default();
+                assert_eq!(got, "cleaned 1\n", "{ctx}");
+            }
+        }
+    }
+}
+
+/// A signal the caller left blocked stays blocked in the launcher, as bubblewrap never
+/// unblocks one: a SIGTERM or SIGUSR1 sent to it then does not end it, and the task's
+/// status is the launcher's.
+#[test]
+fn signals_the_caller_blocked_do_not_end_the_launcher() {
+    for who in BOTH {
+        for imp in IMPS {
+            let words = launcher_words(imp, who);
+            let argv: Vec<&str> = words
+                .split(' ')
+                .chain(["--ro-bind", "/", "/", "sh", "-c", "sleep 0.6; exit 3"])
+                .collect();
+            let prog = format!(
+                "import os, signal, sys, time\n\
+                 argv = {argv:?}\n\
+                 pid = os.fork()\n\
+                 if pid == 0:\n\
+                 \x20   signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM, signal.SIGUSR1}})\n\
+                 \x20   os.execvp(argv[0], argv)\n\
+                 time.sleep(0.3)\n\
+                 os.kill(pid, signal.SIGUSR1)\n\
+                 os.kill(pid, signal.SIGTERM)\n\
+                 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            );
+            let o = Command::new(PYTHON)
+                .args(["-c", &prog])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let ctx = format!("{who:?} {imp:?}: {o:?}");
+            assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n", "{ctx}");
+        }
+    }
+}
+
 /// `airlock bwrap ARGS...` behaves as airlock started under the name `bwrap`.
 #[test]
 fn airlock_bwrap_subcommand() {
@@ -3774,14 +3855,16 @@ fn args_descriptor_words_are_options_only() {
     }
 }
 
-/// SIGTERM sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
-/// the task itself, which the signal ends (143); airlock's is its init, which passes SIGTERM,
-/// SIGINT and SIGHUP on to no one in bwrap mode, so the task runs to its end (README, bwrap
-/// section). With --unshare-pid both pids are a pid 1 with no handler, which ignores it.
+/// A signal sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
+/// the task itself, which the signal ends (143 for SIGTERM, 138 for SIGUSR1); airlock's is
+/// its init, which has left the caller's process group and passes the signal on to the task
+/// (it used to pass none on, and the task ran to its end). With --unshare-pid both pids are a
+/// pid 1 that passes nothing on, and the task runs to its end.
 #[test]
 fn sigterm_to_the_info_fd_child_pid() {
-    let script = format!(
-        r#"{PYTHON} - "$BW" "$@" <<'EOF'
+    for (sig, ended) in [("SIGTERM", "exit 143\n"), ("SIGUSR1", "exit 138\n")] {
+        let script = format!(
+            r#"{PYTHON} - "$BW" "$@" <<'EOF'
 import json, os, signal, subprocess, sys, time
 r, w = os.pipe()
 os.dup2(w, 8)
@@ -3792,23 +3875,21 @@ info = b""
 while chunk := os.read(r, 4096):
     info += chunk
 time.sleep(0.2)
-os.kill(json.loads(info)["child-pid"], signal.SIGTERM)
+os.kill(json.loads(info)["child-pid"], signal.{sig})
 print("exit", p.wait())
 EOF"#
-    );
-    for who in BOTH {
-        for (set, bubblewrap, airlock) in [
-            (&[][..], "exit 143\n", "exit 0\n"),
-            (&["--unshare-pid"][..], "exit 0\n", "exit 0\n"),
-        ] {
-            let c = case(&with(
-                &with(&["--ro-bind", "/", "/"], set),
-                &["sleep", "0.8"],
-            ))
-            .script(&script);
-            let [b, a] = c.run_all(who);
-            assert_eq!(b.stdout, bubblewrap, "as {who:?} {set:?}: {}", b.show());
-            assert_eq!(a.stdout, airlock, "as {who:?} {set:?}: {}", a.show());
+        );
+        for who in BOTH {
+            for (set, want) in [(&[][..], ended), (&["--unshare-pid"][..], "exit 0\n")] {
+                let c = case(&with(
+                    &with(&["--ro-bind", "/", "/"], set),
+                    &["sleep", "0.8"],
+                ))
+                .script(&script);
+                let [b, a] = c.run_all(who);
+                assert_eq!(b.stdout, want, "{sig} as {who:?} {set:?}: {}", b.show());
+                assert_eq!(a.stdout, want, "{sig} as {who:?} {set:?}: {}", a.show());
+            }
         }
     }
 }

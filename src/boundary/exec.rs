@@ -207,6 +207,13 @@ pub(super) fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> 
             fail(format!("step 13: {e}"));
         }
     }
+    // Back to the caller's process group, which the init left (boundary::init): a signal to
+    // the group reaches the task, as bubblewrap's, and the init does not pass it on again.
+    if let Some(group) = inh.caller_group
+        && let Err(e) = nix::unistd::setpgid(Pid::from_raw(0), group)
+    {
+        fail(format!("step 13: setpgid(0, {group}): {e}"));
+    }
     // A new session with no controlling terminal (TIOCSTI injection, CVE-2017-5226): made
     // here when the task has no reaper of its own in a new pid namespace, else by the init
     // (where bubblewrap makes it too).

@@ -95,6 +95,10 @@ pub struct Inherited<'a> {
     pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
     /// The signals the caller had blocked: bwrap mode's task starts with them blocked.
     pub caller_mask: SigSet,
+    /// bwrap mode without a pid namespace: the caller's process group, which this init has
+    /// left (`init`) and the task goes back to before its execve. Set by the init; the
+    /// launcher leaves it None.
+    pub caller_group: Option<Pid>,
 }
 
 /// A failed step: which one, what failed, and a hint when one exists.
@@ -125,7 +129,7 @@ impl<T> Step<T> for Result<T, SysError> {
 }
 
 /// The entry point of the sandbox's init after clone3. Never returns.
-pub fn init(inh: Inherited) -> ! {
+pub fn init(mut inh: Inherited) -> ! {
     // The task can read this process's /proc/1/cmdline: it is not to show the caller's line.
     sys::blank_argv();
     let sock = inh.sock.as_fd();
@@ -137,8 +141,27 @@ pub fn init(inh: Inherited) -> ! {
             sys::exit_now(spec::exit::SETUP_FAILED)
         }
     }
+    // bwrap mode without a pid namespace: bubblewrap's --info-fd child-pid is its task, so a
+    // signal sent to that pid reaches the task; here it reaches this init, which passes it on
+    // (supervise). A signal to the caller's process group (Ctrl-C, a CI job's cancel) reaches
+    // the task itself, so this init leaves that group first, not to pass it on a second time;
+    // the task goes back to it before its execve (exec_task). With a pid namespace the pid is
+    // a reaper that passes nothing on, under bubblewrap as here.
+    let spec = inh.spec;
+    if spec.bwrap.as_ref().is_some_and(|b| b.userns_fd.is_none())
+        && !spec.ns.pid
+        && !spec.lockdown.as_pid_1
+    {
+        let group = nix::unistd::getpgrp();
+        if nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)).is_ok() {
+            inh.caller_group = Some(group);
+        }
+    }
+    let inh = inh;
+    let sock = inh.sock.as_fd();
+    let forward = inh.spec.bwrap.is_none() || inh.caller_group.is_some();
     match build(&inh) {
-        Ok(task) => supervise(task, sock, inh.spec.bwrap.is_none()),
+        Ok(task) => supervise(task, sock, forward, inh.spec.bwrap.is_some()),
         Err(e) => {
             let text = match inh.spec.bwrap {
                 Some(_) => crate::bwrap::message(&e),
@@ -720,8 +743,10 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 }
 
 /// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP (airlock run, to whom
-/// `interrupted` says), and report the task's end. When init exits, the kernel kills whatever else is left in the pid namespace.
-fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
+/// `interrupted` says; bwrap mode without a pid namespace, to the task, with the other
+/// signals the launcher blocked for bubblewrap's sake, `bwrap`), and report the task's end.
+/// When init exits, the kernel kills whatever else is left in the pid namespace.
+fn supervise(task: Pid, sock: BorrowedFd, forward: bool, bwrap: bool) -> ! {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -730,6 +755,14 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
         Signal::SIGHUP,
     ] {
         set.add(s);
+    }
+    // Only those blocked: the launcher blocked them (with the ones the caller had blocked).
+    if bwrap && let Ok(mask) = SigSet::thread_get_mask() {
+        for &s in crate::launch::BWRAP_ALSO_ENDING.iter() {
+            if mask.contains(s) {
+                set.add(s);
+            }
+        }
     }
     loop {
         let sig = match set.wait() {
