@@ -255,23 +255,29 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
 }
 
 /// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) and
-/// the permission bits of the standard streams the task gets as they are. The flags belong to
-/// the open file description, which the task shares with the caller: a task's `fcntl(1,
-/// F_SETFL, O_NONBLOCK)` on the caller's terminal or socket outlived the run, and the caller's
-/// next writes there failed with EAGAIN ("write error: Resource temporarily unavailable"); an
-/// `O_DIRECT` on a fresh `>` file made its next unaligned writes fail with EINVAL. The mode
-/// belongs to the file itself, which a task of its owner's uid may fchmod: an unprivileged
-/// caller's terminal, left 0666 or 04777 by a task, stayed open to every local user after the
-/// run. Both are put back once the sandbox is gone.
-pub struct StreamFlags([Option<(OFlag, Option<u32>)>; 3]);
+/// the permission bits and group of the standard streams the task gets as they are. The flags
+/// belong to the open file description, which the task shares with the caller: a task's
+/// `fcntl(1, F_SETFL, O_NONBLOCK)` on the caller's terminal or socket outlived the run, and the
+/// caller's next writes there failed with EAGAIN ("write error: Resource temporarily
+/// unavailable"); an `O_DIRECT` on a fresh `>` file made its next unaligned writes fail with
+/// EINVAL. The mode and group belong to the file itself, which a task of its owner's uid may
+/// fchmod and chgrp (to its own group): an unprivileged caller's terminal, left 0666 or 04777
+/// by a task, stayed open to every local user after the run. All are put back once the
+/// sandbox is gone.
+pub struct StreamFlags([Option<(OFlag, Option<ModeGroup>)>; 3]);
 
-/// The permission bits (and setuid, setgid, sticky) of a descriptor's file.
-fn mode_of(fd: BorrowedFd) -> Option<u32> {
-    nix::sys::stat::fstat(fd).ok().map(|st| st.st_mode & 0o7777)
+/// The permission bits (and setuid, setgid, sticky) and the group of a file.
+type ModeGroup = (u32, u32);
+
+/// The permission bits and the group of a descriptor's file.
+fn mode_of(fd: BorrowedFd) -> Option<ModeGroup> {
+    nix::sys::stat::fstat(fd)
+        .ok()
+        .map(|st| (st.st_mode & 0o7777, st.st_gid))
 }
 
 impl StreamFlags {
-    /// Read the flags and mode of each stream that `task_ends` does not replace.
+    /// Read the flags, mode and group of each stream that `task_ends` does not replace.
     pub fn save(task_ends: &[Option<OwnedFd>; 3]) -> StreamFlags {
         let mut saved = [None; 3];
         for (i, end) in task_ends.iter().enumerate() {
@@ -285,18 +291,25 @@ impl StreamFlags {
         StreamFlags(saved)
     }
 
-    /// Put back the flags and mode of each stream whose flags or mode changed. A failure (a
-    /// flag the kernel no longer lets this process set) leaves that stream as the task left it.
+    /// Put back the flags, group and mode of each stream where the task changed them. A failure
+    /// (a flag the kernel no longer lets this process set) leaves that stream as the task left
+    /// it, but for the group: a caller outside the file's old group (a terminal's `tty`) cannot
+    /// give it back, and the file then loses its group's permissions instead.
     pub fn restore(&self) {
         for (i, saved) in self.0.iter().enumerate() {
-            let Some((flags, mode)) = saved else { continue };
+            let Some((flags, meta)) = saved else { continue };
             let fd = std_stream(i as i32);
             if fcntl(fd, FcntlArg::F_GETFL).map(OFlag::from_bits_retain) != Ok(*flags) {
                 let _ = fcntl(fd, FcntlArg::F_SETFL(*flags));
             }
-            if let Some(mode) = *mode
-                && mode_of(fd) != Some(mode)
-            {
+            let (Some((mut mode, gid)), Some((now, now_gid))) = (*meta, mode_of(fd)) else {
+                continue;
+            };
+            if now_gid != gid && nix::unistd::fchown(fd, None, Some(Gid::from_raw(gid))).is_err() {
+                mode &= !0o070;
+            }
+            // fchown may have cleared the setuid and setgid bits: compare afresh.
+            if mode_of(fd).map_or(now, |(m, _)| m) != mode {
                 let _ = nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_retain(mode));
             }
         }

@@ -3866,25 +3866,29 @@ fn a_task_cannot_leave_the_callers_stream_non_blocking() {
     }
 }
 
-/// Writes a byte to stdout, then makes it setuid and open to all (a write after it would clear
-/// the setuid bit); says the mode the file has then on stderr.
+/// Writes a byte to stdout, gives it the task's own group, then makes it setuid and open to all
+/// (a write after it would clear the setuid bit); says the mode the file has then on stderr.
 const CHMOD_STDOUT: &str = "import os\n\
 os.write(1, b'x')\n\
+os.fchown(1, -1, os.getgid())\n\
 os.fchmod(1, 0o4777)\n\
 os.write(2, oct(os.fstat(1).st_mode & 0o7777).encode())";
 
-/// The owner of a file may change its mode through any descriptor of it, and a task's host uid
-/// owns an unprivileged caller's terminal and its fresh `>` file (or a root caller's, made
-/// for the task's uid). On the unfixed code the task made both setuid and writable by all
-/// (04777), and they stayed so after the run: a program planted in the caller's output that
-/// any local user could run as the caller, and a terminal any local user could open. A fresh
-/// file the task's host uid owns is relayed now, and a stream passed as it is (the terminal)
-/// gets its mode back once the sandbox is gone. Control: the same probe on the host as uid
-/// 65534 leaves both at 04777.
+/// The owner of a file may change its mode and group through any descriptor of it, and a
+/// task's host uid owns an unprivileged caller's terminal and its fresh `>` file (or a root
+/// caller's, made for the task's uid). On the unfixed code the task made both setuid and
+/// writable by all (04777), and they stayed so after the run: a program planted in the
+/// caller's output that any local user could run as the caller, and a terminal any local user
+/// could open. A fresh file the task's host uid owns is relayed now, and a stream passed as it
+/// is (the terminal, 0620 of group `tty`) gets its group and mode back once the sandbox is
+/// gone; a caller outside that group (uid 65534) cannot give it back, and the terminal loses
+/// its group's bits instead (0600). Control: the same probe on the host as uid 65534 leaves
+/// both at 04777, the terminal in its group.
 #[test]
 fn a_task_cannot_change_the_mode_of_the_callers_output() {
     use std::os::fd::OwnedFd;
     const NOBODY: u32 = 65534;
+    const TTY: u32 = 5;
     let d = world_readable_dir("/tmp", "airlock-mode-");
     let mode = |m: &std::fs::Metadata| m.mode() & 0o7777;
     let on_file = |mut c: Command| -> (u32, Output) {
@@ -3897,22 +3901,23 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
         let o = c.stdout(f).stderr(Stdio::piped()).output().unwrap();
         (mode(&std::fs::metadata(&out).unwrap()), o)
     };
-    let on_terminal = |mut c: Command| -> (u32, Output) {
+    let on_terminal = |mut c: Command| -> ((u32, u32), Output) {
         let pty = nix::pty::openpty(None, None).unwrap();
         let term = std::fs::File::from(pty.slave);
-        std::os::unix::fs::fchown(&term, Some(NOBODY), Some(NOBODY)).unwrap();
+        std::os::unix::fs::fchown(&term, Some(NOBODY), Some(TTY)).unwrap();
         term.set_permissions(std::fs::Permissions::from_mode(0o620))
             .unwrap();
         let given = OwnedFd::from(term.try_clone().unwrap());
         let o = c.stdout(given).stderr(Stdio::piped()).output().unwrap();
         drop(pty.master);
-        (mode(&term.metadata().unwrap()), o)
+        let m = term.metadata().unwrap();
+        ((mode(&m), m.gid()), o)
     };
     let host = || host_cmd(Launcher::Unprivileged, &py(CHMOD_STDOUT, &[]));
     let (file, o) = on_file(host());
     assert_eq!(file, 0o4777, "control, file: {}", show(&o));
     let (term, o) = on_terminal(host());
-    assert_eq!(term, 0o4777, "control, terminal: {}", show(&o));
+    assert_eq!(term, (0o4777, NOBODY), "control, terminal: {}", show(&o));
     for who in BOTH {
         let run = || airlock_run(who, &[], &py(CHMOD_STDOUT, &[]));
         let (file, o) = on_file(run());
@@ -3920,9 +3925,13 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
         assert_eq!(file, 0o644, "{who:?}: the caller's file: {}", show(&o));
         let (term, o) = on_terminal(run());
         assert_exit(&o, 0, &format!("{who:?} terminal"));
+        let back = match who {
+            Launcher::Root => (0o620, TTY),
+            Launcher::Unprivileged => (0o600, NOBODY),
+        };
         assert_eq!(
             (term, stderr(&o).as_str()),
-            (0o620, "0o4777"),
+            (back, "0o4777"),
             "{who:?}: the caller's terminal (its mode inside, then after): {}",
             show(&o)
         );
