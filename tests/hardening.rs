@@ -622,6 +622,79 @@ for name, cmd, arg in (('F_GETLEASE', fcntl.F_GETLEASE, 0), ('F_SETLEASE', fcntl
     );
 }
 
+/// fallocate of 64 MiB on stdout and on a scratch file, FALLOC_FL_KEEP_SIZE alone and (scratch)
+/// with FALLOC_FL_PUNCH_HOLE: each attempt's outcome on stderr.
+const FALLOCATE_PROBE: &str = "import ctypes, os, sys, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+tmp = tempfile.TemporaryFile()
+scratch = tmp.fileno()
+for name, fd, mode in (('stdout', 1, 1), ('scratch', scratch, 1), ('punch', scratch, 3)):
+    r = libc.fallocate(fd, mode, 0, 64 << 20)
+    print(name, 'OK' if r == 0 else os.strerror(ctypes.get_errno()), file=sys.stderr)";
+
+/// fallocate with FALLOC_FL_KEEP_SIZE allocates blocks past a file's end and leaves its size as
+/// it was, so RLIMIT_FSIZE never applies. On the unfixed code a task under `--file-size 1M`
+/// allocated 200 MiB of the host's disk through the caller's fresh `>` file that it gets as it
+/// is (here root's, mode 0666), the file still 0 bytes long; as much as the disk held was
+/// there for the taking. The filter refuses KEEP_SIZE without PUNCH_HOLE (EPERM); punching a
+/// hole still works. Control: the same probe on the host under `prlimit --fsize=1048576`
+/// allocates the 64 MiB.
+#[test]
+fn fallocate_cannot_take_disk_past_the_file_size_limit() {
+    let dir = tempdir(0o755);
+    let out = dir.path().join("out");
+    let fresh = || {
+        let _ = std::fs::remove_file(&out);
+        let f = std::fs::File::create(&out).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o666))
+            .unwrap();
+        f
+    };
+    let taken = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&out).unwrap().blocks() * 512
+    };
+    drop(fresh());
+    let script = format!(
+        "prlimit --fsize=1048576 python3 -c \"{FALLOCATE_PROBE}\" > {}",
+        out.display()
+    );
+    let o = host_sh(Launcher::Unprivileged, &script);
+    assert_eq!(
+        stderr(&o),
+        "stdout OK\nscratch OK\npunch OK\n",
+        "control: {}",
+        stdout(&o)
+    );
+    assert!(taken() >= 64 << 20, "control: {} bytes", taken());
+    for who in BOTH {
+        let o = airlock(
+            who,
+            &[
+                "run",
+                "--file-size",
+                "1M",
+                "--",
+                "python3",
+                "-c",
+                FALLOCATE_PROBE,
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(fresh())
+        .output()
+        .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            "stdout Operation not permitted\nscratch Operation not permitted\npunch OK\n",
+            "{who:?}: {:?}",
+            o.status
+        );
+        assert!(taken() < 1 << 20, "{who:?}: {} bytes of disk", taken());
+    }
+}
+
 /// Legacy AIO: every io_setup context's events count in one pool of the whole machine
 /// (`fs.aio-max-nr`, 65536), in no namespace and charged to no user. On the unfixed code a task
 /// (of either launcher) took all of it with 16 io_setup(4096) calls, and every io_setup of the
