@@ -3199,8 +3199,10 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
 
         // A file opened to be written from its start (`>`) that the caller wrote to first, as
         // `{ echo token; airlock run ...; } > log` leaves it: the task can neither read the
-        // caller's line back nor truncate it. A fresh empty one still reaches the task as the
-        // file itself (seekable, so a writer that seeks works).
+        // caller's line back nor truncate it. A fresh empty one that the task's host uid does
+        // not own (root's, 0666) still reaches the task as the file itself (seekable, so a
+        // writer that seeks works); one it owns is relayed (a_task_cannot_change_the_mode_of_
+        // the_callers_output).
         let secret = "caller-secret\n";
         let probe = "exec 3>&1; dd if=/proc/self/fd/3 iflag=nonblock bs=100 count=1 status=none \
                      >&2; (: > /proc/self/fd/1) 2>/dev/null; echo task";
