@@ -19,10 +19,13 @@
 //!   task write: what goes past it is dropped, the sandbox is killed and the run ends as if
 //!   the writer had died of SIGXFSZ (128+25), with a message. An empty file not open for
 //!   appending (a fresh `>`) holds nothing the task did not write, and goes through as it is,
-//!   seekable, if the task's host uid may open it for writing; one it may not (a root
-//!   caller's fresh file: the task is another uid) is relayed too, so that the task can
-//!   still write to /dev/stdout and /dev/stderr, as every shell script's `>&2` spelled
-//!   `> /dev/stderr` does;
+//!   seekable, if the task's host uid may open it for writing and does not own it; one it may
+//!   not open (a root caller's fresh file: the task is another uid) is relayed too, so that
+//!   the task can still write to /dev/stdout and /dev/stderr, as every shell script's `>&2`
+//!   spelled `> /dev/stderr` does, and so is one it owns (an unprivileged caller's fresh
+//!   file): the owner may fchmod the file through its descriptor, and a task made the
+//!   caller's output setuid and world-executable (04755, a program any local user then runs
+//!   as the caller), or world-writable;
 //! - a pipe (or FIFO) reaches the task as a pipe of the launcher's, which the task's host
 //!   uid owns. The caller's own, reopened the other way, would take writes into what the
 //!   caller reads next (injected lines in a `while read` loop) through stdin, and give up
@@ -188,7 +191,15 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
             _ => {
                 let flags = named(fcntl(fd, FcntlArg::F_GETFL), "fcntl(F_GETFL)")?;
                 append = OFlag::from_bits_truncate(flags).contains(OFlag::O_APPEND);
-                append || st.st_size > 0 || position(fd) > 0 || !may_write(&st, task)
+                // The file's owner may also change its mode, owner group, ACL and inode flags
+                // through the descriptor: a task of that uid could make the caller's output
+                // setuid and world-executable, a program any local user then runs as the
+                // caller. Such a file is relayed too (an unprivileged caller's own `>`).
+                append
+                    || st.st_size > 0
+                    || position(fd) > 0
+                    || !may_write(&st, task)
+                    || st.st_uid == task.0
             }
         };
         if !relayed {
@@ -243,36 +254,63 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
     Ok(plan)
 }
 
-/// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) of the
-/// standard streams the task gets as they are. Those flags belong to the open file description,
-/// which the task shares with the caller: a task's `fcntl(1, F_SETFL, O_NONBLOCK)` on the
-/// caller's terminal or socket outlived the run, and the caller's next writes there failed with
-/// EAGAIN ("write error: Resource temporarily unavailable"); an `O_DIRECT` on a fresh `>` file
-/// made its next unaligned writes fail with EINVAL. They are put back once the sandbox is gone.
-pub struct StreamFlags([Option<OFlag>; 3]);
+/// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) and
+/// the permission bits and group of the standard streams the task gets as they are. The flags
+/// belong to the open file description, which the task shares with the caller: a task's
+/// `fcntl(1, F_SETFL, O_NONBLOCK)` on the caller's terminal or socket outlived the run, and the
+/// caller's next writes there failed with EAGAIN ("write error: Resource temporarily
+/// unavailable"); an `O_DIRECT` on a fresh `>` file made its next unaligned writes fail with
+/// EINVAL. The mode and group belong to the file itself, which a task of its owner's uid may
+/// fchmod and chgrp (to its own group): an unprivileged caller's terminal, left 0666 or 04777
+/// by a task, stayed open to every local user after the run. All are put back once the
+/// sandbox is gone.
+pub struct StreamFlags([Option<(OFlag, Option<ModeGroup>)>; 3]);
+
+/// The permission bits (and setuid, setgid, sticky) and the group of a file.
+type ModeGroup = (u32, u32);
+
+/// The permission bits and the group of a descriptor's file.
+fn mode_of(fd: BorrowedFd) -> Option<ModeGroup> {
+    nix::sys::stat::fstat(fd)
+        .ok()
+        .map(|st| (st.st_mode & 0o7777, st.st_gid))
+}
 
 impl StreamFlags {
-    /// Read the flags of each stream that `task_ends` does not replace.
+    /// Read the flags, mode and group of each stream that `task_ends` does not replace.
     pub fn save(task_ends: &[Option<OwnedFd>; 3]) -> StreamFlags {
         let mut saved = [None; 3];
         for (i, end) in task_ends.iter().enumerate() {
             if end.is_none() {
-                saved[i] = fcntl(std_stream(i as i32), FcntlArg::F_GETFL)
+                let fd = std_stream(i as i32);
+                saved[i] = fcntl(fd, FcntlArg::F_GETFL)
                     .ok()
-                    .map(OFlag::from_bits_retain);
+                    .map(|f| (OFlag::from_bits_retain(f), mode_of(fd)));
             }
         }
         StreamFlags(saved)
     }
 
-    /// Put back the flags of each stream whose flags changed. A failure (a flag the kernel no
-    /// longer lets this process set) leaves that stream as the task left it.
+    /// Put back the flags, group and mode of each stream where the task changed them. A failure
+    /// (a flag the kernel no longer lets this process set) leaves that stream as the task left
+    /// it, but for the group: a caller outside the file's old group (a terminal's `tty`) cannot
+    /// give it back, and the file then loses its group's permissions instead.
     pub fn restore(&self) {
         for (i, saved) in self.0.iter().enumerate() {
-            let Some(saved) = saved else { continue };
+            let Some((flags, meta)) = saved else { continue };
             let fd = std_stream(i as i32);
-            if fcntl(fd, FcntlArg::F_GETFL).map(OFlag::from_bits_retain) != Ok(*saved) {
-                let _ = fcntl(fd, FcntlArg::F_SETFL(*saved));
+            if fcntl(fd, FcntlArg::F_GETFL).map(OFlag::from_bits_retain) != Ok(*flags) {
+                let _ = fcntl(fd, FcntlArg::F_SETFL(*flags));
+            }
+            let (Some((mut mode, gid)), Some((now, now_gid))) = (*meta, mode_of(fd)) else {
+                continue;
+            };
+            if now_gid != gid && nix::unistd::fchown(fd, None, Some(Gid::from_raw(gid))).is_err() {
+                mode &= !0o070;
+            }
+            // fchown may have cleared the setuid and setgid bits: compare afresh.
+            if mode_of(fd).map_or(now, |(m, _)| m) != mode {
+                let _ = nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_retain(mode));
             }
         }
     }

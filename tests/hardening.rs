@@ -622,6 +622,89 @@ for name, cmd, arg in (('F_GETLEASE', fcntl.F_GETLEASE, 0), ('F_SETLEASE', fcntl
     );
 }
 
+/// fallocate of 64 MiB on stdout and on a scratch file, FALLOC_FL_KEEP_SIZE alone and (scratch)
+/// with FALLOC_FL_PUNCH_HOLE, then the same KEEP_SIZE allocation on stdout through the ioctls
+/// FS_IOC_RESVSP, FS_IOC_RESVSP64 and FS_IOC_ZERO_RANGE: each attempt's outcome on stderr.
+const FALLOCATE_PROBE: &str = "import ctypes, fcntl, os, struct, sys, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+tmp = tempfile.TemporaryFile()
+scratch = tmp.fileno()
+for name, fd, mode in (('stdout', 1, 1), ('scratch', scratch, 1), ('punch', scratch, 3)):
+    r = libc.fallocate(fd, mode, 0, 64 << 20)
+    print(name, 'OK' if r == 0 else os.strerror(ctypes.get_errno()), file=sys.stderr)
+for name, req in (('RESVSP', 0x40305828), ('RESVSP64', 0x4030582a), ('ZERO_RANGE', 0x40305839)):
+    try:
+        fcntl.ioctl(1, req, bytearray(struct.pack('hhqqiI4i', 0, 0, 0, 64 << 20, *[0] * 6)))
+        print(name, 'OK', file=sys.stderr)
+    except OSError as e:
+        print(name, os.strerror(e.errno), file=sys.stderr)";
+
+/// fallocate with FALLOC_FL_KEEP_SIZE allocates blocks past a file's end and leaves its size as
+/// it was, so RLIMIT_FSIZE never applies. On the unfixed code a task under `--file-size 1M`
+/// allocated 200 MiB of the host's disk through the caller's fresh `>` file that it gets as it
+/// is (here root's, mode 0666), the file still 0 bytes long; as much as the disk held was
+/// there for the taking; the ioctls FS_IOC_RESVSP, FS_IOC_RESVSP64 and FS_IOC_ZERO_RANGE
+/// allocate the same way on every filesystem. The filter refuses KEEP_SIZE without PUNCH_HOLE
+/// and the three ioctls (EPERM); punching a hole still works. Control: the same probe on the host under `prlimit --fsize=1048576`
+/// allocates the 64 MiB.
+#[test]
+fn fallocate_cannot_take_disk_past_the_file_size_limit() {
+    let dir = tempdir(0o755);
+    let out = dir.path().join("out");
+    let fresh = || {
+        let _ = std::fs::remove_file(&out);
+        let f = std::fs::File::create(&out).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o666))
+            .unwrap();
+        f
+    };
+    let taken = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&out).unwrap().blocks() * 512
+    };
+    drop(fresh());
+    let script = format!(
+        "prlimit --fsize=1048576 python3 -c \"{FALLOCATE_PROBE}\" > {}",
+        out.display()
+    );
+    let o = host_sh(Launcher::Unprivileged, &script);
+    assert_eq!(
+        stderr(&o),
+        "stdout OK\nscratch OK\npunch OK\nRESVSP OK\nRESVSP64 OK\nZERO_RANGE OK\n",
+        "control: {}",
+        stdout(&o)
+    );
+    assert!(taken() >= 64 << 20, "control: {} bytes", taken());
+    for who in BOTH {
+        let o = airlock(
+            who,
+            &[
+                "run",
+                "--file-size",
+                "1M",
+                "--",
+                "python3",
+                "-c",
+                FALLOCATE_PROBE,
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(fresh())
+        .output()
+        .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            "stdout Operation not permitted\nscratch Operation not permitted\npunch OK\n\
+             RESVSP Operation not permitted\nRESVSP64 Operation not permitted\n\
+             ZERO_RANGE Operation not permitted\n",
+            "{who:?}: {:?}",
+            o.status
+        );
+        assert!(taken() < 1 << 20, "{who:?}: {} bytes of disk", taken());
+    }
+}
+
 /// Legacy AIO: every io_setup context's events count in one pool of the whole machine
 /// (`fs.aio-max-nr`, 65536), in no namespace and charged to no user. On the unfixed code a task
 /// (of either launcher) took all of it with 16 io_setup(4096) calls, and every io_setup of the

@@ -3199,8 +3199,10 @@ fn a_file_on_a_standard_stream_cannot_be_reopened_for_more_access() {
 
         // A file opened to be written from its start (`>`) that the caller wrote to first, as
         // `{ echo token; airlock run ...; } > log` leaves it: the task can neither read the
-        // caller's line back nor truncate it. A fresh empty one still reaches the task as the
-        // file itself (seekable, so a writer that seeks works).
+        // caller's line back nor truncate it. A fresh empty one that the task's host uid does
+        // not own (root's, 0666) still reaches the task as the file itself (seekable, so a
+        // writer that seeks works); one it owns is relayed (a_task_cannot_change_the_mode_of_
+        // the_callers_output).
         let secret = "caller-secret\n";
         let probe = "exec 3>&1; dd if=/proc/self/fd/3 iflag=nonblock bs=100 count=1 status=none \
                      >&2; (: > /proc/self/fd/1) 2>/dev/null; echo task";
@@ -3862,6 +3864,78 @@ fn a_task_cannot_leave_the_callers_stream_non_blocking() {
         assert!(
             !left,
             "{who:?}: the caller's stream is non-blocking after the run ({st})"
+        );
+    }
+}
+
+/// Writes a byte to stdout, gives it the task's own group, then makes it setuid and open to all
+/// (a write after it would clear the setuid bit); says the mode the file has then on stderr.
+const CHMOD_STDOUT: &str = "import os\n\
+os.write(1, b'x')\n\
+os.fchown(1, -1, os.getgid())\n\
+os.fchmod(1, 0o4777)\n\
+os.write(2, oct(os.fstat(1).st_mode & 0o7777).encode())";
+
+/// The owner of a file may change its mode and group through any descriptor of it, and a
+/// task's host uid owns an unprivileged caller's terminal and its fresh `>` file (or a root
+/// caller's, made for the task's uid). On the unfixed code the task made both setuid and
+/// writable by all (04777), and they stayed so after the run: a program planted in the
+/// caller's output that any local user could run as the caller, and a terminal any local user
+/// could open. A fresh file the task's host uid owns is relayed now, and a stream passed as it
+/// is (the terminal, 0620 of group `tty`) gets its group and mode back once the sandbox is
+/// gone; a caller outside that group (uid 65534) cannot give it back, and the terminal loses
+/// its group's bits instead (0600). Control: the same probe on the host as uid 65534 leaves
+/// both at 04777, the terminal in its group.
+#[test]
+fn a_task_cannot_change_the_mode_of_the_callers_output() {
+    use std::os::fd::OwnedFd;
+    const NOBODY: u32 = 65534;
+    const TTY: u32 = 5;
+    let d = world_readable_dir("/tmp", "airlock-mode-");
+    let mode = |m: &std::fs::Metadata| m.mode() & 0o7777;
+    let on_file = |mut c: Command| -> (u32, Output) {
+        let out = d.path().join("out");
+        let _ = std::fs::remove_file(&out);
+        let f = std::fs::File::create(&out).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        std::os::unix::fs::fchown(&f, Some(NOBODY), Some(NOBODY)).unwrap();
+        let o = c.stdout(f).stderr(Stdio::piped()).output().unwrap();
+        (mode(&std::fs::metadata(&out).unwrap()), o)
+    };
+    let on_terminal = |mut c: Command| -> ((u32, u32), Output) {
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let term = std::fs::File::from(pty.slave);
+        std::os::unix::fs::fchown(&term, Some(NOBODY), Some(TTY)).unwrap();
+        term.set_permissions(std::fs::Permissions::from_mode(0o620))
+            .unwrap();
+        let given = OwnedFd::from(term.try_clone().unwrap());
+        let o = c.stdout(given).stderr(Stdio::piped()).output().unwrap();
+        drop(pty.master);
+        let m = term.metadata().unwrap();
+        ((mode(&m), m.gid()), o)
+    };
+    let host = || host_cmd(Launcher::Unprivileged, &py(CHMOD_STDOUT, &[]));
+    let (file, o) = on_file(host());
+    assert_eq!(file, 0o4777, "control, file: {}", show(&o));
+    let (term, o) = on_terminal(host());
+    assert_eq!(term, (0o4777, NOBODY), "control, terminal: {}", show(&o));
+    for who in BOTH {
+        let run = || airlock_run(who, &[], &py(CHMOD_STDOUT, &[]));
+        let (file, o) = on_file(run());
+        assert_exit(&o, 0, &format!("{who:?} file"));
+        assert_eq!(file, 0o644, "{who:?}: the caller's file: {}", show(&o));
+        let (term, o) = on_terminal(run());
+        assert_exit(&o, 0, &format!("{who:?} terminal"));
+        let back = match who {
+            Launcher::Root => (0o620, TTY),
+            Launcher::Unprivileged => (0o600, NOBODY),
+        };
+        assert_eq!(
+            (term, stderr(&o).as_str()),
+            (back, "0o4777"),
+            "{who:?}: the caller's terminal (its mode inside, then after): {}",
+            show(&o)
         );
     }
 }
