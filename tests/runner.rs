@@ -2141,6 +2141,55 @@ fn a_streamed_run_says_which_limit_its_task_ran_into() {
     }
 }
 
+/// A streamed run reads the cgroup's counters only when its task did not exit 0: a task that
+/// met its process limit (a fork refused) and still exits 0 gets no line, the same task
+/// exiting 1 gets the line naming --pids. Control: the JSON report of the same run says
+/// `"limit_hit":"pids"`, so the limit was met. Root only: uid 65534's rlimit fallback detects
+/// no hit (a_streamed_run_says_which_limit_its_task_ran_into).
+#[test]
+fn a_streamed_run_that_exits_0_says_no_limit() {
+    let forks = |code: &str| {
+        format!(
+            "sh -c 'for i in 1 2 3 4 5 6 7 8; do sleep 0.2 & done; wait' 2>/dev/null; exit {code}"
+        )
+    };
+    let ok = forks("0");
+    let json = al(
+        Launcher::Root,
+        &["run", "--json", "--pids", "4", "--", "sh", "-c", &ok],
+        Duration::from_secs(30),
+    );
+    assert!(
+        stdout(&json.out).contains("\"limit_hit\":\"pids\"")
+            && stdout(&json.out).contains("\"exit_code\":0"),
+        "control: {}",
+        json.show()
+    );
+    for (code, said) in [
+        (0, ""),
+        (
+            1,
+            "airlock: the task ran into its process limit (--pids): a fork was refused\n",
+        ),
+    ] {
+        let command = forks(&code.to_string());
+        let args = [
+            "run",
+            "--timeout",
+            "20s",
+            "--pids",
+            "4",
+            "--",
+            "sh",
+            "-c",
+            &command,
+        ];
+        let run = al(Launcher::Root, &args, Duration::from_secs(30));
+        assert_eq!(run.code(), Some(code), "{}", run.show());
+        assert_eq!(stderr(&run.out), said, "exit {code}: {}", run.show());
+    }
+}
+
 /// A caller that reads neither stream (Popen with two pipes, then a wait): at the deadline the
 /// relays give up on what its full pipes did not take and the run ends as a timeout (124).
 /// Saying so on a stderr that is itself the full pipe must not hold airlock past its deadline
