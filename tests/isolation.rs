@@ -3918,6 +3918,12 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
     let host = || host_cmd(Launcher::Unprivileged, &py(CHMOD_STDOUT, &[]));
     let (file, o) = on_file(host());
     assert_eq!(file, 0o4777, "control, file: {}", show(&o));
+    // Whether stdout is a regular file: the owned file is relayed, not merely put back after
+    // the run (meanwhile it was the task's to make setuid, and for good if airlock was killed).
+    const STDOUT_IS_FILE: &str =
+        "import os, stat\nos.write(2, str(stat.S_ISREG(os.fstat(1).st_mode)).encode())";
+    let (_, o) = on_file(host_cmd(Launcher::Unprivileged, &py(STDOUT_IS_FILE, &[])));
+    assert_eq!(stderr(&o), "True", "control, file: {}", show(&o));
     let (term, o) = on_terminal(host());
     assert_eq!(term, (0o4777, NOBODY), "control, terminal: {}", show(&o));
     for who in BOTH {
@@ -3925,6 +3931,8 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
         let (file, o) = on_file(run());
         assert_exit(&o, 0, &format!("{who:?} file"));
         assert_eq!(file, 0o644, "{who:?}: the caller's file: {}", show(&o));
+        let (_, o) = on_file(airlock_run(who, &[], &py(STDOUT_IS_FILE, &[])));
+        assert_eq!(stderr(&o), "False", "{who:?}: relayed: {}", show(&o));
         let (term, o) = on_terminal(run());
         assert_exit(&o, 0, &format!("{who:?} terminal"));
         let back = match who {
