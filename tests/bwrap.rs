@@ -2937,6 +2937,49 @@ fn other_ending_signals_to_the_process_group_let_the_task_clean_up() {
     }
 }
 
+/// Without a pid namespace the task is in the caller's process group, as bubblewrap's, so a
+/// signal to that group reaches it; airlock's init, which passes on what is sent to its pid
+/// (--info-fd's child-pid), has left that group, or the task would get a group's signal twice
+/// (once from the group, once from the init). A shell's trap cannot count that second one (it
+/// lands while the first is still pending), so the groups are read: the task's, and its
+/// parent's. Control: bubblewrap's parent (bubblewrap itself, which passes nothing on) is in
+/// the group, so the probe sees a parent there.
+#[test]
+fn without_a_pid_namespace_only_the_task_is_in_the_callers_process_group() {
+    use std::os::unix::process::CommandExt;
+    let probe = "import os; print(os.getpgrp(), os.getpgid(os.getppid()))";
+    for who in BOTH {
+        for imp in IMPS {
+            let words = launcher_words(imp, who);
+            let mut argv = words.split(' ');
+            let mut c = Command::new(argv.next().unwrap());
+            c.args(argv)
+                .args(["--ro-bind", "/", "/", "--", PYTHON, "-c", probe])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0);
+            let child = c.spawn().unwrap();
+            let group = child.id();
+            let o = child.wait_with_output().unwrap();
+            let ctx = format!("{who:?} {imp:?} (group {group}): {o:?}");
+            let out = String::from_utf8_lossy(&o.stdout);
+            let parent_in_group = matches!(imp, Imp::Bubblewrap);
+            let got: Vec<u32> = out
+                .split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            assert_eq!(got.len(), 2, "{ctx}");
+            assert_eq!(got[0], group, "the task in the caller's group: {ctx}");
+            assert_eq!(
+                got[1] == group,
+                parent_in_group,
+                "its parent in the group: {ctx}"
+            );
+        }
+    }
+}
+
 /// A signal the caller left blocked stays blocked in the launcher, as bubblewrap never
 /// unblocks one: a SIGTERM or SIGUSR1 sent to it then does not end it, and the task's
 /// status is the launcher's.
