@@ -2849,6 +2849,35 @@ fn a_symlink_on_a_destinations_path_cannot_misplace_a_mount_or_its_covers() {
     }
 }
 
+/// `bw` (a launcher's words) runs a task that traps `sig` (counting deliveries), says it is
+/// ready, ends on its own about 1.2 s later and writes the count to DIR/marker; once it is
+/// ready, `sig` goes to the launcher's whole process group. Returns what the script printed
+/// (`status=N`, the launcher's) and the marker's text ("" if none was written within 2 s).
+fn signal_the_process_group(bw: &str, dir: &str, flags: &str, sig: &str) -> (String, String) {
+    let marker = format!("{dir}/marker");
+    let ready = format!("{dir}/ready");
+    let _ = std::fs::remove_file(&marker);
+    let _ = std::fs::remove_file(&ready);
+    let task = format!(
+        "n=0; trap \"n=\\$((n+1))\" {sig}; : > {ready}; i=0; \
+         while [ $i -lt 12 ]; do sleep 0.1; i=$((i+1)); done; \
+         echo cleaned $n > {marker}; exit 3"
+    );
+    let script = format!(
+        "set -m; {bw} --ro-bind / / --bind {dir} {dir} {flags} -- sh -c '{task}' & \
+         p=$!; i=0; while [ ! -e {ready} ] && [ $i -lt 100 ]; do sleep 0.05; \
+         i=$((i+1)); done; kill -{sig} -- -$p; wait $p; echo status=$?; \
+         i=0; while [ ! -e {marker} ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done"
+    );
+    let o = Command::new("bash")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let got = std::fs::read_to_string(&marker).unwrap_or_default();
+    (String::from_utf8_lossy(&o.stdout).into_owned(), got)
+}
+
 /// A SIGTERM to the launcher's process group (a CI job cancelled, `kill -- -PGID`): without
 /// --die-with-parent bubblewrap dies of it while its task, which got it too, cleans up; airlock
 /// forwards nothing either, waits for the sandbox to end (at most 2 s), then dies of the
@@ -2860,31 +2889,10 @@ fn a_signal_to_the_process_group_lets_the_task_clean_up() {
     for who in BOTH {
         for imp in IMPS {
             for (flags, cleaned) in [("", "cleaned 1\n"), ("--die-with-parent", "")] {
-                let marker = format!("{dir}/marker");
-                let ready = format!("{dir}/ready");
-                let _ = std::fs::remove_file(&marker);
-                let _ = std::fs::remove_file(&ready);
-                // The trap counts the deliveries; the task ends on its own a second later and
-                // writes the count: once, under either launcher.
-                let task = format!(
-                    "n=0; trap \"n=\\$((n+1))\" TERM; : > {ready}; i=0; \
-                     while [ $i -lt 12 ]; do sleep 0.1; i=$((i+1)); done; \
-                     echo cleaned $n > {marker}; exit 3"
-                );
-                let script = format!(
-                    "set -m; {bw} --ro-bind / / --bind {dir} {dir} {flags} -- sh -c '{task}' & \
-                     p=$!; i=0; while [ ! -e {ready} ] && [ $i -lt 100 ]; do sleep 0.05; \
-                     i=$((i+1)); done; kill -TERM -- -$p; wait $p; echo status=$?; sleep 0.5",
-                    bw = launcher_words(imp, who),
-                );
-                let o = Command::new("bash")
-                    .args(["-c", &script])
-                    .stdin(Stdio::null())
-                    .output()
-                    .unwrap();
-                let ctx = format!("{who:?} {imp:?} [{flags}]: {o:?}");
-                assert_eq!(String::from_utf8_lossy(&o.stdout), "status=143\n", "{ctx}");
-                let got = std::fs::read_to_string(&marker).unwrap_or_default();
+                let bw = launcher_words(imp, who);
+                let (out, got) = signal_the_process_group(&bw, &dir, flags, "TERM");
+                let ctx = format!("{who:?} {imp:?} [{flags}]: {out:?}");
+                assert_eq!(out, "status=143\n", "{ctx}");
                 assert_eq!(got, cleaned, "{ctx}");
             }
         }
@@ -2902,35 +2910,10 @@ fn other_ending_signals_to_the_process_group_let_the_task_clean_up() {
     for who in BOTH {
         for imp in IMPS {
             for (sig, status) in [("QUIT", 131), ("USR1", 138), ("ALRM", 142)] {
-                let marker = format!("{dir}/marker");
-                let ready = format!("{dir}/ready");
-                let _ = std::fs::remove_file(&marker);
-                let _ = std::fs::remove_file(&ready);
-                let task = format!(
-                    "n=0; trap \"n=\\$((n+1))\" {sig}; : > {ready}; i=0; \
-                     while [ $i -lt 12 ]; do sleep 0.1; i=$((i+1)); done; \
-                     echo cleaned $n > {marker}; exit 3"
-                );
-                let script = format!(
-                    "set -m; {bw} --ro-bind / / --bind {dir} {dir} -- sh -c '{task}' & \
-                     p=$!; i=0; while [ ! -e {ready} ] && [ $i -lt 100 ]; do sleep 0.05; \
-                     i=$((i+1)); done; kill -{sig} -- -$p; wait $p; echo status=$?; \
-                     i=0; while [ ! -e {marker} ] && [ $i -lt 40 ]; do sleep 0.05; \
-                     i=$((i+1)); done",
-                    bw = launcher_words(imp, who),
-                );
-                let o = Command::new("bash")
-                    .args(["-c", &script])
-                    .stdin(Stdio::null())
-                    .output()
-                    .unwrap();
-                let ctx = format!("{who:?} {imp:?} SIG{sig}: {o:?}");
-                assert_eq!(
-                    String::from_utf8_lossy(&o.stdout),
-                    format!("status={status}\n"),
-                    "{ctx}"
-                );
-                let got = std::fs::read_to_string(&marker).unwrap_or_default();
+                let bw = launcher_words(imp, who);
+                let (out, got) = signal_the_process_group(&bw, &dir, "", sig);
+                let ctx = format!("{who:?} {imp:?} SIG{sig}: {out:?}");
+                assert_eq!(out, format!("status={status}\n"), "{ctx}");
                 assert_eq!(got, "cleaned 1\n", "{ctx}");
             }
         }
