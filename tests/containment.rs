@@ -363,10 +363,18 @@ fn alive(pid: u32) -> bool {
 
 /// No cgroup made by any of these launchers remains. (Other sessions may run airlock on this
 /// machine at the same time: only the directories named after our launchers are ours.)
+/// Only cgroups made in the last 10 minutes can be those of the launchers `pids` (every test
+/// here runs well within that): one an older launcher of a reused pid left (a SIGKILLed one
+/// under another caller's cgroup, which that caller's next run sweeps) is not theirs.
 fn assert_no_cgroup_of(pids: &[u32], context: &str) {
+    let recent = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < Duration::from_secs(600)))
+    };
     let left: Vec<PathBuf> = airlock_cgroups()
         .into_iter()
-        .filter(|p| cgroup_pid(p).is_some_and(|pid| pids.contains(&pid)))
+        .filter(|p| cgroup_pid(p).is_some_and(|pid| pids.contains(&pid)) && recent(p))
         .collect();
     assert!(left.is_empty(), "{context}: cgroups left behind: {left:?}");
 }
