@@ -153,7 +153,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // its task runs on (BWRAP_ALSO_ENDING: Ctrl-\'s SIGQUIT to the process group, a
     // SIGUSR1), so that airlock too waits for the sandbox before dying of it, and leaves one
     // the caller blocked blocked, as bubblewrap never unblocks it.
-    let caller_blocked = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
+    // (Read in bwrap mode only: airlock run forwards its three whatever the caller blocked.)
+    let caller_blocked = match spec.bwrap {
+        Some(_) => SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty()),
+        None => SigSet::empty(),
+    };
     let mut forwarded = SigSet::empty();
     let also: &[Signal] = match spec.bwrap {
         Some(_) => &BWRAP_ALSO_ENDING,
@@ -163,7 +167,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .iter()
         .chain(also)
     {
-        let blocked = spec.bwrap.is_some() && caller_blocked.contains(s);
+        let blocked = caller_blocked.contains(s);
         if !sys::is_ignored(s) && !blocked {
             forwarded.add(s);
         }
