@@ -365,11 +365,20 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
         return Err(Failure::Setup(format!("step 2 {step}: {e}{hint}")));
     }
-    // If the init already died, the send fails and the wait below reports why.
-    if !maps_by_init {
-        let _ = channel::send(parent_sock.as_fd(), &Msg::MapsReady);
-    }
+    // If the init already died (EPIPE, ECONNRESET), the wait below reports why. Any other
+    // failure leaves it waiting for the maps forever: it is ended, and the run fails with the
+    // send's error rather than hang.
     let mut handover_failed = None;
+    if !maps_by_init
+        && let Err(e) = channel::send(parent_sock.as_fd(), &Msg::MapsReady)
+        && !matches!(
+            e.errno,
+            nix::errno::Errno::EPIPE | nix::errno::Errno::ECONNRESET
+        )
+    {
+        let _ = kill(pid, Signal::SIGKILL);
+        handover_failed = Some(("the id maps", e));
+    }
     // 1 (this side): the network namespace, made in the init's user namespace while the init
     // runs steps 2-9, and sent to it by the helper that made it. A failure goes to the init
     // from here, which stops at step 10 with it.
