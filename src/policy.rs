@@ -106,7 +106,7 @@ enum Op {
 
 /// One argument test: a 32-bit half of argument `index` (the low one, as `dword` tests; the
 /// high one only for a `qword` test's second half) against `val`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Cond {
     index: u8,
     high: bool,
@@ -212,7 +212,7 @@ pub fn compile(
     ];
     for e in table.values_mut() {
         for (_, rules) in &mut e.groups {
-            merge_one_bit_rules(rules);
+            merge_bit_rules(rules);
         }
     }
     let mut runs = intervals(&table, newest)?;
@@ -304,43 +304,54 @@ fn cond(c: &serde_json::Value) -> Result<Vec<Vec<Cond>>, String> {
     }]])
 }
 
-/// One group's rules with every rule that is a single one-bit `masked_eq` test (`flags & BIT
-/// == BIT`) of the same argument word folded into one "any of these bits" test, where the
-/// first of them stood: the group answers the same action for any of its rules, so their order
-/// within it does not matter. `clone`'s seven namespace flags become one load and one `jset`
-/// instead of seven loads, `and`s and `jeq`s.
-fn merge_one_bit_rules(rules: &mut Vec<Vec<Cond>>) {
-    let one_bit = |r: &[Cond]| match r {
-        [c] => match c.op {
-            Op::MaskedEq(m) if m == c.val && m.is_power_of_two() => Some((c.index, c.high, m)),
-            _ => None,
-        },
+/// A test that passes when any bit of its mask is set in the word: a one-bit `masked_eq`
+/// (`flags & BIT == BIT`) or bits already merged.
+fn bit_test(c: &Cond) -> Option<u32> {
+    match c.op {
+        Op::MaskedEq(m) if m == c.val && m.is_power_of_two() => Some(m),
+        Op::AnyBit(m) => Some(m),
         _ => None,
-    };
-    let mut out: Vec<Vec<Cond>> = Vec::with_capacity(rules.len());
-    for r in rules.drain(..) {
-        let Some((index, high, bit)) = one_bit(&r) else {
-            out.push(r);
-            continue;
-        };
-        let merged = out.iter_mut().find_map(|o| match o.as_mut_slice() {
-            [c] if (c.index, c.high) == (index, high) => match &mut c.op {
-                Op::AnyBit(m) => Some(m),
-                _ => None,
-            },
-            _ => None,
-        });
-        match merged {
-            Some(m) => *m |= bit,
-            None => out.push(vec![Cond {
-                index,
-                high,
-                op: Op::AnyBit(bit),
-                val: bit,
-            }]),
-        }
     }
-    *rules = out;
+}
+
+/// One group's rules with every two rules that differ only in a bit test of the same argument
+/// word folded into one rule that tests any of their bits, where the first stood, until no two
+/// such rules are left: the group answers the same action for any of its rules, so their order
+/// within it does not matter, and (A and x & B1) or (A and x & B2) is A and x & (B1 | B2).
+/// `clone`'s seven namespace flags become one load and one `jset` instead of seven loads,
+/// `and`s and `jeq`s; `openat`'s four rules (`O_CREAT` or `O_TMPFILE`, with `S_ISUID` or
+/// `S_ISGID`) become one rule of two `jset`s.
+fn merge_bit_rules(rules: &mut Vec<Vec<Cond>>) {
+    'again: loop {
+        for j in 1..rules.len() {
+            for i in 0..j {
+                let Some(k) = differs_in_one_bit_test(&rules[i], &rules[j]) else {
+                    continue;
+                };
+                let mask =
+                    bit_test(&rules[i][k]).unwrap_or(0) | bit_test(&rules[j][k]).unwrap_or(0);
+                rules[i][k].op = Op::AnyBit(mask);
+                rules[i][k].val = mask;
+                rules.remove(j);
+                continue 'again;
+            }
+        }
+        return;
+    }
+}
+
+/// The one place where two rules' tests differ, when there is exactly one and both tests there
+/// are bit tests of the same argument word.
+fn differs_in_one_bit_test(a: &[Cond], b: &[Cond]) -> Option<usize> {
+    if a.len() != b.len() {
+        return None;
+    }
+    let mut differ = (0..a.len()).filter(|&k| a[k] != b[k]);
+    let k = differ.next()?;
+    let (x, y) = (&a[k], &b[k]);
+    let same_word = (x.index, x.high) == (y.index, y.high);
+    (differ.next().is_none() && same_word && bit_test(x).is_some() && bit_test(y).is_some())
+        .then_some(k)
 }
 
 /// The syscall numbers 0..=`newest` as runs of neighbours that answer alike: (first number,
