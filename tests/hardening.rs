@@ -705,6 +705,154 @@ fn fallocate_cannot_take_disk_past_the_file_size_limit() {
     }
 }
 
+/// Makes, in the directory argv[1], files with the setuid or the setgid bit through each
+/// system call that can (the chmod family, open and openat creating with O_CREAT or O_TMPFILE,
+/// creat, mknod of a regular file), through the numbers themselves so that no libc wrapper
+/// chooses for the probe; then openat2 creating one, and three calls that must still work: a
+/// chmod to an ordinary mode, an open creating an ordinary file, and an open that creates
+/// nothing with those bits in its unused mode register. Prints one line per call: OK with the
+/// mode bits the file got (`OK 4000`), or the error's name.
+const SETID_PROBE: &str = r#"
+import ctypes, errno, os, platform, stat, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NR = {'x86_64': dict(open=2, creat=85, chmod=90, fchmod=91, mknod=133, openat=257,
+                     mknodat=259, fchmodat=268, openat2=437, fchmodat2=452),
+      'aarch64': dict(mknodat=33, fchmod=52, fchmodat=53, openat=56, openat2=437,
+                      fchmodat2=452)}[platform.machine()]
+AT_FDCWD, O_TMPFILE = -100, 0o20000000 | os.O_DIRECTORY
+W = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+os.chdir(sys.argv[1])
+def name(call, mode):
+    return ('f-%s-%o' % (call, mode)).encode()
+def plain(call, mode):
+    p = name(call, mode)
+    os.close(os.open(p, W, 0o644))
+    return p
+def probe(label, mode, call, *args, path=None):
+    if call not in NR:
+        return
+    r = libc.syscall(NR[call], *args)
+    if r < 0:
+        print(label, '%o' % mode, errno.errorcode[ctypes.get_errno()])
+        return
+    st = os.stat(path) if path else os.fstat(r)
+    print(label, '%o' % mode, 'OK %o' % (st.st_mode & 0o6000))
+    if not path:
+        os.close(r)
+for mode in (0o4755, 0o2755):
+    p = plain('chmod', mode)
+    probe('chmod', mode, 'chmod', p, mode, path=p)
+    p = plain('fchmod', mode)
+    probe('fchmod', mode, 'fchmod', os.open(p, os.O_RDONLY), mode, path=p)
+    p = plain('fchmodat', mode)
+    probe('fchmodat', mode, 'fchmodat', AT_FDCWD, p, mode, path=p)
+    p = plain('fchmodat2', mode)
+    probe('fchmodat2', mode, 'fchmodat2', AT_FDCWD, p, mode, 0, path=p)
+    probe('open', mode, 'open', name('open', mode), W, mode)
+    probe('openat', mode, 'openat', AT_FDCWD, name('openat', mode), W, mode)
+    probe('openat-tmpfile', mode, 'openat', AT_FDCWD, b'.', O_TMPFILE | os.O_WRONLY, mode)
+    probe('creat', mode, 'creat', name('creat', mode), mode)
+    p = name('mknod', mode)
+    probe('mknod', mode, 'mknod', p, stat.S_IFREG | mode, 0, path=p)
+    p = name('mknodat', mode)
+    probe('mknodat', mode, 'mknodat', AT_FDCWD, p, stat.S_IFREG | mode, 0, path=p)
+    how = (ctypes.c_uint64 * 3)(W, mode, 0)
+    probe('openat2', mode, 'openat2', AT_FDCWD, name('openat2', mode), how, 24)
+p = plain('sticky', 0o1755)
+probe('fchmodat', 0o1755, 'fchmodat', AT_FDCWD, p, 0o1755, path=p)
+probe('openat', 0o644, 'openat', AT_FDCWD, b'f-plain', W, 0o644)
+probe('openat-no-create', 0o6755, 'openat', AT_FDCWD, b'f-plain', os.O_RDONLY, 0o6755)
+"#;
+
+/// A program with the setuid bit that a task leaves in a writable `--bind` runs, on the host,
+/// as the task's host uid for whoever can reach the directory: for an unprivileged caller that
+/// is the caller, its files and credentials, handed to every other local user; the setgid bit
+/// hands over its group. The filter refuses both bits in every call that sets a mode (EPERM)
+/// and answers openat2, whose mode seccomp cannot read, ENOSYS; ordinary modes, the sticky bit
+/// and opens that create nothing still work. Control: the same probe on the host, as uid
+/// 65534 in the same kind of directory, makes every one of those files with its bit.
+#[test]
+fn a_task_cannot_leave_a_setuid_or_setgid_program_in_a_writable_bind() {
+    let x86 = std::env::consts::ARCH == "x86_64";
+    let calls: &[&str] = if x86 {
+        &[
+            "chmod",
+            "fchmod",
+            "fchmodat",
+            "fchmodat2",
+            "open",
+            "openat",
+            "openat-tmpfile",
+            "creat",
+            "mknod",
+            "mknodat",
+        ]
+    } else {
+        &[
+            "fchmod",
+            "fchmodat",
+            "fchmodat2",
+            "openat",
+            "openat-tmpfile",
+            "mknodat",
+        ]
+    };
+    let expect = |setid: &dyn Fn(u32) -> String, openat2: &dyn Fn(u32) -> String| {
+        let mut want = String::new();
+        for mode in [0o4755, 0o2755] {
+            for call in calls {
+                want += &format!("{call} {mode:o} {}\n", setid(mode));
+            }
+            want += &format!("openat2 {mode:o} {}\n", openat2(mode));
+        }
+        want + "fchmodat 1755 OK 0\nopenat 644 OK 0\nopenat-no-create 6755 OK 0\n"
+    };
+    let made = |mode: u32| format!("OK {:o}", mode & 0o6000);
+
+    let host = tempdir(0o777);
+    let o = host_command(Launcher::Unprivileged, "/usr/bin/python3")
+        .args(["-c", SETID_PROBE])
+        .arg(host.path())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), expect(&made, &made), "control: {}", stderr(&o));
+
+    let refused = |_| "EPERM".to_string();
+    let enosys = |_| "ENOSYS".to_string();
+    for who in BOTH {
+        let dir = tempdir(0o777);
+        let bind = format!("{}:/out", dir.path().display());
+        let o = airlock(
+            who,
+            &[
+                "run",
+                "--bind",
+                &bind,
+                "--",
+                "python3",
+                "-c",
+                SETID_PROBE,
+                "/out",
+            ],
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        assert_eq!(
+            stdout(&o),
+            expect(&refused, &enosys),
+            "{who:?}: {}",
+            stderr(&o)
+        );
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let entry = entry.unwrap();
+            let mode = entry.metadata().unwrap().permissions().mode();
+            assert_eq!(mode & 0o6000, 0, "{who:?}: {:?} is {mode:o}", entry.path());
+        }
+    }
+}
+
 /// Legacy AIO: every io_setup context's events count in one pool of the whole machine
 /// (`fs.aio-max-nr`, 65536), in no namespace and charged to no user. On the unfixed code a task
 /// (of either launcher) took all of it with 16 io_setup(4096) calls, and every io_setup of the
