@@ -1795,6 +1795,7 @@ fn priority_changes_for_a_whole_user_reach_only_the_sandbox() {
     );
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Prints the core line of /proc/self/limits (`CORE-LIMIT:<soft>:<hard>`), then lowers the
 /// limit to 0 as programs do (`SETRLIMIT:...`, read back), then through prlimit64 with a
 /// new_limit of {0, 0} at 0x100000000, a pointer a filter testing only its low 32 bits would
@@ -1901,6 +1902,7 @@ fn a_crash_inside_starts_no_core_dump() {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Sets its command name (`comm`, what core_pattern's %e shows) to its argument, lowers its core
 /// limit to 0 as programs do, and dies of SIGSEGV.
 const CRASH_PROBE: &str = r#"
@@ -1910,11 +1912,14 @@ resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_
 os.kill(os.getpid(), signal.SIGSEGV)
 "#;
 
+#[cfg(target_arch = "x86_64")]
 /// The host's kernel.core_pattern, put back when dropped (an assertion that fails included).
 struct CorePattern(String);
 
+#[cfg(target_arch = "x86_64")]
 const CORE_PATTERN: &str = "/proc/sys/kernel/core_pattern";
 
+#[cfg(target_arch = "x86_64")]
 impl Drop for CorePattern {
     fn drop(&mut self) {
         let _ = std::fs::write(CORE_PATTERN, &self.0);
@@ -3476,6 +3481,7 @@ fn a_stdin_whose_reads_block_does_not_hold_the_launcher() {
 // ---------------------------------------------------------------------------------------------
 // 15. IPC objects of the host
 
+#[cfg(target_arch = "x86_64")]
 /// With argv[1] `make`, creates the host's IPC objects of key argv[2] and name argv[3]: a
 /// System V shared memory segment, message queue and semaphore set, a POSIX message queue and
 /// a file in /dev/shm, each mode 0666 so that every uid may open them; with `remove`, removes
@@ -3515,6 +3521,7 @@ else:
         pass
 "#;
 
+#[cfg(target_arch = "x86_64")]
 /// Opens the host's IPC objects of key argv[1] and name argv[2] (as HOST_IPC makes them):
 /// `SHM:`, `MSG:`, `SEM:`, `MQ:` and `DEV-SHM:` each followed by OK or the errno's name.
 const IPC_PROBE: &str = concat!(
@@ -3538,12 +3545,14 @@ attempt('DEV-SHM', lambda: os.close(os.open('/dev/shm/' + name, os.O_RDONLY)))
 "#
 );
 
+#[cfg(target_arch = "x86_64")]
 /// The host's IPC objects HOST_IPC made, removed when dropped.
 struct HostIpc {
     key: String,
     name: String,
 }
 
+#[cfg(target_arch = "x86_64")]
 impl HostIpc {
     fn make() -> HostIpc {
         let pid = std::process::id();
@@ -3569,6 +3578,7 @@ impl HostIpc {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 impl Drop for HostIpc {
     fn drop(&mut self) {
         self.host_ipc("remove");
