@@ -3883,19 +3883,21 @@ fn a_task_cannot_leave_the_callers_stream_non_blocking() {
 const CHMOD_STDOUT: &str = "import os\n\
 os.write(1, b'x')\n\
 os.fchown(1, -1, os.getgid())\n\
-os.fchmod(1, 0o4777)\n\
+os.fchmod(1, 0o777)\n\
 os.write(2, oct(os.fstat(1).st_mode & 0o7777).encode())";
 
 /// The owner of a file may change its mode and group through any descriptor of it, and a
 /// task's host uid owns an unprivileged caller's terminal and its fresh `>` file (or a root
 /// caller's, made for the task's uid). On the unfixed code the task made both setuid and
-/// writable by all (04777), and they stayed so after the run: a program planted in the
-/// caller's output that any local user could run as the caller, and a terminal any local user
-/// could open. A fresh file the task's host uid owns is relayed now, and a stream passed as it
+/// writable by all (04777; the filter refuses the setuid bit now, see
+/// `a_task_cannot_leave_a_setuid_or_setgid_program_in_a_writable_bind`, so the probe asks for
+/// 0777), and they stayed so after the run: a program planted in the caller's output that any
+/// local user could run as the caller, or rewrite, and a terminal any local user could open.
+/// A fresh file the task's host uid owns is relayed now, and a stream passed as it
 /// is (the terminal, 0620 of group `tty`) gets its group and mode back once the sandbox is
 /// gone; a caller outside that group (uid 65534) cannot give it back, and the terminal loses
 /// its group's bits instead (0600). Control: the same probe on the host as uid 65534 leaves
-/// both at 04777, the terminal in its group.
+/// both at 0777, the terminal in its group.
 #[test]
 fn a_task_cannot_change_the_mode_of_the_callers_output() {
     use std::os::fd::OwnedFd;
@@ -3927,7 +3929,7 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
     };
     let host = || host_cmd(Launcher::Unprivileged, &py(CHMOD_STDOUT, &[]));
     let (file, o) = on_file(host());
-    assert_eq!(file, 0o4777, "control, file: {}", show(&o));
+    assert_eq!(file, 0o777, "control, file: {}", show(&o));
     // Whether stdout is a regular file: the owned file is relayed, not merely put back after
     // the run (meanwhile it was the task's to make setuid, and for good if airlock was killed).
     const STDOUT_IS_FILE: &str =
@@ -3935,7 +3937,7 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
     let (_, o) = on_file(host_cmd(Launcher::Unprivileged, &py(STDOUT_IS_FILE, &[])));
     assert_eq!(stderr(&o), "True", "control, file: {}", show(&o));
     let (term, o) = on_terminal(host());
-    assert_eq!(term, (0o4777, NOBODY), "control, terminal: {}", show(&o));
+    assert_eq!(term, (0o777, NOBODY), "control, terminal: {}", show(&o));
     for who in BOTH {
         let run = || airlock_run(who, &[], &py(CHMOD_STDOUT, &[]));
         let (file, o) = on_file(run());
@@ -3951,7 +3953,7 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
         };
         assert_eq!(
             (term, stderr(&o).as_str()),
-            (back, "0o4777"),
+            (back, "0o777"),
             "{who:?}: the caller's terminal (its mode inside, then after): {}",
             show(&o)
         );
