@@ -2747,3 +2747,68 @@ fn a_bind_into_proc_is_refused_as_bad_usage() {
         assert!(run.show().contains("HOSTFILE"), "{}", run.show());
     }
 }
+
+/// The first fenced block of `lang` in the README's "From Python and Node" section.
+fn readme_example(lang: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("\n### From Python and Node\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .expect("the README's section \"From Python and Node\"");
+    let fence = format!("\n```{lang}\n");
+    let start = section
+        .find(&fence)
+        .unwrap_or_else(|| panic!("no {lang} block"))
+        + fence.len();
+    let len = section[start..].find("\n```\n").expect("the block's end");
+    section[start..start + len + 1].to_string()
+}
+
+/// The README's Python and Node examples, run as they are written with `airlock` on PATH:
+/// each sends a request with an input (Python) or a shell command (Node), and prints the
+/// task's exit code, its output and the result file it wrote. Then each calls its function
+/// for a command that does not exist and prints what it raised: airlock's own failure, told
+/// apart from a task's. A change to the request or report (a key renamed, the error object)
+/// or to the examples themselves fails here.
+#[test]
+fn the_readmes_python_and_node_examples_run_as_written() {
+    let path = format!("{}:/usr/bin:/bin", binary().parent().unwrap().display());
+    let cases = [
+        (
+            "/usr/bin/python3",
+            readme_example("python"),
+            "\ntry:\n    run_in_airlock('no-such-command')\nexcept RuntimeError as e:\n    print(e)\n",
+        ),
+        (
+            "/usr/bin/node",
+            readme_example("js"),
+            "\ntry { runInAirlock('no-such-command'); } catch (e) { console.log(e.message); }\n",
+        ),
+    ];
+    for who in BOTH {
+        for (interpreter, example, missing) in &cases {
+            let mut cmd = host_command(who, interpreter);
+            cmd.env_clear().env("PATH", &path).current_dir("/");
+            let flag = if interpreter.ends_with("node") {
+                "-e"
+            } else {
+                "-c"
+            };
+            cmd.arg(flag).arg(format!("{example}{missing}"));
+            let run = run_bounded(cmd, None, Duration::from_secs(60));
+            let ctx = format!("{who:?} {interpreter}");
+            assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+            let out = stdout(&run.out);
+            let mut lines = out.lines();
+            assert_eq!(lines.next(), Some("0 done 42"), "{ctx}: {}", run.show());
+            let failure = lines.next().unwrap_or_default();
+            assert!(
+                failure.starts_with("airlock (command_not_found): "),
+                "{ctx}: {}",
+                run.show()
+            );
+        }
+    }
+}
