@@ -11,6 +11,8 @@
 //! An option the table does not know is never silently skipped in `bwrap` (it is an error);
 //! `docker` follows its own parser's rule, stated where it is applied.
 
+use std::path::PathBuf;
+
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -1022,6 +1024,63 @@ fn host_spellings(path: &str, tree: &str) -> Vec<String> {
 /// Where the Docker sockets lie inside the host tree a mount source names (see `sockets_in`).
 fn docker_sockets_in(source: &str) -> Vec<String> {
     sockets_in(source, DOCKER_SOCKETS)
+}
+
+/// The host services whose sockets a bind of the host path `source` hands the task, as the
+/// audits know them (DOCKER_SOCKETS and HOST_SOCKETS), with the socket or directory of
+/// sockets found on this host: at or below `source` (a bind of `/run`), or holding it (a bind
+/// of one socket in `/tmp/.X11-unix`). `airlock run` warns of these; the audits report what a
+/// line names, whatever the host holds. Only patterns whose names agree with `source`'s are
+/// looked for on disk.
+pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, PathBuf)> {
+    let Some(real) = std::fs::canonicalize(source)
+        .ok()
+        .and_then(|p| p.to_str().map(str::to_string))
+    else {
+        return Vec::new();
+    };
+    let docker = DOCKER_SOCKETS
+        .iter()
+        .map(|s| (*s, "the Docker daemon (root on the host)"));
+    let mut found = Vec::new();
+    for (pattern, what) in docker.chain(HOST_SOCKETS.iter().copied()) {
+        if !pattern.starts_with('/') || !parts_match(&path_parts(&real), &path_parts(pattern)) {
+            continue;
+        }
+        for place in host_paths_matching(pattern) {
+            if place.starts_with(&real) || std::path::Path::new(&real).starts_with(&place) {
+                found.push((what, place));
+            }
+        }
+    }
+    found
+}
+
+/// The paths on this host that a pattern of the socket tables names (a name ending in `*`
+/// matches by prefix).
+fn host_paths_matching(pattern: &str) -> Vec<PathBuf> {
+    let mut paths = vec![PathBuf::from("/")];
+    for part in path_parts(pattern) {
+        paths = paths
+            .into_iter()
+            .flat_map(|dir| match part.strip_suffix('*') {
+                None => vec![dir.join(part)],
+                Some(prefix) => std::fs::read_dir(&dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_str()
+                            .is_some_and(|n| n.starts_with(prefix))
+                    })
+                    .map(|e| e.path())
+                    .collect(),
+            })
+            .collect();
+    }
+    paths.retain(|p| p.symlink_metadata().is_ok());
+    paths
 }
 
 /// What the sockets of `table` (as HOST_SOCKETS) a mount source holds are, each with where

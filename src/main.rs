@@ -93,8 +93,9 @@ JSON report (--json, --request), every key present every time:
                     timeout; or null
   limits            for each of memory, pids, cpu_time_ms, file_size, nofile,
                     scratch_size: {requested, applied, mechanism}
-  warnings          what the command line opened in the boundary (a writable bind,
-                    --share-net and what of the host it hands over), as said on stderr
+  warnings          what the command line opened in the boundary (a writable bind, a
+                    bound socket or a bind holding host sockets, --share-net and what of
+                    the host it hands over), as said on stderr
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N}.
 
 JSON request (--request FILE, - for stdin):
@@ -889,6 +890,31 @@ fn run(args: RunArgs) -> i32 {
             )
         })
         .collect();
+    // A socket's connect(2) crosses any bind, read-only or not: to whatever listens on it.
+    for (src, dest, _) in spec.binds() {
+        let reached = audit::services_a_bind_reaches(src);
+        let dest = dest.display();
+        if !reached.is_empty() {
+            let list: Vec<String> = reached
+                .iter()
+                .map(|(what, at)| format!("{what} at {}", at.display()))
+                .collect();
+            warnings.push(format!(
+                "{} (inside at {dest}) reaches host sockets the task can connect to, \
+                 read-only or not: {}",
+                src.display(),
+                list.join(", ")
+            ));
+        } else if std::fs::metadata(src)
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+        {
+            warnings.push(format!(
+                "{} is a unix socket, inside at {dest}: the task can connect to whatever \
+                 listens on it, read-only or not",
+                src.display()
+            ));
+        }
+    }
     if !spec.ns.net {
         let scope = scope_abstract_sockets(&mut spec);
         warnings.push(format!(

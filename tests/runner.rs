@@ -2713,6 +2713,80 @@ fn warnings_said_on_stderr_are_in_the_report_too() {
     }
 }
 
+/// A socket's connect(2) crosses a bind, read-only or not, to whatever listens on it. A bind of
+/// a unix socket, or of a directory the audits' socket tables know (here an ssh-agent's
+/// `/tmp/ssh-*`), is warned of, naming the socket, and the task does connect through the
+/// read-only bind (the warning's claim, shown). Control: a read-only bind of a directory that
+/// holds no socket warns of nothing.
+#[test]
+fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
+    let agent = tempfile::Builder::new()
+        .prefix("ssh-airlock-test")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(agent.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A socket in a plain directory, and one where an ssh-agent's would be; each answers the
+    // two launchers' connections (a thread is left blocked in accept if one never comes, and
+    // the test fails on that run's output meanwhile).
+    let plain_dir = tmpdir();
+    let serve = |sock: &std::path::Path| {
+        let listener = std::os::unix::net::UnixListener::bind(sock).unwrap();
+        std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::thread::spawn(move || {
+            for mut c in listener.incoming().take(2).flatten() {
+                let _ = c.write_all(b"hello\n");
+            }
+        });
+    };
+    let (sock, agent_sock) = (plain_dir.path().join("s"), agent.path().join("agent.1"));
+    serve(&sock);
+    serve(&agent_sock);
+    let connect = |path: &str| {
+        format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+             s.connect('{path}'); print(s.recv(6).decode().strip())\""
+        )
+    };
+    let (sock_text, dir_text) = (
+        sock.display().to_string(),
+        agent.path().display().to_string(),
+    );
+    let cases = [
+        (
+            format!("{sock_text}:/agent.sock"),
+            "/agent.sock",
+            format!(
+                "{sock_text} is a unix socket, inside at /agent.sock: the task can connect to \
+                 whatever listens on it, read-only or not"
+            ),
+        ),
+        (
+            format!("{dir_text}:/agent"),
+            "/agent/agent.1",
+            format!(
+                "{dir_text} (inside at /agent) reaches host sockets the task can connect to, \
+                 read-only or not: an ssh-agent at {dir_text}"
+            ),
+        ),
+    ];
+    let plain = tmpdir();
+    let plain_bind = format!("{}:/plain", plain.path().display());
+    for who in BOTH {
+        for (bind, path, warning) in &cases {
+            let (run, rep) = json_sh(who, &["--ro-bind", bind], &connect(path), SECS_10);
+            assert_eq!(
+                rep["stdout"],
+                json!("hello\n"),
+                "{who:?} {bind}: {}",
+                run.show()
+            );
+            assert_eq!(rep["warnings"], json!([warning]), "{who:?}: {}", run.show());
+        }
+        let (run, rep) = json_sh(who, &["--ro-bind", &plain_bind], "true", SECS_10);
+        assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
+    }
+}
+
 /// A bind destination inside the sandbox's /proc is refused as bad usage before anything is
 /// built (exit 2, nothing run), never mounted over a procfs file; the same bind elsewhere
 /// runs (the control).
