@@ -1056,6 +1056,34 @@ pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, P
     found
 }
 
+/// What `airlock run` (and `explain`) says of a bind from `src` to `dest` that hands the task a
+/// socket: connect(2) crosses any bind, read-only or not, to whatever listens on it.
+pub fn socket_warning(src: &std::path::Path, dest: &std::path::Path) -> Option<String> {
+    let reached = services_a_bind_reaches(src);
+    let is_socket = || {
+        std::fs::metadata(src)
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+    };
+    let (src, dest) = (src.display(), dest.display());
+    if !reached.is_empty() {
+        let list: Vec<String> = reached
+            .iter()
+            .map(|(what, at)| format!("{what} at {}", at.display()))
+            .collect();
+        return Some(format!(
+            "{src} (inside at {dest}) reaches host sockets the task can connect to, read-only \
+             or not: {}",
+            list.join(", ")
+        ));
+    }
+    is_socket().then(|| {
+        format!(
+            "{src} is a unix socket, inside at {dest}: the task can connect to whatever listens \
+             on it, read-only or not"
+        )
+    })
+}
+
 /// The paths on this host that a pattern of the socket tables names (a name ending in `*`
 /// matches by prefix).
 fn host_paths_matching(pattern: &str) -> Vec<PathBuf> {

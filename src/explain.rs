@@ -149,6 +149,9 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
                 "read-only, nosuid, nodev"
             }
         );
+        if let Some(warning) = crate::audit::socket_warning(src, dest) {
+            let _ = writeln!(w, "  {:<17} warning: {warning}", "");
+        }
     }
     let _ = writeln!(w, "\nenvironment (built from nothing):");
     for (n, v) in &spec.env {

@@ -890,31 +890,10 @@ fn run(args: RunArgs) -> i32 {
             )
         })
         .collect();
-    // A socket's connect(2) crosses any bind, read-only or not: to whatever listens on it.
-    for (src, dest, _) in spec.binds() {
-        let reached = audit::services_a_bind_reaches(src);
-        let dest = dest.display();
-        if !reached.is_empty() {
-            let list: Vec<String> = reached
-                .iter()
-                .map(|(what, at)| format!("{what} at {}", at.display()))
-                .collect();
-            warnings.push(format!(
-                "{} (inside at {dest}) reaches host sockets the task can connect to, \
-                 read-only or not: {}",
-                src.display(),
-                list.join(", ")
-            ));
-        } else if std::fs::metadata(src)
-            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-        {
-            warnings.push(format!(
-                "{} is a unix socket, inside at {dest}: the task can connect to whatever \
-                 listens on it, read-only or not",
-                src.display()
-            ));
-        }
-    }
+    warnings.extend(
+        spec.binds()
+            .filter_map(|(src, dest, _)| audit::socket_warning(src, dest)),
+    );
     if !spec.ns.net {
         let scope = scope_abstract_sockets(&mut spec);
         warnings.push(format!(

@@ -2716,8 +2716,8 @@ fn warnings_said_on_stderr_are_in_the_report_too() {
 /// A socket's connect(2) crosses a bind, read-only or not, to whatever listens on it. A bind of
 /// a unix socket, or of a directory the audits' socket tables know (here an ssh-agent's
 /// `/tmp/ssh-*`), is warned of, naming the socket, and the task does connect through the
-/// read-only bind (the warning's claim, shown). Control: a read-only bind of a directory that
-/// holds no socket warns of nothing.
+/// read-only bind (the warning's claim, shown); `explain` says the same under the bind. Control:
+/// a read-only bind of a directory that holds no socket warns of nothing.
 #[test]
 fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
     let agent = tempfile::Builder::new()
@@ -2781,6 +2781,15 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
                 run.show()
             );
             assert_eq!(rep["warnings"], json!([warning]), "{who:?}: {}", run.show());
+            // explain says it too, under the bind's line.
+            let o = airlock(who, &["explain", "--ro-bind", bind, "--", "true"])
+                .output()
+                .unwrap();
+            assert!(
+                stdout(&o).contains(&format!("\n{:<19} warning: {warning}\n", "")),
+                "{who:?}: {}",
+                stdout(&o)
+            );
         }
         let (run, rep) = json_sh(who, &["--ro-bind", &plain_bind], "true", SECS_10);
         assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
