@@ -567,3 +567,66 @@ fn make_runs_two_jobs_at_once_through_its_jobserver_in_scratch() {
         assert_eq!(rep["files"], json!({"c.started": ""}), "make -j1, {who:?}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 7. a program in a terminal
+// ---------------------------------------------------------------------------------------------
+
+const SCRIPT: &str = "/usr/bin/script";
+
+/// What a program in a terminal asks of it: whether its streams are one (tty(1), isatty) and
+/// the terminal's name (ttyname(3), which tmux, gpg's pinentry and ssh-agent prompts need),
+/// the same for stdin and stdout.
+const TERMINAL_SH: &str = r#"if tty >/dev/null; then
+    /usr/bin/python3 -c 'import os; print("ttyname(0) == ttyname(1):", os.ttyname(0) == os.ttyname(1))'
+else
+    echo "not a terminal"
+fi
+"#;
+
+/// `script` runs airlock (plain mode, which passes a terminal through as it is) in a pseudo
+/// terminal it makes, as an agent's pty tool would, and the task finds its terminal's name as
+/// the same probe does on the host: airlock binds it at /dev/console, where ttyname(3) looks,
+/// since the host's /dev/pts/N is not in the sandbox's devpts. (Before, `tty` said "not a
+/// tty" of a terminal isatty(3) took for one.) A JSON run's streams are pipes: no terminal
+/// there, and no /dev/console.
+#[test]
+fn a_program_in_a_terminal_finds_its_name() {
+    require(&[SCRIPT, PYTHON]);
+    let inputs: [Input; 1] = [("terminal.sh", TERMINAL_SH.as_bytes())];
+    let airlock = binary().to_str().unwrap();
+    let want = "ttyname(0) == ttyname(1): True\n";
+    for who in BOTH {
+        let ctx = format!("a terminal, {who:?}");
+        for (place, script) in [
+            ("host control", "script -qec 'sh terminal.sh' /dev/null"),
+            (
+                "inside",
+                "script -qec \"$AIRLOCK run --timeout 20s --input terminal.sh=$PWD/terminal.sh \
+                 -- sh terminal.sh\" /dev/null",
+            ),
+        ] {
+            let (run, _dir) = on_host(who, script, &inputs, &[("AIRLOCK", airlock)]);
+            assert_eq!(run.code(), Some(0), "{ctx}, {place}: {}", run.show());
+            assert_eq!(
+                stdout(&run.out).replace('\r', ""),
+                want,
+                "{ctx}, {place}: {}",
+                run.show()
+            );
+        }
+        let (_, rep) = inside(
+            who,
+            "sh terminal.sh; test -e /dev/console || echo 'no /dev/console'",
+            &inputs,
+            &[],
+            &[],
+        );
+        assert_exited_0(&rep, &ctx);
+        assert_eq!(
+            rep["stdout"],
+            json!("not a terminal\nno /dev/console\n"),
+            "{ctx}: {rep:#}"
+        );
+    }
+}
