@@ -4,7 +4,7 @@
 //! terminal (plain mode, under `script`), Python's process pools, archives, CA store and ptys, a
 //! venv with its own pip installing a wheel built in scratch, shell tools (tar, cp -a,
 //! compressors, xargs -P, sort, flock, pgrep), a web server on the task's own loopback, and DNS
-//! lookups that fail at once.
+//! lookups that fail at once, and git pushing to a bare repository through a worktree.
 //!
 //! Every workload is one shell script run twice per launcher: on the host first, in a fresh
 //! directory with the sandbox's environment (the control: it shows what the tool prints when it
@@ -340,12 +340,21 @@ fn pip_installs_a_credential_stealing_sdist_that_reads_and_reaches_nothing() {
 /// /usr/bin/git, Debian's: the host's newer /usr/local/bin/git is first on PATH inside too.
 const GIT: &str = "/usr/bin/git";
 
-/// Two commits with fixed names and dates, so their hashes are the same wherever they are
-/// made; then a check of every object, and a repack into one pack (lock files, renames).
-const GIT_SCRIPT: &str = r#"set -e
+/// The start of each git workload: `g` is git with a fixed author and fixed dates, so commits
+/// have the same hashes wherever they are made.
+macro_rules! git_prelude {
+    () => {
+        r#"set -e
 export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z'
 g() { /usr/bin/git -c user.name=Airlock -c user.email=airlock@example.invalid -c init.defaultBranch=main "$@"; }
-g init -q repo
+"#
+    };
+}
+
+/// Two commits; then a check of every object, and a repack into one pack (lock files, renames).
+const GIT_SCRIPT: &str = concat!(
+    git_prelude!(),
+    r#"g init -q repo
 cd repo
 echo one > a.txt
 g add a.txt
@@ -358,7 +367,8 @@ g fsck --strict --no-progress
 g gc -q
 g count-objects -v | grep -E '^(count|in-pack):'
 g show HEAD:a.txt > ../a.txt
-"#;
+"#
+);
 
 #[test]
 fn git_commits_logs_and_repacks_in_scratch() {
@@ -895,4 +905,54 @@ fn a_server_on_the_tasks_loopback_answers_and_dns_fails_at_once() {
         );
         eprintln!("dns, {who:?}: {ms} ms");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 12. git: a bare repository, a worktree, an aggressive gc, a mirror
+// ---------------------------------------------------------------------------------------------
+
+/// A project's history moved around as tools move it: a clone of a bare repository by file://
+/// URL (git's upload-pack and receive-pack, talking over pipes), a second worktree on a branch
+/// of its own (its lock and admin files), a push back, an aggressive gc (repack, prune), a
+/// mirror clone and a strict fsck of a clone of it.
+const GIT_REMOTE_SCRIPT: &str = concat!(
+    git_prelude!(),
+    r#"g init -q --bare origin.git
+g clone -q "file://$PWD/origin.git" work 2>/dev/null
+cd work
+echo one > a.txt
+g add a.txt
+g commit -q -m first
+g push -q origin main
+g worktree add -q ../feature -b feature
+cd ../feature
+echo two >> a.txt
+g commit -q -am second
+cd ../work
+g merge -q --ff-only feature
+g push -q origin main
+g worktree list --porcelain | grep -c '^worktree '
+g worktree remove ../feature
+g gc -q --aggressive --prune=now
+g count-objects -v | grep -E '^(count|in-pack):'
+cd ..
+g clone -q --mirror origin.git mirror.git
+g -C mirror.git log --format='%H %s' main
+g clone -q mirror.git copy
+g -C copy fsck --strict --no-progress
+cat copy/a.txt > a.txt
+"#
+);
+
+#[test]
+fn git_pushes_to_a_bare_repository_through_a_worktree_and_mirrors_it_in_scratch() {
+    require(&[GIT]);
+    assert_works_on_host_and_inside(
+        "git remote",
+        GIT_REMOTE_SCRIPT,
+        &[],
+        "2\ncount: 0\nin-pack: 6\n3a9f97038ff16560c3fc98b48937974d743e2ed7 second\n\
+         e39a4ed186cff4df584627132b2a22a9d3a7c40e first\n",
+        &[("a.txt", "one\ntwo\n")],
+    );
 }
