@@ -3,7 +3,7 @@
 //! mode with a second writer, gcc, node with child processes, a parallel make, a program in a
 //! terminal (plain mode, under `script`), Python's process pools, archives, CA store and ptys, a
 //! venv with its own pip installing a wheel built in scratch, shell tools (tar, cp -a,
-//! compressors, xargs -P, sort, flock, pgrep), a web server on the task's own loopback, and DNS
+//! compressors, xargs -P, sort, flock, pgrep), a web server on the task's own loopback, DNS
 //! lookups that fail at once, and git pushing to a bare repository through a worktree.
 //!
 //! Every workload is one shell script run twice per launcher: on the host first, in a fresh
