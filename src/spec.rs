@@ -113,7 +113,8 @@ pub enum FsOp {
     },
     /// A new proc of the sandbox's pid namespace, read-only.
     Proc(PathBuf),
-    /// A minimal /dev: null zero full random urandom tty, pts, shm, fd and std links.
+    /// A minimal /dev: null zero full random urandom tty, pts, shm, fd and std links, and a
+    /// terminal on stdout at console.
     Dev(PathBuf),
     Mqueue(PathBuf),
     Dir {

@@ -1,6 +1,10 @@
 //! Real tools at work inside `airlock run`, for both launchers (root and uid 65534): pip
 //! installing a package whose setup script steals the caller's credentials, git, sqlite in WAL
-//! mode with a second writer, gcc, node with child processes, a parallel make.
+//! mode with a second writer, gcc, node with child processes, a parallel make, a program in a
+//! terminal (plain mode, under `script`), Python's process pools, archives, CA store and ptys, a
+//! venv with its own pip installing a wheel built in scratch, shell tools (tar, cp -a,
+//! compressors, xargs -P, sort, flock, pgrep), a web server on the task's own loopback, DNS
+//! lookups that fail at once, and git pushing to a bare repository through a worktree.
 //!
 //! Every workload is one shell script run twice per launcher: on the host first, in a fresh
 //! directory with the sandbox's environment (the control: it shows what the tool prints when it
@@ -336,12 +340,21 @@ fn pip_installs_a_credential_stealing_sdist_that_reads_and_reaches_nothing() {
 /// /usr/bin/git, Debian's: the host's newer /usr/local/bin/git is first on PATH inside too.
 const GIT: &str = "/usr/bin/git";
 
-/// Two commits with fixed names and dates, so their hashes are the same wherever they are
-/// made; then a check of every object, and a repack into one pack (lock files, renames).
-const GIT_SCRIPT: &str = r#"set -e
+/// The start of each git workload: `g` is git with a fixed author and fixed dates, so commits
+/// have the same hashes wherever they are made.
+macro_rules! git_prelude {
+    () => {
+        r#"set -e
 export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z'
 g() { /usr/bin/git -c user.name=Airlock -c user.email=airlock@example.invalid -c init.defaultBranch=main "$@"; }
-g init -q repo
+"#
+    };
+}
+
+/// Two commits; then a check of every object, and a repack into one pack (lock files, renames).
+const GIT_SCRIPT: &str = concat!(
+    git_prelude!(),
+    r#"g init -q repo
 cd repo
 echo one > a.txt
 g add a.txt
@@ -354,7 +367,8 @@ g fsck --strict --no-progress
 g gc -q
 g count-objects -v | grep -E '^(count|in-pack):'
 g show HEAD:a.txt > ../a.txt
-"#;
+"#
+);
 
 #[test]
 fn git_commits_logs_and_repacks_in_scratch() {
@@ -566,4 +580,380 @@ fn make_runs_two_jobs_at_once_through_its_jobserver_in_scratch() {
         );
         assert_eq!(rep["files"], json!({"c.started": ""}), "make -j1, {who:?}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. a program in a terminal
+// ---------------------------------------------------------------------------------------------
+
+const SCRIPT: &str = "/usr/bin/script";
+
+/// What a program in a terminal asks of it: whether its streams are one (tty(1), isatty) and
+/// the terminal's name (ttyname(3), which tmux, gpg's pinentry and ssh-agent prompts need),
+/// the same for stdin and stdout.
+const TERMINAL_SH: &str = r#"if tty >/dev/null; then
+    /usr/bin/python3 -c 'import os; print("ttyname(0) == ttyname(1):", os.ttyname(0) == os.ttyname(1))'
+else
+    echo "not a terminal"
+fi
+"#;
+
+/// `script` runs airlock (plain mode, which passes a terminal through as it is) in a pseudo
+/// terminal it makes, as an agent's pty tool would, and the task finds its terminal's name as
+/// the same probe does on the host: airlock binds it at /dev/console, where ttyname(3) looks,
+/// since the host's /dev/pts/N is not in the sandbox's devpts. (Before, `tty` said "not a
+/// tty" of a terminal isatty(3) took for one.) A JSON run's streams are pipes: no terminal
+/// there, and no /dev/console.
+#[test]
+fn a_program_in_a_terminal_finds_its_name() {
+    require(&[SCRIPT, PYTHON]);
+    let inputs: [Input; 1] = [("terminal.sh", TERMINAL_SH.as_bytes())];
+    let airlock = binary().to_str().unwrap();
+    let want = "ttyname(0) == ttyname(1): True\n";
+    for who in BOTH {
+        let ctx = format!("a terminal, {who:?}");
+        for (place, script) in [
+            ("host control", "script -qec 'sh terminal.sh' /dev/null"),
+            (
+                "inside",
+                "script -qec \"$AIRLOCK run --timeout 20s --input terminal.sh=$PWD/terminal.sh \
+                 -- sh terminal.sh\" /dev/null",
+            ),
+        ] {
+            let (run, _dir) = on_host(who, script, &inputs, &[("AIRLOCK", airlock)]);
+            assert_eq!(run.code(), Some(0), "{ctx}, {place}: {}", run.show());
+            assert_eq!(
+                stdout(&run.out).replace('\r', ""),
+                want,
+                "{ctx}, {place}: {}",
+                run.show()
+            );
+        }
+        let (_, rep) = inside(
+            who,
+            "sh terminal.sh; test -e /dev/console || echo 'no /dev/console'",
+            &inputs,
+            &[],
+            &[],
+        );
+        assert_exited_0(&rep, &ctx);
+        assert_eq!(
+            rep["stdout"],
+            json!("not a terminal\nno /dev/console\n"),
+            "{ctx}: {rep:#}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Python's standard library: process pools, archives, the CA store, a pty
+// ---------------------------------------------------------------------------------------------
+
+/// Pools of each start method (their locks are POSIX semaphores in /dev/shm; forkserver's is a
+/// unix socket in TMPDIR), a Manager, archives of a tree packed and unpacked in a temporary
+/// directory (gzip, xz, zip), the system's CA certificates through ssl's default context, and
+/// children in pseudo-terminals of their own (pty.fork, script).
+const STDLIB_PY: &str = r#"import concurrent.futures, multiprocessing, os, pty, shutil, ssl, subprocess, tarfile, tempfile, zipfile
+
+
+def square(n):
+    return n * n
+
+
+def main():
+    # Pools of each start method: a semaphore in /dev/shm, pipes, a forkserver's unix socket.
+    for method in ("fork", "spawn", "forkserver"):
+        with multiprocessing.get_context(method).Pool(2) as pool:
+            print(method, pool.map(square, range(4)))
+    with concurrent.futures.ProcessPoolExecutor(2) as ex:
+        print("ProcessPoolExecutor", list(ex.map(square, [5, 6])))
+    with multiprocessing.Manager() as m:
+        d = m.dict(a=1)
+        print("Manager", dict(d))
+    # Archives of a tree made in a temporary directory, unpacked back.
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "tree")
+        os.makedirs(os.path.join(tree, "sub"))
+        with open(os.path.join(tree, "sub", "f.txt"), "w") as f:
+            f.write("x" * 1000)
+        os.chmod(os.path.join(tree, "sub", "f.txt"), 0o640)
+        os.symlink("f.txt", os.path.join(tree, "sub", "link"))
+        shutil.copytree(tree, os.path.join(tmp, "copy"), symlinks=True)
+        for fmt in ("gztar", "xztar", "zip"):
+            arc = shutil.make_archive(os.path.join(tmp, "arc"), fmt, tree)
+            out = os.path.join(tmp, "out-" + fmt)
+            shutil.unpack_archive(arc, out)
+            print(fmt, sorted(os.listdir(os.path.join(out, "sub"))),
+                  oct(os.stat(os.path.join(out, "sub", "f.txt")).st_mode & 0o777))
+        with tarfile.open(os.path.join(tmp, "arc.tar.gz")) as t:
+            print("tarfile", sorted(t.getnames()))
+        with zipfile.ZipFile(os.path.join(tmp, "arc.zip")) as z:
+            print("zipfile", z.testzip(), len(z.namelist()))
+    # The CA store, through the system's OpenSSL configuration.
+    print("CA certificates loaded", ssl.create_default_context().cert_store_stats()["x509_ca"] > 0)
+    # A child in a pseudo-terminal of its own.
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv("/bin/sh", ["sh", "-c", "test -t 0 && test -t 1 && echo in a pty"])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 100)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    print("pty.fork:", out.decode().strip(), os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    print("script:", subprocess.run(["script", "-qec", "tty -s && echo in a pty", "/dev/null"],
+                                    capture_output=True, text=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
+"#;
+
+#[test]
+fn python_process_pools_archives_ssl_and_ptys_work_in_scratch() {
+    require(&[PYTHON, SCRIPT]);
+    assert_works_on_host_and_inside(
+        "python stdlib",
+        "/usr/bin/python3 stdlib.py",
+        &[("stdlib.py", STDLIB_PY.as_bytes())],
+        "fork [0, 1, 4, 9]\nspawn [0, 1, 4, 9]\nforkserver [0, 1, 4, 9]\n\
+         ProcessPoolExecutor [25, 36]\nManager {'a': 1}\n\
+         gztar ['f.txt', 'link'] 0o640\nxztar ['f.txt', 'link'] 0o640\n\
+         zip ['f.txt', 'link'] 0o644\ntarfile ['.', './sub', './sub/f.txt', './sub/link']\n\
+         zipfile None 3\nCA certificates loaded True\npty.fork: in a pty 0\nscript: in a pty\n",
+        &[],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. a virtual environment with pip, a wheel built in scratch
+// ---------------------------------------------------------------------------------------------
+
+/// As an agent sets a project up: a wheel built from a pyproject.toml with the system's pip and
+/// setuptools (offline), a venv with its own pip (ensurepip, from the wheels Debian ships in
+/// /usr/share/python-wheels), the wheel installed into it and imported, the sources compiled.
+const VENV_SCRIPT: &str = r#"set -e
+mkdir -p src/greet
+printf 'def hello():\n    return "hello from a wheel built here"\n' > src/greet/__init__.py
+printf '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n[project]\nname = "greet"\nversion = "1.0"\n' > src/pyproject.toml
+/usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps --no-index --no-cache-dir -w dist ./src
+/usr/bin/python3 -m venv venv
+venv/bin/pip install -q --no-index --no-cache-dir dist/greet-1.0-py3-none-any.whl
+venv/bin/python -c 'import greet, os; print(greet.hello(), os.path.relpath(greet.__file__))'
+venv/bin/python -m compileall -q src
+ls src/greet/__pycache__ | sed 's/cpython-3[0-9]*/cpython-3X/'
+"#;
+
+#[test]
+fn python_venv_with_pip_installs_a_wheel_built_in_scratch() {
+    require(&[PYTHON]);
+    assert_works_on_host_and_inside(
+        "venv",
+        VENV_SCRIPT,
+        &[],
+        "hello from a wheel built here venv/lib/python3.11/site-packages/greet/__init__.py\n\
+         __init__.cpython-3X.pyc\n",
+        &[],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. shell tools: archives, copies, compression, parallel xargs, sort, locks, processes
+// ---------------------------------------------------------------------------------------------
+
+/// A tree with modes, times and a symlink through tar (gzip, xz; -p) and `cp -a`, which keep
+/// all three; compressors piped into each other; `xargs -P`; a sort that spills to temporary
+/// files in TMPDIR (64 KiB of buffer); `split`; a `flock` held by another process, then free;
+/// `timeout`; `nohup`; `pgrep` and `ps` finding a child through /proc; perl with its modules.
+/// The modes have no setuid or setgid bit.
+const SHELL_SCRIPT: &str = r#"set -e
+mkdir -p tree/sub
+echo one > tree/a.txt; seq 1 500 > tree/sub/b.txt; ln -s ../a.txt tree/sub/link
+chmod 0640 tree/a.txt; chmod 0750 tree/sub; touch -h -d '2001-02-03 04:05:06Z' tree/a.txt tree/sub/link tree/sub
+# Archives and copies that keep modes, times and links.
+tar -czf tree.tgz tree && mkdir x && tar -xzpf tree.tgz -C x
+tar -cJf tree.txz tree && mkdir y && tar -xJf tree.txz -C y
+cp -a tree copy
+for t in x/tree y/tree copy; do (cd $t && stat -c '%A %y %N' a.txt sub sub/link); done | sort | uniq -c | sed 's/^ *//'
+find tree -type f -exec md5sum {} + | sort -k2 | md5sum | cut -c1-8
+# Compression pipes, a parallel xargs, a sort that spills to temporary files, split.
+seq 1 200000 | gzip | xz | zstd -q | zstd -dq | unxz | gunzip | tail -n1
+seq 1 8 | xargs -P4 -I{} sh -c 'echo {} > part.{}' && cat part.* | sort -n | tr '\n' ' ' && echo
+seq 1 100000 | sort -R --random-source=tree/sub/b.txt | sort -n -S 64K -T "$TMPDIR" | md5sum | cut -c1-8
+seq 1 100000 | md5sum | cut -c1-8
+seq 1 1000 | split -l 300 - chunk. && wc -l chunk.* | tr -s ' ' | tr '\n' ';' && echo
+# Locks, timeouts, nohup, processes.
+flock lock sleep 1 & i=0
+while flock -n lock true; do i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05; done
+[ $i -lt 100 ] && echo "flock -n: held by another"
+wait
+flock -n lock true && echo "flock -n: free again"
+timeout 0.2 sleep 5 || echo "timeout: $?"
+nohup sh -c 'echo from nohup' > nohup.txt 2>&1 && cat nohup.txt
+sleep 5 & i=0
+until pgrep -P $$ -x sleep > /dev/null; do i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05; done
+ps -o comm= -p $!; kill $!
+perl -MList::Util=sum -MJSON::PP -e 'print JSON::PP->new->canonical->encode({sum => sum(1..10)}), "\n"'
+"#;
+
+#[test]
+fn shell_tools_archive_compress_sort_lock_and_find_processes_in_scratch() {
+    require(&[
+        "/usr/bin/tar",
+        "/usr/bin/xz",
+        "/usr/bin/zstd",
+        "/usr/bin/flock",
+        "/usr/bin/pgrep",
+        "/usr/bin/ps",
+        "/usr/bin/perl",
+    ]);
+    // The three copies of the tree alike, each entry's mode, time and link kept.
+    let tree = "3 -rw-r----- 2001-02-03 04:05:06.000000000 +0000 'a.txt'\n\
+                3 drwxr-x--- 2001-02-03 04:05:06.000000000 +0000 'sub'\n\
+                3 lrwxrwxrwx 2001-02-03 04:05:06.000000000 +0000 'sub/link' -> '../a.txt'\n";
+    assert_works_on_host_and_inside(
+        "shell tools",
+        SHELL_SCRIPT,
+        &[],
+        &format!(
+            "{tree}68b028f3\n200000\n1 2 3 4 5 6 7 8 \ndea9193b\ndea9193b\n\
+             \x20300 chunk.aa; 300 chunk.ab; 300 chunk.ac; 100 chunk.ad;1000 total;\n\
+             flock -n: held by another\nflock -n: free again\ntimeout: 124\nfrom nohup\n\
+             sleep\n{{\"sum\":55}}\n"
+        ),
+        &[("nohup.txt", "from nohup\n")],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11. a web server on the task's own loopback; names that cannot resolve fail at once
+// ---------------------------------------------------------------------------------------------
+
+const CURL: &str = "/usr/bin/curl";
+
+/// A server the task starts on its own loopback (port 0: the kernel picks a free one, so host
+/// controls running at once do not collide), fetched by curl and urllib by address and by the
+/// name localhost (::1 first, where nothing listens, then 127.0.0.1).
+const LOOPBACK_SCRIPT: &str = r#"set -e
+echo 'served from scratch' > page.txt
+/usr/bin/python3 -c '
+import http.server, os
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+open("port.tmp", "w").write(str(s.server_port))
+os.rename("port.tmp", "port")
+s.serve_forever()' 2> server.log &
+i=0
+until [ -s port ]; do i=$((i + 1)); [ $i -lt 200 ] || { echo 'no server'; exit 1; }; sleep 0.05; done
+port=$(cat port)
+/usr/bin/curl -sS "http://127.0.0.1:$port/page.txt"
+/usr/bin/curl -sS "http://localhost:$port/page.txt"
+/usr/bin/python3 -c "import urllib.request; print(urllib.request.urlopen('http://localhost:$port/page.txt').read().decode().strip(), '(urllib)')"
+kill $!
+grep -c '"GET /page.txt HTTP/1.1" 200' server.log
+"#;
+
+/// Lookups of names /etc/hosts does not hold, as tools make them: without `--share-net` the
+/// sandbox's nsswitch.conf says `hosts: files`, so each fails at once rather than waiting on a
+/// resolver it cannot reach.
+const DNS_SCRIPT: &str = r#"getent hosts example.com || echo "getent hosts example.com: exit $?"
+/usr/bin/curl -sS https://example.com/ 2>&1 || echo "curl: exit $?"
+/usr/bin/python3 -c 'import socket
+try:
+    socket.getaddrinfo("pypi.org", 443)
+except socket.gaierror as e:
+    print("getaddrinfo:", e)'
+/usr/bin/git ls-remote https://example.com/repo.git 2>&1 || echo "git: exit $?"
+getent hosts airlock localhost
+"#;
+
+#[test]
+fn a_server_on_the_tasks_loopback_answers_and_dns_fails_at_once() {
+    require(&[PYTHON, CURL, GIT]);
+    assert_works_on_host_and_inside(
+        "loopback server",
+        LOOPBACK_SCRIPT,
+        &[],
+        "served from scratch\nserved from scratch\nserved from scratch (urllib)\n3\n",
+        &[("page.txt", "served from scratch\n")],
+    );
+    // Inside only: the host may resolve these names. The control is the sandbox's own names,
+    // which resolve; the bound, that four failed lookups and their programs' start take under
+    // 3 s (50-100 ms on the dev VM), where one resolver timeout alone is 5 s.
+    for who in BOTH {
+        let (_, rep) = inside(who, DNS_SCRIPT, &[], &[], &[]);
+        assert_exited_0(&rep, &format!("dns, {who:?}"));
+        assert_eq!(
+            rep["stdout"],
+            json!(
+                "getent hosts example.com: exit 2\n\
+                 curl: (6) Could not resolve host: example.com\ncurl: exit 6\n\
+                 getaddrinfo: [Errno -2] Name or service not known\n\
+                 fatal: unable to access 'https://example.com/repo.git/': Could not resolve \
+                 host: example.com\ngit: exit 128\n\
+                 127.0.0.1       localhost airlock\n\
+                 ::1             localhost ip6-localhost ip6-loopback\n"
+            ),
+            "dns, {who:?}: {rep:#}"
+        );
+        let ms = rep["duration_ms"].as_u64().unwrap();
+        assert!(
+            ms < 3000,
+            "dns, {who:?}: the failed lookups took {ms} ms: {rep:#}"
+        );
+        eprintln!("dns, {who:?}: {ms} ms");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 12. git: a bare repository, a worktree, an aggressive gc, a mirror
+// ---------------------------------------------------------------------------------------------
+
+/// A project's history moved around as tools move it: a clone of a bare repository by file://
+/// URL (git's upload-pack and receive-pack, talking over pipes), a second worktree on a branch
+/// of its own (its lock and admin files), a push back, an aggressive gc (repack, prune), a
+/// mirror clone and a strict fsck of a clone of it.
+const GIT_REMOTE_SCRIPT: &str = concat!(
+    git_prelude!(),
+    r#"g init -q --bare origin.git
+g clone -q "file://$PWD/origin.git" work 2>/dev/null
+cd work
+echo one > a.txt
+g add a.txt
+g commit -q -m first
+g push -q origin main
+g worktree add -q ../feature -b feature
+cd ../feature
+echo two >> a.txt
+g commit -q -am second
+cd ../work
+g merge -q --ff-only feature
+g push -q origin main
+g worktree list --porcelain | grep -c '^worktree '
+g worktree remove ../feature
+g gc -q --aggressive --prune=now
+g count-objects -v | grep -E '^(count|in-pack):'
+cd ..
+g clone -q --mirror origin.git mirror.git
+g -C mirror.git log --format='%H %s' main
+g clone -q mirror.git copy
+g -C copy fsck --strict --no-progress
+cat copy/a.txt > a.txt
+"#
+);
+
+#[test]
+fn git_pushes_to_a_bare_repository_through_a_worktree_and_mirrors_it_in_scratch() {
+    require(&[GIT]);
+    assert_works_on_host_and_inside(
+        "git remote",
+        GIT_REMOTE_SCRIPT,
+        &[],
+        "2\ncount: 0\nin-pack: 6\n3a9f97038ff16560c3fc98b48937974d743e2ed7 second\n\
+         e39a4ed186cff4df584627132b2a22a9d3a7c40e first\n",
+        &[("a.txt", "one\ntwo\n")],
+    );
 }

@@ -299,11 +299,12 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
                 .iter()
                 .map(|dev| (*dev, Path::new("/dev").join(dev)))
                 .collect();
-            // bwrap mode, as bubblewrap: a terminal on stdout is bound at /dev/console, where
-            // ttyname(3) finds it (the host's /dev/pts/N is not in the sandbox's devpts).
-            if spec.bwrap.is_some()
-                && let Some(tty) = stdout_terminal()
-            {
+            // As bubblewrap: a terminal on stdout is bound at /dev/console, where ttyname(3)
+            // finds it (the host's /dev/pts/N is not in the sandbox's devpts). `airlock run`
+            // passes a terminal through as it is (a JSON run's stdout is a pipe): there too
+            // `tty` would otherwise say "not a tty" of the terminal the task writes to. The
+            // node opens no more than /proc/self/fd/1 reopens, with the same permission check.
+            if let Some(tty) = stdout_terminal() {
                 nodes.push(("console", tty));
             }
             let mut v = Vec::new();
