@@ -607,7 +607,8 @@ mod tests {
         dropped.sort();
         dropped.dedup();
         let x86_only = [
-            "_sysctl", "chmod", "creat", "ioperm", "iopl", "mknod", "open", "uselib",
+            "_sysctl", "chmod", "chown", "creat", "ioperm", "iopl", "lchown", "mknod", "open",
+            "uselib",
         ];
         assert_eq!(dropped, x86_only);
         assert_eq!(x86, arm);

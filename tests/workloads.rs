@@ -957,3 +957,38 @@ fn git_pushes_to_a_bare_repository_through_a_worktree_and_mirrors_it_in_scratch(
         &[("a.txt", "one\ntwo\n")],
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 13. fakeroot: a package whose files belong to root, built without root
+// ---------------------------------------------------------------------------------------------
+
+const FAKEROOT: &str = "/usr/bin/fakeroot";
+const DPKG_DEB: &str = "/usr/bin/dpkg-deb";
+
+/// A Debian package built under fakeroot, whose files it records as root's. fakeroot runs the
+/// real `chown` and passes over EPERM, which an unprivileged process gets on a host; in the
+/// sandbox's user namespace a chown to an unmapped id is EINVAL, which fakeroot reports and
+/// exits 1 on, so the policy answers it EPERM (seccomp/README.md, "Ids the sandbox lacks").
+const FAKEROOT_SCRIPT: &str = r#"set -e
+mkdir -p pkg/DEBIAN pkg/usr/share/doc/hello
+printf 'Package: hello\nVersion: 1.0\nArchitecture: all\nMaintainer: A <a@example.org>\nDescription: hello\n' > pkg/DEBIAN/control
+echo hello > pkg/usr/share/doc/hello/README
+fakeroot sh -c 'chown -R 0:0 pkg && dpkg-deb --build pkg hello.deb >/dev/null'
+dpkg-deb --fsys-tarfile hello.deb | tar -tv --numeric-owner | awk '{print $2, $6}' > contents.txt
+"#;
+
+#[test]
+fn fakeroot_builds_a_package_of_root_owned_files_in_scratch() {
+    require(&[FAKEROOT, DPKG_DEB]);
+    assert_works_on_host_and_inside(
+        "fakeroot",
+        FAKEROOT_SCRIPT,
+        &[],
+        "",
+        &[(
+            "contents.txt",
+            "0/0 ./\n0/0 ./usr/\n0/0 ./usr/share/\n0/0 ./usr/share/doc/\n0/0 ./usr/share/doc/hello/\n\
+             0/0 ./usr/share/doc/hello/README\n",
+        )],
+    );
+}
