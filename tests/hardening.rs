@@ -1136,6 +1136,133 @@ fn the_host_uids_keys_are_not_listed_inside() {
     }
 }
 
+/// An ext4 filesystem with encryption on (`mkfs.ext4 -O encrypt`), in a 32 MiB image file of a
+/// 0755 temporary directory, mounted through a loop device at `mnt` (0755) of that directory and
+/// holding a 0644 file `f`; unmounted when dropped, which drops the keys of its keyring too.
+struct EncryptedFs(tempfile::TempDir);
+
+impl EncryptedFs {
+    fn mount() -> EncryptedFs {
+        let d = EncryptedFs(tempdir(0o755));
+        let img = d.0.path().join("img");
+        let mnt = d.mnt();
+        std::fs::create_dir(&mnt).unwrap();
+        run_ok(Command::new("truncate").arg("-s").arg("32M").arg(&img));
+        run_ok(
+            Command::new("mkfs.ext4")
+                .args(["-q", "-O", "encrypt"])
+                .arg(&img),
+        );
+        run_ok(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&img)
+                .arg(&mnt),
+        );
+        std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(mnt.join("f"), "x").unwrap();
+        std::fs::set_permissions(mnt.join("f"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        d
+    }
+
+    fn mnt(&self) -> std::path::PathBuf {
+        self.0.path().join("mnt")
+    }
+}
+
+impl Drop for EncryptedFs {
+    fn drop(&mut self) {
+        let st = Command::new("umount").arg(self.mnt()).status();
+        if !st.is_ok_and(|s| s.success()) {
+            let _ = Command::new("umount").arg("-l").arg(self.mnt()).status();
+        }
+    }
+}
+
+/// With argv[1] a file of an encrypted filesystem and argv[3] a raw 64-byte key in hex:
+/// `add` adds the key to the filesystem's keyring (FS_IOC_ADD_ENCRYPTION_KEY, a v2 key) and
+/// prints `add OK` or the errno; `status` prints whether the keyring holds it
+/// (FS_IOC_GET_ENCRYPTION_KEY_STATUS, the key's identifier derived as the kernel does: HKDF-SHA512
+/// of the raw key, info "fscrypt\0" and context 1).
+const FSCRYPT_PROBE: &str = r#"import errno, fcntl, hashlib, hmac, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+raw = bytes.fromhex(sys.argv[3])
+if sys.argv[2] == 'add':
+    arg = bytearray(struct.pack('II32sII32s', 2, 0, bytes(32), len(raw), 0, bytes(32)) + raw)
+    try:
+        fcntl.ioctl(fd, 0xc0506617, arg)
+        print('add OK')
+    except OSError as e:
+        print('add', errno.errorcode[e.errno])
+else:
+    prk = hmac.new(bytes(64), raw, hashlib.sha512).digest()
+    ident = hmac.new(prk, b'fscrypt\0\x01\x01', hashlib.sha512).digest()[:16]
+    arg = bytearray(struct.pack('II16s16s', 2, 0, ident, bytes(16)) + bytes(88))
+    fcntl.ioctl(fd, 0xc080661a, arg)
+    print('status', {1: 'absent', 2: 'present'}.get(struct.unpack_from('I', arg, 64)[0], '?'))
+"#;
+
+/// fscrypt's keys live in the keyring of the filesystem, not of a process: a key added through
+/// any file of a filesystem with encryption on (ext4 `-O encrypt`, f2fs), which needs no more
+/// than a descriptor open for reading, stays until that filesystem is unmounted, and counts
+/// against its adder's host uid's key quota (`kernel.keys.maxkeys`, 200 for other users than
+/// root). On the unfixed code a root caller's task (uid 65534 on the host) added 183 keys
+/// through a `--ro-bind` of such a filesystem, and after the run every `add_key` of uid 65534
+/// on the host failed with EDQUOT (for an unprivileged caller, its own uid's). keyctl and
+/// add_key are refused in the sandbox; FS_IOC_ADD_ENCRYPTION_KEY now is too.
+/// Control: uid 65534 on the host adds a key, and it is still there after that process ended.
+#[test]
+fn a_task_cannot_leave_a_key_in_a_filesystem_keyring() {
+    let fs = EncryptedFs::mount();
+    let file = fs.mnt().join("f").display().to_string();
+    let fresh_key = || {
+        let mut k = [0u8; 64];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut k)
+            .unwrap();
+        k.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let host = |way: &str, key: &str| {
+        let mut c = Command::new("setpriv");
+        c.args(&as_user(Launcher::Unprivileged)[1..]).args([
+            "/usr/bin/python3",
+            "-c",
+            FSCRYPT_PROBE,
+            &file,
+            way,
+            key,
+        ]);
+        let o = c.stdin(Stdio::null()).output().unwrap();
+        format!("{}{}", stdout(&o), stderr(&o))
+    };
+    let key = fresh_key();
+    assert_eq!(host("status", &key), "status absent\n", "control");
+    assert_eq!(host("add", &key), "add OK\n", "control");
+    assert_eq!(host("status", &key), "status present\n", "control");
+    let bind = format!("{}:/enc", fs.mnt().display());
+    for who in BOTH {
+        let key = fresh_key();
+        let o = airlock(
+            who,
+            &[
+                "run",
+                "--ro-bind",
+                &bind,
+                "--",
+                "python3",
+                "-c",
+                FSCRYPT_PROBE,
+                "/enc/f",
+            ],
+        )
+        .args(["add", &key])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        assert_eq!(stdout(&o), "add EPERM\n", "{who:?}: {}", stderr(&o));
+        assert_eq!(host("status", &key), "status absent\n", "{who:?}");
+    }
+}
+
 /// memfd_secret takes each page it hands out from the kernel's direct map, which splits the
 /// large pages mapping it (1 GiB, 2 MiB) into 4 KiB ones, and the kernel does not merge them
 /// again: on the dev VM a task mapping, touching and freeing 16 secret pages in a loop for
