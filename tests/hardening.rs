@@ -1181,9 +1181,10 @@ impl Drop for EncryptedFs {
 
 /// With argv[1] a file of an encrypted filesystem and argv[3] a raw 64-byte key in hex:
 /// `add` adds the key to the filesystem's keyring (FS_IOC_ADD_ENCRYPTION_KEY, a v2 key) and
-/// prints `add OK` or the errno; `status` prints whether the keyring holds it
-/// (FS_IOC_GET_ENCRYPTION_KEY_STATUS, the key's identifier derived as the kernel does: HKDF-SHA512
-/// of the raw key, info "fscrypt\0" and context 1).
+/// prints `add OK` or the errno; `remove` takes back this uid's claim on it
+/// (FS_IOC_REMOVE_ENCRYPTION_KEY), likewise; `status` prints whether the keyring holds it
+/// (FS_IOC_GET_ENCRYPTION_KEY_STATUS). The key's identifier is derived as the kernel does:
+/// HKDF-SHA512 of the raw key, info "fscrypt\0" and context 1.
 const FSCRYPT_PROBE: &str = r#"import errno, fcntl, hashlib, hmac, os, struct, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 raw = bytes.fromhex(sys.argv[3])
@@ -1197,6 +1198,13 @@ if sys.argv[2] == 'add':
 else:
     prk = hmac.new(bytes(64), raw, hashlib.sha512).digest()
     ident = hmac.new(prk, b'fscrypt\0\x01\x01', hashlib.sha512).digest()[:16]
+if sys.argv[2] == 'remove':
+    try:
+        fcntl.ioctl(fd, 0xc0406618, bytearray(struct.pack('II16s16s', 2, 0, ident, bytes(16)) + bytes(24)))
+        print('remove OK')
+    except OSError as e:
+        print('remove', errno.errorcode[e.errno])
+elif sys.argv[2] == 'status':
     arg = bytearray(struct.pack('II16s16s', 2, 0, ident, bytes(16)) + bytes(88))
     fcntl.ioctl(fd, 0xc080661a, arg)
     print('status', {1: 'absent', 2: 'present'}.get(struct.unpack_from('I', arg, 64)[0], '?'))
@@ -1208,11 +1216,14 @@ else:
 /// against its adder's host uid's key quota (`kernel.keys.maxkeys`, 200 for other users than
 /// root). On the unfixed code a root caller's task (uid 65534 on the host) added 183 keys
 /// through a `--ro-bind` of such a filesystem, and after the run every `add_key` of uid 65534
-/// on the host failed with EDQUOT (for an unprivileged caller, its own uid's). keyctl and
-/// add_key are refused in the sandbox; FS_IOC_ADD_ENCRYPTION_KEY now is too.
-/// Control: uid 65534 on the host adds a key, and it is still there after that process ended.
+/// on the host failed with EDQUOT (for an unprivileged caller, its own uid's). And a task of
+/// the uid that added a key (an unprivileged caller's is the caller) removed it through a file
+/// of that filesystem, which locks every directory the key opens, the caller's encrypted home
+/// say, past the run. keyctl and add_key are refused in the sandbox; these two ioctls now are
+/// too. Control: uid 65534 on the host adds a key, which is still there after that process
+/// ended, and removes it again.
 #[test]
-fn a_task_cannot_leave_a_key_in_a_filesystem_keyring() {
+fn a_task_cannot_add_or_remove_a_key_of_a_filesystem_keyring() {
     let fs = EncryptedFs::mount();
     let file = fs.mnt().join("f").display().to_string();
     let fresh_key = || {
@@ -1238,6 +1249,8 @@ fn a_task_cannot_leave_a_key_in_a_filesystem_keyring() {
     assert_eq!(host("status", &key), "status absent\n", "control");
     assert_eq!(host("add", &key), "add OK\n", "control");
     assert_eq!(host("status", &key), "status present\n", "control");
+    assert_eq!(host("remove", &key), "remove OK\n", "control");
+    assert_eq!(host("status", &key), "status absent\n", "control");
     let bind = format!("{}:/enc", fs.mnt().display());
     for who in BOTH {
         let key = fresh_key();
@@ -1260,6 +1273,27 @@ fn a_task_cannot_leave_a_key_in_a_filesystem_keyring() {
         .unwrap();
         assert_eq!(stdout(&o), "add EPERM\n", "{who:?}: {}", stderr(&o));
         assert_eq!(host("status", &key), "status absent\n", "{who:?}");
+        // A key of the task's host uid, added on the host.
+        assert_eq!(host("add", &key), "add OK\n", "{who:?}");
+        let o = airlock(
+            who,
+            &[
+                "run",
+                "--ro-bind",
+                &bind,
+                "--",
+                "python3",
+                "-c",
+                FSCRYPT_PROBE,
+                "/enc/f",
+            ],
+        )
+        .args(["remove", &key])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        assert_eq!(stdout(&o), "remove EPERM\n", "{who:?}: {}", stderr(&o));
+        assert_eq!(host("status", &key), "status present\n", "{who:?}");
     }
 }
 
