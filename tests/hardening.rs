@@ -764,7 +764,7 @@ fn a_task_cannot_empty_the_host_page_cache_of_files_it_reads() {
         stdout(&o).trim().parse::<u64>().unwrap()
     };
     // Read (and so cached) again, then the probe; the pages still resident after it.
-    let evict = |mut c: Command, way: &str| -> (String, u64) {
+    let evict = |mut c: Command| -> (String, u64) {
         let _ = std::fs::read(&data).unwrap();
         assert_eq!(resident(), 4096, "the host did not cache the file it read");
         let o = c.stdin(Stdio::null()).output().unwrap();
@@ -782,16 +782,15 @@ fn a_task_cannot_empty_the_host_page_cache_of_files_it_reads() {
             way,
         ]);
         assert_eq!(
-            evict(host, way),
+            evict(host),
             (format!("{way} OK\n"), 0),
             "control: uid 65534 on the host"
         );
         for who in BOTH {
-            let c = airlock(who, &["run", "--ro-bind", &bind, "--", "python3", "-c"]);
-            let mut c = c;
+            let mut c = airlock(who, &["run", "--ro-bind", &bind, "--", "python3", "-c"]);
             c.args([EVICT_PROBE, "/data/data", way]);
             assert_eq!(
-                evict(c, way),
+                evict(c),
                 (format!("{way} OK\n"), 4096),
                 "{who:?}: the task evicted the file"
             );
