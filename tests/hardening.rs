@@ -705,6 +705,74 @@ fn fallocate_cannot_take_disk_past_the_file_size_limit() {
     }
 }
 
+/// Writes 4 KiB to stdout, then asks fallocate to insert a 64 MiB range at its start
+/// (FALLOC_FL_INSERT_RANGE, which grows the file) and to allocate the whole file (mode 0);
+/// prints each outcome on stderr.
+const INSERT_RANGE_PROBE: &str = "import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+os.write(1, b'x' * 4096)
+for name, mode in (('insert', 0x20), ('allocate', 0)):
+    r = libc.fallocate(1, mode, 0, os.fstat(1).st_size if mode == 0 else 64 << 20)
+    print(name, 'OK' if r == 0 else os.strerror(ctypes.get_errno()), file=sys.stderr)";
+
+/// fallocate with FALLOC_FL_INSERT_RANGE grows a file by the range it inserts, and
+/// RLIMIT_FSIZE is not checked there (ext4, xfs); a fallocate of mode 0 then allocates the
+/// hole, which lies under the file's size. On the unfixed code a task under `--file-size 1M`
+/// grew the caller's fresh `>` file that it gets as it is (root's, mode 0666) to 1 GiB and
+/// allocated all of it, 1 GiB of the host's disk, and could have gone on to the disk's end.
+/// The filter refuses INSERT_RANGE (EPERM). Control: the same probe on the host under
+/// `prlimit --fsize=1048576` takes the 64 MiB.
+#[test]
+fn insert_range_cannot_grow_a_file_past_the_file_size_limit() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempdir(0o755);
+    let out = dir.path().join("out");
+    // The probe's stderr, and the size and disk use of its stdout file after it.
+    let run = |mut c: Command| -> (String, u64, u64) {
+        let _ = std::fs::remove_file(&out);
+        let f = std::fs::File::create(&out).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o666))
+            .unwrap();
+        let o = c.stdin(Stdio::null()).stdout(f).output().unwrap();
+        let m = std::fs::metadata(&out).unwrap();
+        let _ = std::fs::remove_file(&out);
+        (stderr(&o), m.len(), m.blocks() * 512)
+    };
+    let mut host = Command::new("setpriv");
+    host.args(&as_user(Launcher::Unprivileged)[1..]).args([
+        "prlimit",
+        "--fsize=1048576",
+        "/usr/bin/python3",
+        "-c",
+        INSERT_RANGE_PROBE,
+    ]);
+    let (said, len, taken) = run(host);
+    assert_eq!(said, "insert OK\nallocate OK\n", "control");
+    assert_eq!(len, (64 << 20) + 4096, "control");
+    assert!(taken >= 64 << 20, "control: {taken} bytes of disk");
+    for who in BOTH {
+        let (said, len, taken) = run(airlock(
+            who,
+            &[
+                "run",
+                "--file-size",
+                "1M",
+                "--",
+                "python3",
+                "-c",
+                INSERT_RANGE_PROBE,
+            ],
+        ));
+        assert_eq!(
+            said, "insert Operation not permitted\nallocate OK\n",
+            "{who:?}"
+        );
+        assert_eq!(len, 4096, "{who:?}");
+        assert!(taken < 1 << 20, "{who:?}: {taken} bytes of disk");
+    }
+}
+
 /// Asks the kernel, for the file named by argv[1] (opened for reading only), to drop its pages
 /// from the page cache, one way per argv[2]: `fadvise` (POSIX_FADV_DONTNEED), `madvise` or
 /// `process_madvise` (MADV_PAGEOUT on a private read-only mapping of it, all pages touched
