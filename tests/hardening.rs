@@ -717,7 +717,7 @@ for name, mode in (('insert', 0x20), ('allocate', 0)):
     print(name, 'OK' if r == 0 else os.strerror(ctypes.get_errno()), file=sys.stderr)";
 
 /// fallocate with FALLOC_FL_INSERT_RANGE grows a file by the range it inserts, and
-/// RLIMIT_FSIZE is not checked there (ext4, xfs); a fallocate of mode 0 then allocates the
+/// RLIMIT_FSIZE is not checked there (ext4); a fallocate of mode 0 then allocates the
 /// hole, which lies under the file's size. On the unfixed code a task under `--file-size 1M`
 /// grew the caller's fresh `>` file that it gets as it is (root's, mode 0666) to 1 GiB and
 /// allocated all of it, 1 GiB of the host's disk, and could have gone on to the disk's end.
