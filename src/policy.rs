@@ -485,9 +485,10 @@ pub fn drop_reloads(p: &[Insn]) -> Vec<Insn> {
 /// led to a `ret` now reaches directly; the `ret`s no longer reached are dropped. The kernel
 /// converts, checks and JIT-compiles every instruction at each install, and 91 of the
 /// program's 220 were returns (x86_64.json then: 220 -> 130 instructions; an install took
-/// 89-90 -> 64-72 µs). Should a jump to the shared returns not fit its 8-bit offset, the
-/// program not come out shorter, or hold an instruction or a jump this compiler does not
-/// emit, it is returned as it was.
+/// 89-90 -> 64-72 µs). A `ret` that a jump could not reach at the end within its 8-bit
+/// offset stays where it was, for that jump (the architecture check's kill, once the program
+/// passed 256 instructions). Should the program not come out shorter, or hold an instruction
+/// or a jump this compiler does not emit, it is returned as it was.
 pub fn share_returns(p: &[Insn]) -> Vec<Insn> {
     let is_cond = |code: u16| matches!(code, JEQ_K | JGE_K | JGT_K | JSET_K);
     let Some(next) = (0..p.len())
@@ -502,54 +503,84 @@ pub fn share_returns(p: &[Insn]) -> Vec<Insn> {
             rets.push(k);
         }
     }
-    // Where each jump goes: an instruction of `p`, or (as p.len() + n) the n-th shared ret.
-    let retarget = |t: usize| match p[t] {
-        (RET_K, _, _, k) => p.len() + rets.iter().position(|r| *r == k).unwrap_or(0),
-        _ => t,
-    };
-    let targets: Vec<Vec<usize>> = next
-        .iter()
-        .map(|n| n.iter().map(|&t| retarget(t)).collect())
-        .collect();
-    // A ret stays only where it is still reached: first, or after an instruction that is not
-    // a jump or a ret (a load, as in an empty policy's program).
-    let keep: Vec<bool> = (0..p.len())
-        .map(|i| {
-            p[i].0 != RET_K || i == 0 || !(is_cond(p[i - 1].0) || matches!(p[i - 1].0, JA | RET_K))
-        })
-        .collect();
-    let mut new_index = vec![0; p.len() + rets.len()];
-    let mut n = 0;
-    for i in 0..p.len() {
-        new_index[i] = n;
-        n += keep[i] as usize;
-    }
-    for r in 0..rets.len() {
-        new_index[p.len() + r] = n + r;
-    }
-    let mut out = Vec::with_capacity(n + rets.len());
-    for i in (0..p.len()).filter(|&i| keep[i]) {
-        let (code, jt, jf, k) = p[i];
-        let off = |t: usize| new_index[t] - new_index[i] - 1;
-        out.push(match code {
-            JA => (JA, 0, 0, off(targets[i][0]) as u32),
-            c if is_cond(c) => {
-                let (Ok(jt), Ok(jf)) = (
-                    u8::try_from(off(targets[i][0])),
-                    u8::try_from(off(targets[i][1])),
-                ) else {
-                    return p.to_vec();
-                };
-                (code, jt, jf, k)
+    // The rets that stay where they are, grown until every jump fits.
+    let mut stay = vec![false; p.len()];
+    'layout: loop {
+        // Where each jump goes: an instruction of `p`, or (as p.len() + n) the n-th shared ret.
+        let retarget = |t: usize| match p[t] {
+            (RET_K, _, _, k) if !stay[t] => {
+                p.len() + rets.iter().position(|r| *r == k).unwrap_or(0)
             }
-            _ => (code, jt, jf, k),
-        });
+            _ => t,
+        };
+        let targets: Vec<Vec<usize>> = next
+            .iter()
+            .map(|n| n.iter().map(|&t| retarget(t)).collect())
+            .collect();
+        // A ret is emitted where it stays, or where it is still reached: first, or after an
+        // instruction that is not a jump or a ret (a load, as in an empty policy's program).
+        let keep: Vec<bool> = (0..p.len())
+            .map(|i| {
+                p[i].0 != RET_K
+                    || stay[i]
+                    || i == 0
+                    || !(is_cond(p[i - 1].0) || matches!(p[i - 1].0, JA | RET_K))
+            })
+            .collect();
+        // The shared rets some emitted jump still reaches, in order, after the program.
+        let used: Vec<bool> = (0..rets.len())
+            .map(|r| (0..p.len()).any(|i| keep[i] && targets[i].contains(&(p.len() + r))))
+            .collect();
+        let mut new_index = vec![0; p.len() + rets.len()];
+        let mut n = 0;
+        for i in 0..p.len() {
+            new_index[i] = n;
+            n += keep[i] as usize;
+        }
+        for r in (0..rets.len()).filter(|&r| used[r]) {
+            new_index[p.len() + r] = n;
+            n += 1;
+        }
+        let mut out = Vec::with_capacity(n);
+        for i in (0..p.len()).filter(|&i| keep[i]) {
+            let (code, jt, jf, k) = p[i];
+            let off = |t: usize| new_index[t] - new_index[i] - 1;
+            out.push(match code {
+                JA => (JA, 0, 0, off(targets[i][0]) as u32),
+                c if is_cond(c) => {
+                    let offs = [off(targets[i][0]), off(targets[i][1])];
+                    match (u8::try_from(offs[0]), u8::try_from(offs[1])) {
+                        (Ok(jt), Ok(jf)) => (code, jt, jf, k),
+                        _ => {
+                            // Too far for a shared ret: the ret it led to stays. Too far for
+                            // anything else: nothing to be done.
+                            let mut moved = false;
+                            for side in 0..2 {
+                                if offs[side] > 255 && targets[i][side] >= p.len() {
+                                    stay[next[i][side]] = true;
+                                    moved = true;
+                                }
+                            }
+                            if !moved {
+                                return p.to_vec();
+                            }
+                            continue 'layout;
+                        }
+                    }
+                }
+                _ => (code, jt, jf, k),
+            });
+        }
+        out.extend(
+            (0..rets.len())
+                .filter(|&r| used[r])
+                .map(|r| (RET_K, 0, 0, rets[r])),
+        );
+        if out.len() >= p.len() {
+            return p.to_vec();
+        }
+        return out;
     }
-    out.extend(rets.iter().map(|&k| (RET_K, 0, 0, k)));
-    if out.len() >= p.len() {
-        return p.to_vec();
-    }
-    out
 }
 
 fn jump(n: usize) -> Result<u8, String> {

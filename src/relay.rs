@@ -263,7 +263,10 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
 /// EINVAL. The mode and group belong to the file itself, which a task of its owner's uid may
 /// fchmod and chgrp (to its own group): an unprivileged caller's terminal, left 0666 or 04777
 /// by a task, stayed open to every local user after the run. All are put back once the
-/// sandbox is gone.
+/// sandbox is gone. So is the position in a regular file, which the open file description
+/// holds too: one the task left past the file's end (`lseek` is not bound by --file-size) would
+/// put the caller's next write there, after a hole: under `--file-size 1M` a task made the
+/// caller's `echo after` write at 1 TiB.
 pub struct StreamFlags([Option<(OFlag, Option<ModeGroup>)>; 3]);
 
 /// The permission bits (and setuid, setgid, sticky) and the group of a file.
@@ -302,6 +305,7 @@ impl StreamFlags {
             if fcntl(fd, FcntlArg::F_GETFL).map(OFlag::from_bits_retain) != Ok(*flags) {
                 let _ = fcntl(fd, FcntlArg::F_SETFL(*flags));
             }
+            move_back_to_the_end(fd);
             let (Some((mut mode, gid)), Some((now, now_gid))) = (*meta, mode_of(fd)) else {
                 continue;
             };
@@ -313,6 +317,21 @@ impl StreamFlags {
                 let _ = nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_retain(mode));
             }
         }
+    }
+}
+
+/// Move the position in a regular file that lies past the file's end back to the end (a
+/// terminal, socket or device has none to move).
+fn move_back_to_the_end(fd: BorrowedFd) {
+    use nix::unistd::{Whence, lseek};
+    let Ok(st) = nix::sys::stat::fstat(fd) else {
+        return;
+    };
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return;
+    }
+    if lseek(fd, 0, Whence::SeekCur).is_ok_and(|pos| pos > st.st_size) {
+        let _ = lseek(fd, 0, Whence::SeekEnd);
     }
 }
 

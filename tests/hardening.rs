@@ -853,6 +853,167 @@ fn a_task_cannot_leave_a_setuid_or_setgid_program_in_a_writable_bind() {
     }
 }
 
+/// Writes 4 KiB to stdout, then asks fallocate to insert a 64 MiB range at its start
+/// (FALLOC_FL_INSERT_RANGE, which grows the file) and to allocate the whole file (mode 0);
+/// prints each outcome on stderr.
+const INSERT_RANGE_PROBE: &str = "import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+os.write(1, b'x' * 4096)
+for name, mode in (('insert', 0x20), ('allocate', 0)):
+    r = libc.fallocate(1, mode, 0, os.fstat(1).st_size if mode == 0 else 64 << 20)
+    print(name, 'OK' if r == 0 else os.strerror(ctypes.get_errno()), file=sys.stderr)";
+
+/// fallocate with FALLOC_FL_INSERT_RANGE grows a file by the range it inserts, and
+/// RLIMIT_FSIZE is not checked there (ext4); a fallocate of mode 0 then allocates the
+/// hole, which lies under the file's size. On the unfixed code a task under `--file-size 1M`
+/// grew the caller's fresh `>` file that it gets as it is (root's, mode 0666) to 1 GiB and
+/// allocated all of it, 1 GiB of the host's disk, and could have gone on to the disk's end.
+/// The filter refuses INSERT_RANGE (EPERM). Control: the same probe on the host under
+/// `prlimit --fsize=1048576` takes the 64 MiB.
+#[test]
+fn insert_range_cannot_grow_a_file_past_the_file_size_limit() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempdir(0o755);
+    let out = dir.path().join("out");
+    // The probe's stderr, and the size and disk use of its stdout file after it.
+    let run = |mut c: Command| -> (String, u64, u64) {
+        let _ = std::fs::remove_file(&out);
+        let f = std::fs::File::create(&out).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o666))
+            .unwrap();
+        let o = c.stdin(Stdio::null()).stdout(f).output().unwrap();
+        let m = std::fs::metadata(&out).unwrap();
+        let _ = std::fs::remove_file(&out);
+        (stderr(&o), m.len(), m.blocks() * 512)
+    };
+    let mut host = Command::new("setpriv");
+    host.args(&as_user(Launcher::Unprivileged)[1..]).args([
+        "prlimit",
+        "--fsize=1048576",
+        "/usr/bin/python3",
+        "-c",
+        INSERT_RANGE_PROBE,
+    ]);
+    let (said, len, taken) = run(host);
+    assert_eq!(said, "insert OK\nallocate OK\n", "control");
+    assert_eq!(len, (64 << 20) + 4096, "control");
+    assert!(taken >= 64 << 20, "control: {taken} bytes of disk");
+    for who in BOTH {
+        let (said, len, taken) = run(airlock(
+            who,
+            &[
+                "run",
+                "--file-size",
+                "1M",
+                "--",
+                "python3",
+                "-c",
+                INSERT_RANGE_PROBE,
+            ],
+        ));
+        assert_eq!(
+            said, "insert Operation not permitted\nallocate OK\n",
+            "{who:?}"
+        );
+        assert_eq!(len, 4096, "{who:?}");
+        assert!(taken < 1 << 20, "{who:?}: {taken} bytes of disk");
+    }
+}
+
+/// Asks the kernel, for the file named by argv[1] (opened for reading only), to drop its pages
+/// from the page cache, one way per argv[2]: `fadvise` (POSIX_FADV_DONTNEED), `madvise` or
+/// `process_madvise` (MADV_PAGEOUT on a private read-only mapping of it, all pages touched
+/// first; the latter through a pidfd of this process). Prints the way and OK, or the error.
+const EVICT_PROBE: &str = r#"import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open(sys.argv[1], os.O_RDONLY)
+n = os.fstat(fd).st_size
+way = sys.argv[2]
+if way == 'fadvise':
+    r = libc.posix_fadvise(fd, ctypes.c_long(0), ctypes.c_long(0), 4)
+    ok = r == 0
+else:
+    a = libc.mmap(None, n, 1, 2, fd, 0)
+    ctypes.string_at(a, n)
+    if way == 'madvise':
+        r = libc.syscall(ctypes.c_long(28), ctypes.c_void_p(a), ctypes.c_long(n), ctypes.c_long(21))
+    else:
+        pidfd = libc.syscall(ctypes.c_long(434), ctypes.c_long(os.getpid()), ctypes.c_long(0))
+        iov = (ctypes.c_size_t * 2)(a, n)
+        r = libc.syscall(ctypes.c_long(440), ctypes.c_long(pidfd), iov, ctypes.c_long(1), ctypes.c_long(21), ctypes.c_long(0))
+    ok = r >= 0
+print(way, 'OK' if ok else os.strerror(ctypes.get_errno()))
+"#;
+
+/// The host's page cache: `posix_fadvise(POSIX_FADV_DONTNEED)` drops a file's clean cached
+/// pages that no process maps, for the whole host, and needs only a descriptor open for
+/// reading; `MADV_PAGEOUT` (by `madvise`, or `process_madvise` on the task's own pidfd) does the
+/// same to a file the task's host uid owns or may write. On the unfixed code a task (of either
+/// launcher) emptied the host's cache of a `--ro-bind` file of its host uid's (16 MiB resident,
+/// then none) each way, and walking `/usr` with fadvise evicted its files alike: reading
+/// /usr/lib/python3.11 on the host then took 0.17 s instead of 0.05 s. The filter answers 0 and
+/// does nothing, as a kernel may with advice. Control: outside, uid 65534 empties it each way.
+#[test]
+fn a_task_cannot_empty_the_host_page_cache_of_files_it_reads() {
+    const NOBODY: u32 = 65534;
+    let dir = tempdir(0o755);
+    let data = dir.path().join("data");
+    // Written out to the disk first: the kernel drops clean pages only.
+    let mut f = std::fs::File::create(&data).unwrap();
+    std::io::Write::write_all(&mut f, &vec![0x5a_u8; 16 << 20]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // The task's host uid's own file, as a --ro-bind of an unprivileged caller's project holds.
+    std::os::unix::fs::chown(&data, Some(NOBODY), Some(NOBODY)).unwrap();
+    // Pages of the file in the host's page cache.
+    let resident = || {
+        let o = Command::new("fincore")
+            .args(["--noheadings", "--bytes", "--output", "PAGES"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "fincore: {}", stderr(&o));
+        stdout(&o).trim().parse::<u64>().unwrap()
+    };
+    // Read (and so cached) again, then the probe; the pages still resident after it.
+    let evict = |mut c: Command| -> (String, u64) {
+        let _ = std::fs::read(&data).unwrap();
+        assert_eq!(resident(), 4096, "the host did not cache the file it read");
+        let o = c.stdin(Stdio::null()).output().unwrap();
+        (format!("{}{}", stdout(&o), stderr(&o)), resident())
+    };
+    let path = data.display().to_string();
+    let bind = format!("{}:/data", dir.path().display());
+    for way in ["fadvise", "madvise", "process_madvise"] {
+        let mut host = Command::new("setpriv");
+        host.args(&as_user(Launcher::Unprivileged)[1..]).args([
+            "/usr/bin/python3",
+            "-c",
+            EVICT_PROBE,
+            &path,
+            way,
+        ]);
+        assert_eq!(
+            evict(host),
+            (format!("{way} OK\n"), 0),
+            "control: uid 65534 on the host"
+        );
+        for who in BOTH {
+            let mut c = airlock(who, &["run", "--ro-bind", &bind, "--", "python3", "-c"]);
+            c.args([EVICT_PROBE, "/data/data", way]);
+            assert_eq!(
+                evict(c),
+                (format!("{way} OK\n"), 4096),
+                "{who:?}: the task evicted the file"
+            );
+        }
+    }
+}
+
 /// Legacy AIO: every io_setup context's events count in one pool of the whole machine
 /// (`fs.aio-max-nr`, 65536), in no namespace and charged to no user. On the unfixed code a task
 /// (of either launcher) took all of it with 16 io_setup(4096) calls, and every io_setup of the
@@ -1187,6 +1348,167 @@ fn the_host_uids_keys_are_not_listed_inside() {
         );
         assert!(!out.contains(&desc), "{who:?}: {out}");
         assert_eq!(out, "keys-read\nusers-read\n", "{who:?}");
+    }
+}
+
+/// An ext4 filesystem with encryption on (`mkfs.ext4 -O encrypt`), in a 32 MiB image file of a
+/// 0755 temporary directory, mounted through a loop device at `mnt` (0755) of that directory and
+/// holding a 0644 file `f`; unmounted when dropped, which drops the keys of its keyring too.
+struct EncryptedFs(tempfile::TempDir);
+
+impl EncryptedFs {
+    fn mount() -> EncryptedFs {
+        let d = EncryptedFs(tempdir(0o755));
+        let img = d.0.path().join("img");
+        let mnt = d.mnt();
+        std::fs::create_dir(&mnt).unwrap();
+        run_ok(Command::new("truncate").arg("-s").arg("32M").arg(&img));
+        run_ok(
+            Command::new("mkfs.ext4")
+                .args(["-q", "-O", "encrypt"])
+                .arg(&img),
+        );
+        run_ok(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&img)
+                .arg(&mnt),
+        );
+        std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(mnt.join("f"), "x").unwrap();
+        std::fs::set_permissions(mnt.join("f"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        d
+    }
+
+    fn mnt(&self) -> std::path::PathBuf {
+        self.0.path().join("mnt")
+    }
+}
+
+impl Drop for EncryptedFs {
+    fn drop(&mut self) {
+        let st = Command::new("umount").arg(self.mnt()).status();
+        if !st.is_ok_and(|s| s.success()) {
+            let _ = Command::new("umount").arg("-l").arg(self.mnt()).status();
+        }
+    }
+}
+
+/// With argv[1] a file of an encrypted filesystem and argv[3] a raw 64-byte key in hex:
+/// `add` adds the key to the filesystem's keyring (FS_IOC_ADD_ENCRYPTION_KEY, a v2 key) and
+/// prints `add OK` or the errno; `remove` takes back this uid's claim on it
+/// (FS_IOC_REMOVE_ENCRYPTION_KEY), likewise; `status` prints whether the keyring holds it
+/// (FS_IOC_GET_ENCRYPTION_KEY_STATUS). The key's identifier is derived as the kernel does:
+/// HKDF-SHA512 of the raw key, info "fscrypt\0" and context 1.
+const FSCRYPT_PROBE: &str = r#"import errno, fcntl, hashlib, hmac, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+raw = bytes.fromhex(sys.argv[3])
+if sys.argv[2] == 'add':
+    arg = bytearray(struct.pack('II32sII32s', 2, 0, bytes(32), len(raw), 0, bytes(32)) + raw)
+    try:
+        fcntl.ioctl(fd, 0xc0506617, arg)
+        print('add OK')
+    except OSError as e:
+        print('add', errno.errorcode[e.errno])
+else:
+    prk = hmac.new(bytes(64), raw, hashlib.sha512).digest()
+    ident = hmac.new(prk, b'fscrypt\0\x01\x01', hashlib.sha512).digest()[:16]
+if sys.argv[2] == 'remove':
+    try:
+        fcntl.ioctl(fd, 0xc0406618, bytearray(struct.pack('II16s16s', 2, 0, ident, bytes(16)) + bytes(24)))
+        print('remove OK')
+    except OSError as e:
+        print('remove', errno.errorcode[e.errno])
+elif sys.argv[2] == 'status':
+    arg = bytearray(struct.pack('II16s16s', 2, 0, ident, bytes(16)) + bytes(88))
+    fcntl.ioctl(fd, 0xc080661a, arg)
+    print('status', {1: 'absent', 2: 'present'}.get(struct.unpack_from('I', arg, 64)[0], '?'))
+"#;
+
+/// fscrypt's keys live in the keyring of the filesystem, not of a process: a key added through
+/// any file of a filesystem with encryption on (ext4 `-O encrypt`, f2fs), which needs no more
+/// than a descriptor open for reading, stays until that filesystem is unmounted, and counts
+/// against its adder's host uid's key quota (`kernel.keys.maxkeys`, 200 for other users than
+/// root). On the unfixed code a root caller's task (uid 65534 on the host) added 183 keys
+/// through a `--ro-bind` of such a filesystem, and after the run every `add_key` of uid 65534
+/// on the host failed with EDQUOT (for an unprivileged caller, its own uid's). And a task of
+/// the uid that added a key (an unprivileged caller's is the caller) removed it through a file
+/// of that filesystem, which locks every directory the key opens, the caller's encrypted home
+/// say, past the run. keyctl and add_key are refused in the sandbox; these two ioctls now are
+/// too. Control: uid 65534 on the host adds a key, which is still there after that process
+/// ended, and removes it again.
+#[test]
+fn a_task_cannot_add_or_remove_a_key_of_a_filesystem_keyring() {
+    let fs = EncryptedFs::mount();
+    let file = fs.mnt().join("f").display().to_string();
+    let fresh_key = || {
+        let mut k = [0u8; 64];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut k)
+            .unwrap();
+        k.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let host = |way: &str, key: &str| {
+        let mut c = Command::new("setpriv");
+        c.args(&as_user(Launcher::Unprivileged)[1..]).args([
+            "/usr/bin/python3",
+            "-c",
+            FSCRYPT_PROBE,
+            &file,
+            way,
+            key,
+        ]);
+        let o = c.stdin(Stdio::null()).output().unwrap();
+        format!("{}{}", stdout(&o), stderr(&o))
+    };
+    let key = fresh_key();
+    assert_eq!(host("status", &key), "status absent\n", "control");
+    assert_eq!(host("add", &key), "add OK\n", "control");
+    assert_eq!(host("status", &key), "status present\n", "control");
+    assert_eq!(host("remove", &key), "remove OK\n", "control");
+    assert_eq!(host("status", &key), "status absent\n", "control");
+    let bind = format!("{}:/enc", fs.mnt().display());
+    for who in BOTH {
+        let key = fresh_key();
+        let o = airlock(
+            who,
+            &[
+                "run",
+                "--ro-bind",
+                &bind,
+                "--",
+                "python3",
+                "-c",
+                FSCRYPT_PROBE,
+                "/enc/f",
+            ],
+        )
+        .args(["add", &key])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        assert_eq!(stdout(&o), "add EPERM\n", "{who:?}: {}", stderr(&o));
+        assert_eq!(host("status", &key), "status absent\n", "{who:?}");
+        // A key of the task's host uid, added on the host.
+        assert_eq!(host("add", &key), "add OK\n", "{who:?}");
+        let o = airlock(
+            who,
+            &[
+                "run",
+                "--ro-bind",
+                &bind,
+                "--",
+                "python3",
+                "-c",
+                FSCRYPT_PROBE,
+                "/enc/f",
+            ],
+        )
+        .args(["remove", &key])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        assert_eq!(stdout(&o), "remove EPERM\n", "{who:?}: {}", stderr(&o));
+        assert_eq!(host("status", &key), "status present\n", "{who:?}");
     }
 }
 

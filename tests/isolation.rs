@@ -3878,6 +3878,55 @@ fn a_task_cannot_leave_the_callers_stream_non_blocking() {
     }
 }
 
+/// The position in a file on a standard stream the task gets as it is (an empty file its host
+/// uid may write but does not own: here 0666, root's) belongs to the open file description it
+/// shares with the caller, and `lseek` reaches past the task's --file-size, which caps only
+/// what it writes. On the unfixed code a task under `--file-size 1M` wrote 5 bytes and left the
+/// position at 1 TiB: the caller's next write there (`{ airlock run ...; echo after; } > log`)
+/// made the file 1 TiB long, a hole that `cat` or an upload then reads whole (and a caller
+/// under a file size limit of its own would have died of SIGXFSZ). airlock now moves a position
+/// left past the file's end back to the end once the sandbox is gone. Control: the same probe
+/// on the host, under the same limit, leaves it at 1 TiB.
+#[test]
+fn a_task_cannot_move_the_callers_output_past_its_end() {
+    use std::io::Seek;
+    let probe = "import os; os.write(1, b'task\\n'); os.lseek(1, 1 << 40, os.SEEK_SET)";
+    let d = world_readable_dir("/tmp", "airlock-offset-");
+    let out = d.path().join("out");
+    // The caller's end of the file after the run: its position, and the file's length once the
+    // caller wrote after the task.
+    let run = |mut c: Command| -> (u64, u64, ExitStatus) {
+        let _ = std::fs::remove_file(&out);
+        let f = std::fs::File::create(&out).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o666))
+            .unwrap();
+        let mut keep = f.try_clone().unwrap();
+        let st = c.stdin(Stdio::null()).stdout(f).status().unwrap();
+        let pos = keep.stream_position().unwrap();
+        keep.write_all(b"after\n").unwrap();
+        let len = keep.metadata().unwrap().len();
+        let _ = std::fs::remove_file(&out);
+        (pos, len, st)
+    };
+    let mut host = Command::new("prlimit");
+    host.args(["--fsize=1048576", PYTHON, "-c", probe]);
+    let (pos, len, st) = run(host);
+    assert!(st.success(), "control: {st}");
+    assert_eq!((pos, len), (1 << 40, (1 << 40) + 6), "control");
+    for who in BOTH {
+        let (pos, len, st) = run(airlock(
+            who,
+            &["run", "--file-size", "1M", "--", PYTHON, "-c", probe],
+        ));
+        assert!(st.success(), "{who:?}: {st}");
+        assert_eq!(
+            (pos, len),
+            (5, 11),
+            "{who:?}: the caller's position was moved"
+        );
+    }
+}
+
 /// Writes a byte to stdout, gives it the task's own group, then makes it setuid and open to all
 /// (a write after it would clear the setuid bit); says the mode the file has then on stderr.
 const CHMOD_STDOUT: &str = "import os\n\
