@@ -648,6 +648,14 @@ for name, req in (('RESVSP', 0x40305828), ('RESVSP64', 0x4030582a), ('ZERO_RANGE
 /// allocate the same way on every filesystem. The filter refuses KEEP_SIZE without PUNCH_HOLE
 /// and the three ioctls (EPERM); punching a hole still works. Control: the same probe on the host under `prlimit --fsize=1048576`
 /// allocates the 64 MiB.
+/// `airlock run --file-size 1M -- python3 -c PROBE`, as `who`.
+fn python_under_1m_file_size(who: Launcher, probe: &str) -> Command {
+    airlock(
+        who,
+        &["run", "--file-size", "1M", "--", "python3", "-c", probe],
+    )
+}
+
 #[test]
 fn fallocate_cannot_take_disk_past_the_file_size_limit() {
     let dir = tempdir(0o755);
@@ -677,22 +685,11 @@ fn fallocate_cannot_take_disk_past_the_file_size_limit() {
     );
     assert!(taken() >= 64 << 20, "control: {} bytes", taken());
     for who in BOTH {
-        let o = airlock(
-            who,
-            &[
-                "run",
-                "--file-size",
-                "1M",
-                "--",
-                "python3",
-                "-c",
-                FALLOCATE_PROBE,
-            ],
-        )
-        .stdin(Stdio::null())
-        .stdout(fresh())
-        .output()
-        .unwrap();
+        let o = python_under_1m_file_size(who, FALLOCATE_PROBE)
+            .stdin(Stdio::null())
+            .stdout(fresh())
+            .output()
+            .unwrap();
         assert_eq!(
             String::from_utf8_lossy(&o.stderr),
             "stdout Operation not permitted\nscratch Operation not permitted\npunch OK\n\
@@ -900,18 +897,7 @@ fn insert_range_cannot_grow_a_file_past_the_file_size_limit() {
     assert_eq!(len, (64 << 20) + 4096, "control");
     assert!(taken >= 64 << 20, "control: {taken} bytes of disk");
     for who in BOTH {
-        let (said, len, taken) = run(airlock(
-            who,
-            &[
-                "run",
-                "--file-size",
-                "1M",
-                "--",
-                "python3",
-                "-c",
-                INSERT_RANGE_PROBE,
-            ],
-        ));
+        let (said, len, taken) = run(python_under_1m_file_size(who, INSERT_RANGE_PROBE));
         assert_eq!(
             said, "insert Operation not permitted\nallocate OK\n",
             "{who:?}"
@@ -1467,47 +1453,33 @@ fn a_task_cannot_add_or_remove_a_key_of_a_filesystem_keyring() {
     assert_eq!(host("remove", &key), "remove OK\n", "control");
     assert_eq!(host("status", &key), "status absent\n", "control");
     let bind = format!("{}:/enc", fs.mnt().display());
+    let inside = |who: Launcher, way: &str, key: &str| {
+        let args = [
+            "run",
+            "--ro-bind",
+            &bind,
+            "--",
+            "python3",
+            "-c",
+            FSCRYPT_PROBE,
+            "/enc/f",
+        ];
+        let o = airlock(who, &args)
+            .args([way, key])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (stdout(&o), stderr(&o))
+    };
     for who in BOTH {
         let key = fresh_key();
-        let o = airlock(
-            who,
-            &[
-                "run",
-                "--ro-bind",
-                &bind,
-                "--",
-                "python3",
-                "-c",
-                FSCRYPT_PROBE,
-                "/enc/f",
-            ],
-        )
-        .args(["add", &key])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-        assert_eq!(stdout(&o), "add EPERM\n", "{who:?}: {}", stderr(&o));
+        let (out, err) = inside(who, "add", &key);
+        assert_eq!(out, "add EPERM\n", "{who:?}: {err}");
         assert_eq!(host("status", &key), "status absent\n", "{who:?}");
         // A key of the task's host uid, added on the host.
         assert_eq!(host("add", &key), "add OK\n", "{who:?}");
-        let o = airlock(
-            who,
-            &[
-                "run",
-                "--ro-bind",
-                &bind,
-                "--",
-                "python3",
-                "-c",
-                FSCRYPT_PROBE,
-                "/enc/f",
-            ],
-        )
-        .args(["remove", &key])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-        assert_eq!(stdout(&o), "remove EPERM\n", "{who:?}: {}", stderr(&o));
+        let (out, err) = inside(who, "remove", &key);
+        assert_eq!(out, "remove EPERM\n", "{who:?}: {err}");
         assert_eq!(host("status", &key), "status present\n", "{who:?}");
     }
 }
