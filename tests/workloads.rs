@@ -881,8 +881,11 @@ fn a_server_on_the_tasks_loopback_answers_and_dns_fails_at_once() {
         &[("page.txt", "served from scratch\n")],
     );
     // Inside only: the host may resolve these names. The control is the sandbox's own names,
-    // which resolve; the bound, that four failed lookups and their programs' start take under
-    // 3 s (50-100 ms on the dev VM), where one resolver timeout alone is 5 s.
+    // which resolve. That the failures come at once is shown by what they say, not timed
+    // (tests assert no times): getaddrinfo's "Name or service not known" (EAI_NONAME) is the
+    // answer of `hosts: files` alone; a resolver tried and not reached answers "Temporary
+    // failure in name resolution" (EAI_AGAIN) instead, after its timeout where packets are
+    // routed (the run's time is printed: 50-100 ms on the dev VM).
     for who in BOTH {
         let (_, rep) = inside(who, DNS_SCRIPT, &[], &[], &[]);
         assert_exited_0(&rep, &format!("dns, {who:?}"));
@@ -899,12 +902,7 @@ fn a_server_on_the_tasks_loopback_answers_and_dns_fails_at_once() {
             ),
             "dns, {who:?}: {rep:#}"
         );
-        let ms = rep["duration_ms"].as_u64().unwrap();
-        assert!(
-            ms < 3000,
-            "dns, {who:?}: the failed lookups took {ms} ms: {rep:#}"
-        );
-        eprintln!("dns, {who:?}: {ms} ms");
+        eprintln!("dns, {who:?}: {} ms", rep["duration_ms"]);
     }
 }
 
