@@ -1056,6 +1056,17 @@ pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, P
     found
 }
 
+/// What `airlock run` (and `explain`) says of a variable that crosses into the sandbox and
+/// looks like a credential: named, never its value (the text may end up in a log).
+pub fn credential_warning(name: &str, value: &str) -> Option<String> {
+    credential_in(name, value).map(|by| {
+        format!(
+            "{name} crosses into the sandbox and looks like a credential (by its {by}): the task \
+             can read it, and hand it back in its output or result files"
+        )
+    })
+}
+
 /// What `airlock run` (and `explain`) says of a bind from `src` to `dest` that hands the task a
 /// socket: connect(2) crosses any bind, read-only or not, to whatever listens on it.
 pub fn socket_warning(src: &std::path::Path, dest: &std::path::Path) -> Option<String> {

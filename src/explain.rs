@@ -155,8 +155,17 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         }
     }
     let _ = writeln!(w, "\nenvironment (built from nothing):");
+    // A credential is named, never shown: this text may end up in a log (as the audits').
     for (n, v) in &spec.env {
-        let _ = writeln!(w, "  {n}={v}");
+        match crate::audit::credential_warning(n, v) {
+            Some(warning) => {
+                let _ = writeln!(w, "  {n}=<{} bytes, not shown>", v.len());
+                let _ = writeln!(w, "  {:<17} warning: {warning}", "");
+            }
+            None => {
+                let _ = writeln!(w, "  {n}={v}");
+            }
+        }
     }
     let _ = writeln!(w, "\nlimits:");
     let limits = spec.limits.unwrap_or_default();

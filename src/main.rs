@@ -93,9 +93,10 @@ JSON report (--json, --request), every key present every time:
                     timeout; or null
   limits            for each of memory, pids, cpu_time_ms, file_size, nofile,
                     scratch_size: {requested, applied, mechanism}
-  warnings          what the command line opened in the boundary (a writable bind, a
-                    bound socket or a bind holding host sockets, --share-net and what of
-                    the host it hands over), as said on stderr
+  warnings          what the command line opened in the boundary (a variable that looks
+                    like a credential, a writable bind, a bound socket or a bind holding
+                    host sockets, --share-net and what of the host it hands over), as
+                    said on stderr
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N}.
 
 JSON request (--request FILE, - for stdin):
@@ -893,6 +894,13 @@ fn run(args: RunArgs) -> i32 {
     warnings.extend(
         spec.binds()
             .filter_map(|(src, dest, _)| audit::socket_warning(src, dest)),
+    );
+    // A credential handed in on purpose still crosses: the task reads it, and its output and
+    // result files go back to the caller (the value is never said).
+    warnings.extend(
+        spec.env
+            .iter()
+            .filter_map(|(name, value)| audit::credential_warning(name, value)),
     );
     if !spec.ns.net {
         let scope = scope_abstract_sockets(&mut spec);

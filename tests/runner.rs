@@ -2713,6 +2713,87 @@ fn warnings_said_on_stderr_are_in_the_report_too() {
     }
 }
 
+/// A credential the caller forwards on purpose still crosses: a variable named like one
+/// (AWS_SECRET_ACCESS_KEY) or holding a well-known token format under a plain name (a GitHub
+/// token in GH) is warned of, on stderr and in the report, by name and never by value; the
+/// task does read both (the warning's claim, shown). `explain` names them too and shows
+/// neither value (it printed them, for a log to keep, before). Control: a plain variable
+/// forwarded beside them warns of nothing and is shown.
+#[test]
+fn a_forwarded_credential_is_warned_of_by_name_never_by_value() {
+    let (secret, token) = (
+        "s3cr3t-value-2f9d",
+        "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    );
+    let script = "printf '%s %s %s' \"$AWS_SECRET_ACCESS_KEY\" \"$GH\" \"$PLAIN\"";
+    let flags = [
+        "--json",
+        "--env",
+        "AWS_SECRET_ACCESS_KEY",
+        "--env",
+        "GH",
+        "--env",
+        "PLAIN",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    for who in BOTH {
+        let mut args = vec!["run"];
+        args.extend_from_slice(&flags);
+        let mut cmd = airlock(who, &args);
+        cmd.env("AWS_SECRET_ACCESS_KEY", secret)
+            .env("GH", token)
+            .env("PLAIN", "plain");
+        let run = run_bounded(cmd, None, SECS_10);
+        let rep = run.report();
+        assert_eq!(
+            rep["stdout"],
+            json!(format!("{secret} {token} plain")),
+            "{who:?}: {}",
+            run.show()
+        );
+        let tail = ": the task can read it, and hand it back in its output or result files";
+        let want = [
+            format!(
+                "AWS_SECRET_ACCESS_KEY crosses into the sandbox and looks like a credential (by its name){tail}"
+            ),
+            format!("GH crosses into the sandbox and looks like a credential (by its value){tail}"),
+        ];
+        assert_eq!(rep["warnings"], json!(want), "{who:?}: {}", run.show());
+        let err = stderr(&run.out);
+        assert!(
+            !err.contains(secret) && !err.contains(token),
+            "{who:?}: a value on stderr: {err}"
+        );
+        let said: Vec<&str> = err
+            .lines()
+            .filter_map(|l| l.strip_prefix("airlock: warning: "))
+            .collect();
+        assert_eq!(said, want, "{who:?}: {err}");
+        // explain names them the same way, and shows neither value.
+        let mut explain = airlock(who, &["explain"]);
+        explain.args(&flags[1..]);
+        explain
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env("GH", token)
+            .env("PLAIN", "plain");
+        let o = run_bounded(explain, None, SECS_10);
+        let text = stdout(&o.out);
+        assert!(
+            !text.contains(secret) && !text.contains(token) && text.contains("PLAIN=plain\n"),
+            "{who:?}: {text}"
+        );
+        for w in &want {
+            assert!(
+                text.contains(&format!("{:<19} warning: {w}\n", "")),
+                "{who:?}: {text}"
+            );
+        }
+    }
+}
+
 /// A socket's connect(2) crosses a bind, read-only or not, to whatever listens on it. A bind of
 /// a unix socket, or of a directory the audits' socket tables know (here an ssh-agent's
 /// `/tmp/ssh-*`), is warned of, naming the socket, and the task does connect through the
