@@ -332,6 +332,10 @@ fn sandboxed(
         return Err(format!("airlock run failed: {err}"));
     }
     let mut lines = text_lines(report["stdout"].as_str().unwrap_or(""));
+    // What airlock itself said of the line (a forwarded credential): the report's warnings.
+    for w in report["warnings"].as_array().into_iter().flatten() {
+        lines.push(format!("airlock warned: {}", w.as_str().unwrap_or("")));
+    }
     if let Some(files) = report["files"].as_object() {
         for (name, text) in files {
             lines.push(format!(
