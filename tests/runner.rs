@@ -2780,6 +2780,12 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
         ),
     ];
     let plain = tmpdir();
+    let notes = tempfile::Builder::new()
+        .prefix("ssh-airlock-notes")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(notes.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(notes.path().join("notes.txt"), "no agent here\n").unwrap();
     let plain_bind = format!("{}:/plain", plain.path().display());
     for who in BOTH {
         for (bind, path, warning) in &cases {
@@ -2802,6 +2808,11 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
             );
         }
         let (run, rep) = json_sh(who, &["--ro-bind", &plain_bind], "true", SECS_10);
+        assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
+        // Nor does a directory whose name a table's pattern matches but that holds no socket
+        // (it was called an ssh-agent).
+        let bind = format!("{}:/notes", notes.path().display());
+        let (run, rep) = json_sh(who, &["--ro-bind", &bind], "true", SECS_10);
         assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
         // A directory above them, through a symlink to it: the agent's directory is named
         // (with whatever else of the tables this host's /tmp holds).
