@@ -1047,7 +1047,10 @@ pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, P
         if !pattern.starts_with('/') || !parts_match(&path_parts(&real), &path_parts(pattern)) {
             continue;
         }
-        for place in host_paths_matching(pattern) {
+        for place in host_paths_matching(pattern)
+            .into_iter()
+            .filter(|p| may_hold_a_socket(p))
+        {
             if place.starts_with(&real) || std::path::Path::new(&real).starts_with(&place) {
                 found.push((what, place));
             }
@@ -1093,6 +1096,29 @@ pub fn socket_warning(src: &std::path::Path, dest: &std::path::Path) -> Option<S
              on it, read-only or not"
         )
     })
+}
+
+/// Whether `place`, a path a socket table names, is a socket or a directory holding one (or
+/// one this process cannot list), through symlinks: a plain directory that happens to match a pattern
+/// (`/tmp/ssh-notes`), or a compositor's `wayland-0.lock` beside its socket, hands over no
+/// service.
+fn may_hold_a_socket(place: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(m) = std::fs::metadata(place) else {
+        return false;
+    };
+    if m.file_type().is_socket() {
+        return true;
+    }
+    if !m.is_dir() {
+        return false;
+    }
+    match std::fs::read_dir(place) {
+        Ok(entries) => entries
+            .flatten()
+            .any(|e| e.file_type().is_ok_and(|t| t.is_socket())),
+        Err(_) => true,
+    }
 }
 
 /// The paths on this host that a pattern of the socket tables names (a name ending in `*`

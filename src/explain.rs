@@ -107,9 +107,9 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let _ = writeln!(
         w,
         "  /dev              root dir: {} (host nodes, read-only binds, nosuid, noexec), and \
-         console when stdout is a terminal (that terminal, bound the same way); links {}; \
-         /dev/pts (devpts, new instance, at most 64 terminals); /dev/shm (tmpfs, writable, the \
-         size and inode cap of {SCRATCH})",
+         console when a streamed run's stdout is a terminal (that terminal, bound the same \
+         way); links {}; /dev/pts (devpts, new instance, at most 64 terminals); /dev/shm \
+         (tmpfs, writable, the size and inode cap of {SCRATCH})",
         DEVICES.join(" "),
         DEV_LINKS
             .iter()

@@ -428,6 +428,37 @@ mod tests {
             rule("clone", vec![masked(0, 0x1000, 0)]),
             rule("clone", vec![masked(0, 0x8000_0000, 0x8000_0000)]),
             rule("dup", vec![cond(0, "eq", 9)]),
+            // Rules that differ in one bit test of one word fold (`openat`'s O_CREAT or
+            // __O_TMPFILE, with S_ISUID or S_ISGID: four rules, one); two that differ in two
+            // places do not: (O_CREAT and S_ISUID) or (__O_TMPFILE and S_ISGID) is not (either
+            // flag) and (either bit), which would refuse O_CREAT with S_ISGID.
+            rule(
+                "mknodat",
+                vec![masked(2, 0x40, 0x40), masked(3, 0x800, 0x800)],
+            ),
+            rule(
+                "mknodat",
+                vec![masked(2, 0x40, 0x40), masked(3, 0x400, 0x400)],
+            ),
+            rule(
+                "mknodat",
+                vec![masked(2, 0x40_0000, 0x40_0000), masked(3, 0x800, 0x800)],
+            ),
+            rule(
+                "mknodat",
+                vec![masked(2, 0x40_0000, 0x40_0000), masked(3, 0x400, 0x400)],
+            ),
+            rule(
+                "fchownat",
+                vec![masked(2, 0x40, 0x40), masked(3, 0x800, 0x800)],
+            ),
+            rule(
+                "fchownat",
+                vec![masked(2, 0x40_0000, 0x40_0000), masked(3, 0x400, 0x400)],
+            ),
+            // A one-bit test and a test of another kind in the same place do not fold either.
+            rule("fchmodat", vec![cond(0, "eq", 3), masked(2, 0x800, 0x800)]),
+            rule("fchmodat", vec![cond(0, "eq", 3), masked(2, 0x600, 0x600)]),
             // A qword `ne` then a test of the same argument's low half: the second load stays.
             rule("pread64", vec![qword(0, "ne", 5), cond(0, "eq", 7)]),
             rule("fcntl", vec![]),

@@ -2810,27 +2810,28 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
     // two launchers' connections (a thread is left blocked in accept if one never comes, and
     // the test fails on that run's output meanwhile).
     let plain_dir = tmpdir();
-    let serve = |sock: &std::path::Path| {
+    let serve = |sock: &std::path::Path, connections: usize| {
         let listener = std::os::unix::net::UnixListener::bind(sock).unwrap();
         std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777)).unwrap();
         std::thread::spawn(move || {
-            for mut c in listener.incoming().take(2).flatten() {
+            for mut c in listener.incoming().take(connections).flatten() {
                 let _ = c.write_all(b"hello\n");
             }
         });
     };
     let (sock, agent_sock) = (plain_dir.path().join("s"), agent.path().join("agent.1"));
-    serve(&sock);
-    serve(&agent_sock);
+    serve(&sock, 2);
+    serve(&agent_sock, 4);
     let connect = |path: &str| {
         format!(
             "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
              s.connect('{path}'); print(s.recv(6).decode().strip())\""
         )
     };
-    let (sock_text, dir_text) = (
+    let (sock_text, dir_text, agent_sock_text) = (
         sock.display().to_string(),
         agent.path().display().to_string(),
+        agent_sock.display().to_string(),
     );
     let cases = [
         (
@@ -2849,8 +2850,23 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
                  read-only or not: an ssh-agent at {dir_text}"
             ),
         ),
+        // A socket inside a directory the tables know is named by that directory.
+        (
+            format!("{agent_sock_text}:/agent.sock"),
+            "/agent.sock",
+            format!(
+                "{agent_sock_text} (inside at /agent.sock) reaches host sockets the task can \
+                 connect to, read-only or not: an ssh-agent at {dir_text}"
+            ),
+        ),
     ];
     let plain = tmpdir();
+    let notes = tempfile::Builder::new()
+        .prefix("ssh-airlock-notes")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(notes.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(notes.path().join("notes.txt"), "no agent here\n").unwrap();
     let plain_bind = format!("{}:/plain", plain.path().display());
     for who in BOTH {
         for (bind, path, warning) in &cases {
@@ -2874,6 +2890,26 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
         }
         let (run, rep) = json_sh(who, &["--ro-bind", &plain_bind], "true", SECS_10);
         assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
+        // Nor does a directory whose name a table's pattern matches but that holds no socket
+        // (it was called an ssh-agent).
+        let bind = format!("{}:/notes", notes.path().display());
+        let (run, rep) = json_sh(who, &["--ro-bind", &bind], "true", SECS_10);
+        assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
+        // A directory above them, through a symlink to it: the agent's directory is named
+        // (with whatever else of the tables this host's /tmp holds).
+        let link = plain.path().join("tmp-link");
+        let _ = std::os::unix::fs::symlink("/tmp", &link);
+        let bind = format!("{}:/hosttmp", link.display());
+        let (run, rep) = json_sh(who, &["--ro-bind", &bind], "true", SECS_10);
+        let said = rep["warnings"][0].as_str().unwrap_or("");
+        assert!(
+            said.starts_with(&format!(
+                "{} (inside at /hosttmp) reaches host sockets",
+                link.display()
+            )) && said.contains(&format!("an ssh-agent at {dir_text}")),
+            "{who:?}: {}",
+            run.show()
+        );
     }
 }
 

@@ -630,6 +630,28 @@ fn a_program_in_a_terminal_finds_its_name() {
                 run.show()
             );
         }
+        // A JSON run in a terminal: the task's streams are pipes and /dev/null, and the
+        // caller's terminal is not bound for it either (it was, and an unprivileged caller's
+        // task, the terminal's owner, wrote into it and could read what was typed there).
+        let (run, _dir) = on_host(
+            who,
+            "script -qec \"$AIRLOCK run --json --timeout 20s -- sh -c 'test -e /dev/console \
+             && echo >/dev/console TASK-WROTE-HERE; ls /dev'\" /dev/null",
+            &[],
+            &[("AIRLOCK", airlock)],
+        );
+        let out = stdout(&run.out);
+        assert_eq!(run.code(), Some(0), "{ctx}, json: {}", run.show());
+        assert!(
+            out.contains(r#""exit_code":0"#) && out.contains(r#""stdout":"core\nfd\n"#),
+            "{ctx}, json: {}",
+            run.show()
+        );
+        assert!(
+            !out.contains("TASK-WROTE-HERE"),
+            "{ctx}, json: {}",
+            run.show()
+        );
         let (_, rep) = inside(
             who,
             "sh terminal.sh; test -e /dev/console || echo 'no /dev/console'",

@@ -16,7 +16,7 @@ use nix::mount::MsFlags;
 use nix::sys::stat::Mode;
 
 use crate::channel::Handed;
-use crate::spec::{Access, FsOp, OverlayUpper, Spec};
+use crate::spec::{Access, FsOp, Output, OverlayUpper, Spec};
 use crate::sys::{self, SysError, io_err, named};
 
 use super::Inherited;
@@ -300,11 +300,16 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
                 .map(|dev| (*dev, Path::new("/dev").join(dev)))
                 .collect();
             // As bubblewrap: a terminal on stdout is bound at /dev/console, where ttyname(3)
-            // finds it (the host's /dev/pts/N is not in the sandbox's devpts). `airlock run`
-            // passes a terminal through as it is (a JSON run's stdout is a pipe): there too
-            // `tty` would otherwise say "not a tty" of the terminal the task writes to. The
-            // node opens no more than /proc/self/fd/1 reopens, with the same permission check.
-            if let Some(tty) = stdout_terminal() {
+            // finds it (the host's /dev/pts/N is not in the sandbox's devpts). A streamed
+            // `airlock run` passes a terminal through as it is: there too `tty` would otherwise
+            // say "not a tty" of the terminal the task writes to, and the node opens no more
+            // than /proc/self/fd/1 reopens, with the same permission check. A JSON run's
+            // streams are pipes and /dev/null: the task holds no terminal, and must not be
+            // handed the caller's (an unprivileged caller's task, its owner, read what was
+            // typed in it and wrote into it).
+            if matches!(spec.output, Output::Stream)
+                && let Some(tty) = stdout_terminal()
+            {
                 nodes.push(("console", tty));
             }
             let mut v = Vec::new();
