@@ -503,9 +503,11 @@ pub fn share_returns(p: &[Insn]) -> Vec<Insn> {
             rets.push(k);
         }
     }
-    // The rets that stay where they are, grown until every jump fits.
+    // The rets that stay where they are, grown until every jump fits. Each pass that does not
+    // return keeps one more ret in place, so there are at most as many passes as instructions;
+    // the bound makes a fault in that reasoning give the program back unchanged, not hang.
     let mut stay = vec![false; p.len()];
-    'layout: loop {
+    'layout: for _ in 0..=p.len() {
         // Where each jump goes: an instruction of `p`, or (as p.len() + n) the n-th shared ret.
         let retarget = |t: usize| match p[t] {
             (RET_K, _, _, k) if !stay[t] => {
@@ -581,6 +583,7 @@ pub fn share_returns(p: &[Insn]) -> Vec<Insn> {
         }
         return out;
     }
+    p.to_vec()
 }
 
 fn jump(n: usize) -> Result<u8, String> {
