@@ -394,6 +394,41 @@ mod tests {
     /// arguments and the 64-bit `eq` and `ne`, rules with several conditions, several rules for
     /// one syscall, and syscalls named by both filters with different errnos (the later filter
     /// wins), unconditionally and conditionally.
+    /// The folding is there, not only harmless: `clone`'s one-bit flag rules become one `jset`
+    /// of all their bits, and `openat`'s four rules (O_CREAT or __O_TMPFILE, with S_ISUID or
+    /// S_ISGID) one rule of two `jset`s. Turned off, the program decides the same and the
+    /// equivalence tests pass; this one fails.
+    #[test]
+    fn one_bit_rules_fold_into_any_bit_tests() {
+        let bit = |i: u8, b: u32| {
+            format!(r#"{{"index": {i}, "type": "dword", "op": {{"masked_eq": {b}}}, "val": {b}}}"#)
+        };
+        let rule = |name: &str, conds: &[String]| {
+            format!(r#"{{"syscall": "{name}", "args": [{}]}}"#, conds.join(","))
+        };
+        let rules = [
+            rule("clone", &[bit(0, 0x2_0000)]),
+            rule("clone", &[bit(0, 0x1000_0000)]),
+            rule("clone", &[bit(0, 0x4000_0000)]),
+            rule("openat", &[bit(2, 0o100), bit(3, 0o4000)]),
+            rule("openat", &[bit(2, 0o100), bit(3, 0o2000)]),
+            rule("openat", &[bit(2, 0o2000_0000), bit(3, 0o4000)]),
+            rule("openat", &[bit(2, 0o2000_0000), bit(3, 0o2000)]),
+        ];
+        let text = format!(
+            r#"{{"deny": {{"mismatch_action": "allow", "filter_action": {{"errno": 1}},
+                "filter": [{}]}}}}"#,
+            rules.join(",")
+        );
+        let prog = policy::compile(&text, &["deny"], Arch::X86_64, |n| {
+            policy::seccompiler_nr(n, TargetArch::x86_64)
+        })
+        .unwrap();
+        let mut jsets: Vec<u32> = prog.iter().filter(|i| i.0 == 0x45).map(|i| i.3).collect();
+        jsets.sort();
+        assert_eq!(jsets, [0o6000, 0o2000_0100, 0x5002_0000], "{prog:?}");
+    }
+
     #[test]
     fn every_operator_and_overlap_compiles_as_seccompiler_decides() {
         let cond = |i: u8, op: &str, v: u32| {
