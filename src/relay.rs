@@ -305,28 +305,32 @@ impl StreamFlags {
             if fcntl(fd, FcntlArg::F_GETFL).map(OFlag::from_bits_retain) != Ok(*flags) {
                 let _ = fcntl(fd, FcntlArg::F_SETFL(*flags));
             }
-            move_back_to_the_end(fd);
-            let (Some((mut mode, gid)), Some((now, now_gid))) = (*meta, mode_of(fd)) else {
+            let Ok(st) = nix::sys::stat::fstat(fd) else {
                 continue;
             };
-            if now_gid != gid && nix::unistd::fchown(fd, None, Some(Gid::from_raw(gid))).is_err() {
-                mode &= !0o070;
+            move_back_to_the_end(fd, &st);
+            let Some((mut mode, gid)) = *meta else {
+                continue;
+            };
+            let mut now = st.st_mode & 0o7777;
+            if st.st_gid != gid {
+                match nix::unistd::fchown(fd, None, Some(Gid::from_raw(gid))) {
+                    // fchown may have cleared the setuid and setgid bits: read them afresh.
+                    Ok(()) => now = mode_of(fd).map_or(now, |(m, _)| m),
+                    Err(_) => mode &= !0o070,
+                }
             }
-            // fchown may have cleared the setuid and setgid bits: compare afresh.
-            if mode_of(fd).map_or(now, |(m, _)| m) != mode {
+            if now != mode {
                 let _ = nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_retain(mode));
             }
         }
     }
 }
 
-/// Move the position in a regular file that lies past the file's end back to the end (a
-/// terminal, socket or device has none to move).
-fn move_back_to_the_end(fd: BorrowedFd) {
+/// Move the position in a regular file (`st`, its status) that lies past the file's end back
+/// to the end (a terminal, socket or device has none to move).
+fn move_back_to_the_end(fd: BorrowedFd, st: &libc::stat) {
     use nix::unistd::{Whence, lseek};
-    let Ok(st) = nix::sys::stat::fstat(fd) else {
-        return;
-    };
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
         return;
     }
