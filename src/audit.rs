@@ -1062,6 +1062,10 @@ pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, P
 /// What `airlock run` (and `explain`) says of a variable that crosses into the sandbox and
 /// looks like a credential: named, never its value (the text may end up in a log).
 pub fn credential_warning(name: &str, value: &str) -> Option<String> {
+    // The variables every sandbox starts with are airlock's own, never a caller's credential.
+    if crate::spec::FIXED_ENV.contains(&(name, value)) {
+        return None;
+    }
     credential_in(name, value).map(|by| {
         format!(
             "{name} crosses into the sandbox and looks like a credential (by its {by}): the task \

@@ -576,6 +576,14 @@ pub fn valid_env_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The variables every sandbox starts with; the caller's `--env` and request add to them.
+pub const FIXED_ENV: [(&str, &str); 4] = [
+    ("PATH", SAFE_PATH),
+    ("HOME", SCRATCH),
+    ("TMPDIR", SCRATCH),
+    ("LANG", "C.UTF-8"),
+];
+
 /// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8
 /// locale. `--env NAME` forwards the caller's value (absent stays absent); `--env NAME=VALUE`
 /// sets one. Later entries win, and a variable stands where it was last set.
@@ -583,13 +591,7 @@ fn build_env(
     requested: &[String],
     caller_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<(String, String)>, UsageError> {
-    let fixed = [
-        ("PATH", SAFE_PATH),
-        ("HOME", SCRATCH),
-        ("TMPDIR", SCRATCH),
-        ("LANG", "C.UTF-8"),
-    ];
-    let mut set: Vec<(String, Option<String>)> = (fixed.iter())
+    let mut set: Vec<(String, Option<String>)> = (FIXED_ENV.iter())
         .map(|(n, v)| (n.to_string(), Some(v.to_string())))
         .collect();
     for item in requested {
