@@ -660,13 +660,7 @@ fn python_under_1m_file_size(who: Launcher, probe: &str) -> Command {
 fn fallocate_cannot_take_disk_past_the_file_size_limit() {
     let dir = tempdir(0o755);
     let out = dir.path().join("out");
-    let fresh = || {
-        let _ = std::fs::remove_file(&out);
-        let f = std::fs::File::create(&out).unwrap();
-        f.set_permissions(std::fs::Permissions::from_mode(0o666))
-            .unwrap();
-        f
-    };
+    let fresh = || fresh_output(&out, 0o666);
     let taken = || {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(&out).unwrap().blocks() * 512
@@ -875,10 +869,7 @@ fn insert_range_cannot_grow_a_file_past_the_file_size_limit() {
     let out = dir.path().join("out");
     // The probe's stderr, and the size and disk use of its stdout file after it.
     let run = |mut c: Command| -> (String, u64, u64) {
-        let _ = std::fs::remove_file(&out);
-        let f = std::fs::File::create(&out).unwrap();
-        f.set_permissions(std::fs::Permissions::from_mode(0o666))
-            .unwrap();
+        let f = fresh_output(&out, 0o666);
         let o = c.stdin(Stdio::null()).stdout(f).output().unwrap();
         let m = std::fs::metadata(&out).unwrap();
         let _ = std::fs::remove_file(&out);
@@ -975,14 +966,8 @@ fn a_task_cannot_empty_the_host_page_cache_of_files_it_reads() {
     let path = data.display().to_string();
     let bind = format!("{}:/data", dir.path().display());
     for way in ["fadvise", "madvise", "process_madvise"] {
-        let mut host = Command::new("setpriv");
-        host.args(&as_user(Launcher::Unprivileged)[1..]).args([
-            "/usr/bin/python3",
-            "-c",
-            EVICT_PROBE,
-            &path,
-            way,
-        ]);
+        let mut host = host_command(Launcher::Unprivileged, "/usr/bin/python3");
+        host.args(["-c", EVICT_PROBE, &path, way]);
         assert_eq!(
             evict(host),
             (format!("{way} OK\n"), 0),
@@ -1434,15 +1419,8 @@ fn a_task_cannot_add_or_remove_a_key_of_a_filesystem_keyring() {
         k.iter().map(|b| format!("{b:02x}")).collect::<String>()
     };
     let host = |way: &str, key: &str| {
-        let mut c = Command::new("setpriv");
-        c.args(&as_user(Launcher::Unprivileged)[1..]).args([
-            "/usr/bin/python3",
-            "-c",
-            FSCRYPT_PROBE,
-            &file,
-            way,
-            key,
-        ]);
+        let mut c = host_command(Launcher::Unprivileged, "/usr/bin/python3");
+        c.args(["-c", FSCRYPT_PROBE, &file, way, key]);
         let o = c.stdin(Stdio::null()).output().unwrap();
         format!("{}{}", stdout(&o), stderr(&o))
     };

@@ -137,12 +137,7 @@ fn assert_stopped(o: &Output, message: &str, task_mark: &str, ctx: &str) {
 
 /// A directory that uid 65534 can read, so the unprivileged control can see what it holds.
 fn world_readable_dir(parent: &str, prefix: &str) -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in(parent)
-        .unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    d
+    tmpdir_named(std::path::Path::new(parent), prefix)
 }
 
 fn write_world_readable(path: &Path, text: &str) {
@@ -3896,10 +3891,7 @@ fn a_task_cannot_move_the_callers_output_past_its_end() {
     // The caller's end of the file after the run: its position, and the file's length once the
     // caller wrote after the task.
     let run = |mut c: Command| -> (u64, u64, ExitStatus) {
-        let _ = std::fs::remove_file(&out);
-        let f = std::fs::File::create(&out).unwrap();
-        f.set_permissions(std::fs::Permissions::from_mode(0o666))
-            .unwrap();
+        let f = fresh_output(&out, 0o666);
         let mut keep = f.try_clone().unwrap();
         let st = c.stdin(Stdio::null()).stdout(f).status().unwrap();
         let pos = keep.stream_position().unwrap();
@@ -3956,10 +3948,7 @@ fn a_task_cannot_change_the_mode_of_the_callers_output() {
     let mode = |m: &std::fs::Metadata| m.mode() & 0o7777;
     let on_file = |mut c: Command| -> (u32, Output) {
         let out = d.path().join("out");
-        let _ = std::fs::remove_file(&out);
-        let f = std::fs::File::create(&out).unwrap();
-        f.set_permissions(std::fs::Permissions::from_mode(0o644))
-            .unwrap();
+        let f = fresh_output(&out, 0o644);
         std::os::unix::fs::fchown(&f, Some(NOBODY), Some(NOBODY)).unwrap();
         let o = c.stdout(f).stderr(Stdio::piped()).output().unwrap();
         (mode(&std::fs::metadata(&out).unwrap()), o)

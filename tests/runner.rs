@@ -2801,11 +2801,7 @@ fn a_forwarded_credential_is_warned_of_by_name_never_by_value() {
 /// a read-only bind of a directory that holds no socket warns of nothing.
 #[test]
 fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
-    let agent = tempfile::Builder::new()
-        .prefix("ssh-airlock-test")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(agent.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = tmpdir_named(Path::new("/tmp"), "ssh-airlock-test");
     // A socket in a plain directory, and one where an ssh-agent's would be; each answers the
     // two launchers' connections (a thread is left blocked in accept if one never comes, and
     // the test fails on that run's output meanwhile).

@@ -162,8 +162,14 @@ pub fn tmpdir() -> tempfile::TempDir {
 /// `tmpdir` in `parent`: a path under /tmp would name scratch inside (/tmp is a link to /work
 /// there), which hides a host path for another reason than the boundary.
 pub fn tmpdir_in(parent: &Path) -> tempfile::TempDir {
+    tmpdir_named(parent, "airlock-test-dir-")
+}
+
+/// A temporary directory in `parent` whose name starts with `prefix`, readable by every
+/// launcher (0755), removed at drop.
+pub fn tmpdir_named(parent: &Path, prefix: &str) -> tempfile::TempDir {
     let d = tempfile::Builder::new()
-        .prefix("airlock-test-dir-")
+        .prefix(prefix)
         .tempdir_in(parent)
         .unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -175,6 +181,16 @@ pub fn write_file(path: &Path, text: &[u8], mode: u32) -> PathBuf {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     path.to_path_buf()
+}
+
+/// A new empty file at `path` (an old one removed first, so that its blocks are freed) with
+/// `mode`, open for writing: a caller's fresh `>` output to hand a run.
+pub fn fresh_output(path: &Path, mode: u32) -> std::fs::File {
+    let _ = std::fs::remove_file(path);
+    let f = std::fs::File::create(path).unwrap();
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .unwrap();
+    f
 }
 
 /// An HTTP/1.0 server on the host's 127.0.0.1, for a bounded lifetime; counts the requests
