@@ -498,6 +498,62 @@ const HOST_SOCKETS: &[(&str, &str)] = &[
     ("$SSH_AUTH_SOCK", "an ssh-agent"),
 ];
 
+/// Credentials kept in a home directory, by their place in it, and what each is: a mount of
+/// one, of a directory holding one, or of a home or a tree above the homes (`/home`, `/`)
+/// hands the task what it needs to act as the user elsewhere (push to their repositories,
+/// reach their cloud accounts, log in to their servers); read-only is enough, and its
+/// output carries them back. Not exhaustive: a reviewer adds what their users log in with.
+const HOME_CREDENTIALS: &[(&str, &str)] = &[
+    (".ssh", "ssh keys"),
+    (".gnupg", "gpg keys"),
+    (".aws", "AWS credentials"),
+    (".azure", "Azure credentials"),
+    (".config/gcloud", "Google Cloud credentials"),
+    (".kube", "Kubernetes credentials"),
+    (".docker/config.json", "Docker registry logins"),
+    (".netrc", "netrc passwords"),
+    (".git-credentials", "git credentials"),
+    (".config/gh", "GitHub CLI tokens"),
+    (".npmrc", "npm tokens"),
+    (".pypirc", "PyPI tokens"),
+    (".cargo/credentials.toml", "crates.io tokens"),
+    (".cargo/credentials", "crates.io tokens"),
+    (".terraform.d/credentials.tfrc.json", "Terraform tokens"),
+    (".vault-token", "a Vault token"),
+    (".password-store", "a pass password store"),
+    (".local/share/keyrings", "GNOME Keyring's keyrings"),
+    (".pgpass", "PostgreSQL passwords"),
+    (".my.cnf", "MySQL passwords"),
+];
+
+/// Where homes are: every user's under `/home`, and root's.
+const HOMES: &[&str] = &["/home/*", "/root"];
+
+/// HOME_CREDENTIALS in every home, as patterns of the socket tables' form.
+fn home_credentials() -> impl Iterator<Item = (String, &'static str)> {
+    HOMES.iter().flat_map(|home| {
+        HOME_CREDENTIALS
+            .iter()
+            .map(move |(place, what)| (format!("{home}/{place}"), *what))
+    })
+}
+
+/// The credentials of HOME_CREDENTIALS a mount source holds or is, each with where it lies
+/// inside the tree (see `socket_in`). A source in the caller's home (`~/.aws`, `$HOME`) is
+/// taken to be in any user's; one this audit cannot know, to be `/` (as `host_tree` does).
+fn credentials_in(source: &str) -> Held {
+    let tree = match host_path(source) {
+        HostPath::InHome(below) => format!("/home/*{below}"),
+        _ => match host_tree(source) {
+            Some(tree) => tree,
+            None => return Vec::new(),
+        },
+    };
+    grouped(
+        home_credentials().filter_map(|(pattern, what)| Some((what, socket_in(&tree, &pattern)?))),
+    )
+}
+
 /// Variables whose value names a socket, and what it is: a line that sets one in the sandbox
 /// (`--setenv SSH_AUTH_SOCK /agent`) says where the task finds it, so a mount that lands
 /// there, or of a host tree holding that path, hands it over (see `sockets_named_by`).
@@ -1033,23 +1089,42 @@ fn docker_sockets_in(source: &str) -> Vec<String> {
 /// line names, whatever the host holds. Only patterns whose names agree with `source`'s are
 /// looked for on disk.
 pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, PathBuf)> {
+    let docker = DOCKER_SOCKETS
+        .iter()
+        .map(|s| (s.to_string(), "the Docker daemon (root on the host)"));
+    let others = HOST_SOCKETS.iter().map(|(p, what)| (p.to_string(), *what));
+    on_host_around(source, docker.chain(others), may_hold_a_socket)
+}
+
+/// The credentials of HOME_CREDENTIALS a bind of the host path `source` hands the task, with
+/// where each is on this host: at or below `source` (a bind of a home), or holding it (a bind
+/// of `~/.aws/credentials`).
+pub fn credentials_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, PathBuf)> {
+    on_host_around(source, home_credentials(), |_| true)
+}
+
+/// The places on this host that a table of patterns (as HOST_SOCKETS) names, kept by `keep`,
+/// that lie at or below `source` or hold it, through symlinks, with what each is. Only
+/// patterns whose names agree with `source`'s are looked for on disk.
+fn on_host_around(
+    source: &std::path::Path,
+    table: impl Iterator<Item = (String, &'static str)>,
+    keep: fn(&std::path::Path) -> bool,
+) -> Vec<(&'static str, PathBuf)> {
     let Some(real) = std::fs::canonicalize(source)
         .ok()
         .and_then(|p| p.to_str().map(str::to_string))
     else {
         return Vec::new();
     };
-    let docker = DOCKER_SOCKETS
-        .iter()
-        .map(|s| (*s, "the Docker daemon (root on the host)"));
     let mut found = Vec::new();
-    for (pattern, what) in docker.chain(HOST_SOCKETS.iter().copied()) {
-        if !pattern.starts_with('/') || !parts_match(&path_parts(&real), &path_parts(pattern)) {
+    for (pattern, what) in table {
+        if !pattern.starts_with('/') || !parts_match(&path_parts(&real), &path_parts(&pattern)) {
             continue;
         }
-        for place in host_paths_matching(pattern)
+        for place in host_paths_matching(&pattern)
             .into_iter()
-            .filter(|p| may_hold_a_socket(p))
+            .filter(|p| keep(p))
         {
             if place.starts_with(&real) || std::path::Path::new(&real).starts_with(&place) {
                 found.push((what, place));
@@ -1057,6 +1132,28 @@ pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, P
         }
     }
     found
+}
+
+/// What `airlock run` (and `explain`) says of a bind from `src` to `dest`: the host sockets
+/// and the credentials it hands the task, where it hands any.
+pub fn bind_warnings(src: &std::path::Path, dest: &std::path::Path) -> Vec<String> {
+    let credentials: Vec<String> = credentials_a_bind_reaches(src)
+        .iter()
+        .map(|(what, at)| format!("{what} at {}", at.display()))
+        .collect();
+    let credentials = (!credentials.is_empty()).then(|| {
+        format!(
+            "{} (inside at {}) reaches credentials the task can read, read-only or not, and \
+             hand back in its output: {}",
+            src.display(),
+            dest.display(),
+            credentials.join(", ")
+        )
+    });
+    socket_warning(src, dest)
+        .into_iter()
+        .chain(credentials)
+        .collect()
 }
 
 /// What `airlock run` (and `explain`) says of a variable that crosses into the sandbox and
@@ -1076,7 +1173,7 @@ pub fn credential_warning(name: &str, value: &str) -> Option<String> {
 
 /// What `airlock run` (and `explain`) says of a bind from `src` to `dest` that hands the task a
 /// socket: connect(2) crosses any bind, read-only or not, to whatever listens on it.
-pub fn socket_warning(src: &std::path::Path, dest: &std::path::Path) -> Option<String> {
+fn socket_warning(src: &std::path::Path, dest: &std::path::Path) -> Option<String> {
     let reached = services_a_bind_reaches(src);
     let is_socket = || {
         std::fs::metadata(src)
@@ -1154,25 +1251,25 @@ fn host_paths_matching(pattern: &str) -> Vec<PathBuf> {
 
 /// What the sockets of `table` (as HOST_SOCKETS) a mount source holds are, each with where
 /// they lie inside the host tree it names (see `sockets_in`).
-fn host_sockets_in(
-    source: &str,
-    table: &[(&str, &'static str)],
-) -> Vec<(&'static str, Vec<String>)> {
-    let mut held: Vec<(&'static str, Vec<String>)> = Vec::new();
-    for &(socket, what) in table {
-        let found = sockets_in(source, &[socket]);
-        if found.is_empty() {
-            continue;
-        }
+fn host_sockets_in(source: &str, table: &[(&str, &'static str)]) -> Held {
+    grouped(table.iter().flat_map(|&(socket, what)| {
+        sockets_in(source, &[socket])
+            .into_iter()
+            .map(move |place| (what, place))
+    }))
+}
+
+/// What a mount holds of a table: each kind once, with the places it lies inside the mount.
+type Held = Vec<(&'static str, Vec<String>)>;
+
+/// `(what, place)` pairs as each `what` once, in order, with its places, each once.
+fn grouped(pairs: impl Iterator<Item = (&'static str, String)>) -> Held {
+    let mut held: Held = Vec::new();
+    for (what, place) in pairs {
         match held.iter_mut().find(|(w, _)| *w == what) {
-            Some((_, places)) => {
-                for place in found {
-                    if !places.contains(&place) {
-                        places.push(place);
-                    }
-                }
-            }
-            None => held.push((what, found)),
+            Some((_, places)) if places.contains(&place) => {}
+            Some((_, places)) => places.push(place),
+            None => held.push((what, vec![place])),
         }
     }
     held
@@ -1225,19 +1322,51 @@ fn report_host_proc(through: &[(String, String)], audit: &mut Audit) {
 /// One `host-socket` finding for every mount that hands over a host service's socket, given
 /// as `(source, raw)`, naming what they hold.
 fn report_host_socket(through: &[(String, String)], held: &[&str], audit: &mut Audit) {
+    report_held("host-socket", through, held, audit, |mounts, held| {
+        format!(
+            "{mounts} the socket of {}: a connect(2) reaches a host service that acts outside \
+             the sandbox",
+            held.join(", ")
+        )
+    });
+}
+
+/// One `host-credentials` finding for every mount that hands over credentials of a home,
+/// given as `(source, raw)`, naming what they hold (the first few, when a whole home is).
+fn report_host_credentials(through: &[(String, String)], held: &[&str], audit: &mut Audit) {
+    report_held("host-credentials", through, held, audit, |mounts, held| {
+        let named = match held {
+            [first @ .., last] if held.len() <= 4 && !first.is_empty() => {
+                format!("{} and {last}", first.join(", "))
+            }
+            [one] => one.to_string(),
+            _ => format!(
+                "{} and {} more kinds of credentials",
+                held[..3].join(", "),
+                held.len() - 3
+            ),
+        };
+        format!(
+            "{mounts} {named}: the task reads them, read-only or not, and can hand them back \
+             in its output"
+        )
+    });
+}
+
+/// One finding of `rule` for every mount of `through` (`(source, raw)`) that holds something
+/// of `held`; `say` words it after "mounts SOURCES, which hold(s)".
+fn report_held(
+    rule: &'static str,
+    through: &[(String, String)],
+    held: &[&str],
+    audit: &mut Audit,
+    say: impl Fn(&str, &[&str]) -> String,
+) {
     let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
     let verb = if sources.len() == 1 { "holds" } else { "hold" };
     if !held.is_empty() {
-        audit.finding(
-            "host-socket",
-            format!(
-                "mounts {}, which {verb} the socket of {}: a connect(2) reaches a host \
-                 service that acts outside the sandbox",
-                sources.join(", "),
-                held.join(", ")
-            ),
-            distinct_raws(through).join(" "),
-        );
+        let mounts = format!("mounts {}, which {verb}", sources.join(", "));
+        audit.finding(rule, say(&mounts, held), distinct_raws(through).join(" "));
     }
 }
 
@@ -1406,6 +1535,10 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
                 !host_sockets_in(&mount.source, HOST_SOCKETS).is_empty(),
             ),
             ("host-proc", !host_proc_in(&mount.source).is_empty()),
+            (
+                "host-credentials",
+                !credentials_in(&mount.source).is_empty(),
+            ),
         ] {
             if holds {
                 opened.push((rule, (mount.source.clone(), option.raw.clone())));
@@ -1420,14 +1553,23 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             .collect()
     };
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
+    // What the mounts of one rule hold together, each once.
+    let held = |through: &[(String, String)], holds: fn(&str) -> Held| {
+        let whats = through.iter().flat_map(|(source, _)| holds(source));
+        distinct(whats.map(|(what, _)| what).collect::<Vec<_>>().into_iter())
+    };
     let host_sockets = opened_by("host-socket");
-    let held: Vec<&str> = host_sockets
-        .iter()
-        .flat_map(|(source, _)| host_sockets_in(source, HOST_SOCKETS))
-        .map(|(what, _)| what)
-        .collect();
-    report_host_socket(&host_sockets, &distinct(held.into_iter()), &mut audit);
+    let sockets = held(&host_sockets, |source| {
+        host_sockets_in(source, HOST_SOCKETS)
+    });
+    report_host_socket(&host_sockets, &sockets, &mut audit);
     report_host_proc(&opened_by("host-proc"), &mut audit);
+    let credentials = opened_by("host-credentials");
+    report_host_credentials(
+        &credentials,
+        &held(&credentials, credentials_in),
+        &mut audit,
+    );
 
     match run.last("user") {
         None => audit.finding("root-user", "runs as root inside the container", ""),
@@ -2477,12 +2619,16 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     let inside = rest_below(path, dest.as_deref()?)?;
                     Some((what, vec![inside.to_string()]))
                 });
-                for (what, inside) in host_sockets_in(source, &line_sockets)
+                let sockets = host_sockets_in(source, &line_sockets)
                     .into_iter()
                     .chain(landing_at_named.collect::<Vec<_>>())
-                {
+                    .map(|(what, inside)| ("host-socket", what, inside));
+                let credentials = credentials_in(source)
+                    .into_iter()
+                    .map(|(what, inside)| ("host-credentials", what, inside));
+                for (rule, what, inside) in sockets.chain(credentials) {
                     let mut found = Audit::default();
-                    found.finding("host-socket", what, option.raw());
+                    found.finding(rule, what, option.raw());
                     expose(found, &inside);
                 }
                 // An overlay shows one filesystem, without the mounts below its sources.
@@ -2542,17 +2688,22 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     audit.findings.extend(setup_in_binds.findings);
     report_source_in_writable_bind(&options, &mut audit);
     report_docker_socket(&opened_by("docker-socket"), &mut audit);
-    let held: Vec<&str> = exposed
-        .iter()
-        .filter(|e| e.finding.rule == "host-socket")
-        .map(|e| e.finding.message.as_str())
-        .collect();
-    report_host_socket(
-        &opened_by("host-socket"),
-        &distinct(held.into_iter()),
+    // What the exposed mounts of one rule hold together: the messages, until here.
+    let held = |rule: &str| {
+        distinct(
+            exposed
+                .iter()
+                .filter(|e| e.finding.rule == rule)
+                .map(|e| e.finding.message.as_str()),
+        )
+    };
+    report_host_socket(&opened_by("host-socket"), &held("host-socket"), &mut audit);
+    report_host_proc(&opened_by("host-proc"), &mut audit);
+    report_host_credentials(
+        &opened_by("host-credentials"),
+        &held("host-credentials"),
         &mut audit,
     );
-    report_host_proc(&opened_by("host-proc"), &mut audit);
     if !env_cleared {
         audit.finding(
             "env-not-cleared",
@@ -2994,7 +3145,18 @@ mod tests {
             ("--mount 'type=bind,src=/srv,dst=/srv\nreadonly'", "/srv"),
         ] {
             let audit = docker_variant(&[], &[opt]);
-            assert_eq!(rules(&audit.findings), ["host-mount-rw"], "{opt}");
+            // A home also hands over its credentials (read-only too: see
+            // `home_credentials_read_only_too`).
+            let home = if source == "/home/dev" {
+                &["host-credentials"][..]
+            } else {
+                &[]
+            };
+            assert_eq!(
+                rules(&audit.findings),
+                [&["host-mount-rw"][..], home].concat(),
+                "{opt}"
+            );
             assert_eq!(
                 audit.findings[0].message,
                 format!("mounts {source} read-write")
@@ -3003,9 +3165,9 @@ mod tests {
             assert_eq!(audit.findings[0].arg, words(opt).join(" "));
         }
         for fixed in [
-            "-v /home/dev:/work:ro",
-            "-v /home/dev:/work:ro,z",
-            "-v /home/dev:/work:z,readonly",
+            "-v /srv/project:/work:ro",
+            "-v /srv/project:/work:ro,z",
+            "-v /srv/project:/work:z,readonly",
             "--mount type=bind,source=/srv,target=/srv,readonly",
             "--mount type=bind,source=/srv,target=/srv,ro",
             "--mount type=bind,src=/srv,dst=/srv,ro=true",
@@ -3076,7 +3238,10 @@ mod tests {
         // (`/tmp` also holds an X server's and ssh-agents' sockets.)
         for (bad, also) in [
             ("-v /tmp/airlock-scratch/..:/out", &["host-socket"][..]),
-            ("-v /tmp/airlock-scratch/../../home/dev:/out", &[]),
+            (
+                "-v /tmp/airlock-scratch/../../home/dev:/out",
+                &["host-credentials"],
+            ),
             ("-v /tmp/not-airlock-scratch:/out", &[]),
             (
                 "--mount type=bind,source=/tmp/airlock-scratch/..,target=/out",
@@ -3193,7 +3358,12 @@ mod tests {
         let root = docker_variant(&[], &["-v /:/host:ro"]);
         assert_eq!(
             rules(&root.findings),
-            ["docker-socket", "host-socket", "host-proc"]
+            [
+                "docker-socket",
+                "host-socket",
+                "host-proc",
+                "host-credentials"
+            ]
         );
         let sockets = docker_variant(&[], &["-v /run/docker.sock:/a:ro", "--use-api-socket"]);
         assert_eq!(
@@ -3599,6 +3769,19 @@ mod tests {
         "--tmpfs /tmp",
     ];
 
+    /// For each `(options, hidden)`: the variant line with the options has one finding of
+    /// `rule`, or none where later mounts hide what the earlier one showed.
+    fn assert_hidden_by_later_mounts(rule: &str, cases: &[(&[&str], bool)]) {
+        for (opts, hidden) in cases {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(
+                count(&audit.findings, rule),
+                usize::from(!hidden),
+                "{opts:?}"
+            );
+        }
+    }
+
     /// Each of these bwrap options, alone on the variant line, brings no finding.
     fn assert_each_clean(lines: &[&str]) {
         for fine in lines {
@@ -3655,6 +3838,79 @@ mod tests {
     }
 
     #[test]
+    fn home_credentials_read_only_too() {
+        let found = |opts: &[&str]| {
+            let audit = bwrap_variant(&[], opts);
+            assert_eq!(rules(&audit.findings), ["host-credentials"], "{opts:?}");
+            audit.findings[0].clone()
+        };
+        let tail = ": the task reads them, read-only or not, and can hand them back in its output";
+        for (opt, held) in [
+            ("--ro-bind ~/.aws /a", "AWS credentials"),
+            ("--ro-bind \"$HOME/.ssh\" /s", "ssh keys"),
+            ("--ro-bind /home/dev/.ssh/id_ed25519 /k", "ssh keys"),
+            (
+                "--ro-bind /root/.config /c",
+                "Google Cloud credentials and GitHub CLI tokens",
+            ),
+            ("--ro-bind /home/dev/.cargo /c", "crates.io tokens"),
+            (
+                "--ro-bind-try /home/dev/.docker/config.json /d",
+                "Docker registry logins",
+            ),
+            ("--ro-bind /home/dev/.netrc /n", "netrc passwords"),
+            (
+                "--ro-bind /home/dev /h",
+                "ssh keys, gpg keys, AWS credentials and 16 more kinds of credentials",
+            ),
+        ] {
+            let f = found(&[opt]);
+            let source = &words(opt)[1];
+            assert_eq!(
+                f.message,
+                format!("mounts {source}, which holds {held}{tail}"),
+                "{opt}"
+            );
+            assert_eq!(f.arg, shell_quote(&words(opt)));
+        }
+        // One finding for the line, naming every option that opens one.
+        let both = found(&["--ro-bind ~/.aws /a", "--ro-bind ~/.kube /k"]);
+        assert_eq!(
+            both.message,
+            format!(
+                "mounts ~/.aws, ~/.kube, which hold AWS credentials and Kubernetes credentials{tail}"
+            )
+        );
+        assert_eq!(both.arg, "--ro-bind '~/.aws' /a --ro-bind '~/.kube' /k");
+        // Hidden by later mounts over every place one lands.
+        assert_hidden_by_later_mounts(
+            "host-credentials",
+            &[
+                (&["--ro-bind / /", "--tmpfs /home"], false),
+                (&["--ro-bind / /", "--tmpfs /home", "--tmpfs /root"], true),
+                (&["--ro-bind /home/dev/.ssh /s", "--tmpfs /s"], true),
+                (&["--ro-bind /home/dev /h", "--tmpfs /h/.ssh"], false),
+            ],
+        );
+        // What a home holds besides credentials, and homes' look-alikes.
+        assert_each_clean(&[
+            "--ro-bind /home/dev/project /p",
+            "--ro-bind ~/.cache/pip /pip",
+            "--ro-bind /home/dev/.cargo/registry /r",
+            "--ro-bind ~/.config/nvim /n",
+            "--ro-bind /srv/home /x",
+            "--ro-bind /home/dev/project/.ssh-notes /x",
+        ]);
+        // docker, read-only too.
+        let audit = docker_variant(&[], &["-v \"$HOME/.aws\":/root/.aws:ro"]);
+        assert_eq!(rules(&audit.findings), ["host-credentials"]);
+        assert_eq!(
+            audit.findings[0].message,
+            format!("mounts $HOME/.aws, which holds AWS credentials{tail}")
+        );
+    }
+
+    #[test]
     fn bwrap_writable_home_or_root() {
         for (opt, source) in [
             ("--bind / /", "/"),
@@ -3667,12 +3923,14 @@ mod tests {
             ("--bind /home/dev/code/.. /h", "/home/dev/code/.."),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
-            // `/` also holds the Docker socket, other host sockets and the host's /proc.
+            // `/` also holds the Docker socket, other host sockets and the host's /proc;
+            // every one of them the homes' credentials.
             let root = usize::from(opt == "--bind / /");
             assert_eq!(count(&audit.findings, "docker-socket"), root, "{opt}");
             assert_eq!(count(&audit.findings, "host-socket"), root, "{opt}");
             assert_eq!(count(&audit.findings, "host-proc"), root, "{opt}");
-            assert_eq!(audit.findings.len(), 1 + 3 * root, "{opt}");
+            assert_eq!(count(&audit.findings, "host-credentials"), 1, "{opt}");
+            assert_eq!(audit.findings.len(), 2 + 3 * root, "{opt}");
             assert_eq!(audit.findings[0].rule, "writable-home-or-root", "{opt}");
             assert_eq!(
                 audit.findings[0].message,
@@ -3683,10 +3941,14 @@ mod tests {
         let read_only_root = bwrap_variant(&[], &["--ro-bind / /"]);
         assert_eq!(
             rules(&read_only_root.findings),
-            ["docker-socket", "host-socket", "host-proc"]
+            [
+                "docker-socket",
+                "host-socket",
+                "host-proc",
+                "host-credentials"
+            ]
         );
         for fine in [
-            "--ro-bind /home/dev /home/dev",
             "--bind /home/dev/project /work",
             "--bind /tmp/airlock-scratch /work",
             "--bind /srv/home /x",
@@ -3766,7 +4028,10 @@ mod tests {
             &[],
             &["--overlay-src /usr", "--overlay /home/dev /tmp/w /usr"],
         );
-        assert_eq!(rules(&overlay.findings), ["writable-home-or-root"]);
+        assert_eq!(
+            rules(&overlay.findings),
+            ["writable-home-or-root", "host-credentials"]
+        );
         // The upper layer of an overlay is written on the host: a system tree there is
         // host-mount-rw, and one holding sockets hands them over.
         let upper = |rwsrc: &str| {
@@ -3976,7 +4241,12 @@ mod tests {
         let twice = bwrap_variant(&[], &["--bind / /", "--ro-bind / /"]);
         assert_eq!(
             rules(&twice.findings),
-            ["docker-socket", "host-socket", "host-proc"]
+            [
+                "docker-socket",
+                "host-socket",
+                "host-proc",
+                "host-credentials"
+            ]
         );
         for found in &twice.findings {
             assert_eq!(found.arg, "--ro-bind / /");
@@ -3996,7 +4266,7 @@ mod tests {
             let audit = bwrap_variant(&[], kept);
             assert_eq!(
                 rules(&audit.findings),
-                ["writable-home-or-root"],
+                ["writable-home-or-root", "host-credentials"],
                 "{kept:?}"
             );
         }
@@ -4213,7 +4483,7 @@ mod tests {
             "--bind /etc /etc --remount-ro /etc",
             "--bind /etc /etc --remount-ro /etc/",
             "--bind /etc /x --remount-ro //x",
-            "--bind /home/dev /home/dev --remount-ro /home/dev",
+            "--bind /home/dev/project /p --remount-ro /p",
             "--bind /etc /etc --tmpfs /etc/ssl --remount-ro /etc",
             "--overlay-src /usr --overlay /etc /tmp/w /u --remount-ro /u",
         ]);
@@ -4340,22 +4610,18 @@ mod tests {
         assert!(found.message.starts_with("mounts /run, /var/run, which hold the socket of the D-Bus system bus, systemd's private socket, a D-Bus session bus"), "{}", found.message);
         assert_eq!(found.arg, "--ro-bind /run /run --ro-bind /var/run /var/run");
         // Hidden by a later mount over every place one lands; a uid's directory is any.
-        for (opts, hidden) in [
-            (&["--ro-bind /run/user/1000 /u", "--tmpfs /u"][..], true),
-            (&["--ro-bind /run/user /u", "--tmpfs /u/1000"], false),
-            (&["--ro-bind /run/user /u", "--tmpfs /u"], true),
-            (&["--ro-bind / /", "--tmpfs /run"], false),
-            (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], true),
-            (&["--ro-bind / /", "--tmpfs /var/run", "--tmpfs /tmp"], true),
-            (&["--ro-bind /run /var/run", "--tmpfs /run"], false),
-        ] {
-            let audit = bwrap_variant(&[], opts);
-            assert_eq!(
-                count(&audit.findings, "host-socket"),
-                usize::from(!hidden),
-                "{opts:?}"
-            );
-        }
+        assert_hidden_by_later_mounts(
+            "host-socket",
+            &[
+                (&["--ro-bind /run/user/1000 /u", "--tmpfs /u"], true),
+                (&["--ro-bind /run/user /u", "--tmpfs /u/1000"], false),
+                (&["--ro-bind /run/user /u", "--tmpfs /u"], true),
+                (&["--ro-bind / /", "--tmpfs /run"], false),
+                (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], true),
+                (&["--ro-bind / /", "--tmpfs /var/run", "--tmpfs /tmp"], true),
+                (&["--ro-bind /run /var/run", "--tmpfs /run"], false),
+            ],
+        );
         assert_each_clean(&[
             "--ro-bind /run/user/1000/x /x",
             "--ro-bind /run/dbus/machine-id /x",

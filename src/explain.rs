@@ -150,7 +150,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
                 "read-only, nosuid, nodev"
             }
         );
-        if let Some(warning) = crate::audit::socket_warning(src, dest) {
+        for warning in crate::audit::bind_warnings(src, dest) {
             let _ = writeln!(w, "  {:<17} warning: {warning}", "");
         }
     }

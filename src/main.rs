@@ -95,8 +95,8 @@ JSON report (--json, --request), every key present every time:
                     scratch_size: {requested, applied, mechanism}
   warnings          what the command line opened in the boundary (a variable that looks
                     like a credential, a writable bind, a bound socket or a bind holding
-                    host sockets, --share-net and what of the host it hands over), as
-                    said on stderr
+                    host sockets, a bind holding a home's credentials, --share-net and
+                    what of the host it hands over), as said on stderr
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N}.
 
 JSON request (--request FILE, - for stdin):
@@ -893,7 +893,7 @@ fn run(args: RunArgs) -> i32 {
         .collect();
     warnings.extend(
         spec.binds()
-            .filter_map(|(src, dest, _)| audit::socket_warning(src, dest)),
+            .flat_map(|(src, dest, _)| audit::bind_warnings(src, dest)),
     );
     // A credential handed in on purpose still crosses: the task reads it, and its output and
     // result files go back to the caller (the value is never said).

@@ -734,6 +734,7 @@ fn audit_bwrap_leaky_line() {
             "docker-socket",
             "host-socket",
             "host-proc",
+            "host-credentials",
             "env-not-cleared",
             "tiocsti",
             "no-die-with-parent",
@@ -761,7 +762,7 @@ fn audit_bwrap_leaky_line() {
     args.extend_from_slice(LEAKY_BWRAP);
     let out = root(&args);
     assert_eq!(code(&out), Some(1), "{}", show(&out));
-    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 15);
+    assert_eq!(lines_starting(&stdout(&out), "finding: ").len(), 16);
     assert!(lines_starting(&stdout(&out), "finding: binds / writable (--bind / /)").len() == 1);
 }
 
@@ -1184,7 +1185,11 @@ fn audit_bwrap_later_mount_hides_an_earlier_one() {
     assert!(seen[1].parse::<usize>().unwrap() > 0, "{}", show(&out));
     assert_eq!(
         audited_rules(&hide),
-        ["writable-home-or-root", "root-caps-kept"]
+        [
+            "writable-home-or-root",
+            "host-credentials",
+            "root-caps-kept"
+        ]
     );
 }
 

@@ -2875,14 +2875,7 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
             );
             assert_eq!(rep["warnings"], json!([warning]), "{who:?}: {}", run.show());
             // explain says it too, under the bind's line.
-            let o = airlock(who, &["explain", "--ro-bind", bind, "--", "true"])
-                .output()
-                .unwrap();
-            assert!(
-                stdout(&o).contains(&format!("\n{:<19} warning: {warning}\n", "")),
-                "{who:?}: {}",
-                stdout(&o)
-            );
+            assert_explain_warns(who, bind, warning);
         }
         let (run, rep) = json_sh(who, &["--ro-bind", &plain_bind], "true", SECS_10);
         assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
@@ -2907,6 +2900,72 @@ fn a_bound_socket_is_warned_of_and_the_task_reaches_it() {
             run.show()
         );
     }
+}
+
+/// A bind that hands the task a home's credentials (the audits' table: `~/.aws`, `~/.ssh`,
+/// ...) is warned of, naming each and where it is, and the task does read them through the
+/// read-only bind (the warning's claim, shown); so is a bind of the credentials file itself,
+/// and `explain` says the same under the bind. Control: the same home without its `.aws`
+/// warns of nothing.
+#[test]
+fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() {
+    let home = tmpdir_named(Path::new("/home"), "airlock-test-home");
+    let (home_text, aws) = (home.path().display().to_string(), home.path().join(".aws"));
+    let aws_text = aws.display().to_string();
+    let warning = |src: &str, dest: &str| {
+        format!(
+            "{src} (inside at {dest}) reaches credentials the task can read, read-only or not, \
+             and hand back in its output: AWS credentials at {aws_text}"
+        )
+    };
+    for who in BOTH {
+        let _ = std::fs::remove_dir_all(&aws);
+        let bind = format!("{home_text}:/h");
+        let (run, rep) = json_sh(who, &["--ro-bind", &bind], "ls -A /h", SECS_10);
+        assert_eq!(rep["stdout"], json!(""), "{who:?}: {}", run.show());
+        assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
+
+        std::fs::create_dir(&aws).unwrap();
+        std::fs::set_permissions(&aws, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_file(
+            &aws.join("credentials"),
+            b"aws_secret_access_key = HOSTKEY\n",
+            0o644,
+        );
+        let file = format!("{aws_text}/credentials");
+        for (bind, src, dest, path) in [
+            (
+                bind.clone(),
+                home_text.as_str(),
+                "/h",
+                "/h/.aws/credentials",
+            ),
+            (format!("{file}:/c"), file.as_str(), "/c", "/c"),
+        ] {
+            let (run, rep) = json_sh(who, &["--ro-bind", &bind], &format!("cat {path}"), SECS_10);
+            assert_eq!(
+                rep["stdout"],
+                json!("aws_secret_access_key = HOSTKEY\n"),
+                "{who:?} {bind}: {}",
+                run.show()
+            );
+            let warning = warning(src, dest);
+            assert_eq!(rep["warnings"], json!([warning]), "{who:?}: {}", run.show());
+            assert_explain_warns(who, &bind, &warning);
+        }
+    }
+}
+
+/// `airlock explain --ro-bind BIND` says `warning` under the bind's line.
+fn assert_explain_warns(who: Launcher, bind: &str, warning: &str) {
+    let o = airlock(who, &["explain", "--ro-bind", bind, "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&o).contains(&format!("\n{:<19} warning: {warning}\n", "")),
+        "{who:?}: {}",
+        stdout(&o)
+    );
 }
 
 /// A bind destination inside the sandbox's /proc is refused as bad usage before anything is
