@@ -1461,6 +1461,208 @@ fn no_new_privileges_setting(security_opt: &str) -> Option<bool> {
     }
 }
 
+/// What a line's recursive host mounts open, read-only ones included (connect(2) needs no
+/// write access), for docker and airlock lines alike: each `(mount, raw, checked)` as
+/// written, its writing checked by `leak` where `checked`; then one finding per rule for the
+/// line, naming every option that opens it.
+fn report_host_mounts(mounts: &[(HostMount, String, bool)], leak: WritableLeak, audit: &mut Audit) {
+    // (rule, (source, raw))
+    let mut opened: Vec<(&str, (String, String))> = Vec::new();
+    for (mount, raw, checked) in mounts {
+        if *checked {
+            check_writable_host_mount(mount, raw, leak, audit);
+        }
+        for (rule, holds) in [
+            (
+                "docker-socket",
+                !docker_sockets_in(&mount.source).is_empty(),
+            ),
+            (
+                "host-socket",
+                !host_sockets_in(&mount.source, HOST_SOCKETS).is_empty(),
+            ),
+            ("host-proc", !host_proc_in(&mount.source).is_empty()),
+            (
+                "host-credentials",
+                !credentials_in(&mount.source).is_empty(),
+            ),
+        ] {
+            if holds {
+                opened.push((rule, (mount.source.clone(), raw.clone())));
+            }
+        }
+    }
+    let opened_by = |rule: &str| -> Vec<(String, String)> {
+        opened
+            .iter()
+            .filter(|(r, _)| *r == rule)
+            .map(|(_, through)| through.clone())
+            .collect()
+    };
+    report_docker_socket(&opened_by("docker-socket"), audit);
+    // What the mounts of one rule hold together, each once.
+    let held = |through: &[(String, String)], holds: fn(&str) -> Held| {
+        let whats = through.iter().flat_map(|(source, _)| holds(source));
+        distinct(whats.map(|(what, _)| what).collect::<Vec<_>>().into_iter())
+    };
+    let host_sockets = opened_by("host-socket");
+    let sockets = held(&host_sockets, |source| {
+        host_sockets_in(source, HOST_SOCKETS)
+    });
+    report_host_socket(&host_sockets, &sockets, audit);
+    report_host_proc(&opened_by("host-proc"), audit);
+    let credentials = opened_by("host-credentials");
+    report_host_credentials(&credentials, &held(&credentials, credentials_in), audit);
+}
+
+/// Where an audited airlock run was written.
+pub enum Written {
+    /// An `airlock run` command line, and the `--request` FILE it names, read only at run
+    /// time.
+    CommandLine { request: Option<String> },
+    /// A JSON request (`airlock run --request`).
+    Request,
+}
+
+/// Audits an `airlock run` line or JSON request, read by `run`'s own parsers into `line`.
+/// airlock's defaults are the safe ones, so only what the run opens is reported: the network,
+/// binds (as `audit bwrap` judges them: binding a project writable is their use, and is
+/// advice), credentials in the environment or handed in as inputs.
+pub fn audit_airlock(line: &crate::spec::Draft, written: &Written) -> Audit {
+    let mut audit = Audit::default();
+    if line.share_net {
+        audit.finding(
+            "network-shared",
+            "network is shared with the host",
+            "--share-net",
+        );
+    }
+    let mut mounts: Vec<(HostMount, String, bool)> = Vec::new();
+    let mut writable: Vec<(String, String, String)> = Vec::new();
+    for bind in &line.binds {
+        let src = bind.src.to_string_lossy().into_owned();
+        let dest = bind.dest.to_string_lossy().into_owned();
+        let flag = if bind.writable { "--bind" } else { "--ro-bind" };
+        let value = if src == dest {
+            src.clone()
+        } else {
+            format!("{src}:{dest}")
+        };
+        let raw = shell_quote(&[flag.to_string(), value]);
+        if bind.writable {
+            match home_or_root(&src) {
+                Some(why) => audit.finding(
+                    "writable-home-or-root",
+                    format!("binds {src} writable{why}"),
+                    &raw,
+                ),
+                None if !is_sensitive_host_path(&src) => {
+                    writable.push((src.clone(), dest, raw.clone()))
+                }
+                None => {}
+            }
+        }
+        let mount = HostMount {
+            source: src,
+            read_only: !bind.writable,
+            writable_below: false,
+        };
+        mounts.push((mount, raw, true));
+    }
+    report_host_mounts(&mounts, WritableLeak::Sensitive, &mut audit);
+    // A value is never printed: the report may end up in a log.
+    for variable in &line.env {
+        let (name, value) = match variable.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (variable.as_str(), None),
+        };
+        let Some(why) = credential_in(name, value.unwrap_or("")) else {
+            continue;
+        };
+        let (message, arg) = match value {
+            None => (
+                format!(
+                    "forwards {name}, a credential by its name, from the caller's environment \
+                     into the sandbox"
+                ),
+                shell_quote(&["--env".to_string(), name.to_string()]),
+            ),
+            Some(_) => (
+                match written {
+                    Written::CommandLine { .. } => format!(
+                        "sets {name}, a credential by its {why}, in the sandbox; the value is \
+                         also on airlock's command line, which host processes can read \
+                         (/proc/PID/cmdline)"
+                    ),
+                    Written::Request => {
+                        format!("sets {name}, a credential by its {why}, in the sandbox")
+                    }
+                },
+                match written {
+                    Written::CommandLine { .. } => format!(
+                        "{}=***",
+                        shell_quote(&["--env".to_string(), name.to_string()])
+                    ),
+                    Written::Request => format!("\"env\": {{{}: ***}}", json!(name)),
+                },
+            ),
+        };
+        audit.finding("env-credential", message, arg);
+    }
+    for input in &line.inputs {
+        let crate::spec::InputSource::HostFile(path) = &input.source else {
+            continue;
+        };
+        let path = path.to_string_lossy();
+        let held: Vec<&str> = credentials_in(&path)
+            .iter()
+            .map(|(what, _)| *what)
+            .collect();
+        if !held.is_empty() {
+            audit.finding(
+                "input-credentials",
+                format!(
+                    "copies {path}, which holds {}, into the sandbox as {}: the task reads it, \
+                     and can hand it back in its output",
+                    held.join(", "),
+                    input.name
+                ),
+                shell_quote(&["--input".to_string(), format!("{}={path}", input.name)]),
+            );
+        }
+    }
+    for (src, dest, raw) in writable {
+        audit.advise(
+            "writable-bind",
+            format!(
+                "binds {src} writable at {dest}: what the task leaves there, the host reads or \
+                 runs later (a git hook, a Makefile, an .envrc)"
+            ),
+            raw,
+        );
+    }
+    if let Written::CommandLine {
+        request: Some(file),
+    } = written
+    {
+        audit.advise(
+            "request-unseen",
+            "the request is read at run time: its command, inputs, environment and timeout are \
+             not audited here (audit the request itself with --file)",
+            shell_quote(&["--request".to_string(), file.clone()]),
+        );
+    } else if line.timeout.is_none() && !line.json && matches!(written, Written::CommandLine { .. })
+    {
+        audit.advise(
+            "no-timeout",
+            "no --timeout: a streamed run has no time limit (--json and --request stop at 10s \
+             unless told otherwise)",
+            "",
+        );
+    }
+    audit
+}
+
 /// Audits a `docker run` (or `docker create`, `docker container run`) argument vector.
 /// `argv` may start with `docker` or a path to it. Errors if it is not such a line or the
 /// options cannot be parsed.
@@ -1505,9 +1707,8 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
         );
     }
 
-    // What the mounts open, read-only ones included (connect(2) needs no write access), as
-    // (rule, (source, raw)). docker binds recursively, so a bind of / holds the host's proc.
-    let mut opened: Vec<(&str, (String, String))> = Vec::new();
+    // docker binds recursively, so a bind of / holds the host's proc.
+    let mut mounts: Vec<(HostMount, String, bool)> = Vec::new();
     for option in &run.options {
         let mount = match option.name.as_str() {
             "volume" => volume_host_mount(option.value())?,
@@ -1521,55 +1722,12 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             }),
             _ => None,
         };
-        let Some(mount) = mount else { continue };
-        if option.name != "use-api-socket" {
-            check_writable_host_mount(&mount, &option.raw, WritableLeak::AnyButScratch, &mut audit);
-        }
-        for (rule, holds) in [
-            (
-                "docker-socket",
-                !docker_sockets_in(&mount.source).is_empty(),
-            ),
-            (
-                "host-socket",
-                !host_sockets_in(&mount.source, HOST_SOCKETS).is_empty(),
-            ),
-            ("host-proc", !host_proc_in(&mount.source).is_empty()),
-            (
-                "host-credentials",
-                !credentials_in(&mount.source).is_empty(),
-            ),
-        ] {
-            if holds {
-                opened.push((rule, (mount.source.clone(), option.raw.clone())));
-            }
+        if let Some(mount) = mount {
+            let checked = option.name != "use-api-socket";
+            mounts.push((mount, option.raw.clone(), checked));
         }
     }
-    let opened_by = |rule: &str| -> Vec<(String, String)> {
-        opened
-            .iter()
-            .filter(|(r, _)| *r == rule)
-            .map(|(_, through)| through.clone())
-            .collect()
-    };
-    report_docker_socket(&opened_by("docker-socket"), &mut audit);
-    // What the mounts of one rule hold together, each once.
-    let held = |through: &[(String, String)], holds: fn(&str) -> Held| {
-        let whats = through.iter().flat_map(|(source, _)| holds(source));
-        distinct(whats.map(|(what, _)| what).collect::<Vec<_>>().into_iter())
-    };
-    let host_sockets = opened_by("host-socket");
-    let sockets = held(&host_sockets, |source| {
-        host_sockets_in(source, HOST_SOCKETS)
-    });
-    report_host_socket(&host_sockets, &sockets, &mut audit);
-    report_host_proc(&opened_by("host-proc"), &mut audit);
-    let credentials = opened_by("host-credentials");
-    report_host_credentials(
-        &credentials,
-        &held(&credentials, credentials_in),
-        &mut audit,
-    );
+    report_host_mounts(&mounts, WritableLeak::AnyButScratch, &mut audit);
 
     match run.last("user") {
         None => audit.finding("root-user", "runs as root inside the container", ""),

@@ -138,7 +138,7 @@ enum Command {
     /// The demo's probe (run as the task). Not for direct use.
     #[command(hide = true)]
     Probe { url: String },
-    /// Audit a docker or bwrap command line: name each way the host leaks in.
+    /// Audit a docker, bwrap or airlock command line: name each way the host leaks in.
     /// Exit 0 when clean, 1 when there are findings, 2 when the input cannot be parsed.
     Audit {
         #[command(subcommand)]
@@ -169,6 +169,8 @@ enum AuditKind {
     Docker(AuditArgs),
     /// Audit a `bwrap` command line.
     Bwrap(AuditArgs),
+    /// Audit an `airlock run` command line (`airlock` and `run` may lead it).
+    Airlock(AuditArgs),
 }
 
 #[derive(Args)]
@@ -747,12 +749,20 @@ fn explain(args: RunArgs) -> i32 {
 }
 
 fn run_audit(kind: AuditKind) -> i32 {
-    let (a, is_docker) = match kind {
-        AuditKind::Docker(a) => (a, true),
-        AuditKind::Bwrap(a) => (a, false),
+    type AuditLine = fn(&[String]) -> Result<audit::Audit, String>;
+    let (a, audit_line, is_airlock): (_, AuditLine, _) = match kind {
+        AuditKind::Docker(a) => (a, audit::audit_docker, false),
+        AuditKind::Bwrap(a) => (a, audit::audit_bwrap, false),
+        AuditKind::Airlock(a) => (a, audit_airlock_line, true),
     };
     let argv = match (&a.file, a.args.is_empty()) {
         (Some(path), true) => match read_text(path) {
+            // A JSON request, as `airlock run --request` reads it.
+            Ok(text) if is_airlock && text.trim_start().starts_with('{') => {
+                let request = request::parse(&text).map_err(|e| e.0);
+                let audited = request.map(|d| audit::audit_airlock(&d, &audit::Written::Request));
+                return print_audit(audited, a.json);
+            }
             Ok(text) => audit::parse_command_line(&text),
             Err(e) => Err(format!("{}: {e}", path.display())),
         },
@@ -760,24 +770,22 @@ fn run_audit(kind: AuditKind) -> i32 {
         (Some(_), false) => Err("give the command line either after -- or with --file".into()),
         (None, true) => Err("no command line given (after -- or with --file FILE|-)".into()),
     };
-    let result = argv.and_then(|argv| {
-        if is_docker {
-            audit::audit_docker(&argv)
-        } else {
-            audit::audit_bwrap(&argv)
-        }
-    });
+    print_audit(argv.and_then(|argv| audit_line(&argv)), a.json)
+}
+
+/// Prints an audit, or why the input could not be read; returns the exit code.
+fn print_audit(result: Result<audit::Audit, String>, json: bool) -> i32 {
     match result {
         Ok(report) => {
             let code = i32::from(!report.findings.is_empty());
-            if a.json {
+            if json {
                 out(&format!("{}\n", audit::to_json(&report)), code)
             } else {
                 out(&audit::render_text(&report), code)
             }
         }
         Err(e) => {
-            if a.json {
+            if json {
                 return out(
                     &format!("{}\n", serde_json::json!({"error": e})),
                     exit::USAGE,
@@ -787,6 +795,42 @@ fn run_audit(kind: AuditKind) -> i32 {
             exit::USAGE
         }
     }
+}
+
+/// Audits an `airlock run` (or `explain`) line, read by `run`'s own parser and checks, so that
+/// what it refuses is refused here too; `airlock` (or a path to it) and `run` may lead it.
+/// Nothing is opened or run: the audit reads the line only.
+fn audit_airlock_line(argv: &[String]) -> Result<audit::Audit, String> {
+    #[derive(Parser)]
+    #[command(name = "airlock run")]
+    struct Line {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let mut rest = argv;
+    if let [program, tail @ ..] = rest
+        && (program == "airlock" || program.ends_with("/airlock"))
+    {
+        rest = tail;
+    }
+    let [_, options @ ..] = rest else {
+        return Err(not_a_run_line());
+    };
+    if !matches!(rest[0].as_str(), "run" | "explain") {
+        return Err(not_a_run_line());
+    }
+    let words = std::iter::once("airlock run".to_string()).chain(options.iter().cloned());
+    let line = Line::try_parse_from(words).map_err(|e| clap_message(&e.to_string()))?;
+    let draft = draft_from_flags(&line.run, limits::Limits::default()).map_err(|e| e.0)?;
+    let request = line.run.request.map(|p| p.to_string_lossy().into_owned());
+    Ok(audit::audit_airlock(
+        &draft,
+        &audit::Written::CommandLine { request },
+    ))
+}
+
+fn not_a_run_line() -> String {
+    "not an airlock run line: expected [airlock] run [OPTIONS] -- COMMAND".to_string()
 }
 
 /// Values that would change the printed command line's meaning are refused: an image that

@@ -591,7 +591,7 @@ fn audit_docker_refuses_unparsable_input() {
 
 #[test]
 fn audit_needs_exactly_one_command_line() {
-    for kind in ["docker", "bwrap"] {
+    for kind in ["docker", "bwrap", "airlock"] {
         let out = root(&["audit", kind]);
         assert_eq!(code(&out), Some(2), "{kind}:\n{}", show(&out));
         assert!(
@@ -612,6 +612,143 @@ fn audit_needs_exactly_one_command_line() {
             show(&out)
         );
     }
+}
+
+/// `audit airlock` names what an `airlock run` line opens, and each finding is shown real by
+/// running the same line: a bind of a home hands the task its AWS key, `--env` of a token
+/// hands it the token, an `--input` of the key file hands it the key. The control: the line
+/// without them is clean, and the same probe finds nothing. Root and uid 65534 run the line
+/// (the home and its key are world-readable, so both can read them through the bind).
+#[test]
+fn audit_airlock_names_what_a_run_line_opens_and_the_run_shows_it() {
+    let home = common::tmpdir_named(std::path::Path::new("/home"), "airlock-test-audit");
+    let aws = home.path().join(".aws");
+    std::fs::create_dir(&aws).unwrap();
+    std::fs::set_permissions(&aws, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::write_file(&aws.join("credentials"), b"HOSTKEY\n", 0o644);
+    let (bind, key) = (
+        format!("{}:/h", home.path().display()),
+        format!("creds={}/credentials", aws.display()),
+    );
+    let probe = "cat /h/.aws/credentials 2>/dev/null || echo no-home; \
+                 echo ${GITHUB_TOKEN:-no-token}; cat creds 2>/dev/null || echo no-input";
+    let opened: &[&str] = &["--ro-bind", &bind, "--env", "GITHUB_TOKEN", "--input", &key];
+    fn line<'a>(extra: &[&'a str], probe: &'a str) -> Vec<&'a str> {
+        let mut line = vec!["run", "--json", "--timeout", "10s"];
+        line.extend_from_slice(extra);
+        line.extend_from_slice(&["--", "sh", "-c", probe]);
+        line
+    }
+    for (extra, rules, seen) in [
+        (
+            opened,
+            &["host-credentials", "env-credential", "input-credentials"][..],
+            "HOSTKEY\nghp_audittoken\nHOSTKEY\n",
+        ),
+        (&[][..], &[][..], "no-home\nno-token\nno-input\n"),
+    ] {
+        let mut args = vec!["audit", "airlock", "--json", "--", "airlock"];
+        args.extend(line(extra, probe));
+        let out = root(&args);
+        let findings = json_of(&out)["findings"].clone();
+        let found: Vec<&str> = findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap())
+            .collect();
+        assert_eq!(found, rules, "{}", show(&out));
+        assert_eq!(code(&out), Some(i32::from(!rules.is_empty())));
+        for who in BOTH {
+            let out = airlock(who, &line(extra, probe))
+                .env("GITHUB_TOKEN", "ghp_audittoken")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(json_of(&out)["stdout"], seen, "{who:?}: {}", show(&out));
+        }
+    }
+    // Named, never shown: a value set on the line is not printed.
+    let out = root(&[
+        "audit",
+        "airlock",
+        "--",
+        "run",
+        "--share-net",
+        "--env",
+        "API_KEY=sk-notprinted",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code(&out), Some(1), "{}", show(&out));
+    assert!(!show(&out).contains("sk-notprinted"), "{}", show(&out));
+    assert_eq!(
+        lines_starting(&stdout(&out), "finding: ").len(),
+        2,
+        "{}",
+        show(&out)
+    );
+}
+
+/// `audit airlock` reads a line with `run`'s own parser and checks: what `run` refuses, the
+/// audit refuses with the same words (exit 2), and a line that is not `airlock run` is
+/// refused saying so. A JSON request given with --file is audited as `run --request` reads
+/// it: a credential in its env is named, its value never printed, and an unknown key is
+/// refused as `run` refuses it.
+#[test]
+fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
+    for bad in [
+        &["--bogus", "--", "true"][..],
+        &["--input", "../x", "--", "true"],
+        &["--ro-bind", ":/x", "--", "true"],
+        &["--timeout", "soon", "--", "true"],
+    ] {
+        let mut run = vec!["run"];
+        run.extend_from_slice(bad);
+        let ran = root(&run);
+        let mut args = vec!["audit", "airlock", "--", "airlock"];
+        args.extend(&run);
+        let audited = root(&args);
+        assert_eq!(code(&audited), Some(2), "{bad:?}: {}", show(&audited));
+        assert_eq!(code(&ran), Some(2), "{bad:?}: {}", show(&ran));
+        let first_line = |o: &Output| stderr(o).lines().next().unwrap_or("").to_string();
+        let why = first_line(&ran);
+        let why = why
+            .trim_start_matches("error: ")
+            .trim_start_matches("airlock: ");
+        assert!(
+            first_line(&audited).ends_with(why),
+            "{bad:?}:\n{}\n{}",
+            show(&audited),
+            show(&ran)
+        );
+    }
+    let out = root(&["audit", "airlock", "--", "docker", "run", "x"]);
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("not an airlock run line"),
+        "{}",
+        show(&out)
+    );
+
+    let request =
+        r#"{"command": "python3", "env": {"OPENAI_API_KEY": "sk-notprinted", "LANG": "C"}}"#;
+    let out = root_stdin(&["audit", "airlock", "--json", "--file", "-"], request);
+    assert_eq!(code(&out), Some(1), "{}", show(&out));
+    let v = json_of(&out);
+    assert_eq!(v["findings"][0]["rule"], "env-credential", "{v}");
+    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+    assert!(!show(&out).contains("sk-notprinted"), "{}", show(&out));
+    let out = root_stdin(
+        &["audit", "airlock", "--file", "-"],
+        r#"{"command": "python3", "bogus": 1}"#,
+    );
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("unknown key \"bogus\""),
+        "{}",
+        show(&out)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
