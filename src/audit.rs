@@ -1134,8 +1134,8 @@ fn on_host_around(
     found
 }
 
-/// What `airlock run` (and `explain`) says of a bind from `src` to `dest`: the host sockets
-/// and the credentials it hands the task, where it hands any.
+/// What `airlock run` (and `explain`) says of a bind from `src` to `dest`: the host sockets,
+/// the host's /proc and the credentials it hands the task, where it hands any.
 pub fn bind_warnings(src: &std::path::Path, dest: &std::path::Path) -> Vec<String> {
     let credentials: Vec<String> = credentials_a_bind_reaches(src)
         .iter()
@@ -1150,8 +1150,23 @@ pub fn bind_warnings(src: &std::path::Path, dest: &std::path::Path) -> Vec<Strin
             credentials.join(", ")
         )
     });
+    // The audits' host-proc check, on the path the bind resolves to.
+    let proc = std::fs::canonicalize(src)
+        .ok()
+        .as_deref()
+        .and_then(std::path::Path::to_str)
+        .is_some_and(|real| !host_proc_in(real).is_empty())
+        .then(|| {
+            format!(
+                "{} (inside at {}) holds the host's /proc: the task reads every host process's \
+                 command line, status and mount table",
+                src.display(),
+                dest.display()
+            )
+        });
     socket_warning(src, dest)
         .into_iter()
+        .chain(proc)
         .chain(credentials)
         .collect()
 }

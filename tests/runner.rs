@@ -2956,6 +2956,47 @@ fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() 
     }
 }
 
+/// A bind of the host's /proc (or of `/`, which holds it) is warned of, and the task does see
+/// host processes through it: the host's pid 1's command line. Controls: the sandbox's own
+/// /proc shows its own init as pid 1, not the host's, and a bind of /proc/sys (the machine,
+/// not its processes) warns of nothing.
+#[test]
+fn a_bind_of_the_hosts_proc_is_warned_of_and_the_task_sees_host_processes() {
+    let host_init = std::fs::read("/proc/1/cmdline").unwrap();
+    let host_init = String::from_utf8_lossy(&host_init).replace('\0', " ");
+    let show_init = |root: &str| format!("tr '\\0' ' ' < {root}/1/cmdline");
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &[], &show_init("/proc"), SECS_10);
+        assert_ne!(rep["stdout"], json!(host_init), "{who:?}: {}", run.show());
+        for (bind, dest, root) in [
+            ("/proc:/hp", "/hp", "/hp"),
+            ("/:/host", "/host", "/host/proc"),
+        ] {
+            let (run, rep) = json_sh(who, &["--ro-bind", bind], &show_init(root), SECS_10);
+            assert_eq!(
+                rep["stdout"],
+                json!(host_init),
+                "{who:?} {bind}: {}",
+                run.show()
+            );
+            let src = bind.split(':').next().unwrap();
+            let warning = format!(
+                "{src} (inside at {dest}) holds the host's /proc: the task reads every host \
+                 process's command line, status and mount table"
+            );
+            let warnings = rep["warnings"].as_array().unwrap();
+            assert!(
+                warnings.contains(&json!(warning)),
+                "{who:?}: {}",
+                run.show()
+            );
+            assert_explain_warns(who, bind, &warning);
+        }
+        let (run, rep) = json_sh(who, &["--ro-bind", "/proc/sys:/s"], "true", SECS_10);
+        assert_eq!(rep["warnings"], json!([]), "{who:?}: {}", run.show());
+    }
+}
+
 /// `airlock explain --ro-bind BIND` says `warning` under the bind's line.
 fn assert_explain_warns(who: Launcher, bind: &str, warning: &str) {
     let o = airlock(who, &["explain", "--ro-bind", bind, "--", "true"])
