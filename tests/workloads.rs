@@ -4,7 +4,8 @@
 //! terminal (plain mode, under `script`), Python's process pools, archives, CA store and ptys, a
 //! venv with its own pip installing a wheel built in scratch, shell tools (tar, cp -a,
 //! compressors, xargs -P, sort, flock, pgrep), a web server on the task's own loopback, DNS
-//! lookups that fail at once, and git pushing to a bare repository through a worktree.
+//! lookups that fail at once, the host's full name resolved, and git pushing to a bare
+//! repository through a worktree.
 //!
 //! Every workload is one shell script run twice per launcher: on the host first, in a fresh
 //! directory with the sandbox's environment (the control: it shows what the tool prints when it
@@ -920,13 +921,39 @@ fn a_server_on_the_tasks_loopback_answers_and_dns_fails_at_once() {
                  getaddrinfo: [Errno -2] Name or service not known\n\
                  fatal: unable to access 'https://example.com/repo.git/': Could not resolve \
                  host: example.com\ngit: exit 128\n\
-                 127.0.0.1       localhost airlock\n\
+                 127.0.0.1       airlock\n\
                  ::1             localhost ip6-localhost ip6-loopback\n"
             ),
             "dns, {who:?}: {rep:#}"
         );
         eprintln!("dns, {who:?}: {} ms", rep["duration_ms"]);
     }
+}
+
+/// The host's name, resolved as programs that want their full name resolve it: `hostname -f`
+/// and getaddrinfo's canonical name (AI_CANONNAME), which Java's, Python's and configuration
+/// tools' "fully qualified name" read, and `getent hosts`. Each must give back the name itself,
+/// as on the host; the sandbox's `/etc/hosts` once listed `airlock` as an alias of `localhost`,
+/// so all three answered `localhost` there.
+const FQDN_SCRIPT: &str = r#"name=$(hostname)
+[ "$(hostname -f)" = "$name" ] && echo "hostname -f: the name itself"
+getent hosts "$name" | { read -r _ canonical _; [ "$canonical" = "$name" ] && echo "getent hosts: the name itself"; }
+/usr/bin/python3 -c 'import socket
+name = socket.gethostname()
+print("getaddrinfo canonical name is the name:", socket.getaddrinfo(name, None, flags=socket.AI_CANONNAME)[0][3] == name)'
+"#;
+
+#[test]
+fn a_program_asking_for_its_full_host_name_gets_the_name() {
+    require(&[PYTHON, "/usr/bin/hostname", "/usr/bin/getent"]);
+    assert_works_on_host_and_inside(
+        "fqdn",
+        FQDN_SCRIPT,
+        &[],
+        "hostname -f: the name itself\ngetent hosts: the name itself\n\
+         getaddrinfo canonical name is the name: True\n",
+        &[],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -165,8 +165,9 @@ fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SysError> {
 /// The files of /etc that `write_generated_etc` writes, in its order.
 pub const GENERATED_ETC: [&str; 5] = ["passwd", "group", "hosts", "nsswitch.conf", "hostname"];
 
-/// passwd and group name only the sandbox user and nobody; hosts knows only localhost, and
-/// nsswitch.conf adds DNS with the host's network (`shared_net`, see hosts_sources).
+/// passwd and group name only the sandbox user and nobody; hosts knows only localhost and the
+/// sandbox's own name, and nsswitch.conf adds DNS with the host's network (`shared_net`, see
+/// hosts_sources).
 pub(super) fn write_generated_etc(shared_net: bool) -> Result<(), SysError> {
     let user = spec::SANDBOX_USER;
     let hosts = hosts_sources(shared_net);
@@ -182,9 +183,14 @@ pub(super) fn write_generated_etc(shared_net: bool) -> Result<(), SysError> {
             GENERATED_ETC[1],
             format!("{user}:x:{SANDBOX_GID}:\nnogroup:x:65534:\n"),
         ),
+        // The sandbox's name has a line of its own, so that it is its own canonical name:
+        // as an alias of `localhost`, `hostname -f` (getaddrinfo's AI_CANONNAME) printed
+        // `localhost`. Listed after `localhost`, which stays 127.0.0.1's name backwards.
         (
             GENERATED_ETC[2],
-            "127.0.0.1\tlocalhost airlock\n::1\tlocalhost ip6-localhost ip6-loopback\n".into(),
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
+             127.0.0.1\tairlock\n"
+                .into(),
         ),
         (
             GENERATED_ETC[3],
