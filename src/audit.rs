@@ -1171,6 +1171,19 @@ pub fn bind_warnings(src: &std::path::Path, dest: &std::path::Path) -> Vec<Strin
         .collect()
 }
 
+/// What `airlock run` (and `explain`) says of an input copied in from the host file `path`
+/// as `name`, when the file is one of a home's credentials on this host.
+pub fn input_warning(path: &std::path::Path, name: &str) -> Option<String> {
+    let held = credentials_a_bind_reaches(path);
+    let (what, at) = held.first()?;
+    Some(format!(
+        "{} (copied in as {name}) is {what} at {}: the task reads it, and can hand it back in \
+         its output",
+        path.display(),
+        at.display()
+    ))
+}
+
 /// What `airlock run` (and `explain`) says of a variable that crosses into the sandbox and
 /// looks like a credential: named, never its value (the text may end up in a log).
 pub fn credential_warning(name: &str, value: &str) -> Option<String> {

@@ -137,6 +137,11 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             "  {SCRATCH}/{:<12} input, copied in (never bound)",
             i.name
         );
+        if let crate::spec::InputSource::HostFile(path) = &i.source
+            && let Some(warning) = crate::audit::input_warning(path, &i.name)
+        {
+            let _ = writeln!(w, "  {:<17} warning: {warning}", "");
+        }
     }
     for (src, dest, access) in spec.binds() {
         let _ = writeln!(

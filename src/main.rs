@@ -939,6 +939,10 @@ fn run(args: RunArgs) -> i32 {
         spec.binds()
             .flat_map(|(src, dest, _)| audit::bind_warnings(src, dest)),
     );
+    warnings.extend(spec.inputs.iter().filter_map(|input| match &input.source {
+        spec::InputSource::HostFile(path) => audit::input_warning(path, &input.name),
+        spec::InputSource::Bytes(_) => None,
+    }));
     // A credential handed in on purpose still crosses: the task reads it, and its output and
     // result files go back to the caller (the value is never said).
     warnings.extend(

@@ -2953,6 +2953,24 @@ fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() 
             assert_eq!(rep["warnings"], json!([warning]), "{who:?}: {}", run.show());
             assert_explain_warns(who, &bind, &warning);
         }
+        // Copied in as an input, the same file is warned of too.
+        let input = format!("creds={file}");
+        let (run, rep) = json_sh(who, &["--input", &input], "cat creds", SECS_10);
+        assert_eq!(
+            rep["stdout"],
+            json!("aws_secret_access_key = HOSTKEY\n"),
+            "{}",
+            run.show()
+        );
+        assert_eq!(
+            rep["warnings"],
+            json!([format!(
+                "{file} (copied in as creds) is AWS credentials at {aws_text}: the task reads \
+                 it, and can hand it back in its output"
+            )]),
+            "{who:?}: {}",
+            run.show()
+        );
     }
 }
 
