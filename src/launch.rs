@@ -594,13 +594,25 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
 /// built, rather than a failed isolation step (125) once the init meets them: a bind whose
 /// source the caller cannot reach, inputs that cannot fit in scratch.
 fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Failure> {
+    // A source reached through a link that a task may have left in a writable bind's source
+    // (an earlier run's), out of it, is refused here; step 5 resolves it again and copies it
+    // with no link followed (boundary::bind_source_route).
+    let writable = crate::boundary::writable_sources(spec);
     for (src, _, access) in spec.binds() {
-        if let Err(e) = std::fs::metadata(src) {
-            let flag = match access {
-                Access::ReadOnly => "--ro-bind",
-                _ => "--bind",
-            };
-            return Err(Failure::Usage(format!("{flag} {}: {e}", src.display())));
+        let flag = match access {
+            Access::ReadOnly => "--ro-bind",
+            _ => "--bind",
+        };
+        let refused = match std::fs::metadata(src) {
+            Err(e) => Some(e.to_string()),
+            Ok(_) => match crate::boundary::bind_source_route(src, &writable) {
+                Ok(Ok(_)) => None,
+                Ok(Err(why)) => Some(why),
+                Err(e) => Some(e.to_string()),
+            },
+        };
+        if let Some(why) = refused {
+            return Err(Failure::Usage(format!("{flag} {}: {why}", src.display())));
         }
     }
     let size = |(input, file): (&Input, &Option<File>)| match (&input.source, file) {
