@@ -576,11 +576,10 @@ pub fn clone_tree(path: &Path) -> SysResult<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// openat2(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS) then open_tree(fd, "",
-/// OPEN_TREE_CLONE|AT_RECURSIVE|AT_EMPTY_PATH): [`clone_tree`] of a path that must hold no
-/// symlink at all, so a link swapped in since the path was resolved fails the copy (ELOOP)
-/// instead of redirecting it.
-pub fn clone_tree_without_links(path: &Path) -> SysResult<OwnedFd> {
+/// openat2(AT_FDCWD, path, flags, RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS): `path` must
+/// hold no symlink at all, so a link swapped in since the path was resolved fails the open
+/// (ELOOP) instead of redirecting it.
+pub fn open_without_links(path: &Path, flags: i32) -> SysResult<OwnedFd> {
     #[repr(C)]
     struct OpenHow {
         flags: u64,
@@ -591,7 +590,7 @@ pub fn clone_tree_without_links(path: &Path) -> SysResult<OwnedFd> {
     const RESOLVE_NO_SYMLINKS: u64 = 0x04;
     let c = cstr(path)?;
     let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        flags: flags as u64,
         mode: 0,
         resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     };
@@ -608,11 +607,18 @@ pub fn clone_tree_without_links(path: &Path) -> SysResult<OwnedFd> {
     };
     if fd == -1 {
         return Err(last(|| {
-            format!("openat2({path:?}, O_PATH, RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS)")
+            format!("openat2({path:?}, {flags:#o}, RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS)")
         }));
     }
     // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
-    let at = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// [`open_without_links`] with O_PATH, then open_tree(fd, "",
+/// OPEN_TREE_CLONE|AT_RECURSIVE|AT_EMPTY_PATH): [`clone_tree`] of a path that must hold no
+/// symlink.
+pub fn clone_tree_without_links(path: &Path) -> SysResult<OwnedFd> {
+    let at = open_without_links(path, libc::O_PATH | libc::O_CLOEXEC)?;
     let flags = OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | libc::O_CLOEXEC as u32;
     // SAFETY: `at` is an open descriptor and the path an empty NUL-terminated string; the
     // call returns a new descriptor or -1.

@@ -1558,9 +1558,10 @@ fn the_callers_real_time_policy_and_negative_nice_are_not_inherited() {
 /// in an earlier run (or leaves there while this run starts), must not aim the bind out of
 /// that source: `--bind P:/work/proj --ro-bind P/cache:/work/c`, where a task made `cache` a
 /// link to a directory of the caller's, bound that directory at `/work/c` (bubblewrap follows
-/// it as well). The run is refused (exit 2); a link that a running task swaps in between that
+/// it as well), and an input named through it (`--input f=P/cache/f`) copied the caller's
+/// file in. The run is refused (exit 2); a link that a running task swaps in between that
 /// check and the copy fails the copy (the source is opened with no link followed): a
-/// concurrent run exchanging `cache` with a link 15 times a millisecond showed the caller's
+/// concurrent run exchanging `cache` with a link in a loop showed the caller's
 /// file in 17 of 150 starts with the check alone. Controls: the directory bound by its own
 /// path shows the file; a link that stays inside the writable source is followed.
 #[test]
@@ -1606,24 +1607,21 @@ fn a_link_left_in_a_writable_bind_does_not_aim_another_bind_out_of_it() {
             "{ctx}: the link is on the host"
         );
         let via_link = format!("{p}/cache:/work/c");
-        let o = sh(
-            who,
-            &["--bind", &writable, "--ro-bind", &via_link],
-            "cat /work/c/f",
-        );
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{ctx}: {}{}",
-            stdout(&o),
-            stderr(&o)
-        );
-        assert!(!stdout(&o).contains(secret), "{ctx}: the link was followed");
-        assert!(
-            stderr(&o).contains("is a symlink inside the writable bind"),
-            "{ctx}: {}",
-            stderr(&o)
-        );
+        let input = format!("f={p}/cache/f");
+        // The bind through the link, and an input named through it, are refused.
+        for (flag, arg, read) in [
+            ("--ro-bind", &via_link, "cat /work/c/f"),
+            ("--input", &input, "cat f"),
+        ] {
+            let o = sh(who, &["--bind", &writable, flag, arg], read);
+            let shown = format!("{ctx} {flag}: {}{}", stdout(&o), stderr(&o));
+            assert_eq!(o.status.code(), Some(2), "{shown}");
+            assert!(!stdout(&o).contains(secret), "{shown}");
+            assert!(
+                stderr(&o).contains("is a symlink inside the writable bind"),
+                "{shown}"
+            );
+        }
         // Control: a link that stays inside the writable source is followed.
         let inner = format!("{p}/inner:/work/i");
         let o = sh(
