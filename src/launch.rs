@@ -557,6 +557,10 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 /// Inputs are opened here, with the caller's rights, and copied in by the init; a FIFO or a
 /// device never blocks or feeds the copy.
 fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
+    // An input below a writable bind's source may be a link a task of an earlier run left
+    // there, as a bind source may (check_binds_and_inputs): it is refused, and the file is
+    // opened on its route with no link followed.
+    let writable = crate::boundary::writable_sources(spec);
     spec.inputs
         .iter()
         .map(|input| match &input.source {
@@ -568,19 +572,29 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
                         input.name
                     ))
                 };
-                let f = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-                    .open(path)
-                    .map_err(|e| match std::fs::metadata(path) {
-                        // A unix socket does not open at all (ENXIO, "No such device or
-                        // address", which reads as if nothing were there).
-                        Ok(m) if !m.is_file() => not_regular(),
-                        _ => Failure::Usage(format!(
-                            "input {}: cannot open {path:?}: {e}",
-                            input.name
-                        )),
-                    })?;
+                let route = std::path::absolute(path)
+                    .ok()
+                    .and_then(|p| crate::boundary::bind_source_route(&p, &writable).ok());
+                let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+                let f = match route {
+                    Some(Err(why)) => {
+                        return Err(Failure::Usage(format!("input {}: {why}", input.name)));
+                    }
+                    Some(Ok(route)) => crate::sys::open_without_links(&route, flags)
+                        .map(File::from)
+                        .map_err(|e| std::io::Error::other(e.to_string())),
+                    // A path that does not resolve fails its open below, as it always did.
+                    None => std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(flags)
+                        .open(path),
+                }
+                .map_err(|e| match std::fs::metadata(path) {
+                    // A unix socket does not open at all (ENXIO, "No such device or
+                    // address", which reads as if nothing were there).
+                    Ok(m) if !m.is_file() => not_regular(),
+                    _ => Failure::Usage(format!("input {}: cannot open {path:?}: {e}", input.name)),
+                })?;
                 match f.metadata() {
                     Ok(m) if m.is_file() => Ok(Some(f)),
                     _ => Err(not_regular()),
@@ -594,13 +608,25 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
 /// built, rather than a failed isolation step (125) once the init meets them: a bind whose
 /// source the caller cannot reach, inputs that cannot fit in scratch.
 fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Failure> {
+    // A source reached through a link that a task may have left in a writable bind's source
+    // (an earlier run's), out of it, is refused here; step 5 resolves it again and copies it
+    // with no link followed (boundary::bind_source_route).
+    let writable = crate::boundary::writable_sources(spec);
     for (src, _, access) in spec.binds() {
-        if let Err(e) = std::fs::metadata(src) {
-            let flag = match access {
-                Access::ReadOnly => "--ro-bind",
-                _ => "--bind",
-            };
-            return Err(Failure::Usage(format!("{flag} {}: {e}", src.display())));
+        let flag = match access {
+            Access::ReadOnly => "--ro-bind",
+            _ => "--bind",
+        };
+        let refused = match std::fs::metadata(src) {
+            Err(e) => Some(e.to_string()),
+            Ok(_) => match crate::boundary::bind_source_route(src, &writable) {
+                Ok(Ok(_)) => None,
+                Ok(Err(why)) => Some(why),
+                Err(e) => Some(e.to_string()),
+            },
+        };
+        if let Some(why) = refused {
+            return Err(Failure::Usage(format!("{flag} {}: {why}", src.display())));
         }
     }
     let size = |(input, file): (&Input, &Option<File>)| match (&input.source, file) {

@@ -576,6 +576,62 @@ pub fn clone_tree(path: &Path) -> SysResult<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// openat2(AT_FDCWD, path, flags, RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS): `path` must
+/// hold no symlink at all, so a link swapped in since the path was resolved fails the open
+/// (ELOOP) instead of redirecting it.
+pub fn open_without_links(path: &Path, flags: i32) -> SysResult<OwnedFd> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+    let c = cstr(path)?;
+    let how = OpenHow {
+        flags: flags as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: `c` is a valid NUL-terminated path and `how` an open_how of the size passed;
+    // the call returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd == -1 {
+        return Err(last(|| {
+            format!("openat2({path:?}, {flags:#o}, RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS)")
+        }));
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// [`open_without_links`] with O_PATH, then open_tree(fd, "",
+/// OPEN_TREE_CLONE|AT_RECURSIVE|AT_EMPTY_PATH): [`clone_tree`] of a path that must hold no
+/// symlink.
+pub fn clone_tree_without_links(path: &Path) -> SysResult<OwnedFd> {
+    let at = open_without_links(path, libc::O_PATH | libc::O_CLOEXEC)?;
+    let flags = OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | libc::O_CLOEXEC as u32;
+    // SAFETY: `at` is an open descriptor and the path an empty NUL-terminated string; the
+    // call returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, at.as_raw_fd(), c"".as_ptr(), flags) };
+    if fd == -1 {
+        return Err(last(|| {
+            format!("open_tree(<{path:?}>, OPEN_TREE_CLONE|AT_RECURSIVE|AT_EMPTY_PATH)")
+        }));
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// mount_setattr on a detached tree (or a mount reached by `path` under `dir`), recursively.
 pub fn set_mount_attrs(
     dir: BorrowedFd,

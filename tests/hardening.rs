@@ -1553,3 +1553,144 @@ fn the_callers_real_time_policy_and_negative_nice_are_not_inherited() {
         );
     }
 }
+
+/// A bind source below a writable bind's source, reached through a symlink a task left there
+/// in an earlier run (or leaves there while this run starts), must not aim the bind out of
+/// that source: `--bind P:/work/proj --ro-bind P/cache:/work/c`, where a task made `cache` a
+/// link to a directory of the caller's, bound that directory at `/work/c` (bubblewrap follows
+/// it as well), and an input named through it (`--input f=P/cache/f`) copied the caller's
+/// file in. The run is refused (exit 2); a link that a running task swaps in between that
+/// check and the copy fails the copy (the source is opened with no link followed): a
+/// concurrent run exchanging `cache` with a link in a loop showed the caller's
+/// file in 17 of 150 starts with the check alone. Controls: the directory bound by its own
+/// path shows the file; a link that stays inside the writable source is followed.
+#[test]
+fn a_link_left_in_a_writable_bind_does_not_aim_another_bind_out_of_it() {
+    let secret = "caller-file-7c1e";
+    for who in BOTH {
+        let ctx = format!("{who:?}");
+        let held = tempdir(0o755);
+        let secret_dir = held.path().join("secret");
+        std::fs::create_dir(&secret_dir).unwrap();
+        write_file(&secret_dir.join("f"), secret.as_bytes(), 0o600);
+        let proj_dir = tempdir(0o755);
+        let proj = proj_dir.path();
+        std::fs::create_dir_all(proj.join("sub")).unwrap();
+        write_file(&proj.join("sub/f"), b"in the bind", 0o644);
+        std::os::unix::fs::symlink("sub", proj.join("inner")).unwrap();
+        for p in [
+            &secret_dir,
+            &secret_dir.join("f"),
+            &proj.to_path_buf(),
+            &proj.join("sub"),
+        ] {
+            std::os::unix::fs::lchown(p, Some(65534), Some(65534)).unwrap();
+        }
+        let (p, s) = (proj.display(), secret_dir.display());
+        let writable = format!("{p}:/work/proj");
+        // Control: the task's host uid reads the file where the caller binds it by its path.
+        let o = sh(
+            who,
+            &["--ro-bind", &format!("{s}:/work/c")],
+            "cat /work/c/f",
+        );
+        assert_eq!(stdout(&o), secret, "{ctx} control: {}", stderr(&o));
+        // An earlier run leaves the link.
+        let o = sh(
+            who,
+            &["--bind", &writable],
+            &format!("ln -s {s} /work/proj/cache"),
+        );
+        assert!(o.status.success(), "{ctx}: {}", stderr(&o));
+        assert!(
+            proj.join("cache").is_symlink(),
+            "{ctx}: the link is on the host"
+        );
+        let via_link = format!("{p}/cache:/work/c");
+        let input = format!("f={p}/cache/f");
+        // The bind through the link, and an input named through it, are refused.
+        for (flag, arg, read) in [
+            ("--ro-bind", &via_link, "cat /work/c/f"),
+            ("--input", &input, "cat f"),
+        ] {
+            let o = sh(who, &["--bind", &writable, flag, arg], read);
+            let shown = format!("{ctx} {flag}: {}{}", stdout(&o), stderr(&o));
+            assert_eq!(o.status.code(), Some(2), "{shown}");
+            assert!(!stdout(&o).contains(secret), "{shown}");
+            assert!(
+                stderr(&o).contains("is a symlink inside the writable bind"),
+                "{shown}"
+            );
+        }
+        // Control: a link that stays inside the writable source is followed.
+        let inner = format!("{p}/inner:/work/i");
+        let o = sh(
+            who,
+            &["--bind", &writable, "--ro-bind", &inner],
+            "cat /work/i/f",
+        );
+        assert_eq!(stdout(&o), "in the bind", "{ctx}: {}", stderr(&o));
+        // A running task exchanges `cache` (now a directory) with the link while runs start.
+        std::fs::remove_file(proj.join("cache")).unwrap();
+        std::fs::create_dir(proj.join("cache")).unwrap();
+        write_file(&proj.join("cache/f"), b"in the bind", 0o644);
+        std::os::unix::fs::lchown(proj.join("cache"), Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::symlink(&secret_dir, proj.join("alt")).unwrap();
+        // renameat2(AT_FDCWD, "cache", AT_FDCWD, "alt", RENAME_EXCHANGE) for up to 15 s.
+        let flip = "import ctypes,os,time\nlibc=ctypes.CDLL(None)\nos.chdir('/work/proj')\n\
+                    open('started','w').close()\nend=time.time()+15\nwhile time.time()<end:\n \
+                    libc.syscall(316,-100,b'cache',-100,b'alt',2)\n";
+        let mut flipper = airlock(
+            who,
+            &[
+                "run",
+                "--timeout",
+                "30",
+                "--bind",
+                &writable,
+                "--",
+                "python3",
+                "-c",
+                flip,
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !proj.join("started").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            proj.join("started").exists(),
+            "{ctx}: the swapping task did not start"
+        );
+        let (mut leaked, mut inside, mut refused) = (0, 0, 0);
+        for _ in 0..60 {
+            let o = sh(
+                who,
+                &["--bind", &writable, "--ro-bind", &via_link],
+                "cat /work/c/f",
+            );
+            match (o.status.code(), stdout(&o).as_str()) {
+                (_, out) if out.contains(secret) => leaked += 1,
+                (Some(0), "in the bind") => inside += 1,
+                (Some(2), _) => refused += 1,
+                (Some(125), _) => {}
+                _ => panic!("{ctx}: {}{}", stdout(&o), stderr(&o)),
+            }
+        }
+        let _ = flipper.kill();
+        let _ = flipper.wait();
+        assert_eq!(
+            leaked, 0,
+            "{ctx}: the caller's file was bound through the swapped link"
+        );
+        assert!(
+            inside > 0 && refused > 0,
+            "{ctx} control: both states seen while the task swaps them ({inside}, {refused})"
+        );
+    }
+}

@@ -330,7 +330,11 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
             access,
             optional,
             ..
-        } => match tree(src, access_attrs(*access)) {
+        } => match if spec.bwrap.is_none() {
+            run_bind_tree(src, spec, access_attrs(*access))
+        } else {
+            tree(src, access_attrs(*access))
+        } {
             // Only a source that does not exist is skipped, as bubblewrap skips one: a path
             // through a file (ENOTDIR), a loop or a denied directory fails.
             Err(e) if *optional && e.errno == Errno::ENOENT => Prepared::Nothing,
@@ -411,6 +415,96 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
     })
 }
 
+/// The canonical sources of an `airlock run`'s writable binds (those that resolve).
+pub fn writable_sources(spec: &Spec) -> Vec<PathBuf> {
+    spec.binds()
+        .filter(|(_, _, access)| *access == Access::ReadWrite)
+        .filter_map(|(src, _, _)| std::fs::canonicalize(src).ok())
+        .collect()
+}
+
+/// Where a bind source of `airlock run` leads, with no symlink left in it; or, as the inner
+/// `Err`, why it is refused: its way goes through a symlink that lies inside a writable
+/// bind's source (`writable`, canonical) and leads out of that source. A task of an earlier
+/// run may have left such a link, to aim the bind at any host path the caller may read:
+/// `--bind ~/proj:/w --ro-bind ~/proj/cache:/c`, where the task made `cache` a link to
+/// `~/.ssh`, bound the caller's ssh keys at `/c` (bubblewrap follows it as well; `audit
+/// bwrap` calls it `source-in-writable-bind`). A link that stays inside its source is the
+/// task's own tree either way and is followed.
+pub fn bind_source_route(
+    src: &Path,
+    writable: &[PathBuf],
+) -> Result<Result<PathBuf, String>, SysError> {
+    fn push(todo: &mut Vec<OsString>, p: &Path) {
+        use std::path::Component;
+        for c in p.components().rev() {
+            match c {
+                Component::Normal(n) => todo.push(n.to_owned()),
+                Component::ParentDir => todo.push("..".into()),
+                _ => {}
+            }
+        }
+    }
+    // `src` is absolute (the spec refuses any other).
+    let mut todo = Vec::new();
+    push(&mut todo, src);
+    let mut at = PathBuf::from("/");
+    let mut inside = Vec::new();
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        if c == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&c);
+        let m = std::fs::symlink_metadata(&next)
+            .map_err(|e| io_err(e, || format!("lstat({next:?})")))?;
+        if !m.file_type().is_symlink() {
+            at = next;
+            continue;
+        }
+        links += 1;
+        if links > 40 {
+            return Err(SysError {
+                call: format!("resolve {src:?}"),
+                errno: Errno::ELOOP,
+            });
+        }
+        let target =
+            std::fs::read_link(&next).map_err(|e| io_err(e, || format!("readlink({next:?})")))?;
+        if let Some(root) = writable.iter().find(|w| next.starts_with(w)) {
+            inside.push((next.clone(), root));
+        }
+        if target.is_absolute() {
+            at = PathBuf::from("/");
+        }
+        push(&mut todo, &target);
+    }
+    for (link, root) in inside {
+        if !at.starts_with(root) {
+            return Ok(Err(format!(
+                "{} is a symlink inside the writable bind {} that leads out of it, to {} (a \
+                 task of an earlier run may have left it there): name the path it leads to if \
+                 that is what the task is to see",
+                link.display(),
+                root.display(),
+                at.display()
+            )));
+        }
+    }
+    Ok(Ok(at))
+}
+
+/// [`tree`] of an `airlock run` bind source, by its route ([`bind_source_route`]), opened with
+/// no symlink followed: a link a running task swaps in meanwhile fails the copy.
+fn run_bind_tree(src: &Path, spec: &Spec, attrs: u64) -> Result<Prepared, SysError> {
+    let route = bind_source_route(src, &writable_sources(spec))?.map_err(|why| SysError {
+        call: format!("bind source {src:?}: {why}"),
+        errno: Errno::ELOOP,
+    })?;
+    tree_of(sys::clone_tree_without_links(&route)?, &route, attrs)
+}
+
 /// A detached copy of a host tree with the given mount attributes.
 pub(super) fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
     // A path through a magic link (/proc/self/fd/N) reaches a mount of the namespace the
@@ -424,6 +518,10 @@ pub(super) fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
         },
         r => r?,
     };
+    tree_of(fd, path, attrs)
+}
+
+fn tree_of(fd: OwnedFd, path: &Path, attrs: u64) -> Result<Prepared, SysError> {
     sys::set_mount_attrs(fd.as_fd(), "", attrs, true, path)?;
     let is_dir = nix::sys::stat::fstat(&fd)
         .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
