@@ -54,16 +54,17 @@ const EXIT_CODES: &str = "\
 Exit status:
   N        the task's own exit status
   128+N    the task was killed by signal N
-  2        bad usage: unknown flag, bad input name, malformed request, unreadable input, a
-           bind source that does not exist, a bind destination airlock manages or one the
-           kernel cannot take (a name past 255 bytes, a path past 4087), a bind inside a host
-           tree whose mount point that tree does not hold, a directory bound over a system
-           path that is a symlink (/bin) or over a file or link of the sandbox (/dev/null,
-           /etc/passwd), a bind below one or in /dev/pts, a file bound over a directory or a
-           directory over a file, inputs larger than scratch (in bytes, pages or inodes),
+  2        bad usage: unknown flag, an argument or forwarded variable that is not UTF-8,
+           bad input name, malformed request, unreadable input, a bind source that does
+           not exist, a bind destination airlock manages or one the kernel cannot take (a
+           name past 255 bytes, a path past 4087), a bind inside a host tree whose mount
+           point that tree does not hold, a directory bound over a system path that is a
+           symlink (/bin) or over a file or link of the sandbox (/dev/null, /etc/passwd),
+           a bind below one or in /dev/pts, a file bound over a directory or a directory
+           over a file, inputs larger than scratch (in bytes, pages or inodes),
            --host-uid/--host-gid naming another id from a caller other than root, a
-           directory on a standard stream; or the JSON report could not be written whole to
-           stdout (airlock says so on stderr, with the run's status)
+           directory on a standard stream; or the JSON report could not be written whole
+           to stdout (airlock says so on stderr, with the run's status)
   124      the timeout fired; the whole sandbox was killed
   125      an isolation step failed (the message names the step, the syscall, the path and
            the errno); the task never ran

@@ -2612,6 +2612,7 @@ fn run_help_documents_every_exit_code_and_report_key() {
             .and_then(|t| t.split(" | ").next())
             .unwrap_or("");
         for refusal in [
+            "not UTF-8",
             "bind source that does not exist",
             "a name past 255 bytes, a path past 4087",
             "mount point",
