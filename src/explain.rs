@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::audit::one_line;
 use crate::boundary::{DEV_LINKS, DEVICES, etc_from_host, hosts_sources};
 use crate::spec::SYSTEM_PATHS;
 use crate::spec::{Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
@@ -135,15 +136,15 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         let _ = writeln!(
             w,
             "  {SCRATCH}/{:<12} input, copied in (never bound)",
-            i.name
+            one_line(&i.name)
         );
     }
     for (src, dest, access) in spec.binds() {
         let _ = writeln!(
             w,
             "  {:<17} host bind of {}, {}",
-            dest.display(),
-            src.display(),
+            one_line(&dest.to_string_lossy()),
+            one_line(&src.to_string_lossy()),
             if access != crate::spec::Access::ReadOnly {
                 "WRITABLE (a channel out), nosuid, nodev"
             } else {
@@ -151,7 +152,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             }
         );
         if let Some(warning) = crate::audit::socket_warning(src, dest) {
-            let _ = writeln!(w, "  {:<17} warning: {warning}", "");
+            let _ = writeln!(w, "  {:<17} warning: {}", "", one_line(&warning));
         }
     }
     let _ = writeln!(w, "\nenvironment (built from nothing):");
@@ -163,7 +164,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
                 let _ = writeln!(w, "  {:<17} warning: {warning}", "");
             }
             None => {
-                let _ = writeln!(w, "  {n}={v}");
+                let _ = writeln!(w, "  {n}={}", one_line(v));
             }
         }
     }

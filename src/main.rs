@@ -909,6 +909,10 @@ fn run(args: RunArgs) -> i32 {
             "--share-net: the task shares the host's network{scope}"
         ));
     }
+    // One line each, on stderr as in the report: a path may hold a newline.
+    let warnings: Vec<String> = (warnings.iter())
+        .map(|w| audit::one_line(w).into_owned())
+        .collect();
     for w in &warnings {
         crate::say!("airlock: warning: {w}");
     }

@@ -2172,6 +2172,95 @@ fn explain_runs_nothing() {
     assert!(marker.exists(), "positive control: run left no marker");
 }
 
+/// What explain, the audits and run's warnings print is read line by line, by people and by
+/// grep: a value, path, input name or audited argument holding a newline (a legal file name)
+/// must not start a line of its own, where it read as a variable, a mount, a finding or a
+/// warning that is not there (`--env $'A=1\n  LD_PRELOAD=/work/evil.so'` showed an
+/// `LD_PRELOAD=` line in explain's environment). Each control character is written as its
+/// escape; the JSON outputs carry the same text.
+#[test]
+fn explain_audit_and_warnings_print_one_line_per_item() {
+    let dir = common::tmpdir();
+    let fake_mount = "  /etc              host bind of /etc, WRITABLE";
+    let odd = dir.path().join(format!("x\n{fake_mount}"));
+    std::fs::create_dir_all(&odd).unwrap();
+    let bind = format!("{}:/data", odd.display());
+    let escaped = format!("x\\n{fake_mount}");
+    for who in BOTH {
+        let (out, text) = explain_as(
+            who,
+            &[
+                "--env",
+                "A=1\n  LD_PRELOAD=/work/evil.so",
+                "--bind",
+                &bind,
+                "--input",
+                "i\nj=/etc/hostname",
+                "--",
+                "true",
+            ],
+        );
+        assert!(out.status.success(), "{who:?}: {text}");
+        for forged in ["  LD_PRELOAD=", fake_mount, "j "] {
+            let hit = text.lines().find(|l| l.starts_with(forged));
+            assert_eq!(hit, None, "{who:?}: {forged:?} starts a line:\n{text}");
+        }
+        assert!(
+            text.contains("  A=1\\n  LD_PRELOAD=/work/evil.so\n"),
+            "{who:?}: {text}"
+        );
+        assert!(
+            line_with(&text, "/data").contains(&escaped),
+            "{who:?}: {text}"
+        );
+        assert!(text.contains("/work/i\\nj "), "{who:?}: {text}");
+
+        // run: the writable bind's warning, on stderr and in the report alike.
+        let args = ["run", "--json", "--bind", &bind, "--", "true"];
+        let (out, _) = output_within(&mut airlock(who, &args), Duration::from_secs(10), "run");
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", show(&out));
+        let warnings = json_of(&out)["warnings"].clone();
+        let err = stderr(&out);
+        let said: Vec<&str> = (err.lines())
+            .map(|l| l.trim_start_matches("airlock: warning: "))
+            .collect();
+        assert_eq!(warnings, serde_json::json!(said), "{who:?}: {}", show(&out));
+        assert!(
+            said.iter().all(|w| w.contains(&escaped)),
+            "{who:?}: {}",
+            show(&out)
+        );
+    }
+    // The audits: every line of the text is a finding, advice or the clean line.
+    let docker = [
+        "audit",
+        "docker",
+        "--",
+        "docker",
+        "run",
+        "--network",
+        "none",
+        "-v",
+    ];
+    let bwrap = ["audit", "bwrap", "--", "bwrap", "--bind"];
+    for (line, tail) in [
+        (&docker[..], &["/srv/x\nadvice: ok:/y", "img"][..]),
+        (&bwrap[..], &["/usr/x\nclean: fine", "/y", "--", "sh"][..]),
+    ] {
+        let args: Vec<&str> = line.iter().chain(tail).copied().collect();
+        let out = root(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        let text = stdout(&out);
+        for l in text.lines() {
+            let known = ["finding: ", "advice: ", "clean: "]
+                .iter()
+                .any(|k| l.starts_with(k));
+            assert!(known, "{args:?}: a line of its own: {l:?}\n{text}");
+        }
+        assert!(text.contains("\\n"), "{args:?}: {text}");
+    }
+}
+
 #[test]
 fn explain_refuses_a_bad_input_name() {
     for who in BOTH {
