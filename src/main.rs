@@ -754,7 +754,10 @@ fn run_audit(kind: AuditKind) -> i32 {
     };
     let argv = match (&a.file, a.args.is_empty()) {
         (Some(path), true) => match read_text(path) {
-            Ok(text) => audit::parse_command_line(&text),
+            Ok(text) => audit::parse_command_line(&text).and_then(|argv| match argv.is_empty() {
+                true => Err(format!("{}: holds no command line", path.display())),
+                false => Ok(argv),
+            }),
             Err(e) => Err(format!("{}: {e}", path.display())),
         },
         (None, false) => Ok(a.args.clone()),

@@ -578,6 +578,14 @@ fn audit_docker_refuses_unparsable_input() {
     assert!(stderr(&out).contains("$("), "{}", show(&out));
     let out = root_stdin(&["audit", "docker", "--file", "-"], "docker run 'x");
     assert!(stderr(&out).contains("unterminated"), "{}", show(&out));
+    // An empty input (an unset variable, a template that rendered to nothing) says so; it
+    // said "it starts with " and nothing after (bwrap: "has no command to run").
+    for (kind, input) in [("docker", ""), ("bwrap", " \n"), ("docker", "[]")] {
+        let out = root_stdin(&["audit", kind, "--file", "-"], input);
+        assert_eq!(code(&out), Some(2), "{kind} {input:?}: {}", show(&out));
+        let says = "airlock audit: -: holds no command line\n";
+        assert_eq!(stderr(&out), says, "{kind} {input:?}: {}", show(&out));
+    }
 
     // With --json the error is a JSON object on stdout, still exit 2.
     let out = root_stdin(&["audit", "docker", "--json", "--file", "-"], "ls -l");
