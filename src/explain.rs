@@ -124,13 +124,21 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
          (keys and key-users covered by an empty file)"
     );
     let scratch_size = spec.limits.unwrap_or_default().scratch_size;
+    // HOME and TMPDIR point here unless --env moved (or, forwarding none, removed) them.
+    let mut roles = vec!["cwd"];
+    roles.extend(
+        ["HOME", "TMPDIR"]
+            .into_iter()
+            .filter(|r| spec.env.iter().any(|(n, v)| n == r && v == SCRATCH)),
+    );
     let _ = writeln!(
         w,
         "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev, size {scratch_size} bytes, at most {} \
-         inodes (one per {} bytes, at least {}): cwd, HOME, TMPDIR (/tmp links here)",
+         inodes (one per {} bytes, at least {}): {} (/tmp links here)",
         crate::spec::tmpfs_inodes(scratch_size),
         crate::spec::TMPFS_BYTES_PER_INODE,
         crate::spec::TMPFS_MIN_INODES,
+        roles.join(", "),
     );
     for i in &spec.inputs {
         let _ = writeln!(

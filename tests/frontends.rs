@@ -2180,6 +2180,27 @@ fn explain_runs_nothing() {
     assert!(marker.exists(), "positive control: run left no marker");
 }
 
+/// explain's /work line says what points there as run sets it: HOME and TMPDIR by default,
+/// not once --env moves HOME elsewhere (it said "cwd, HOME, TMPDIR" whatever --env said).
+#[test]
+fn explain_says_what_points_at_scratch_as_run_sets_it() {
+    for who in BOTH {
+        for (env, roles, inside) in [
+            ("A=1", "cwd, HOME, TMPDIR (", "/work /work /work"),
+            ("HOME=/x", "cwd, TMPDIR (", "/x /work /work"),
+        ] {
+            let (_, text) = explain_as(who, &["--env", env, "--", "true"]);
+            let work = line_with(&text, "  /work ");
+            assert!(
+                work.ends_with(&format!("{roles}/tmp links here)")),
+                "{who:?}: {work}"
+            );
+            let run = common::sh(who, &["--env", env], "echo $HOME $TMPDIR $PWD");
+            assert_eq!(stdout(&run), format!("{inside}\n"), "{who:?} {env}");
+        }
+    }
+}
+
 /// What explain, the audits and run's warnings print is read line by line, by people and by
 /// grep: a value, path, input name or audited argument holding a newline (a legal file name)
 /// must not start a line of its own, where it read as a variable, a mount, a finding or a
