@@ -2300,6 +2300,11 @@ fn explain_refuses_a_bad_input_name() {
             "{who:?}: printed a boundary anyway:\n{text}"
         );
         assert!(stderr(&out).contains("../x"), "{who:?}:\n{}", show(&out));
+        // No command: said without naming `airlock run`'s usage (it did, to explain's caller).
+        let (out, _) = explain_as(who, &["--"]);
+        assert_eq!(code(&out), Some(2), "{who:?}:\n{}", show(&out));
+        let says = "airlock: no command given: the command and its arguments go after --\n";
+        assert_eq!(stderr(&out), says, "{who:?}");
     }
 }
 
