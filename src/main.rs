@@ -128,6 +128,13 @@ enum Command {
     /// Print the boundary `airlock run` would build with the same options, without running
     /// anything: namespaces, every mount with its flags, the environment, the identity inside
     /// and on the host, the limits and the seccomp policy by group.
+    #[command(
+        after_help = "The options are run's, described rather than run: with --json or \
+                            --request, explain describes that JSON run (its timeout and output \
+                            cap) and prints text, never a report. Exit 0, or 2 for options run \
+                            refuses (explain opens no host path, so a missing bind source or \
+                            input is listed, not refused)."
+    )]
     Explain(RunArgs),
     /// Show the boundary at work: a probe tries to read credentials, find a secret and reach
     /// a server, on the host, inside airlock, and inside airlock with a forwarding mistake.

@@ -2358,6 +2358,14 @@ fn help_lists_subcommands_and_exit_codes() {
         assert_eq!(code(&out), Some(0), "{sub:?}:\n{}", show(&out));
         assert!(!stdout(&out).is_empty(), "{sub:?}");
     }
+    // explain takes run's options, whose help says "print one JSON report": its own says
+    // that it describes the JSON run in text instead.
+    let out = root(&["explain", "--help"]);
+    let words = stdout(&out)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(words.contains("prints text, never a report"), "{words}");
 }
 
 #[test]
