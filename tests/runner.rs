@@ -2000,6 +2000,10 @@ fn invalid_utf8_is_replaced_and_reported() {
         assert_eq!(rep["stdout"], json!("ab"), "{who:?}");
         assert_eq!(rep["stdout_truncated"], json!(true), "{who:?}");
         assert_eq!(rep["utf8_replaced"], json!([]), "{who:?}");
+        // The README's way to hand bytes back whole: the task encodes them.
+        let (run, rep) = json_sh(who, &[], "printf 'a\\377b' | base64", SECS_10);
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["stdout"], json!("Yf9i\n"), "{who:?}");
     }
 }
 
