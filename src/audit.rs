@@ -91,10 +91,29 @@ pub fn render_text(a: &Audit) -> String {
 }
 
 fn render_line(kind: &str, f: &Finding) -> String {
-    if f.arg.is_empty() {
-        format!("{kind}: {}\n", f.message)
+    let (message, arg) = (one_line(&f.message), one_line(&f.arg));
+    if arg.is_empty() {
+        format!("{kind}: {message}\n")
     } else {
-        format!("{kind}: {} ({})\n", f.message, f.arg)
+        format!("{kind}: {message} ({arg})\n")
+    }
+}
+
+/// `text` with each control character written as its escape (`\n`, `\u{1b}`), for output read
+/// line by line: a path, value or argument holding a newline (a legal file name) must not
+/// start a line of its own, where it would read as a finding, a mount or a variable that is
+/// not there (`-v "$(printf '/x\nadvice: ok')":/y`).
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.contains(char::is_control) {
+        false => text.into(),
+        true => text
+            .chars()
+            .map(|c| match c.is_control() {
+                true => c.escape_default().to_string(),
+                false => c.to_string(),
+            })
+            .collect::<String>()
+            .into(),
     }
 }
 

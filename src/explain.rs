@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::audit::one_line;
 use crate::boundary::{DEV_LINKS, DEVICES, etc_from_host, hosts_sources};
 use crate::spec::SYSTEM_PATHS;
 use crate::spec::{Output, SANDBOX_GID, SANDBOX_UID, SCRATCH, Spec};
@@ -123,32 +124,40 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
          (keys and key-users covered by an empty file)"
     );
     let scratch_size = spec.limits.unwrap_or_default().scratch_size;
+    // HOME and TMPDIR point here unless --env moved (or, forwarding none, removed) them.
+    let mut roles = vec!["cwd"];
+    roles.extend(
+        ["HOME", "TMPDIR"]
+            .into_iter()
+            .filter(|r| spec.env.iter().any(|(n, v)| n == r && v == SCRATCH)),
+    );
     let _ = writeln!(
         w,
         "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev, size {scratch_size} bytes, at most {} \
-         inodes (one per {} bytes, at least {}): cwd, HOME, TMPDIR (/tmp links here)",
+         inodes (one per {} bytes, at least {}): {} (/tmp links here)",
         crate::spec::tmpfs_inodes(scratch_size),
         crate::spec::TMPFS_BYTES_PER_INODE,
         crate::spec::TMPFS_MIN_INODES,
+        roles.join(", "),
     );
     for i in &spec.inputs {
         let _ = writeln!(
             w,
             "  {SCRATCH}/{:<12} input, copied in (never bound)",
-            i.name
+            one_line(&i.name)
         );
         if let crate::spec::InputSource::HostFile(path) = &i.source
             && let Some(warning) = crate::audit::input_warning(path, &i.name)
         {
-            let _ = writeln!(w, "  {:<17} warning: {warning}", "");
+            let _ = writeln!(w, "  {:<17} warning: {}", "", one_line(&warning));
         }
     }
     for (src, dest, access) in spec.binds() {
         let _ = writeln!(
             w,
             "  {:<17} host bind of {}, {}",
-            dest.display(),
-            src.display(),
+            one_line(&dest.to_string_lossy()),
+            one_line(&src.to_string_lossy()),
             if access != crate::spec::Access::ReadOnly {
                 "WRITABLE (a channel out), nosuid, nodev"
             } else {
@@ -156,7 +165,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             }
         );
         for warning in crate::audit::bind_warnings(src, dest) {
-            let _ = writeln!(w, "  {:<17} warning: {warning}", "");
+            let _ = writeln!(w, "  {:<17} warning: {}", "", one_line(&warning));
         }
     }
     let _ = writeln!(w, "\nenvironment (built from nothing):");
@@ -168,7 +177,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
                 let _ = writeln!(w, "  {:<17} warning: {warning}", "");
             }
             None => {
-                let _ = writeln!(w, "  {n}={v}");
+                let _ = writeln!(w, "  {n}={}", one_line(v));
             }
         }
     }

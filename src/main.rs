@@ -54,16 +54,17 @@ const EXIT_CODES: &str = "\
 Exit status:
   N        the task's own exit status
   128+N    the task was killed by signal N
-  2        bad usage: unknown flag, bad input name, malformed request, unreadable input, a
-           bind source that does not exist, a bind destination airlock manages or one the
-           kernel cannot take (a name past 255 bytes, a path past 4087), a bind inside a host
-           tree whose mount point that tree does not hold, a directory bound over a system
-           path that is a symlink (/bin) or over a file or link of the sandbox (/dev/null,
-           /etc/passwd), a bind below one or in /dev/pts, a file bound over a directory or a
-           directory over a file, inputs larger than scratch (in bytes, pages or inodes),
+  2        bad usage: unknown flag, an argument or forwarded variable that is not UTF-8,
+           bad input name, malformed request, unreadable input, a bind source that does
+           not exist, a bind destination airlock manages or one the kernel cannot take (a
+           name past 255 bytes, a path past 4087), a bind inside a host tree whose mount
+           point that tree does not hold, a directory bound over a system path that is a
+           symlink (/bin) or over a file or link of the sandbox (/dev/null, /etc/passwd),
+           a bind below one or in /dev/pts, a file bound over a directory or a directory
+           over a file, inputs larger than scratch (in bytes, pages or inodes),
            --host-uid/--host-gid naming another id from a caller other than root, a
-           directory on a standard stream; or the JSON report could not be written whole to
-           stdout (airlock says so on stderr, with the run's status)
+           directory on a standard stream; or the JSON report could not be written whole
+           to stdout (airlock says so on stderr, with the run's status)
   124      the timeout fired; the whole sandbox was killed
   125      an isolation step failed (the message names the step, the syscall, the path and
            the errno); the task never ran
@@ -127,6 +128,13 @@ enum Command {
     /// Print the boundary `airlock run` would build with the same options, without running
     /// anything: namespaces, every mount with its flags, the environment, the identity inside
     /// and on the host, the limits and the seccomp policy by group.
+    #[command(
+        after_help = "The options are run's, described rather than run: with --json or \
+                            --request, explain describes that JSON run (its timeout and output \
+                            cap) and prints text, never a report. Exit 0, or 2 for options run \
+                            refuses (explain opens no host path, so a missing bind source or \
+                            input is listed, not refused)."
+    )]
     Explain(RunArgs),
     /// Show the boundary at work: a probe tries to read credentials, find a secret and reach
     /// a server, on the host, inside airlock, and inside airlock with a forwarding mistake.
@@ -763,7 +771,10 @@ fn run_audit(kind: AuditKind) -> i32 {
                 let audited = request.map(|d| audit::audit_airlock(&d, &audit::Written::Request));
                 return print_audit(audited, a.json);
             }
-            Ok(text) => audit::parse_command_line(&text),
+            Ok(text) => audit::parse_command_line(&text).and_then(|argv| match argv.is_empty() {
+                true => Err(format!("{}: holds no command line", path.display())),
+                false => Ok(argv),
+            }),
             Err(e) => Err(format!("{}: {e}", path.display())),
         },
         (None, false) => Ok(a.args.clone()),
@@ -956,6 +967,10 @@ fn run(args: RunArgs) -> i32 {
             "--share-net: the task shares the host's network{scope}"
         ));
     }
+    // One line each, on stderr as in the report: a path may hold a newline.
+    let warnings: Vec<String> = (warnings.iter())
+        .map(|w| audit::one_line(w).into_owned())
+        .collect();
     for w in &warnings {
         crate::say!("airlock: warning: {w}");
     }

@@ -344,7 +344,8 @@ impl Draft {
     /// Validate. `caller_env` is consulted only for the names forwarded on purpose.
     pub fn build(self, caller_env: &dyn Fn(&str) -> Option<String>) -> Result<Spec, UsageError> {
         if self.argv.is_empty() || self.argv[0].is_empty() {
-            return usage("no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
+            // Said by run and explain alike: the usage names neither.
+            return usage("no command given: the command and its arguments go after --");
         }
         if let Some(a) = self.argv.iter().find(|a| a.contains('\0')) {
             return usage(format!(
@@ -403,12 +404,14 @@ impl Draft {
         }
         let host_uid = self.host_uid.unwrap_or(DEFAULT_HOST_ID);
         let host_gid = self.host_gid.unwrap_or(DEFAULT_HOST_ID);
-        if host_uid == 0 || host_gid == 0 {
-            return usage("--host-uid/--host-gid 0 would run the task as root on the host");
-        }
-        // (uid_t)-1 is no id: the kernel refuses it in an id map.
-        if host_uid == u32::MAX || host_gid == u32::MAX {
-            return usage("--host-uid/--host-gid 4294967295 is not a valid id");
+        for (flag, id) in [("--host-uid", host_uid), ("--host-gid", host_gid)] {
+            if id == 0 {
+                return usage(format!("{flag} 0 would run the task as root on the host"));
+            }
+            // (uid_t)-1 is no id: the kernel refuses it in an id map.
+            if id == u32::MAX {
+                return usage(format!("{flag} {id} is not a valid id"));
+            }
         }
         if self.timeout == Some(Duration::ZERO) {
             return usage("--timeout must be greater than zero");
@@ -831,13 +834,22 @@ mod tests {
             "--pids (pids) 18446744073709551615 is above",
         );
         refused(&|d| d.limits.scratch_size = u64::MAX, "--scratch-size");
+        // Each refusal names the flag that was given (both were named, whichever it was).
         refused(
             &|d| d.host_uid = Some(u32::MAX),
-            "4294967295 is not a valid id",
+            "--host-uid 4294967295 is not a valid id",
         );
         refused(
             &|d| d.host_gid = Some(u32::MAX),
-            "4294967295 is not a valid id",
+            "--host-gid 4294967295 is not a valid id",
+        );
+        refused(
+            &|d| d.host_uid = Some(0),
+            "--host-uid 0 would run the task as root",
+        );
+        refused(
+            &|d| d.host_gid = Some(0),
+            "--host-gid 0 would run the task as root",
         );
         refused(
             &|d| {

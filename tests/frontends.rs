@@ -578,6 +578,14 @@ fn audit_docker_refuses_unparsable_input() {
     assert!(stderr(&out).contains("$("), "{}", show(&out));
     let out = root_stdin(&["audit", "docker", "--file", "-"], "docker run 'x");
     assert!(stderr(&out).contains("unterminated"), "{}", show(&out));
+    // An empty input (an unset variable, a template that rendered to nothing) says so; it
+    // said "it starts with " and nothing after (bwrap: "has no command to run").
+    for (kind, input) in [("docker", ""), ("bwrap", " \n"), ("docker", "[]")] {
+        let out = root_stdin(&["audit", kind, "--file", "-"], input);
+        assert_eq!(code(&out), Some(2), "{kind} {input:?}: {}", show(&out));
+        let says = "airlock audit: -: holds no command line\n";
+        assert_eq!(stderr(&out), says, "{kind} {input:?}: {}", show(&out));
+    }
 
     // With --json the error is a JSON object on stdout, still exit 2.
     let out = root_stdin(&["audit", "docker", "--json", "--file", "-"], "ls -l");
@@ -2314,6 +2322,116 @@ fn explain_runs_nothing() {
     assert!(marker.exists(), "positive control: run left no marker");
 }
 
+/// explain's /work line says what points there as run sets it: HOME and TMPDIR by default,
+/// not once --env moves HOME elsewhere (it said "cwd, HOME, TMPDIR" whatever --env said).
+#[test]
+fn explain_says_what_points_at_scratch_as_run_sets_it() {
+    for who in BOTH {
+        for (env, roles, inside) in [
+            ("A=1", "cwd, HOME, TMPDIR (", "/work /work /work"),
+            ("HOME=/x", "cwd, TMPDIR (", "/x /work /work"),
+        ] {
+            let (_, text) = explain_as(who, &["--env", env, "--", "true"]);
+            let work = line_with(&text, "  /work ");
+            assert!(
+                work.ends_with(&format!("{roles}/tmp links here)")),
+                "{who:?}: {work}"
+            );
+            let run = common::sh(who, &["--env", env], "echo $HOME $TMPDIR $PWD");
+            assert_eq!(stdout(&run), format!("{inside}\n"), "{who:?} {env}");
+        }
+    }
+}
+
+/// What explain, the audits and run's warnings print is read line by line, by people and by
+/// grep: a value, path, input name or audited argument holding a newline (a legal file name)
+/// must not start a line of its own, where it read as a variable, a mount, a finding or a
+/// warning that is not there (`--env $'A=1\n  LD_PRELOAD=/work/evil.so'` showed an
+/// `LD_PRELOAD=` line in explain's environment). Each control character is written as its
+/// escape; the JSON outputs carry the same text.
+#[test]
+fn explain_audit_and_warnings_print_one_line_per_item() {
+    let dir = common::tmpdir();
+    let fake_mount = "  /etc              host bind of /etc, WRITABLE";
+    let odd = dir.path().join(format!("x\n{fake_mount}"));
+    std::fs::create_dir_all(&odd).unwrap();
+    let bind = format!("{}:/data", odd.display());
+    let escaped = format!("x\\n{fake_mount}");
+    for who in BOTH {
+        let (out, text) = explain_as(
+            who,
+            &[
+                "--env",
+                "A=1\n  LD_PRELOAD=/work/evil.so",
+                "--bind",
+                &bind,
+                "--input",
+                "i\nj=/etc/hostname",
+                "--",
+                "true",
+            ],
+        );
+        assert!(out.status.success(), "{who:?}: {text}");
+        for forged in ["  LD_PRELOAD=", fake_mount, "j "] {
+            let hit = text.lines().find(|l| l.starts_with(forged));
+            assert_eq!(hit, None, "{who:?}: {forged:?} starts a line:\n{text}");
+        }
+        assert!(
+            text.contains("  A=1\\n  LD_PRELOAD=/work/evil.so\n"),
+            "{who:?}: {text}"
+        );
+        assert!(
+            line_with(&text, "/data").contains(&escaped),
+            "{who:?}: {text}"
+        );
+        assert!(text.contains("/work/i\\nj "), "{who:?}: {text}");
+
+        // run: the writable bind's warning, on stderr and in the report alike.
+        let args = ["run", "--json", "--bind", &bind, "--", "true"];
+        let (out, _) = output_within(&mut airlock(who, &args), Duration::from_secs(10), "run");
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", show(&out));
+        let warnings = json_of(&out)["warnings"].clone();
+        let err = stderr(&out);
+        let said: Vec<&str> = (err.lines())
+            .map(|l| l.trim_start_matches("airlock: warning: "))
+            .collect();
+        assert_eq!(warnings, serde_json::json!(said), "{who:?}: {}", show(&out));
+        assert!(
+            said.iter().all(|w| w.contains(&escaped)),
+            "{who:?}: {}",
+            show(&out)
+        );
+    }
+    // The audits: every line of the text is a finding, advice or the clean line.
+    let docker = [
+        "audit",
+        "docker",
+        "--",
+        "docker",
+        "run",
+        "--network",
+        "none",
+        "-v",
+    ];
+    let bwrap = ["audit", "bwrap", "--", "bwrap", "--bind"];
+    for (line, tail) in [
+        (&docker[..], &["/srv/x\nadvice: ok:/y", "img"][..]),
+        (&bwrap[..], &["/usr/x\nclean: fine", "/y", "--", "sh"][..]),
+    ] {
+        let args: Vec<&str> = line.iter().chain(tail).copied().collect();
+        let out = root(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        let text = stdout(&out);
+        for l in text.lines() {
+            let known = ["finding: ", "advice: ", "clean: "]
+                .iter()
+                .any(|k| l.starts_with(k));
+            assert!(known, "{args:?}: a line of its own: {l:?}\n{text}");
+        }
+        assert!(text.contains("\\n"), "{args:?}: {text}");
+    }
+}
+
 #[test]
 fn explain_refuses_a_bad_input_name() {
     for who in BOTH {
@@ -2324,6 +2442,11 @@ fn explain_refuses_a_bad_input_name() {
             "{who:?}: printed a boundary anyway:\n{text}"
         );
         assert!(stderr(&out).contains("../x"), "{who:?}:\n{}", show(&out));
+        // No command: said without naming `airlock run`'s usage (it did, to explain's caller).
+        let (out, _) = explain_as(who, &["--"]);
+        assert_eq!(code(&out), Some(2), "{who:?}:\n{}", show(&out));
+        let says = "airlock: no command given: the command and its arguments go after --\n";
+        assert_eq!(stderr(&out), says, "{who:?}");
     }
 }
 
@@ -2377,6 +2500,14 @@ fn help_lists_subcommands_and_exit_codes() {
         assert_eq!(code(&out), Some(0), "{sub:?}:\n{}", show(&out));
         assert!(!stdout(&out).is_empty(), "{sub:?}");
     }
+    // explain takes run's options, whose help says "print one JSON report": its own says
+    // that it describes the JSON run in text instead.
+    let out = root(&["explain", "--help"]);
+    let words = stdout(&out)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(words.contains("prints text, never a report"), "{words}");
 }
 
 #[test]

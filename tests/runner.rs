@@ -679,6 +679,9 @@ fn command_not_found_and_not_executable() {
         0o755,
     );
     let shebang = format!("b={}", bad.display());
+    let exe = write_file(&dir.path().join("x.sh"), b"#!/bin/sh\necho RAN-X\n", 0o755);
+    let exe = format!("x.sh={}", exe.display());
+    let request = br##"{"command": "./run.sh", "inputs": {"run.sh": "#!/bin/sh\necho RAN"}}"##;
     for who in BOTH {
         let run = al(
             who,
@@ -705,27 +708,63 @@ fn command_not_found_and_not_executable() {
             run.show()
         );
 
-        // Found, but handed in without an execute bit: 126.
+        // Found, but execve refuses it (EACCES): 126, saying why, where execve alone does
+        // not. A directory; a file without an execute bit, which every input given as text
+        // is (a framework's `./run.sh` handed in by a request said only "Permission denied").
+        let not_executable = |run: &Run| {
+            assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
+            let rep = run.report();
+            let kind = &rep["error_kind"];
+            assert_eq!(kind, &json!("command_not_executable"), "{who:?}");
+            assert_eq!(rep["exit_code"], json!(126), "{who:?}");
+            rep["error"].as_str().unwrap().to_string()
+        };
+        for dir in ["/usr", "/work", "./"] {
+            let run = al(who, &["run", "--json", "--", dir], SECS_10);
+            let says = format!("{dir}: cannot execute: Permission denied (it is a directory)");
+            assert_eq!(not_executable(&run), says, "{who:?}");
+        }
+        let no_x_bit = "cannot execute: Permission denied (its mode, 0644, has no execute bit: \
+                        an input is copied executable only when its host file is, a request's \
+                        never; run it through its interpreter (sh NAME) or chmod +x it first)";
         let run = al(
             who,
             &["run", "--json", "--input", &input, "--", "./s.sh"],
             SECS_10,
         );
-        assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
-        let rep = run.report();
         assert_eq!(
-            rep["error_kind"],
-            json!("command_not_executable"),
+            not_executable(&run),
+            format!("./s.sh: {no_x_bit}"),
             "{who:?}"
         );
-        assert_eq!(rep["exit_code"], json!(126), "{who:?}");
-        assert!(
-            rep["error"]
-                .as_str()
-                .unwrap()
-                .contains("./s.sh: cannot execute"),
-            "{who:?}: {rep}"
+        let run = al_stdin(who, &["run", "--request", "-"], request, SECS_10);
+        assert_eq!(
+            not_executable(&run),
+            format!("./run.sh: {no_x_bit}"),
+            "{who:?}"
         );
+        // A file of a host tree is no input: its mode alone.
+        let run = al(who, &["run", "--json", "--", "/etc/passwd"], SECS_10);
+        let says = "/etc/passwd: cannot execute: Permission denied (its mode, 0644, has no \
+                    execute bit)";
+        assert_eq!(not_executable(&run), says, "{who:?}");
+        // The control: an input whose host file is executable is copied executable, and runs.
+        let run = al(
+            who,
+            &["run", "--json", "--input", &exe, "--", "./x.sh"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        assert_eq!(run.report()["stdout"], json!("RAN-X\n"), "{who:?}");
+        // bwrap mode keeps bubblewrap's execvp words.
+        let run = al(
+            who,
+            &["bwrap", "--ro-bind", "/", "/", "--", "/usr"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(1), "{who:?}: {}", run.show());
+        let says = "bwrap: execvp /usr: Permission denied\n";
+        assert_eq!(stderr(&run.out), says, "{who:?}");
 
         // Found and executable, but its #! line names an interpreter the sandbox does not
         // hold (a venv's script naming a host python): 126 too, saying so; not "not found".
@@ -1961,6 +2000,10 @@ fn invalid_utf8_is_replaced_and_reported() {
         assert_eq!(rep["stdout"], json!("ab"), "{who:?}");
         assert_eq!(rep["stdout_truncated"], json!(true), "{who:?}");
         assert_eq!(rep["utf8_replaced"], json!([]), "{who:?}");
+        // The README's way to hand bytes back whole: the task encodes them.
+        let (run, rep) = json_sh(who, &[], "printf 'a\\377b' | base64", SECS_10);
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["stdout"], json!("Yf9i\n"), "{who:?}");
     }
 }
 
@@ -2612,6 +2655,7 @@ fn run_help_documents_every_exit_code_and_report_key() {
             .and_then(|t| t.split(" | ").next())
             .unwrap_or("");
         for refusal in [
+            "not UTF-8",
             "bind source that does not exist",
             "a name past 255 bytes, a path past 4087",
             "mount point",

@@ -107,6 +107,9 @@ pub(super) struct ExecPlan {
     argv0: Option<CString>,
     envp: Vec<CString>,
     path: String,
+    /// `airlock run` says why execve refused a file it found (a directory, no execute bit);
+    /// bwrap mode reports execvp's errno alone, as bubblewrap does.
+    say_why_denied: bool,
 }
 
 impl ExecPlan {
@@ -133,6 +136,7 @@ impl ExecPlan {
                 .find(|(n, _)| n == "PATH")
                 .map(|(_, v)| v.clone())
                 .unwrap_or_else(|| spec::SAFE_PATH.into()),
+            say_why_denied: spec.bwrap.is_none(),
         }
     }
 }
@@ -286,7 +290,8 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
             })
             .collect()
     };
-    let mut denied: Option<Errno> = None;
+    // The first refusal, and the file it was of.
+    let mut denied: Option<(Errno, &CString)> = None;
     for c in &candidates {
         let e = nix::unistd::execve(c, &argv, envp).unwrap_err();
         match e {
@@ -294,7 +299,7 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
             // its #! line or its ELF loader (a venv's script naming a host python, say). It
             // cannot be executed, as a shell says (126), rather than not found.
             Errno::ENOENT if nix::unistd::access(c.as_c_str(), AccessFlags::F_OK).is_ok() => {
-                denied.get_or_insert(Errno::ENOENT);
+                denied.get_or_insert((Errno::ENOENT, c));
             }
             Errno::ENOENT | Errno::ENOTDIR => {}
             // A file the kernel cannot start (no #! line) is a shell script to execvp(3), and so
@@ -303,23 +308,57 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
                 let mut sh = vec![sys::cstring("/bin/sh"), c.clone()];
                 sh.extend(argv.iter().skip(1).cloned());
                 let e = nix::unistd::execve(&sh[0], &sh, envp).unwrap_err();
-                denied = Some(denied.unwrap_or(match e {
-                    Errno::ENOENT => Errno::ENOEXEC,
-                    other => other,
-                }));
+                denied.get_or_insert((
+                    match e {
+                        Errno::ENOENT => Errno::ENOEXEC,
+                        other => other,
+                    },
+                    c,
+                ));
             }
-            other => denied = Some(denied.unwrap_or(other)),
+            other => {
+                denied.get_or_insert((other, c));
+            }
         }
     }
     match denied {
-        Some(Errno::ENOENT) => (
+        Some((Errno::ENOENT, _)) => (
             spec::exit::NOT_EXECUTABLE,
             format!("{name}: cannot execute: {NO_INTERPRETER}"),
         ),
-        Some(e) => (
-            spec::exit::NOT_EXECUTABLE,
-            format!("{name}: cannot execute: {}", sys::errno_text(e)),
-        ),
+        Some((e, file)) => {
+            let why = match (e, plan.say_why_denied) {
+                (Errno::EACCES, true) => why_not_executable(file),
+                _ => String::new(),
+            };
+            (
+                spec::exit::NOT_EXECUTABLE,
+                format!("{name}: cannot execute: {}{why}", sys::errno_text(e)),
+            )
+        }
         None => (spec::exit::NOT_FOUND, format!("{name}: command not found")),
+    }
+}
+
+/// Why execve answered EACCES for `file`, where the file itself says (execve does not): a
+/// directory, or a file without an execute bit, such as an input given as text (in scratch).
+fn why_not_executable(file: &CString) -> String {
+    use nix::sys::stat::stat;
+    match stat(file.as_c_str()) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => " (it is a directory)".into(),
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_mode & 0o111 == 0 => {
+            let input = match stat(spec::SCRATCH).is_ok_and(|s| s.st_dev == st.st_dev) {
+                true => {
+                    ": an input is copied executable only when its host file is, a request's \
+                     never; run it through its interpreter (sh NAME) or chmod +x it first"
+                }
+                false => "",
+            };
+            format!(
+                " (its mode, {:04o}, has no execute bit{input})",
+                st.st_mode & 0o7777
+            )
+        }
+        _ => String::new(),
     }
 }
