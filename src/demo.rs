@@ -205,13 +205,23 @@ fn demo(json_out: bool) -> Result<i32, String> {
         &home_s,
     )?);
 
-    // 3. Inside airlock run with HOME and the secret forwarded by mistake.
+    // 3. Inside airlock run with HOME and the secret forwarded by mistake, and what a
+    // security team's audit of that line says before it runs.
+    let mistake = run_args(&["--env", "HOME", "--env", SECRET_NAME]);
+    let mistake_audit = crate::audit_airlock_line(&mistake)?;
     let mut b = sandboxed(
         &exe,
         "3. Inside airlock run, HOME and the secret forwarded by mistake",
-        run_args(&["--env", "HOME", "--env", SECRET_NAME]),
+        mistake,
         &home_s,
     )?;
+    b.lines.push(format!(
+        "airlock audit airlock of that line: {} findings",
+        mistake_audit.findings.len()
+    ));
+    for f in &mistake_audit.findings {
+        b.lines.push(format!("  audit finding: {}", f.message));
+    }
     if b.saw("present") {
         b.notes
             .push("the secret crossed because the caller forwarded it on purpose (--env)".into());

@@ -352,6 +352,19 @@ fn check_demo_blocks(blocks: &[DemoBlock], what: &str) {
         |l| l.starts_with("fetch ") && l.contains(": refused"),
         "fetch: refused",
     );
+    // The audit of the same line names the forwarded secret before anything runs.
+    b.line(
+        |l| l == "airlock audit airlock of that line: 1 findings",
+        "airlock audit airlock of that line: 1 findings",
+    );
+    b.line(
+        |l| {
+            l.trim_start().starts_with(
+                "audit finding: forwards AWS_SECRET_ACCESS_KEY, a credential by its name",
+            )
+        },
+        "audit finding: forwards AWS_SECRET_ACCESS_KEY",
+    );
     assert!(
         !b.saw("readable") && !b.saw("reached"),
         "{what}: the file or the server leaked into block 3: {b:#?}"
