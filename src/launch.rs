@@ -6,7 +6,6 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -572,22 +571,23 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
                         input.name
                     ))
                 };
-                let route = std::path::absolute(path)
-                    .ok()
-                    .and_then(|p| crate::boundary::bind_source_route(&p, &writable).ok());
                 let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+                // A route that cannot be walked fails the open: opening the path as given
+                // instead would follow a link a running task swaps in meanwhile.
+                let route = std::path::absolute(path)
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+                    .and_then(|p| {
+                        crate::boundary::bind_source_route(&p, &writable)
+                            .map_err(|e| std::io::Error::other(e.to_string()))
+                    });
                 let f = match route {
-                    Some(Err(why)) => {
+                    Ok(Err(why)) => {
                         return Err(Failure::Usage(format!("input {}: {why}", input.name)));
                     }
-                    Some(Ok(route)) => crate::sys::open_without_links(&route, flags)
+                    Ok(Ok(route)) => crate::sys::open_without_links(&route, flags)
                         .map(File::from)
                         .map_err(|e| std::io::Error::other(e.to_string())),
-                    // A path that does not resolve fails its open below, as it always did.
-                    None => std::fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(flags)
-                        .open(path),
+                    Err(e) => Err(e),
                 }
                 .map_err(|e| match std::fs::metadata(path) {
                     // A unix socket does not open at all (ENXIO, "No such device or
