@@ -702,6 +702,19 @@ fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
         &["--input", "../x", "--", "true"],
         &["--ro-bind", ":/x", "--", "true"],
         &["--timeout", "soon", "--", "true"],
+        // What `run` refuses once the line is read (Draft::build), not by its parsers.
+        &[],
+        &["--ro-bind", "/usr:/x", "--ro-bind", "/etc:/x", "--", "true"],
+        &["--env", "1BAD=x", "--", "true"],
+        &[
+            "--input",
+            "a=/etc/hostname",
+            "--input",
+            "a=/etc/hostname",
+            "--",
+            "true",
+        ],
+        &["--timeout", "0", "--", "true"],
     ] {
         let mut run = vec!["run"];
         run.extend_from_slice(bad);
@@ -723,6 +736,23 @@ fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
             show(&ran)
         );
     }
+    // A line with --request takes its command and JSON mode from the request, unseen here.
+    let out = root(&[
+        "audit",
+        "airlock",
+        "--",
+        "run",
+        "--request",
+        "/r.json",
+        "--max-output",
+        "5",
+    ]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains("request is read at run time"),
+        "{}",
+        show(&out)
+    );
     let out = root(&["audit", "airlock", "--", "docker", "run", "x"]);
     assert_eq!(code(&out), Some(2), "{}", show(&out));
     assert!(
