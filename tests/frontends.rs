@@ -705,7 +705,7 @@ fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
         // What `run` refuses once the line is read (Draft::build), not by its parsers.
         &[],
         &["--ro-bind", "/usr:/x", "--ro-bind", "/etc:/x", "--", "true"],
-        &["--env", "1BAD=x", "--", "true"],
+        &["--env", "1BAD=sk-notprinted", "--", "true"],
         &[
             "--input",
             "a=/etc/hostname",
@@ -724,6 +724,10 @@ fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
         let audited = root(&args);
         assert_eq!(code(&audited), Some(2), "{bad:?}: {}", show(&audited));
         assert_eq!(code(&ran), Some(2), "{bad:?}: {}", show(&ran));
+        // A value refused with its variable's name is not said: it may be a credential.
+        for said in [&audited, &ran] {
+            assert!(!show(said).contains("sk-notprinted"), "{}", show(said));
+        }
         let first_line = |o: &Output| stderr(o).lines().next().unwrap_or("").to_string();
         let why = first_line(&ran);
         let why = why
