@@ -3087,6 +3087,41 @@ fn assert_explain_warns(who: Launcher, bind: &str, warning: &str) {
     );
 }
 
+/// A bind source named through the caller's descriptor (`--ro-bind /proc/self/fd/3:/in
+/// 3<FILE`, `/dev/stdin`) is resolved in the caller, to the caller's file: resolved by the
+/// init at step 5, `/proc/self` was the init, whose descriptor 3 is the host's `/`, and the
+/// task was handed the whole host tree in place of the file. A descriptor that names no path
+/// (a pipe) is refused as bad usage. Control: the same file bound by its path.
+#[test]
+fn a_bind_of_the_callers_descriptor_binds_the_callers_file() {
+    let dir = tmpdir();
+    let file = write_file(&dir.path().join("f"), b"CALLER-FILE\n", 0o644);
+    let (bin, file) = (binary().display(), file.display());
+    for who in BOTH {
+        for (script, expected) in [
+            (
+                format!("{bin} run --ro-bind {file}:/in -- cat /in"),
+                "CALLER-FILE\n",
+            ),
+            (
+                format!("{bin} run --ro-bind /proc/self/fd/3:/in -- cat /in 3< {file}"),
+                "CALLER-FILE\n",
+            ),
+            (
+                format!("{bin} run --ro-bind /dev/stdin:/in -- cat /in < {file}"),
+                "CALLER-FILE\n",
+            ),
+            (
+                format!("echo hi | {bin} run --ro-bind /dev/stdin:/in -- cat /in; echo rc=$?"),
+                "rc=2\n",
+            ),
+        ] {
+            let o = host_sh(who, &script);
+            assert_eq!(stdout(&o), expected, "{who:?} {script}: {}", stderr(&o));
+        }
+    }
+}
+
 /// A bind destination inside the sandbox's /proc is refused as bad usage before anything is
 /// built (exit 2, nothing run), never mounted over a procfs file; the same bind elsewhere
 /// runs (the control).
