@@ -1256,4 +1256,19 @@ mod tests {
             );
         }
     }
+
+    /// A route through a loop of links ends (ELOOP, naming the source) rather than walking
+    /// forever: a task may leave one in a writable bind's source for a later run to meet.
+    #[test]
+    fn a_loop_of_links_ends_the_route() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let proj = std::fs::canonicalize(dir.path()).unwrap();
+        symlink("b", proj.join("a")).unwrap();
+        symlink("a", proj.join("b")).unwrap();
+        let src = proj.join("a/f");
+        let e = super::bind_source_route(&src, std::slice::from_ref(&proj)).unwrap_err();
+        assert_eq!(e.errno, nix::errno::Errno::ELOOP, "{e}");
+        assert!(e.to_string().contains(&format!("{src:?}")), "{e}");
+    }
 }
