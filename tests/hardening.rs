@@ -1628,9 +1628,9 @@ fn a_link_left_in_a_writable_bind_does_not_aim_another_bind_out_of_it() {
         std::os::unix::fs::symlink(&secret_dir, proj.join("alt")).unwrap();
         // renameat2(AT_FDCWD, "cache", AT_FDCWD, "alt", RENAME_EXCHANGE) for up to 15 s.
         let flip = "import ctypes,os,time\nlibc=ctypes.CDLL(None)\nos.chdir('/work/proj')\n\
-                    open('started','w').close()\nend=time.time()+15\nwhile time.time()<end:\n \
+                    open('started','w').close()\nend=time.time()+15\nwhile time.time()<end and not os.path.exists('stop'):\n \
                     libc.syscall(316,-100,b'cache',-100,b'alt',2)\n";
-        let mut flipper = start_swapper(who, &writable, flip, proj, &ctx);
+        let flipper = start_swapper(who, &writable, flip, proj, &ctx);
         let (mut leaked, mut inside, mut refused) = (0, 0, 0);
         for _ in 0..60 {
             let o = sh(
@@ -1646,8 +1646,7 @@ fn a_link_left_in_a_writable_bind_does_not_aim_another_bind_out_of_it() {
                 _ => panic!("{ctx}: {}{}", stdout(&o), stderr(&o)),
             }
         }
-        let _ = flipper.kill();
-        let _ = flipper.wait();
+        stop_swapper(flipper, proj);
         assert_eq!(
             leaked, 0,
             "{ctx}: the caller's file was bound through the swapped link"
@@ -1681,11 +1680,11 @@ fn an_input_through_a_link_swapped_into_a_writable_bind_is_never_opened() {
         // A running task removes `cache` and makes it a link to the caller's directory again.
         let flip = format!(
             "import os,time\nos.chdir('/work/proj')\nopen('started','w').close()\n\
-             end=time.time()+15\nwhile time.time()<end:\n try:\n  \
+             end=time.time()+15\nwhile time.time()<end and not os.path.exists('stop'):\n try:\n  \
              os.symlink('{s}','c.tmp'); os.rename('c.tmp','cache'); os.lstat('cache'); os.lstat('cache'); os.unlink('cache')\n \
              except OSError: pass\n"
         );
-        let mut flipper = start_swapper(who, &writable, &flip, proj, &ctx);
+        let flipper = start_swapper(who, &writable, &flip, proj, &ctx);
         let input = format!("f={p}/cache/f");
         let (mut leaked, mut refused, mut missing) = (0, 0, 0);
         for _ in 0..150 {
@@ -1698,13 +1697,11 @@ fn an_input_through_a_link_swapped_into_a_writable_bind_is_never_opened() {
             } else if o.status.code() == Some(2) && err.contains("cannot open") {
                 missing += 1;
             } else {
-                let _ = flipper.kill();
-                let _ = flipper.wait();
+                stop_swapper(flipper, proj);
                 panic!("{ctx}: {}{err}", stdout(&o));
             }
         }
-        let _ = flipper.kill();
-        let _ = flipper.wait();
+        stop_swapper(flipper, proj);
         assert_eq!(
             leaked, 0,
             "{ctx}: the caller's file was copied in through the swapped link"
@@ -1741,6 +1738,14 @@ fn start_swapper(
         "{ctx}: the swapping task did not start"
     );
     child
+}
+
+/// Asks the task of `start_swapper` to stop (a `stop` file, which its loop looks for) and
+/// waits for its run to end: a task killed with its launcher could still re-make names in
+/// `proj` while the test removes it, and leave it behind.
+fn stop_swapper(mut child: std::process::Child, proj: &std::path::Path) {
+    std::fs::write(proj.join("stop"), b"").unwrap();
+    let _ = child.wait();
 }
 
 /// The caller's 0600 file `secret/f` holding `secret` in `held`, and the project directory
