@@ -1117,9 +1117,30 @@ pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, P
 
 /// The credentials of HOME_CREDENTIALS a bind of the host path `source` hands the task, with
 /// where each is on this host: at or below `source` (a bind of a home), or holding it (a bind
-/// of `~/.aws/credentials`).
+/// of `~/.aws/credentials`). The homes are this host's (HOMES) and the caller's (`$HOME`: a
+/// service account's `/var/lib/jenkins`, a CI runner's), each by the path its links lead to,
+/// as `source` is taken by its own: where `/home` is a link (`/home -> var/home`), a bind of
+/// `/home/dev/.ssh` is one of `/var/home/dev/.ssh`.
 pub fn credentials_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, PathBuf)> {
-    on_host_around(source, home_credentials(), |_| true)
+    let caller = std::env::var_os("HOME").map(PathBuf::from);
+    let homes = HOMES.iter().flat_map(|home| host_paths_matching(home));
+    let mut homes: Vec<String> = (homes.chain(caller.filter(|h| h.is_absolute())))
+        .filter_map(|home| {
+            std::fs::canonicalize(home)
+                .ok()?
+                .to_str()
+                .map(str::to_string)
+        })
+        .collect();
+    homes.sort();
+    homes.dedup();
+    let table = homes.iter().flat_map(|home| {
+        let home = home.trim_end_matches('/');
+        HOME_CREDENTIALS
+            .iter()
+            .map(move |(place, what)| (format!("{home}/{place}"), *what))
+    });
+    on_host_around(source, table, |_| true)
 }
 
 /// The places on this host that a table of patterns (as HOST_SOCKETS) names, kept by `keep`,

@@ -6,7 +6,6 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -20,7 +19,7 @@ use crate::channel::{self, Msg};
 use crate::limits::{self, Cgroup, Mechanism};
 use crate::relay;
 use crate::report::{self, Capture, Files, Pipe};
-use crate::spec::{Access, Input, InputSource, Output, Spec};
+use crate::spec::{Access, FsOp, Input, InputSource, Output, Spec};
 use crate::sys::{self, Forked, SysError, named};
 
 /// How the run ended.
@@ -98,6 +97,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             .map_err(|e| Failure::Setup(format!("step 1: {e}")))?;
     }
     let inputs = open_inputs(spec)?;
+    let routed = match spec.bwrap {
+        None => routed_binds(spec)?,
+        Some(_) => None,
+    };
+    let spec = routed.as_ref().unwrap_or(spec);
     if spec.bwrap.is_none() {
         check_binds_and_inputs(spec, &inputs)?;
     }
@@ -572,22 +576,23 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
                         input.name
                     ))
                 };
-                let route = std::path::absolute(path)
-                    .ok()
-                    .and_then(|p| crate::boundary::bind_source_route(&p, &writable).ok());
                 let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+                // A route that cannot be walked fails the open: opening the path as given
+                // instead would follow a link a running task swaps in meanwhile.
+                let route = std::path::absolute(path)
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+                    .and_then(|p| {
+                        crate::boundary::bind_source_route(&p, &writable)
+                            .map_err(|e| std::io::Error::other(e.to_string()))
+                    });
                 let f = match route {
-                    Some(Err(why)) => {
+                    Ok(Err(why)) => {
                         return Err(Failure::Usage(format!("input {}: {why}", input.name)));
                     }
-                    Some(Ok(route)) => crate::sys::open_without_links(&route, flags)
+                    Ok(Ok(route)) => crate::sys::open_without_links(&route, flags)
                         .map(File::from)
                         .map_err(|e| std::io::Error::other(e.to_string())),
-                    // A path that does not resolve fails its open below, as it always did.
-                    None => std::fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(flags)
-                        .open(path),
+                    Err(e) => Err(e),
                 }
                 .map_err(|e| match std::fs::metadata(path) {
                     // A unix socket does not open at all (ENXIO, "No such device or
@@ -604,31 +609,45 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
         .collect()
 }
 
-/// airlock run: the caller's own mistakes are bad usage (exit 2), said before anything is
-/// built, rather than a failed isolation step (125) once the init meets them: a bind whose
-/// source the caller cannot reach, inputs that cannot fit in scratch.
-fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Failure> {
-    // A source reached through a link that a task may have left in a writable bind's source
-    // (an earlier run's), out of it, is refused here; step 5 resolves it again and copies it
-    // with no link followed (boundary::bind_source_route).
+/// airlock run: the bind sources by their routes (boundary::bind_source_route), resolved
+/// here, in the caller: a copy of `spec` with each source that holds a link replaced by the
+/// path it leads to, or None where none does. A source reached through a link that a task may
+/// have left in a writable bind's source (an earlier run's), out of it, is refused (exit 2);
+/// step 5 resolves the route again and copies it with no link followed. Resolved by the init
+/// instead, `/proc/self/fd/3` named the init's descriptor 3 (the host's `/`), not the
+/// caller's file.
+fn routed_binds(spec: &Spec) -> Result<Option<Spec>, Failure> {
     let writable = crate::boundary::writable_sources(spec);
-    for (src, _, access) in spec.binds() {
+    let mut routed: Option<Spec> = None;
+    for (i, op) in spec.fs.iter().enumerate() {
+        let FsOp::Bind { src, access, .. } = op else {
+            continue;
+        };
         let flag = match access {
             Access::ReadOnly => "--ro-bind",
             _ => "--bind",
         };
-        let refused = match std::fs::metadata(src) {
-            Err(e) => Some(e.to_string()),
-            Ok(_) => match crate::boundary::bind_source_route(src, &writable) {
-                Ok(Ok(_)) => None,
-                Ok(Err(why)) => Some(why),
-                Err(e) => Some(e.to_string()),
-            },
+        let refused = |why: String| Failure::Usage(format!("{flag} {}: {why}", src.display()));
+        std::fs::metadata(src).map_err(|e| refused(e.to_string()))?;
+        let route = match crate::boundary::bind_source_route(src, &writable) {
+            Ok(Ok(route)) => route,
+            Ok(Err(why)) => return Err(refused(why)),
+            Err(e) => return Err(refused(e.to_string())),
         };
-        if let Some(why) = refused {
-            return Err(Failure::Usage(format!("{flag} {}: {why}", src.display())));
+        if route != *src {
+            let copy = routed.get_or_insert_with(|| spec.clone());
+            if let FsOp::Bind { src, .. } = &mut copy.fs[i] {
+                *src = route;
+            }
         }
     }
+    Ok(routed)
+}
+
+/// airlock run: the caller's own mistakes are bad usage (exit 2), said before anything is
+/// built, rather than a failed isolation step (125) once the init meets them: a mount point a
+/// bind cannot have, inputs that cannot fit in scratch.
+fn check_binds_and_inputs(spec: &Spec, inputs: &[Option<File>]) -> Result<(), Failure> {
     let size = |(input, file): (&Input, &Option<File>)| match (&input.source, file) {
         (InputSource::Bytes(b), _) => b.len() as u64,
         (_, Some(f)) => f.metadata().map_or(0, |m| m.len()),

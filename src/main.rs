@@ -768,7 +768,10 @@ fn run_audit(kind: AuditKind) -> i32 {
             // A JSON request, as `airlock run --request` reads it.
             Ok(text) if is_airlock && text.trim_start().starts_with('{') => {
                 let request = request::parse(&text).map_err(|e| e.0);
-                let audited = request.map(|d| audit::audit_airlock(&d, &audit::Written::Request));
+                let audited = request.and_then(|d| {
+                    refused_as_run(&d, false)?;
+                    Ok(audit::audit_airlock(&d, &audit::Written::Request))
+                });
                 return print_audit(audited, a.json);
             }
             Ok(text) => audit::parse_command_line(&text).and_then(|argv| match argv.is_empty() {
@@ -834,10 +837,23 @@ fn audit_airlock_line(argv: &[String]) -> Result<audit::Audit, String> {
     let line = Line::try_parse_from(words).map_err(|e| clap_message(&e.to_string()))?;
     let draft = draft_from_flags(&line.run, limits::Limits::default()).map_err(|e| e.0)?;
     let request = line.run.request.map(|p| p.to_string_lossy().into_owned());
+    refused_as_run(&draft, request.is_some())?;
     Ok(audit::audit_airlock(
         &draft,
         &audit::Written::CommandLine { request },
     ))
+}
+
+/// What `run` refuses of an audited line before anything runs (`Draft::build`: no command, a
+/// destination or input given twice, a bad variable name, ...), as its message. A line with
+/// `--request` takes its command and JSON mode from the unseen request.
+fn refused_as_run(draft: &Draft, request_unseen: bool) -> Result<(), String> {
+    let mut line = draft.clone();
+    if request_unseen {
+        line.argv = vec!["request".into()];
+        line.json = true;
+    }
+    line.build(&|_| None).map(|_| ()).map_err(|e| e.0)
 }
 
 fn not_a_run_line() -> String {

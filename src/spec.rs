@@ -603,7 +603,8 @@ fn build_env(
             None => (item.clone(), None),
         };
         if !valid_env_name(&name) {
-            return usage(format!("--env {item:?}: not a valid variable name"));
+            // Named without its value: a mistyped name may hold a credential.
+            return usage(format!("--env {name:?}: not a valid variable name"));
         }
         if value.as_deref().is_some_and(|v| v.contains('\0')) {
             return usage(format!("--env {name}: value contains a NUL byte"));

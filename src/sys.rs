@@ -1103,3 +1103,32 @@ pub fn drop_raised_priority() -> SysResult<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// open_without_links opens a path with no symlink in it, and refuses (ELOOP) one with a
+    /// symlink anywhere, leading or last, and a magic link (/proc/self/fd/N): the guard
+    /// against a link swapped in after a route was walked, which no timing test catches
+    /// reliably (the window is the few instructions between the walk and the open).
+    #[test]
+    fn open_without_links_refuses_any_symlink_in_the_path() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("d")).unwrap();
+        std::fs::write(real.join("d/f"), b"x").unwrap();
+        std::os::unix::fs::symlink("d", real.join("l")).unwrap();
+        std::os::unix::fs::symlink("d/f", real.join("lf")).unwrap();
+        let flags = libc::O_RDONLY | libc::O_CLOEXEC;
+        assert!(super::open_without_links(&real.join("d/f"), flags).is_ok());
+        let file = std::fs::File::open(real.join("d/f")).unwrap();
+        let magic = format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd());
+        for linked in [real.join("l/f"), real.join("lf"), magic.into()] {
+            let e = super::open_without_links(&linked, flags).unwrap_err();
+            assert_eq!(e.errno, nix::errno::Errno::ELOOP, "{linked:?}: {e}");
+            assert!(e.to_string().contains("RESOLVE_NO_SYMLINKS"), "{e}");
+            let e = super::clone_tree_without_links(&linked).unwrap_err();
+            assert_eq!(e.errno, nix::errno::Errno::ELOOP, "{linked:?}: {e}");
+        }
+    }
+}

@@ -723,6 +723,19 @@ fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
         &["--input", "../x", "--", "true"],
         &["--ro-bind", ":/x", "--", "true"],
         &["--timeout", "soon", "--", "true"],
+        // What `run` refuses once the line is read (Draft::build), not by its parsers.
+        &[],
+        &["--ro-bind", "/usr:/x", "--ro-bind", "/etc:/x", "--", "true"],
+        &["--env", "1BAD=sk-notprinted", "--", "true"],
+        &[
+            "--input",
+            "a=/etc/hostname",
+            "--input",
+            "a=/etc/hostname",
+            "--",
+            "true",
+        ],
+        &["--timeout", "0", "--", "true"],
     ] {
         let mut run = vec!["run"];
         run.extend_from_slice(bad);
@@ -732,6 +745,10 @@ fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
         let audited = root(&args);
         assert_eq!(code(&audited), Some(2), "{bad:?}: {}", show(&audited));
         assert_eq!(code(&ran), Some(2), "{bad:?}: {}", show(&ran));
+        // A value refused with its variable's name is not said: it may be a credential.
+        for said in [&audited, &ran] {
+            assert!(!show(said).contains("sk-notprinted"), "{}", show(said));
+        }
         let first_line = |o: &Output| stderr(o).lines().next().unwrap_or("").to_string();
         let why = first_line(&ran);
         let why = why
@@ -744,6 +761,23 @@ fn audit_airlock_refuses_what_run_refuses_and_reads_requests() {
             show(&ran)
         );
     }
+    // A line with --request takes its command and JSON mode from the request, unseen here.
+    let out = root(&[
+        "audit",
+        "airlock",
+        "--",
+        "run",
+        "--request",
+        "/r.json",
+        "--max-output",
+        "5",
+    ]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains("request is read at run time"),
+        "{}",
+        show(&out)
+    );
     let out = root(&["audit", "airlock", "--", "docker", "run", "x"]);
     assert_eq!(code(&out), Some(2), "{}", show(&out));
     assert!(

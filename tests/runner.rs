@@ -3018,6 +3018,66 @@ fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() 
     }
 }
 
+/// The caller's home is searched for credentials wherever it is (`$HOME`, outside `/home` and
+/// `/root`: a service account's, a CI runner's), and by the path its links lead to, as where
+/// `/home` is a link (`/home -> var/home`): a bind of `.aws` named through the link or by its
+/// real path is warned of, in `run` and `explain`, and so is an input of the file in it.
+/// Controls: the task reads the file through the bind; with `HOME` elsewhere the same
+/// binds warn of nothing.
+#[test]
+fn the_callers_credentials_are_warned_of_wherever_the_home_lies() {
+    let dir = tmpdir_named(Path::new("/var/tmp"), "airlock-test-homes");
+    let (real, link) = (dir.path().join("real"), dir.path().join("home"));
+    std::fs::create_dir_all(real.join(".aws")).unwrap();
+    std::fs::set_permissions(real.join(".aws"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_file(
+        &real.join(".aws/credentials"),
+        b"aws_secret = HOSTKEY\n",
+        0o644,
+    );
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let aws_text = real.join(".aws").display().to_string();
+    for who in BOTH {
+        for aws in [link.join(".aws"), real.join(".aws")] {
+            let bind = format!("{}:/c", aws.display());
+            let input = format!("creds={}/credentials", aws.display());
+            for (home, warned) in [
+                (&link, true),
+                (&real, true),
+                (&dir.path().to_path_buf(), false),
+            ] {
+                for (flag, arg, says) in [
+                    ("--ro-bind", &bind, "reaches credentials the task can read"),
+                    ("--input", &input, "is AWS credentials at"),
+                ] {
+                    let o = airlock(
+                        who,
+                        &["run", flag, arg, "--", "cat", "/c/credentials", "creds"],
+                    )
+                    .env("HOME", home)
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                    let ctx = format!(
+                        "{who:?} {flag} {arg} HOME={}: {}",
+                        home.display(),
+                        stderr(&o)
+                    );
+                    assert!(stdout(&o).contains("HOSTKEY"), "{ctx}");
+                    let said = stderr(&o).contains(says) && stderr(&o).contains(&aws_text);
+                    assert_eq!(said, warned, "{ctx}");
+                    let o = airlock(who, &["explain", flag, arg, "--", "true"])
+                        .env("HOME", home)
+                        .output()
+                        .unwrap();
+                    assert_eq!(stdout(&o).contains(says), warned, "{ctx}: {}", stdout(&o));
+                }
+            }
+        }
+    }
+}
+
 /// A bind of the host's /proc (or of `/`, which holds it) is warned of, and the task does see
 /// host processes through it: the host's pid 1's command line. Controls: the sandbox's own
 /// /proc shows its own init as pid 1, not the host's, and a bind of /proc/sys (the machine,
@@ -3069,6 +3129,41 @@ fn assert_explain_warns(who: Launcher, bind: &str, warning: &str) {
         "{who:?}: {}",
         stdout(&o)
     );
+}
+
+/// A bind source named through the caller's descriptor (`--ro-bind /proc/self/fd/3:/in
+/// 3<FILE`, `/dev/stdin`) is resolved in the caller, to the caller's file: resolved by the
+/// init at step 5, `/proc/self` was the init, whose descriptor 3 is the host's `/`, and the
+/// task was handed the whole host tree in place of the file. A descriptor that names no path
+/// (a pipe) is refused as bad usage. Control: the same file bound by its path.
+#[test]
+fn a_bind_of_the_callers_descriptor_binds_the_callers_file() {
+    let dir = tmpdir();
+    let file = write_file(&dir.path().join("f"), b"CALLER-FILE\n", 0o644);
+    let (bin, file) = (binary().display(), file.display());
+    for who in BOTH {
+        for (script, expected) in [
+            (
+                format!("{bin} run --ro-bind {file}:/in -- cat /in"),
+                "CALLER-FILE\n",
+            ),
+            (
+                format!("{bin} run --ro-bind /proc/self/fd/3:/in -- cat /in 3< {file}"),
+                "CALLER-FILE\n",
+            ),
+            (
+                format!("{bin} run --ro-bind /dev/stdin:/in -- cat /in < {file}"),
+                "CALLER-FILE\n",
+            ),
+            (
+                format!("echo hi | {bin} run --ro-bind /dev/stdin:/in -- cat /in; echo rc=$?"),
+                "rc=2\n",
+            ),
+        ] {
+            let o = host_sh(who, &script);
+            assert_eq!(stdout(&o), expected, "{who:?} {script}: {}", stderr(&o));
+        }
+    }
 }
 
 /// A bind destination inside the sandbox's /proc is refused as bad usage before anything is
