@@ -1120,22 +1120,29 @@ pub fn services_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, P
 /// of `~/.aws/credentials`). The homes are this host's (HOMES) and the caller's (`$HOME`: a
 /// service account's `/var/lib/jenkins`, a CI runner's), each by the path its links lead to,
 /// as `source` is taken by its own: where `/home` is a link (`/home -> var/home`), a bind of
-/// `/home/dev/.ssh` is one of `/var/home/dev/.ssh`.
+/// `/home/dev/.ssh` is one of `/var/home/dev/.ssh`. Only the homes' parents are resolved, not
+/// every home under them: that listed `/home` and resolved each user's home (on autofs,
+/// mounting it) for every bind and input of every run. A home that is a link of its own
+/// (`/home/dev -> /data/dev`) is found by its name only, but for the caller's.
 pub fn credentials_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str, PathBuf)> {
-    let caller = std::env::var_os("HOME").map(PathBuf::from);
-    let homes = HOMES.iter().flat_map(|home| host_paths_matching(home));
-    let mut homes: Vec<String> = (homes.chain(caller.filter(|h| h.is_absolute())))
-        .filter_map(|home| {
-            std::fs::canonicalize(home)
-                .ok()?
-                .to_str()
-                .map(str::to_string)
+    let real = |path: &std::path::Path| {
+        let path = std::fs::canonicalize(path).ok()?;
+        path.to_str().map(|p| p.trim_end_matches('/').to_string())
+    };
+    let caller = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute());
+    let mut homes: Vec<String> = HOMES
+        .iter()
+        .filter_map(|home| match home.strip_suffix("/*") {
+            Some(parent) => real(std::path::Path::new(parent)).map(|p| format!("{p}/*")),
+            None => real(std::path::Path::new(home)),
         })
+        .chain(caller.as_deref().and_then(real))
         .collect();
     homes.sort();
     homes.dedup();
     let table = homes.iter().flat_map(|home| {
-        let home = home.trim_end_matches('/');
         HOME_CREDENTIALS
             .iter()
             .map(move |(place, what)| (format!("{home}/{place}"), *what))
