@@ -1569,8 +1569,7 @@ fn a_link_left_in_a_writable_bind_does_not_aim_another_bind_out_of_it() {
     let secret = "caller-file-7c1e";
     for who in BOTH {
         let ctx = format!("{who:?}");
-        let (held, proj_dir) = (tempdir(0o755), tempdir(0o755));
-        let secret_dir = callers_file_beside(held.path(), proj_dir.path(), secret);
+        let (_held, proj_dir, secret_dir) = callers_file_beside_a_project(secret);
         let proj = proj_dir.path();
         std::fs::create_dir_all(proj.join("sub")).unwrap();
         write_file(&proj.join("sub/f"), b"in the bind", 0o644);
@@ -1669,8 +1668,7 @@ fn an_input_through_a_link_swapped_into_a_writable_bind_is_never_opened() {
     let secret = "caller-file-3f9a";
     for who in BOTH {
         let ctx = format!("{who:?}");
-        let (held, proj_dir) = (tempdir(0o755), tempdir(0o755));
-        let secret_dir = callers_file_beside(held.path(), proj_dir.path(), secret);
+        let (_held, proj_dir, secret_dir) = callers_file_beside_a_project(secret);
         let proj = proj_dir.path();
         let (p, s) = (proj.display(), secret_dir.display());
         let writable = format!("{p}:/work/proj");
@@ -1748,19 +1746,19 @@ fn stop_swapper(mut child: std::process::Child, proj: &std::path::Path) {
     let _ = child.wait();
 }
 
-/// The caller's 0600 file `secret/f` holding `secret` in `held`, and the project directory
-/// `proj` that a run binds writable, both owned by uid 65534 (so either launcher's caller
-/// reads the file by its path); returns the `secret` directory.
-fn callers_file_beside(
-    held: &std::path::Path,
-    proj: &std::path::Path,
+/// The caller's 0600 file `secret/f` holding `secret`, in a directory of its own (the first
+/// one returned, kept for the test), and the project directory that a run binds writable, both
+/// owned by uid 65534 (so either launcher's caller reads the file by its path); returns them
+/// with the `secret` directory.
+fn callers_file_beside_a_project(
     secret: &str,
-) -> std::path::PathBuf {
-    let secret_dir = held.join("secret");
+) -> (tempfile::TempDir, tempfile::TempDir, std::path::PathBuf) {
+    let (held, proj) = (tempdir(0o755), tempdir(0o755));
+    let secret_dir = held.path().join("secret");
     std::fs::create_dir(&secret_dir).unwrap();
     write_file(&secret_dir.join("f"), secret.as_bytes(), 0o600);
-    for p in [&secret_dir, &secret_dir.join("f"), proj] {
+    for p in [&secret_dir, &secret_dir.join("f"), proj.path()] {
         std::os::unix::fs::lchown(p, Some(65534), Some(65534)).unwrap();
     }
-    secret_dir
+    (held, proj, secret_dir)
 }
