@@ -956,30 +956,47 @@ fn a_task_cannot_empty_the_host_page_cache_of_files_it_reads() {
         assert!(o.status.success(), "fincore: {}", stderr(&o));
         stdout(&o).trim().parse::<u64>().unwrap()
     };
-    // Read (and so cached) again, then the probe; the pages still resident after it.
-    let evict = |mut c: Command| -> (String, u64) {
-        let _ = std::fs::read(&data).unwrap();
-        assert_eq!(resident(), 4096, "the host did not cache the file it read");
+    // Read (and so cached) again, then the probe: its output, and the pages resident before and
+    // after it. A host short of memory may reclaim a few pages on its own (CI once found 4091 of
+    // 4096 after a read), so the file is read until whole, a few times at most, and the checks
+    // below ask for "nearly all kept" and "nearly all gone", not exact counts.
+    let evict = |mut c: Command| -> (String, u64, u64) {
+        let mut before = 0;
+        for _ in 0..10 {
+            let _ = std::fs::read(&data).unwrap();
+            before = resident();
+            if before == 4096 {
+                break;
+            }
+        }
+        assert!(
+            before >= 3584,
+            "the host cached {before} of 4096 pages it read"
+        );
         let o = c.stdin(Stdio::null()).output().unwrap();
-        (format!("{}{}", stdout(&o), stderr(&o)), resident())
+        (format!("{}{}", stdout(&o), stderr(&o)), before, resident())
     };
     let path = data.display().to_string();
     let bind = format!("{}:/data", dir.path().display());
     for way in ["fadvise", "madvise", "process_madvise"] {
         let mut host = host_command(Launcher::Unprivileged, "/usr/bin/python3");
         host.args(["-c", EVICT_PROBE, &path, way]);
-        assert_eq!(
-            evict(host),
-            (format!("{way} OK\n"), 0),
-            "control: uid 65534 on the host"
+        let (out, before, after) = evict(host);
+        assert_eq!(out, format!("{way} OK\n"), "control: uid 65534 on the host");
+        assert!(
+            after * 10 < before,
+            "control: uid 65534 on the host evicted only {} of {before} pages",
+            before - after
         );
         for who in BOTH {
             let mut c = airlock(who, &["run", "--ro-bind", &bind, "--", "python3", "-c"]);
             c.args([EVICT_PROBE, "/data/data", way]);
-            assert_eq!(
-                evict(c),
-                (format!("{way} OK\n"), 4096),
-                "{who:?}: the task evicted the file"
+            let (out, before, after) = evict(c);
+            assert_eq!(out, format!("{way} OK\n"), "{who:?}: the probe");
+            assert!(
+                after * 10 >= before * 9,
+                "{who:?}: the task evicted {} of {before} pages",
+                before - after
             );
         }
     }
