@@ -544,10 +544,13 @@ fn pids_limit_is_per_sandbox() {
 #[test]
 fn fork_bomb_shell_stops_at_the_pids_limit() {
     let m = mark("fork_bomb_shell_stops_at_the_pids_limit");
-    // The classic bomb, then `exec sleep 2`: no fork, so the task surely outlives the bomb's
-    // first refused fork and then ends by itself (exit 0); its end tears the pid namespace
-    // down with every bomb process in it.
-    let script = format!(": {m}; b(){{ b | b & }}; b; exec sleep 2");
+    // The classic bomb, started from a subshell, then `exec sleep 2`: no fork, so the task
+    // surely outlives the bomb's first refused fork and then ends by itself (exit 0); its end
+    // tears the pid namespace down with every bomb process in it. The subshell is the task's
+    // only fork, made before any bomb process exists: with `b; exec sleep 2` the top shell
+    // forked the pipeline's second half itself, and when the first half's descendants had
+    // filled the limit by then, it said "Cannot fork" and exited 2 (CI, once, in 26 ms).
+    let script = format!(": {m}; b(){{ b | b & }}; (b); exec sleep 2");
     for who in BOTH {
         let (r, rep) = json_sh(who, &["--pids", "64", "--timeout", "20s"], &script, SECS_30);
         let hit = match who {
