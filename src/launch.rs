@@ -66,11 +66,14 @@ fn namespace_flags(spec: &Spec) -> u64 {
     (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | spec.ns.flags()) as u64
 }
 
-/// bwrap mode: the signals besides SIGINT, SIGTERM and SIGHUP whose default action ends
-/// bubblewrap's launcher (its task outliving it), sent by another process rather than by a
-/// fault. Not SIGPIPE or SIGXFSZ, which airlock's own writes may raise (they return EPIPE or
-/// EFBIG instead; bubblewrap does not write the task's output), nor the real-time signals.
-pub(crate) const BWRAP_ALSO_ENDING: [Signal; 10] = [
+/// The signals besides SIGINT, SIGTERM and SIGHUP whose default action ends airlock (and
+/// bubblewrap's launcher), sent by another process rather than by a fault. Not SIGPIPE or
+/// SIGXFSZ, which airlock's own writes may raise (they return EPIPE or EFBIG instead;
+/// bubblewrap does not write the task's output), nor the real-time signals. airlock run
+/// forwards them to the task (SIGQUIT backed by the kill after TERM_GRACE, as SIGTERM; the
+/// others the task's to handle: dd's SIGUSR1); bwrap mode waits for the sandbox before dying
+/// of them, as bubblewrap's task outlives it.
+pub(crate) const ALSO_ENDING: [Signal; 10] = [
     Signal::SIGQUIT,
     Signal::SIGUSR1,
     Signal::SIGUSR2,
@@ -150,26 +153,21 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
     // without telling the sandbox's init; the init inherits this default.
     sys::default_sigchld();
-    // SIGINT, SIGTERM and SIGHUP are read from a signalfd and forwarded (bwrap mode: they end
-    // airlock, as they end bubblewrap); the sandbox's init inherits them blocked and waits for
-    // them the same way. One the caller ignores (nohup) stays ignored: it never arrives.
-    // bwrap mode reads every other signal that ends bubblewrap by its default action while
-    // its task runs on (BWRAP_ALSO_ENDING: Ctrl-\'s SIGQUIT to the process group, a
-    // SIGUSR1), so that airlock too waits for the sandbox before dying of it, and leaves one
-    // the caller blocked blocked, as bubblewrap never unblocks it.
-    // (Read in bwrap mode only: airlock run forwards its three whatever the caller blocked.)
+    // SIGINT, SIGTERM, SIGHUP and every other signal whose default action would end airlock
+    // (ALSO_ENDING: Ctrl-\'s SIGQUIT, a SIGUSR1) are read from a signalfd and forwarded to
+    // the task, so that the run is still reported (bwrap mode: they end airlock once the
+    // sandbox has, as they end bubblewrap); the sandbox's init inherits them blocked and
+    // waits for them the same way. One the caller ignores (nohup) stays ignored: it never
+    // arrives. bwrap mode leaves one the caller blocked blocked, as bubblewrap never unblocks
+    // it. (Read in bwrap mode only: airlock run forwards them whatever the caller blocked.)
     let caller_blocked = match spec.bwrap {
         Some(_) => SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty()),
         None => SigSet::empty(),
     };
     let mut forwarded = SigSet::empty();
-    let also: &[Signal] = match spec.bwrap {
-        Some(_) => &BWRAP_ALSO_ENDING,
-        None => &[],
-    };
     for &s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
         .iter()
-        .chain(also)
+        .chain(&ALSO_ENDING)
     {
         let blocked = caller_blocked.contains(s);
         if !sys::is_ignored(s) && !blocked {
@@ -190,7 +188,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     .map_err(setup)?;
     let sigfd = named(
         SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK),
-        || "signalfd(SIGINT|SIGTERM|SIGHUP...)".into(),
+        || "signalfd(SIGINT|SIGTERM|SIGHUP|SIGQUIT...)".into(),
     )
     .map_err(setup)?;
 
@@ -1075,6 +1073,15 @@ impl Supervisor {
                         continue;
                     }
                     let _ = kill(self.pid, sig);
+                    // SIGUSR1 and the like (ALSO_ENDING but SIGQUIT) are the task's to handle:
+                    // they neither end the sandbox nor cut the delivery of its output short.
+                    let asks_to_end = matches!(
+                        sig,
+                        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT
+                    );
+                    if !asks_to_end {
+                        continue;
+                    }
                     self.forwarded.get_or_insert(sig);
                     // A first SIGINT is the task's to handle (a tool stops its work and
                     // reports); a second, Ctrl-C pressed again, ends the sandbox as SIGTERM

@@ -1044,7 +1044,8 @@ fn emit_report(text: &str, code: i32) -> i32 {
 /// - the caller's stdout may be non-blocking (O_NONBLOCK belongs to the open file, which the
 ///   caller shares, an asyncio writer's for one): EAGAIN waits for room, the report is not
 ///   cut short;
-/// - a SIGINT, SIGTERM or SIGHUP that comes while stdout has no room ends airlock, as it ends
+/// - a SIGINT, SIGTERM, SIGHUP or other signal whose default action ends a process
+///   (`launch::ALSO_ENDING`) that comes while stdout has no room ends airlock, as it ends
 ///   any writer blocked there: the run left them blocked (launch.rs reads them from a
 ///   signalfd), and a caller that never reads its pipe could otherwise end airlock by SIGKILL
 ///   alone (a framework's `terminate()` after its own timeout would wait forever). While there
@@ -1060,7 +1061,10 @@ fn write_report(bytes: &[u8]) -> std::io::Result<()> {
     let fd = stdout.as_fd();
     let mut ending = SigSet::empty();
     if let Ok(mask) = SigSet::thread_get_mask() {
-        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        for &s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
+            .iter()
+            .chain(&launch::ALSO_ENDING)
+        {
             if mask.contains(s) {
                 ending.add(s);
             }

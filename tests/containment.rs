@@ -999,6 +999,23 @@ fn timeout_kills_a_task_ignoring_sigterm() {
     }
 }
 
+/// `airlock run --json` of `sh -c SCRIPT`, sent `sig` once the process `sleeper` runs: the
+/// run, its report and airlock's pid.
+fn signaled_json_run(
+    who: Launcher,
+    script: &str,
+    sleeper: &str,
+    sig: nix::sys::signal::Signal,
+) -> (Run, Value, u32) {
+    let p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", script]);
+    wait_for_process(sleeper, Duration::from_secs(10));
+    let pid = p.pid();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+    let r = p.finish(SECS_30);
+    let rep = r.report();
+    (r, rep, pid)
+}
+
 /// SIGINT and SIGHUP sent to airlock are forwarded to the task: its trap ends it with 7. Were
 /// they not, the task would wait until the 20 s timeout. Control: the same script on the host,
 /// sent the signal directly, ends with 7.
@@ -1048,14 +1065,95 @@ fn sigint_and_sighup_to_airlock_reach_the_task() {
         {
             let sleeper = format!("sleep 9.8{i}{j}");
             let script = format!(": {m}; trap 'exit 7' {name}; {sleeper} & wait");
-            let p = start(who, &["--json", "--timeout", "20s"], &["sh", "-c", &script]);
-            wait_for_process(&sleeper, Duration::from_secs(10));
-            let pid = p.pid();
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
-            let r = p.finish(SECS_30);
-            let rep = r.report();
+            let (r, rep, pid) = signaled_json_run(who, &script, &sleeper, sig);
             assert_end(&r, &rep, exited(7, Value::Null));
             let ctx = format!("SIG{name} to airlock as {who:?}");
+            assert_clean(&m, &[pid], &ctx);
+            assert_clean(&sleeper, &[], &ctx);
+        }
+    }
+}
+
+/// The other signals whose default action would end airlock, sent by another process
+/// (SIGQUIT, Ctrl-\\ at a terminal; SIGUSR1, SIGALRM and the like), are forwarded to the task
+/// too, and the run is reported: they ended airlock with no report (its sandbox with it). A
+/// task that traps SIGQUIT ends as its trap says; SIGQUIT, like SIGTERM, is backed by the kill
+/// after the grace. SIGUSR1 is the task's to handle (dd's progress): a trap that goes on
+/// runs to its own end, past the 2 s grace. An SIGALRM the task does not trap ends it, and
+/// the report says so. Control: the same scripts on the host, sent the signal directly.
+#[test]
+fn the_other_ending_signals_to_airlock_reach_the_task_and_the_run_is_reported() {
+    use nix::sys::signal::Signal;
+    use std::os::unix::process::ExitStatusExt;
+    let m = mark("the_other_ending_signals_to_airlock_reach_the_task_and_the_run_is_reported");
+    let cases = |tag: &str| {
+        [
+            (
+                Signal::SIGQUIT,
+                format!("trap 'echo quit; exit 7' QUIT; sleep 9.6{tag}1 & wait"),
+                format!("sleep 9.6{tag}1"),
+                exited(7, Value::Null),
+                "quit\n",
+            ),
+            (
+                Signal::SIGUSR1,
+                format!(
+                    "trap 'echo usr1' USR1; sleep 9.6{tag}2 & wait; kill $!; sleep 2.5; echo after"
+                ),
+                format!("sleep 9.6{tag}2"),
+                exited(0, Value::Null),
+                "usr1\nafter\n",
+            ),
+            (
+                Signal::SIGALRM,
+                format!("sleep 9.6{tag}3 & wait"),
+                format!("sleep 9.6{tag}3"),
+                signaled(libc::SIGALRM, Value::Null),
+                "",
+            ),
+        ]
+    };
+    for (sig, script, sleeper, end, out) in cases("9") {
+        let host = Command::new("env")
+            .args(["--default-signal", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let left = wait_for_process(&sleeper, Duration::from_secs(10));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(host.id() as i32), sig).unwrap();
+        let o = host.wait_with_output().unwrap();
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(left.pid as i32), Signal::SIGKILL);
+        let how = match o.status.code() {
+            Some(c) => json!(c),
+            None => json!(-o.status.signal().unwrap()),
+        };
+        let want = match end.exit_code {
+            Value::Null => json!(-(end.code - 128)),
+            ref c => c.clone(),
+        };
+        assert_eq!(how, want, "host control: {sig:?} to the script itself");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            out,
+            "host control: {sig:?}"
+        );
+        assert_none_left(&sleeper, Duration::from_secs(5), "host control");
+    }
+    for (i, who) in BOTH.into_iter().enumerate() {
+        for (sig, script, sleeper, end, out) in cases(&i.to_string()) {
+            let script = format!(": {m}; {script}");
+            let (r, rep, pid) = signaled_json_run(who, &script, &sleeper, sig);
+            assert_end(&r, &rep, end);
+            assert_eq!(
+                rep["stdout"],
+                json!(out),
+                "{sig:?} as {who:?}\n{}",
+                r.show()
+            );
+            eprintln!("{sig:?} to airlock as {who:?}: {:?}", r.took);
+            let ctx = format!("{sig:?} to airlock as {who:?}");
             assert_clean(&m, &[pid], &ctx);
             assert_clean(&sleeper, &[], &ctx);
         }

@@ -1231,8 +1231,9 @@ fn big_report_args(script: &str) -> [&str; 8] {
 }
 
 /// A caller that never reads its pipe leaves airlock blocked writing a report larger than the
-/// pipe (the sandbox is gone by then). SIGTERM, SIGINT or SIGHUP to airlock must end that
-/// wait, as they end any writer blocked there (a framework's `terminate()` after its own
+/// pipe (the sandbox is gone by then). SIGTERM, SIGINT, SIGHUP, or another signal whose
+/// default action ends a process (SIGQUIT, SIGUSR1; during the run airlock forwards them), to
+/// airlock must end that wait, as they end any writer blocked there (a framework's `terminate()` after its own
 /// timeout), not leave airlock until the caller reads or closes its end: airlock dies of the
 /// signal. Control: a caller that reads gets the whole report.
 #[test]
@@ -1249,7 +1250,13 @@ fn a_signal_ends_airlock_blocked_on_a_report_its_caller_does_not_read() {
             json!("a".repeat(300_000)),
             "{who:?}"
         );
-        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        for sig in [
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+            Signal::SIGUSR1,
+        ] {
             let mut cmd = airlock(who, &args);
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())

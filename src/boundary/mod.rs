@@ -162,7 +162,7 @@ pub fn init(mut inh: Inherited) -> ! {
     let sock = inh.sock.as_fd();
     let forward = inh.spec.bwrap.is_none() || inh.caller_group.is_some();
     match build(&inh) {
-        Ok(task) => supervise(task, sock, forward, inh.spec.bwrap.is_some()),
+        Ok(task) => supervise(task, sock, forward),
         Err(e) => {
             let text = match inh.spec.bwrap {
                 Some(_) => crate::bwrap::message(&e),
@@ -743,11 +743,11 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
     Ok(held)
 }
 
-/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP (airlock run, to whom
-/// `interrupted` says; bwrap mode without a pid namespace, to the task, with the other
-/// signals the launcher blocked for bubblewrap's sake, `bwrap`), and report the task's end.
-/// When init exits, the kernel kills whatever else is left in the pid namespace.
-fn supervise(task: Pid, sock: BorrowedFd, forward: bool, bwrap: bool) -> ! {
+/// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP and the other signals the
+/// launcher blocked (`launch::ALSO_ENDING`; airlock run, to whom `interrupted` says; bwrap
+/// mode without a pid namespace, to the task), and report the task's end. When init exits,
+/// the kernel kills whatever else is left in the pid namespace.
+fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -757,9 +757,10 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, bwrap: bool) -> ! {
     ] {
         set.add(s);
     }
-    // Only those blocked: the launcher blocked them (with the ones the caller had blocked).
-    if bwrap && let Ok(mask) = SigSet::thread_get_mask() {
-        for &s in crate::launch::BWRAP_ALSO_ENDING.iter() {
+    // Only those blocked: the launcher blocked them (bwrap mode: with the ones the caller had
+    // blocked).
+    if let Ok(mask) = SigSet::thread_get_mask() {
+        for &s in crate::launch::ALSO_ENDING.iter() {
             if mask.contains(s) {
                 set.add(s);
             }
