@@ -124,7 +124,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
          (keys and key-users covered by an empty file)"
     );
     let scratch_size = spec.limits.unwrap_or_default().scratch_size;
-    // HOME and TMPDIR point here unless --env moved (or, forwarding none, removed) them.
+    // HOME and TMPDIR point here unless --env moved them.
     let mut roles = vec!["cwd"];
     roles.extend(
         ["HOME", "TMPDIR"]

@@ -588,8 +588,8 @@ pub const FIXED_ENV: [(&str, &str); 4] = [
 ];
 
 /// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8
-/// locale. `--env NAME` forwards the caller's value (absent stays absent); `--env NAME=VALUE`
-/// sets one. Later entries win, and a variable stands where it was last set.
+/// locale. `--env NAME` forwards the caller's value (one the caller lacks keeps the sandbox's
+/// own, if any); `--env NAME=VALUE` sets one. Later entries win, and a variable stands where it was last set.
 fn build_env(
     requested: &[String],
     caller_env: &dyn Fn(&str) -> Option<String>,
@@ -609,9 +609,14 @@ fn build_env(
         if value.as_deref().is_some_and(|v| v.contains('\0')) {
             return usage(format!("--env {name}: value contains a NUL byte"));
         }
+        // A forward of a variable the caller lacks changes nothing: the sandbox keeps its own
+        // (`--env HOME` from a cron job without HOME leaves HOME in scratch, not unset).
         let value = match value {
             Some(v) => Some(v),
-            None => caller_env(&name),
+            None => match caller_env(&name) {
+                Some(v) => Some(v),
+                None => continue,
+            },
         };
         set.push((name, value));
     }
@@ -912,6 +917,18 @@ mod tests {
         assert!(spec.env.contains(&("HOME".into(), "/home/me".into())));
         assert!(!spec.env.iter().any(|(n, _)| n == "MISSING"));
         assert_eq!(spec.env.iter().filter(|(n, _)| n == "HOME").count(), 1);
+    }
+
+    /// A forward of a variable the caller lacks keeps the sandbox's own: HOME and TMPDIR stay
+    /// in scratch, a value set before stays set.
+    #[test]
+    fn env_forward_of_what_the_caller_lacks_keeps_the_sandboxs_own() {
+        let mut d = draft(&["true"]);
+        d.env = vec!["HOME".into(), "X=1".into(), "X".into(), "TMPDIR".into()];
+        let spec = d.build(&no_env).unwrap();
+        assert!(spec.env.contains(&("HOME".into(), "/work".into())));
+        assert!(spec.env.contains(&("TMPDIR".into(), "/work".into())));
+        assert!(spec.env.contains(&("X".into(), "1".into())));
     }
 
     #[test]
