@@ -626,7 +626,10 @@ fn routed_binds(spec: &Spec) -> Result<Option<Spec>, Failure> {
             _ => "--bind",
         };
         let refused = |why: String| Failure::Usage(format!("{flag} {}: {why}", src.display()));
-        std::fs::metadata(src).map_err(|e| refused(e.to_string()))?;
+        std::fs::metadata(src).map_err(|e| {
+            let errno = crate::sys::errno_of(&e);
+            refused(format!("stat({src:?}): {errno}"))
+        })?;
         let route = match crate::boundary::bind_source_route(src, &writable) {
             Ok(Ok(route)) => route,
             Ok(Err(why)) => return Err(refused(why)),

@@ -807,11 +807,11 @@ fn caller_mistakes_are_bad_usage_not_failed_steps() {
                     "-c",
                     "echo RAN",
                 ],
-                "--ro-bind /no/such/path: No such file or directory",
+                "--ro-bind /no/such/path: stat(\"/no/such/path\"): ENOENT: No such file or directory",
             ),
             (
                 vec!["run", "--bind", "/no/such:/x", "--", "sh", "-c", "echo RAN"],
-                "--bind /no/such: No such file or directory",
+                "--bind /no/such: stat(\"/no/such\"): ENOENT: No such file or directory",
             ),
             (
                 vec![
