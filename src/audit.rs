@@ -1745,26 +1745,41 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
     let run = parse_docker_run(docker_run_args(argv)?)?;
     let mut audit = Audit::default();
 
-    let env_args: Vec<String> = run
-        .options
-        .iter()
-        .filter(|o| o.name == "env" || o.name == "env-file")
-        .map(|o| {
-            // `-e NAME=VALUE`: the value is never printed (the report may end up in a log).
-            match (o.name.as_str(), o.value().split_once('=')) {
-                ("env", Some((name, _))) => match o.raw.strip_suffix(o.value()) {
-                    Some(written) => format!("{written}{name}=***"),
-                    None => format!("--env {name}=***"),
-                },
-                _ => o.raw.clone(),
+    // `-e NAME` and `--env-file` hand the container the host's values; `-e NAME=VALUE` sets
+    // one written on the line, a finding only where it looks like a credential (`-e
+    // LANG=C.UTF-8` is none). A value is never printed: the report may end up in a log.
+    let mut forwarded: Vec<String> = Vec::new();
+    let mut credentials: Vec<(String, String, &str)> = Vec::new();
+    for o in run.options.iter() {
+        match (o.name.as_str(), o.value().split_once('=')) {
+            ("env", Some((name, value))) => {
+                if let Some(why) = credential_in(name, value) {
+                    let written = match o.raw.strip_suffix(o.value()) {
+                        Some(written) => format!("{written}{name}=***"),
+                        None => format!("--env {name}=***"),
+                    };
+                    credentials.push((name.to_string(), written, why));
+                }
             }
-        })
-        .collect();
-    if !env_args.is_empty() {
+            ("env" | "env-file", _) => forwarded.push(o.raw.clone()),
+            _ => {}
+        }
+    }
+    if !forwarded.is_empty() {
         audit.finding(
             "env-forwarded",
             "forwards host environment variables",
-            env_args.join(" "),
+            forwarded.join(" "),
+        );
+    }
+    for (name, written, why) in credentials {
+        audit.finding(
+            "env-credential",
+            format!(
+                "sets {name}, a credential by its {why}, in the container; the value is also on \
+                 docker's command line, which host processes can read (/proc/PID/cmdline)"
+            ),
+            written,
         );
     }
 
@@ -3304,12 +3319,10 @@ mod tests {
     fn env_forwarded() {
         for (opt, arg) in [
             ("-e FOO", "-e FOO"),
-            ("-e FOO=bar", "-e FOO=***"),
             ("--env FOO", "--env FOO"),
             ("--env=FOO", "--env=FOO"),
             ("-eFOO", "-eFOO"),
             ("-e=FOO", "-e=FOO"),
-            ("-teGITHUB_TOKEN=ghp_x=y", "-teGITHUB_TOKEN=***"),
             ("--env-file ./secrets.env", "--env-file ./secrets.env"),
             ("--env-file=.env", "--env-file=.env"),
         ] {
@@ -3325,9 +3338,37 @@ mod tests {
         let both = docker_variant(&[], &["-e A", "--env-file f", "--env=B=c"]);
         assert_eq!(
             only(&both.findings, "env-forwarded").arg,
-            "-e A --env-file f --env=B=***"
+            "-e A --env-file f"
         );
         assert!(docker(CLEAN_DOCKER).findings.is_empty());
+    }
+
+    /// `-e NAME=VALUE` sets a value written on the line: no finding unless it looks like a
+    /// credential, which is then named without its value.
+    #[test]
+    fn env_set_on_the_line_is_a_finding_only_for_a_credential() {
+        for opt in ["-e FOO=bar", "-e LANG=C.UTF-8", "--env=PATH=/usr/bin"] {
+            let audit = docker_variant(&[], &[opt]);
+            assert!(audit.findings.is_empty(), "{opt}: {:?}", audit.findings);
+        }
+        for (opt, arg) in [
+            ("-teGITHUB_TOKEN=ghp_x=y", "-teGITHUB_TOKEN=***"),
+            ("-e X=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "-e X=***"),
+            (
+                "--env=AWS_SECRET_ACCESS_KEY=abc",
+                "--env=AWS_SECRET_ACCESS_KEY=***",
+            ),
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(rules(&audit.findings), ["env-credential"], "{opt}");
+            let f = &audit.findings[0];
+            assert_eq!(f.arg, arg, "{opt}");
+            assert!(f.message.contains("a credential by its"), "{}", f.message);
+            assert!(
+                !f.message.contains("ghp_") && !f.arg.contains("abc"),
+                "{f:?}"
+            );
+        }
     }
 
     #[test]
