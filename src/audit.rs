@@ -545,6 +545,36 @@ const HOME_CREDENTIALS: &[(&str, &str)] = &[
     (".my.cnf", "MySQL passwords"),
 ];
 
+/// Files in a credentials directory of HOME_CREDENTIALS that hold nothing secret: a mount of
+/// one of them alone is none of the credentials' (`~/.ssh/known_hosts` for a task that runs
+/// ssh or git, a public key). `*` ends a name as in the socket tables.
+const PUBLIC_BESIDE_CREDENTIALS: &[(&str, &[&str])] = &[(
+    ".ssh",
+    &[
+        "known_hosts",
+        "known_hosts.old",
+        "authorized_keys",
+        "authorized_keys2",
+        "config",
+        "*.pub",
+    ],
+)];
+
+/// Whether `path` names one file of PUBLIC_BESIDE_CREDENTIALS, by its last two names.
+fn is_public_beside_credentials(path: &str) -> bool {
+    let mut names = path.trim_end_matches('/').rsplit('/');
+    let (Some(file), Some(dir)) = (names.next(), names.next()) else {
+        return false;
+    };
+    PUBLIC_BESIDE_CREDENTIALS.iter().any(|(d, files)| {
+        *d == dir
+            && files.iter().any(|f| match f.strip_prefix('*') {
+                Some(suffix) => file.ends_with(suffix) && file.len() > suffix.len(),
+                None => *f == file,
+            })
+    })
+}
+
 /// Where homes are: every user's under `/home`, and root's.
 const HOMES: &[&str] = &["/home/*", "/root"];
 
@@ -561,6 +591,9 @@ fn home_credentials() -> impl Iterator<Item = (String, &'static str)> {
 /// inside the tree (see `socket_in`). A source in the caller's home (`~/.aws`, `$HOME`) is
 /// taken to be in any user's; one this audit cannot know, to be `/` (as `host_tree` does).
 fn credentials_in(source: &str) -> Held {
+    if is_public_beside_credentials(source) {
+        return Vec::new();
+    }
     let tree = match host_path(source) {
         HostPath::InHome(below) => format!("/home/*{below}"),
         _ => match host_tree(source) {
@@ -1129,6 +1162,9 @@ pub fn credentials_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str
         let path = std::fs::canonicalize(path).ok()?;
         path.to_str().map(|p| p.trim_end_matches('/').to_string())
     };
+    if real(source).is_some_and(|s| is_public_beside_credentials(&s)) {
+        return Vec::new();
+    }
     let caller = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute());
@@ -4174,7 +4210,19 @@ mod tests {
             "--ro-bind ~/.config/nvim /n",
             "--ro-bind /srv/home /x",
             "--ro-bind /home/dev/project/.ssh-notes /x",
+            // What lies beside ssh keys and holds nothing secret.
+            "--ro-bind ~/.ssh/known_hosts /k",
+            "--ro-bind /home/dev/.ssh/id_ed25519.pub /k",
+            "--ro-bind /root/.ssh/config /c",
         ]);
+        // But a key beside them, and a name that only ends like one, are.
+        for opt in [
+            "--ro-bind ~/.ssh/id_rsa /k",
+            "--ro-bind /home/dev/.ssh/.pub /k",
+            "--ro-bind /home/dev/.ssh/known_hosts.d /k",
+        ] {
+            found(&[opt]);
+        }
         // docker, read-only too.
         let audit = docker_variant(&[], &["-v \"$HOME/.aws\":/root/.aws:ro"]);
         assert_eq!(rules(&audit.findings), ["host-credentials"]);

@@ -2969,8 +2969,11 @@ fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() 
              and hand back in its output: AWS credentials at {aws_text}"
         )
     };
+    let ssh = home.path().join(".ssh");
+    let ssh_text = ssh.display().to_string();
     for who in BOTH {
         let _ = std::fs::remove_dir_all(&aws);
+        let _ = std::fs::remove_dir_all(&ssh);
         let bind = format!("{home_text}:/h");
         let (run, rep) = json_sh(who, &["--ro-bind", &bind], "ls -A /h", SECS_10);
         assert_eq!(rep["stdout"], json!(""), "{who:?}: {}", run.show());
@@ -3022,6 +3025,28 @@ fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() 
             "{who:?}: {}",
             run.show()
         );
+        // Beside ssh keys, known_hosts alone holds none (a task running git or ssh needs
+        // it); a key there is one.
+        std::fs::create_dir(&ssh).unwrap();
+        std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_file(&ssh.join("known_hosts"), b"h ssh-ed25519 AAAA\n", 0o644);
+        write_file(&ssh.join("id_ed25519"), b"KEY\n", 0o644);
+        for (file, said) in [
+            ("known_hosts", None),
+            ("id_ed25519", Some(format!("ssh keys at {ssh_text}"))),
+        ] {
+            let bind = format!("{ssh_text}/{file}:/k");
+            let (run, rep) = json_sh(who, &["--ro-bind", &bind], "cat /k", SECS_10);
+            assert_ne!(rep["stdout"], json!(""), "{who:?} {file}: {}", run.show());
+            let warnings = match said {
+                None => json!([]),
+                Some(said) => json!([format!(
+                    "{ssh_text}/{file} (inside at /k) reaches credentials the task can read, \
+                     read-only or not, and hand back in its output: {said}"
+                )]),
+            };
+            assert_eq!(rep["warnings"], warnings, "{who:?} {file}: {}", run.show());
+        }
     }
 }
 
