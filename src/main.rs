@@ -166,7 +166,7 @@ enum Command {
     /// Run bubblewrap's command line (the same as starting airlock as `bwrap`).
     #[command(disable_help_flag = true)]
     Bwrap {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(trailing_var_arg = true, allow_negative_numbers = true)]
         args: Vec<String>,
     },
 }
@@ -236,42 +236,42 @@ struct RunArgs {
     share_net: bool,
     /// When airlock runs as root: the task's uid on the host (never 0). Any other caller's
     /// task runs as the caller: another uid is refused.
-    #[arg(long, value_name = "UID")]
+    #[arg(long, value_name = "UID", allow_negative_numbers = true)]
     host_uid: Option<u32>,
     /// When airlock runs as root: the task's gid on the host (never 0). Any other caller's
     /// task runs as the caller: another gid is refused.
-    #[arg(long, value_name = "GID")]
+    #[arg(long, value_name = "GID", allow_negative_numbers = true)]
     host_gid: Option<u32>,
     /// Kill the whole sandbox after DURATION (500ms, 10s, 2m, 1h; a bare number is seconds).
     /// Default: none, or 10s with --json/--request.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     timeout: Option<String>,
     /// Cap on stdout, stderr and each result file in the JSON report (default 8000, at most
     /// 64M).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     max_output: Option<String>,
     /// Capture output and print one JSON report instead of streaming.
     #[arg(long)]
     json: bool,
     /// Memory cap for the whole sandbox (cgroup) or per process (rlimit fallback). Default 4G,
     /// at least 16M.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     memory: Option<String>,
     /// Maximum number of processes and threads. Default 1024, at least 2.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pids: Option<u64>,
     /// CPU time per process (RLIMIT_CPU), e.g. 30s, 10m (a bare number is seconds). Default
     /// 30m, at least 1s.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     cpu_time: Option<String>,
     /// Largest file the task may write (RLIMIT_FSIZE). Default 4G.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     file_size: Option<String>,
     /// Open files per process (RLIMIT_NOFILE). Default 8192, at least 16.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     nofile: Option<u64>,
     /// Size of the writable scratch tmpfs (and of /dev/shm). Default 2G, at least 1M.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     scratch_size: Option<String>,
     /// Read the run as a JSON request from FILE (- for stdin); prints the JSON report.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "input", "json"])]

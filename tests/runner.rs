@@ -809,6 +809,16 @@ fn caller_mistakes_are_bad_usage_not_failed_steps() {
                 ],
                 "--ro-bind /no/such/path: stat(\"/no/such/path\"): ENOENT: No such file or directory",
             ),
+            // A negative number is the flag's value, refused as such: clap took it for a flag
+            // and said to write `-- -1`, which makes it the command.
+            (
+                vec!["run", "--host-uid", "-1", "--", "sh", "-c", "echo RAN"],
+                "invalid value '-1' for '--host-uid <UID>'",
+            ),
+            (
+                vec!["run", "--timeout", "-5", "--", "sh", "-c", "echo RAN"],
+                "duration \"-5\": expected",
+            ),
             (
                 vec!["run", "--bind", "/no/such:/x", "--", "sh", "-c", "echo RAN"],
                 "--bind /no/such: stat(\"/no/such\"): ENOENT: No such file or directory",
