@@ -2191,10 +2191,18 @@ fn host_uid_picks_a_root_caller_s_task_identity_and_refuses_0() {
     .stdout(Stdio::piped())
     .spawn()
     .unwrap();
+    // The two map lines are read before the launcher is killed: they reach this pipe through
+    // the launcher's own, which a launcher a loaded host has not scheduled yet still holds.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    for _ in 0..2 {
+        std::io::BufRead::read_line(&mut out, &mut text).unwrap();
+    }
     let p = wait_for_process("sleep 9.77", Duration::from_secs(10));
     let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid)).unwrap();
     let _ = child.kill();
-    let out = child.wait_with_output().unwrap();
+    std::io::Read::read_to_string(&mut out, &mut text).unwrap();
+    child.wait().unwrap();
     let field = |name: &str| {
         status
             .lines()
@@ -2211,7 +2219,7 @@ fn host_uid_picks_a_root_caller_s_task_identity_and_refuses_0() {
         Some("4322 4322 4322 4322"),
         "{status}"
     );
-    let maps: Vec<String> = stdout(&out)
+    let maps: Vec<String> = text
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
