@@ -2097,8 +2097,8 @@ fn block_fd() {
     let fifo = d.path().join("fifo");
     let script = format!(
         r#"mkfifo {f}; exec 4<>{f}
-( sleep 0.4; echo released; echo x > {f} ) &
 t0=$(date +%s%N)
+( sleep 0.4; echo released; echo x > {f} ) &
 $BW "$@"
 t1=$(date +%s%N); [ $(( (t1 - t0) / 1000000 )) -ge 350 ] && echo waited || echo "did not wait"
 rm -f {f}"#,
@@ -2133,7 +2133,7 @@ fn lock_file_is_held_while_the_sandbox_runs() {
     let lock = d.path().join("lock");
     write(&lock, b"", 0o644);
     let script = format!(
-        r#"D={d}; L=$D/lock; rm -f $D/up
+        r#"D={d}; L=$D/lock; rm -f $D/up $D/checked
 check() {{ {py} -c 'import fcntl,sys
 f=open(sys.argv[1],"r+")
 try:
@@ -2143,6 +2143,7 @@ $BW "$@" &
 p=$!
 for i in $(seq 300); do [ -e $D/up ] && break; sleep 0.01; done
 check
+: > $D/checked
 wait $p; echo "exit $?"
 check"#,
         d = d.path().display(),
@@ -2165,7 +2166,12 @@ check"#,
                 ],
                 set,
             ))
-            .sh(&format!("touch {dp}/up; sleep 0.5"))
+            // The task runs until the check is done (10 s at most): a fixed 0.5 s was a race
+            // with the check's python, which took 0.2-0.35 s to start beside two busy loops.
+            .sh(&format!(
+                "touch {dp}/up; i=0; while [ ! -e {dp}/checked ] && [ $i -lt 1000 ]; do \
+                 sleep 0.01; i=$((i+1)); done"
+            ))
             .script(&script);
             let [b, _] = same(&c, who);
             assert_eq!(b.stdout, "locked\nexit 0\nfree\n", "{}", b.show());
