@@ -474,16 +474,23 @@ impl Cgroup {
         }
     }
 
-    /// Remove the cgroup (all its processes are gone by now). Once in this stop's CI the
-    /// kernel still counted one of them after the init was reaped, and the removal failed
-    /// (EBUSY; the cgroup stayed until the next launch's sweep of stale ones): it is tried
-    /// again for up to 50 ms.
+    /// Remove the cgroup (all its processes are gone by now). Once in CI the kernel still
+    /// counted one of them after the init was reaped, and the removal failed (EBUSY; the
+    /// cgroup stayed until the next launch's sweep of stale ones): it is tried again, 1 ms
+    /// apart and then further apart, for up to 1 s in all (50 ms until stop 32, which a
+    /// loaded host may outlast). A removal that succeeds at once costs nothing more.
     pub fn remove(&self) {
+        let until = std::time::Instant::now() + Duration::from_secs(1);
         for d in &self.dirs {
-            for _ in 0..50 {
+            let mut pause = Duration::from_millis(1);
+            loop {
                 match fs::remove_dir(d) {
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                        std::thread::sleep(Duration::from_millis(1))
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EBUSY)
+                            && std::time::Instant::now() < until =>
+                    {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(50));
                     }
                     _ => break,
                 }
