@@ -2125,8 +2125,9 @@ rm -f {f}"#,
 }
 
 /// --lock-file: a read lock on the file is held while the sandbox runs (bubblewrap's pid 1
-/// holds it). airlock takes it in boundary::build and drops it when build returns, before the
-/// task starts, so the file is never seen locked.
+/// holds it; airlock's init does, from boundary::build to its exit), and released once it
+/// has ended: an exclusive lock is refused while the task runs and taken after. Both launchers
+/// are compared (`same`), with and without a pid namespace.
 #[test]
 fn lock_file_is_held_while_the_sandbox_runs() {
     let d = tmpdir(0o777);
