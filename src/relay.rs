@@ -37,11 +37,20 @@
 //!   so the rest stays for the caller, as with the pipe itself. (A task that writes into its
 //!   own stdin pipe, reopened for writing, makes that count come out low, never high: the
 //!   caller may read again what the task read, but loses nothing and gets nothing it wrote.)
+//! - a socket reaches the task as a pipe of the launcher's too. It cannot be reopened, but the
+//!   task would hold the caller's socket itself: its shutdown() or setsockopt() outlived the
+//!   run, a unix socket carried descriptors (SCM_RIGHTS) both ways, SO_PEERCRED and
+//!   getpeername named the caller's peer. Output is read from the pipe and sent with
+//!   MSG_DONTWAIT (the socket's O_NONBLOCK is the caller's, not ours to set), a full socket
+//!   waited for as a full pipe; a stdin socket is peeked at (MSG_PEEK), copied into the
+//!   task's pipe and taken out of the socket only as far as the task has read, as a stdin
+//!   pipe is, with no control buffer, so descriptors in flight are closed by the kernel. A
+//!   listening socket is refused (exit 2): a pipe cannot accept connections;
 //! - a directory on any stream is refused (exit 2).
 //!
-//! Sockets and character devices go through as they are: a socket cannot be reopened, and
-//! /dev/null gives nothing. A terminal is the caller's own (README, "Known limits"). bwrap
-//! mode passes every stream through, as bubblewrap does.
+//! Character devices go through as they are: /dev/null gives nothing, and a terminal is the
+//! caller's own (README, "Known limits"). bwrap mode passes every stream through, as
+//! bubblewrap does.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -287,10 +296,10 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
 /// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) and
 /// the permission bits and group of the standard streams the task gets as they are. The flags
 /// belong to the open file description, which the task shares with the caller: a task's
-/// `fcntl(1, F_SETFL, O_NONBLOCK)` on the caller's terminal or socket outlived the run, and the
-/// caller's next writes there failed with EAGAIN ("write error: Resource temporarily
-/// unavailable"); an `O_DIRECT` on a fresh `>` file made its next unaligned writes fail with
-/// EINVAL. The mode and group belong to the file itself, which a task of its owner's uid may
+/// `fcntl(1, F_SETFL, O_NONBLOCK)` on the caller's terminal (or socket, before sockets were
+/// relayed) outlived the run, and the caller's next writes there failed with EAGAIN ("write
+/// error: Resource temporarily unavailable"); an `O_DIRECT` on a fresh `>` file made its next
+/// unaligned writes fail with EINVAL. The mode and group belong to the file itself, which a task of its owner's uid may
 /// fchmod and chgrp (to its own group): an unprivileged caller's terminal, left 0666 or 04777
 /// by a task, stayed open to every local user after the run. All are put back once the
 /// sandbox is gone. So is the position in a regular file, which the open file description
