@@ -37,13 +37,22 @@
 //!   so the rest stays for the caller, as with the pipe itself. (A task that writes into its
 //!   own stdin pipe, reopened for writing, makes that count come out low, never high: the
 //!   caller may read again what the task read, but loses nothing and gets nothing it wrote.)
+//! - a socket reaches the task as a pipe of the launcher's too. It cannot be reopened, but the
+//!   task would hold the caller's socket itself: its shutdown() or setsockopt() outlived the
+//!   run, a unix socket carried descriptors (SCM_RIGHTS) both ways, SO_PEERCRED and
+//!   getpeername named the caller's peer. Output is read from the pipe and sent with
+//!   MSG_DONTWAIT (the socket's O_NONBLOCK is the caller's, not ours to set), a full socket
+//!   waited for as a full pipe; a stdin socket is peeked at (MSG_PEEK), copied into the
+//!   task's pipe and taken out of the socket only as far as the task has read, as a stdin
+//!   pipe is, with no control buffer, so descriptors in flight are closed by the kernel. A
+//!   listening socket is refused (exit 2): a pipe cannot accept connections;
 //! - a directory on any stream is refused (exit 2).
 //!
-//! Sockets and character devices go through as they are: a socket cannot be reopened, and
-//! /dev/null gives nothing. A terminal is the caller's own (README, "Known limits"). bwrap
-//! mode passes every stream through, as bubblewrap does.
+//! Character devices go through as they are: /dev/null gives nothing, and a terminal is the
+//! caller's own (README, "Known limits"). bwrap mode passes every stream through, as
+//! bubblewrap does.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -96,8 +105,13 @@ pub struct Relay {
     /// The caller's stream is a pipe (or FIFO), not a file: moved with splice, and it may be
     /// full.
     to_pipe: bool,
-    /// The caller's pipe was full at the last move: wait until it has room.
+    /// The caller's stream is a socket: read from the pipe into `buf` and sent without
+    /// waiting (see `pump_to_socket`).
+    to_sock: bool,
+    /// The caller's pipe or socket was full at the last move: wait until it has room.
     blocked: bool,
+    /// A socket relay: the bytes of `buf` read from the pipe and not yet sent (from, to).
+    held: (usize, usize),
     /// Bytes moved into the caller's pipe (up to GROW_AFTER, when the pipe grows).
     moved: u64,
     /// The task's --file-size: the file is not written past it.
@@ -116,6 +130,9 @@ pub struct Feed {
     /// The caller's stdin is a pipe (or FIFO): copied with tee, and taken out of it only as
     /// far as the task has read (see `feed_pipe`).
     from_pipe: bool,
+    /// The caller's stdin is a socket: peeked at, and taken out of it only as far as the task
+    /// has read (see `feed_socket`).
+    from_sock: bool,
     /// The write end of the pipe, until the thread takes it.
     pipe: Option<OwnedFd>,
     /// A read end of the pipe kept for FIONREAD: how much the task has not taken yet.
@@ -183,9 +200,28 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
         // read` loop's input), a stdout to read what others wrote to it. One it may not (a
         // root caller's, 0600) would not reopen at all: no /dev/stdout, /dev/stderr.
         let to_pipe = kind == SFlag::S_IFIFO;
+        // A socket, which cannot be reopened, is still the caller's own socket, not only a
+        // descriptor of it: the task's shutdown() or setsockopt() on it outlived the run, a
+        // unix socket carries descriptors (SCM_RIGHTS) both ways, and SO_PEERCRED or
+        // getpeername name the caller's peer. A listening one (socket activation) would let
+        // the task accept connections its network namespace keeps from it; it cannot be
+        // relayed, and is refused.
+        let sock = kind == SFlag::S_IFSOCK;
+        if sock
+            && nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::AcceptConn)
+                .unwrap_or(false)
+        {
+            return Err(Failure::Usage(format!(
+                "{} is a listening socket: airlock run relays a socket on a standard stream \
+                 through a pipe, which cannot accept connections (give the task `{}`, or use \
+                 bwrap mode, which passes every stream as it is)",
+                NAMES[i],
+                ["< /dev/null", "> /dev/null", "2> /dev/null"][i]
+            )));
+        }
         let mut append = false;
         let relayed = match stream {
-            _ if to_pipe => true,
+            _ if to_pipe || sock => true,
             0 => kind == SFlag::S_IFREG || kind == SFlag::S_IFBLK,
             _ if kind != SFlag::S_IFREG => false,
             _ => {
@@ -219,13 +255,14 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
         }
         let (ours, theirs) = pipe(owner, stream != 0)?;
         if stream == 0 {
-            let start = match to_pipe {
+            let start = match to_pipe || sock {
                 true => None,
                 false => nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).ok(),
             };
             plan.feed = Some(Feed {
                 start,
                 from_pipe: to_pipe,
+                from_sock: sock,
                 peek: named(
                     theirs.try_clone().map_err(|e| crate::sys::errno_of(&e)),
                     "dup",
@@ -242,7 +279,9 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
                 pipe: Some(ours),
                 append,
                 to_pipe,
+                to_sock: sock,
                 blocked: false,
+                held: (0, 0),
                 moved: 0,
                 max,
                 cut: false,
@@ -257,10 +296,10 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
 /// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) and
 /// the permission bits and group of the standard streams the task gets as they are. The flags
 /// belong to the open file description, which the task shares with the caller: a task's
-/// `fcntl(1, F_SETFL, O_NONBLOCK)` on the caller's terminal or socket outlived the run, and the
-/// caller's next writes there failed with EAGAIN ("write error: Resource temporarily
-/// unavailable"); an `O_DIRECT` on a fresh `>` file made its next unaligned writes fail with
-/// EINVAL. The mode and group belong to the file itself, which a task of its owner's uid may
+/// `fcntl(1, F_SETFL, O_NONBLOCK)` on the caller's terminal (or socket, before sockets were
+/// relayed) outlived the run, and the caller's next writes there failed with EAGAIN ("write
+/// error: Resource temporarily unavailable"); an `O_DIRECT` on a fresh `>` file made its next
+/// unaligned writes fail with EINVAL. The mode and group belong to the file itself, which a task of its owner's uid may
 /// fchmod and chgrp (to its own group): an unprivileged caller's terminal, left 0666 or 04777
 /// by a task, stayed open to every local user after the run. All are put back once the
 /// sandbox is gone. So is the position in a regular file, which the open file description
@@ -400,6 +439,9 @@ impl Relay {
         if self.to_pipe {
             return self.pump_to_pipe();
         }
+        if self.to_sock {
+            return self.pump_to_socket();
+        }
         let Some(pipe) = self.pipe.as_ref() else {
             return;
         };
@@ -488,6 +530,82 @@ impl Relay {
     }
 }
 
+impl Relay {
+    /// [`Relay::pump`] into the caller's socket: read from the pipe into `buf`, then sent
+    /// with MSG_DONTWAIT (the socket's own O_NONBLOCK is the caller's, shared, and not ours
+    /// to set: splice into a blocking socket would block the launcher's loop) and
+    /// MSG_NOSIGNAL. What a partial send left is kept for the next call; a full socket is
+    /// waited for by poll, as a full pipe. A socket whose peer is gone (EPIPE, ECONNRESET)
+    /// ends the relay, and the task's next write fails with EPIPE, as with a pipe; the
+    /// --file-size cut does not apply, as it does not to a pipe.
+    fn pump_to_socket(&mut self) {
+        use nix::sys::socket::{MsgFlags, send};
+        let Some(pipe) = self.pipe.as_ref() else {
+            return;
+        };
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; CHUNK];
+        }
+        let to = std_stream(self.stream);
+        let name = NAMES[self.stream as usize];
+        // At most 16 reads a call, as pump: the launcher's loop keeps its signals and deadline.
+        let mut reads = 0;
+        loop {
+            if self.held.0 == self.held.1 {
+                if reads == 16 {
+                    return;
+                }
+                reads += 1;
+                match nix::unistd::read(pipe, &mut self.buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        self.held = (0, n);
+                        grow_after(&mut self.moved, n, &[pipe.as_fd()]);
+                        if self.moved >= GROW_AFTER && self.buf.len() < PIPE_SIZE as usize / 4 {
+                            self.buf.resize(PIPE_SIZE as usize / 4, 0);
+                        }
+                    }
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::EAGAIN) => {
+                        self.blocked = false;
+                        return;
+                    }
+                    Err(e) => {
+                        crate::say!(
+                            "airlock: {name} of the task: reading its pipe failed: {}",
+                            e.desc()
+                        );
+                        break;
+                    }
+                }
+            }
+            let (from, upto) = self.held;
+            let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+            match send(to.as_raw_fd(), &self.buf[from..upto], flags) {
+                Ok(m) => {
+                    self.held.0 += m;
+                    self.blocked = false;
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => {
+                    self.blocked = true;
+                    return;
+                }
+                Err(Errno::EPIPE | Errno::ECONNRESET) => break,
+                Err(e) => {
+                    crate::say!(
+                        "airlock: {name} of the task: writing to its socket failed: {}",
+                        e.desc()
+                    );
+                    break;
+                }
+            }
+        }
+        self.held = (0, 0);
+        self.pipe = None;
+    }
+}
+
 /// One read() from the pipe, written to `to`: as much of it as keeps the writes within `max`
 /// (counted from where each write lands, as RLIMIT_FSIZE counts them: the file's end for an
 /// appending writer, the descriptor's offset for another), and EFBIG if that was not all.
@@ -533,11 +651,12 @@ impl Feed {
             return Ok(());
         };
         let progress = Arc::clone(&self.progress);
-        let from_pipe = self.from_pipe;
+        let (from_pipe, from_sock) = (self.from_pipe, self.from_sock);
         std::thread::Builder::new()
-            .spawn(move || match from_pipe {
-                true => feed_pipe(pipe, &progress),
-                false => feed(pipe, start, &progress),
+            .spawn(move || match (from_pipe, from_sock) {
+                (true, _) => feed_pipe(pipe, &progress),
+                (_, true) => feed_socket(pipe, &progress),
+                _ => feed(pipe, start, &progress),
             })
             .map(drop)
     }
@@ -546,13 +665,14 @@ impl Feed {
     /// is what was read from the file, less what is still in the pipe or was never written to
     /// it.
     pub fn finish(&self) {
-        if self.from_pipe {
-            // What the task read of the last copy comes out of the caller's pipe; the thread
-            // takes nothing more.
+        if self.from_pipe || self.from_sock {
+            // What the task read of the last copy comes out of the caller's pipe or socket;
+            // the thread takes nothing more.
             let mut p = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
             p.stop = true;
             if let Ok(unread) = crate::sys::unread_bytes(&self.peek) {
-                take_out(p.given.saturating_sub(unread), &mut vec![0u8; CHUNK]);
+                let n = p.given.saturating_sub(unread);
+                take_out(n, &mut vec![0u8; CHUNK], self.from_sock);
             }
             return;
         }
@@ -672,14 +792,92 @@ fn feed_pipe(pipe: OwnedFd, progress: &Mutex<Progress>) {
         if p.stop {
             return;
         }
-        take_out(p.given, &mut buf);
+        take_out(p.given, &mut buf, false);
         p.given = 0;
     }
 }
 
-/// Take `n` bytes out of the caller's stdin pipe, which holds them (tee copied them from its
-/// head); should another reader have taken some meanwhile, stop at what is there.
-fn take_out(mut n: usize, buf: &mut [u8]) {
+/// The feeding thread for a socket, as [`feed_pipe`] for a pipe: recv(MSG_PEEK) shows the
+/// head of what the socket holds without taking it; as much of it as the task's pipe has
+/// room for (all of it: the pipe is empty then) is written there; once the task has read all
+/// of it, as much is taken out of the socket, and the next head is peeked at. So the caller's
+/// socket loses exactly what the task read. Nothing is received with a control buffer:
+/// descriptors a unix socket's peer sent (SCM_RIGHTS) are dropped by the kernel with the
+/// bytes they came with, never installed anywhere; nor are credentials asked for.
+fn feed_socket(pipe: OwnedFd, progress: &Mutex<Progress>) {
+    use nix::sys::socket::{MsgFlags, recv};
+    let from = std_stream(0);
+    let mut buf = vec![0u8; CHUNK];
+    let mut copied = 0u64;
+    loop {
+        for (fd, events) in [
+            (from, PollFlags::POLLIN),
+            (pipe.as_fd(), PollFlags::POLLOUT),
+        ] {
+            let mut ready = [PollFd::new(fd, events)];
+            match nix::poll::poll(&mut ready, PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(_) => return,
+            }
+        }
+        {
+            let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+            if p.stop {
+                return;
+            }
+            let room = fcntl(&pipe, FcntlArg::F_GETPIPE_SZ)
+                .map_or(CHUNK, |n| n as usize)
+                .clamp(CHUNK, PIPE_SIZE as usize);
+            if buf.len() < room {
+                buf.resize(room, 0);
+            }
+            let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+            let n = match recv(from.as_raw_fd(), &mut buf[..room], flags) {
+                Ok(0) => return,
+                Ok(n) => n,
+                // Another reader of the socket took it meanwhile: wait again.
+                Err(Errno::EAGAIN | Errno::EINTR) => continue,
+                // Not connected, or the connection failed: the task reads the end.
+                Err(_) => return,
+            };
+            match nix::unistd::write(&pipe, &buf[..n]) {
+                Ok(m) => p.given = m,
+                Err(Errno::EAGAIN | Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+            grow_after(&mut copied, p.given, &[pipe.as_fd()]);
+        }
+        // Wait until the task has read the copy, as feed_pipe does.
+        let (mut nap, mut last) = (Duration::from_micros(20), usize::MAX);
+        loop {
+            match crate::sys::unread_bytes(&pipe) {
+                Ok(0) => break,
+                Ok(left) => {
+                    nap = match left < last {
+                        true => Duration::from_micros(20),
+                        false => (nap * 2).min(Duration::from_millis(20)),
+                    };
+                    last = left;
+                    std::thread::sleep(nap);
+                }
+                Err(_) => return,
+            }
+        }
+        let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+        if p.stop {
+            return;
+        }
+        take_out(p.given, &mut buf, true);
+        p.given = 0;
+    }
+}
+
+/// Take `n` bytes out of the caller's stdin pipe or socket, which holds them (tee copied them
+/// from its head, or recv peeked at them); should another reader have taken some meanwhile,
+/// stop at what is there. A socket's are received with no control buffer: descriptors that
+/// came with them are closed by the kernel.
+fn take_out(mut n: usize, buf: &mut [u8], sock: bool) {
+    use nix::sys::socket::{MsgFlags, recv};
     let from = std_stream(0);
     let most = buf.len();
     while n > 0 {
@@ -687,7 +885,15 @@ fn take_out(mut n: usize, buf: &mut [u8]) {
         if nix::poll::poll(&mut ready, PollTimeout::ZERO) != Ok(1) {
             return;
         }
-        match nix::unistd::read(from, &mut buf[..n.min(most)]) {
+        let got = match sock {
+            true => recv(
+                from.as_raw_fd(),
+                &mut buf[..n.min(most)],
+                MsgFlags::MSG_DONTWAIT,
+            ),
+            false => nix::unistd::read(from, &mut buf[..n.min(most)]),
+        };
+        match got {
             Ok(0) => return,
             Ok(m) => n -= m,
             Err(Errno::EINTR) => {}
@@ -791,7 +997,7 @@ impl Relay {
         let Some(pipe) = self.pipe.take() else {
             return;
         };
-        let left = crate::sys::unread_bytes(&pipe).unwrap_or(0);
+        let left = crate::sys::unread_bytes(&pipe).unwrap_or(0) + (self.held.1 - self.held.0);
         if left > 0 {
             let why = match why {
                 Stop::Deadline => "the timeout".to_string(),

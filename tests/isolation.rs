@@ -3858,32 +3858,30 @@ fn a_task_cannot_take_every_message_queue_byte_of_its_host_user() {
     assert_pool_not_emptied(&[RUN_LAUNCH], take, MQUEUE_PROBE, 2, "made", "queues");
 }
 
-/// The file status flags of a stream the task gets as it is (a socket here, a terminal alike)
-/// belong to the open file description it shares with the caller. On the unfixed code a task's
-/// `fcntl(1, F_SETFL, O_NONBLOCK)` outlived the run: the caller's end was left non-blocking, and
-/// its next writes there failed with EAGAIN once the reader lagged. airlock now puts the flags
-/// back once the sandbox is gone. Control: the same command run on the host leaves the flag set.
+/// The file status flags of a stream the task gets as it is (a terminal here; a socket was,
+/// before sockets were relayed) belong to the open file description it shares with the caller.
+/// On the unfixed code a task's `fcntl(1, F_SETFL, O_NONBLOCK)` outlived the run: the caller's
+/// end was left non-blocking, and its next writes there failed with EAGAIN once the reader
+/// lagged. airlock now puts the flags back once the sandbox is gone. Control: the same command
+/// run on the host leaves the flag set.
 #[test]
 fn a_task_cannot_leave_the_callers_stream_non_blocking() {
-    use std::os::fd::OwnedFd;
-    use std::os::unix::net::UnixStream;
     let set = "import fcntl, os\n\
                fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_NONBLOCK)\n\
                print('set', flush=True)";
-    let non_blocking = |fd: &UnixStream| {
+    let non_blocking = |fd: &std::fs::File| {
         let flags = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).unwrap();
         nix::fcntl::OFlag::from_bits_retain(flags).contains(nix::fcntl::OFlag::O_NONBLOCK)
     };
     let run = |mut c: Command| -> (bool, String) {
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        let keep = theirs.try_clone().unwrap();
-        let st = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(OwnedFd::from(theirs)))
-            .status()
-            .unwrap();
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let term = std::fs::File::from(pty.slave);
+        // uid 65534 must reach the terminal it writes to.
+        std::os::unix::fs::fchown(&term, Some(65534), None).unwrap();
+        let keep = term.try_clone().unwrap();
+        let st = c.stdin(Stdio::null()).stdout(term).status().unwrap();
         assert!(st.success(), "{st}");
-        drop(ours);
+        drop(pty.master);
         (non_blocking(&keep), format!("{st}"))
     };
     let mut host = Command::new(PYTHON);
@@ -3894,6 +3892,288 @@ fn a_task_cannot_leave_the_callers_stream_non_blocking() {
         assert!(
             !left,
             "{who:?}: the caller's stream is non-blocking after the run ({st})"
+        );
+    }
+}
+
+/// What a task does with a socket on its stdin or stdout (python, `argv[1]` the act), said on
+/// its stderr as `ACT:OK` or `ACT:<errno name>`: `shutdown` writes `before` and shuts the
+/// stdout socket down both ways; `sendfds` sends a memfd over stdout (SCM_RIGHTS); `peercred`
+/// asks stdout for its peer's credentials (SO_PEERCRED); `recvfds` receives on stdin what the
+/// peer sent with a descriptor, and reads that descriptor (`OK:<bytes>:<its content>`), or,
+/// refused, reads stdin (`<errno>:<what read gave>`).
+const SOCKET_ACT: &str = r#"
+import errno, os, socket, sys
+act = sys.argv[1]
+try:
+    if act == 'shutdown':
+        os.write(1, b'before\n')
+        socket.socket(fileno=1).shutdown(socket.SHUT_RDWR)
+    elif act == 'sendfds':
+        m = os.memfd_create('big')
+        os.write(m, b'MEMFD')
+        socket.send_fds(socket.socket(fileno=1), [b'x'], [m])
+    elif act == 'peercred':
+        socket.socket(fileno=1).getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    elif act == 'recvfds':
+        msg, fds, _, _ = socket.recv_fds(socket.socket(fileno=0), 100, 4)
+        act += ':' + msg.decode().strip() + ':' + ''.join(os.pread(f, 100, 0).decode() for f in fds)
+    r = 'OK'
+except OSError as e:
+    r = errno.errorcode.get(e.errno, str(e.errno))
+    if act == 'recvfds':
+        r += ':' + os.read(0, 100).decode().strip()
+print(act + ':' + r, file=sys.stderr)
+"#;
+
+/// The caller of SOCKET_ACT (python: `argv[1]` the act, the rest the command prefix that runs
+/// it, none for the host): gives it socketpairs as stdin and stdout (for `recvfds`, the peer
+/// first sends `data` with a memfd holding `SECRET`), then says what its own end of stdout
+/// received (bytes and descriptors) and whether it can still send on the socket the task had:
+/// `status=N task=<its line> got=<bytes> fds=N after=OK:<what the peer read>|<errno name>`.
+const SOCKET_CALLER: &str = r#"
+import errno, os, socket, subprocess, sys
+act, prefix = sys.argv[1], sys.argv[2:]
+a, b = socket.socketpair()
+c, d = socket.socketpair()
+if act == 'recvfds':
+    m = os.memfd_create('secret')
+    os.write(m, b'SECRET')
+    socket.send_fds(c, [b'data\n'], [m])
+    os.close(m)
+c.shutdown(socket.SHUT_WR)
+p = subprocess.run(prefix + [sys.executable, '-c', os.environ['SOCKET_ACT'], act], stdin=d,
+                   stdout=b, stderr=subprocess.PIPE, timeout=60)
+a.setblocking(False)
+got, fds = b'', []
+try:
+    while True:
+        msg, f, _, _ = socket.recv_fds(a, 65536, 8)
+        if not msg:
+            break
+        got, fds = got + msg, fds + f
+except BlockingIOError:
+    pass
+try:
+    b.send(b'after')
+    after = 'OK:' + a.recv(10).decode()
+except OSError as e:
+    after = errno.errorcode.get(e.errno, str(e.errno))
+print(f"status={p.returncode} task={p.stderr.decode().strip()} got={got.decode()!r} fds={len(fds)} after={after}")
+"#;
+
+/// A socket on a standard stream of a streamed run reaches the task as a pipe that airlock
+/// relays, so the task cannot act on the caller's socket itself. On the unfixed code (the
+/// socket passed as it was) a task's `shutdown(1, SHUT_RDWR)` outlived the run (the caller's
+/// next send there failed with EPIPE: a service's journal stream), a task sent a descriptor
+/// to the caller's peer over its stdout (SCM_RIGHTS: a 3 GiB memfd stayed in the peer's
+/// queue after the run), read the peer's credentials (SO_PEERCRED), and received on its
+/// stdin a descriptor the peer had sent the caller (a memfd of the caller's here) and read
+/// it. Now each finds a pipe (ENOTSOCK), the caller's peer still reads what the task wrote,
+/// the caller can still send after the run, no descriptor crosses either way, and the bytes
+/// sent with the descriptor reach the task's read. Control: the same task run on the host
+/// does each of those.
+#[test]
+fn a_socket_on_a_standard_stream_is_not_the_tasks_to_act_on() {
+    let bin = common::binary().display().to_string();
+    let cases = [
+        (
+            "shutdown",
+            "status=0 task=shutdown:OK got='before\\n' fds=0 after=EPIPE",
+            "status=0 task=shutdown:ENOTSOCK got='before\\n' fds=0 after=OK:after",
+        ),
+        (
+            "sendfds",
+            "status=0 task=sendfds:OK got='x' fds=1 after=OK:after",
+            "status=0 task=sendfds:ENOTSOCK got='' fds=0 after=OK:after",
+        ),
+        (
+            "peercred",
+            "status=0 task=peercred:OK got='' fds=0 after=OK:after",
+            "status=0 task=peercred:ENOTSOCK got='' fds=0 after=OK:after",
+        ),
+        (
+            "recvfds",
+            "status=0 task=recvfds:data:SECRET:OK got='' fds=0 after=OK:after",
+            "status=0 task=recvfds:ENOTSOCK:data got='' fds=0 after=OK:after",
+        ),
+    ];
+    for who in BOTH {
+        for (act, host, inside) in cases {
+            for (prefix, want) in [(vec![], host), (vec![bin.as_str(), "run", "--"], inside)] {
+                let mut args = vec![act];
+                args.extend(&prefix);
+                let o = host_cmd(who, &py(SOCKET_CALLER, &args))
+                    .env("SOCKET_ACT", SOCKET_ACT)
+                    .output()
+                    .unwrap();
+                let ctx = match prefix.is_empty() {
+                    true => "control (host)",
+                    false => "airlock",
+                };
+                assert_eq!(stdout(&o).trim(), want, "{who:?} {act} {ctx}\n{}", show(&o));
+            }
+        }
+    }
+}
+
+/// The caller of a task's streams as sockets (python, `argv[1]` airlock, `argv[2]` its bwrap
+/// copy); one line per case, each saying what came of it.
+const SOCKET_DATA: &str = r#"
+import fcntl, functools, hashlib, os, random, socket, subprocess, sys, time
+print = functools.partial(print, flush=True)
+airlock, bwrap = sys.argv[1], sys.argv[2]
+def run(args, **kw):
+    return subprocess.run([airlock, 'run'] + args, timeout=120, **kw)
+def drain(s):
+    s.settimeout(60)
+    got = b''
+    while True:
+        x = s.recv(1 << 20)
+        if not x:
+            return got
+        got += x
+# The peer sends three lines, the task reads one; its stdout and stderr are one socket.
+a, b = socket.socketpair()
+c, d = socket.socketpair()
+c.sendall(b'l1\nl2\nl3\n')
+c.shutdown(socket.SHUT_WR)
+script = ('read x; [ -p /proc/self/fd/0 ] && [ -p /proc/self/fd/1 ] && echo pipes; echo got $x; '
+          'i=0; while [ $i -lt 300 ]; do i=$((i+1)); echo o$i; echo e$i >&2; done')
+p = subprocess.Popen([airlock, 'run', '--', 'sh', '-c', script], stdin=d, stdout=b, stderr=b)
+b.close()
+want = 'pipes\ngot l1\n' + ''.join(f'o{i}\ne{i}\n' for i in range(1, 301))
+got = drain(a).decode()
+d.setblocking(False)
+print(f'lines: status={p.wait()} ordered={got == want} left={d.recv(100)!r}')
+if got != want:
+    print(got[:300])
+# 64 MiB out, whole and in order.
+a, b = socket.socketpair()
+gen = 'import random, sys; sys.stdout.buffer.write(random.Random(7).randbytes(64 << 20))'
+p = subprocess.Popen([airlock, 'run', '--', sys.executable, '-c', gen], stdout=b)
+b.close()
+got = drain(a)
+same = hashlib.sha256(got).digest() == hashlib.sha256(random.Random(7).randbytes(64 << 20)).digest()
+print(f'64MiB: status={p.wait()} bytes={len(got)} same={same}')
+# A non-blocking caller's socket that is read late, and stays non-blocking.
+a, b = socket.socketpair()
+b.setblocking(False)
+p = subprocess.Popen([airlock, 'run', '--', 'head', '-c', '4000000', '/dev/zero'], stdout=b)
+time.sleep(1)
+n = 0
+a.settimeout(10)
+try:
+    while n < 4000000:
+        n += len(a.recv(1 << 20))
+except TimeoutError:
+    pass
+nb = bool(fcntl.fcntl(b.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK)
+print(f'nonblocking: status={p.wait()} bytes={n} still_nonblocking={nb}')
+# A reader that takes nothing: the timeout ends the run, and airlock says what it kept.
+a, b = socket.socketpair()
+p = run(['--timeout', '2s', '--', 'head', '-c', '10000000', '/dev/zero'], stdout=b,
+        stderr=subprocess.PIPE)
+said = 'bytes were not delivered' in p.stderr.decode()
+print(f'stalled: status={p.returncode} said={said}')
+# The peer is gone: the task's writes fail as into a pipe with no reader (SIGPIPE).
+a, b = socket.socketpair()
+a.close()
+print(f'gone: status={run(["--", "yes"], stdout=b).returncode}')
+# A listening socket on stdin is refused; bwrap mode passes it as it is.
+l = socket.socket(socket.AF_UNIX)
+l.bind(b'\0airlock-test-listen-%d' % os.getpid())
+l.listen()
+p = run(['--', 'true'], stdin=l, stderr=subprocess.PIPE)
+said = 'stdin is a listening socket' in p.stderr.decode()
+probe = 'import os, stat; print(stat.S_ISSOCK(os.fstat(0).st_mode))'
+q = subprocess.run([bwrap] + sys.argv[3:] + ['--', sys.executable, '-c', probe], stdin=l,
+                   capture_output=True, timeout=60)
+print(f'listening: status={p.returncode} said={said} bwrap={q.stdout.decode().strip()}')
+"#;
+
+/// A socket on a standard stream carries the data as it did, relayed: the task reads its
+/// stdin socket through a pipe and the caller keeps what it did not read (the task reads one
+/// of three lines: the other two are still in the socket after the run, as they were when
+/// the task held the socket), stdout and stderr on one socket keep the task's order, 64 MiB
+/// arrive whole, a caller's non-blocking socket read late gets everything and is left
+/// non-blocking, a caller that reads nothing is ended by the run's --timeout (124) with a
+/// word of what was kept, a peer that is gone makes the task die of SIGPIPE (141), as a pipe
+/// without a reader does, and a listening socket is refused (exit 2), where bwrap mode (the
+/// control) passes it. On the unfixed code the task found sockets, not pipes, on its stdin
+/// and stdout (the first line), and the listening socket was passed.
+#[test]
+fn a_socket_on_a_standard_stream_carries_the_data_both_ways() {
+    let bin = common::binary().display().to_string();
+    let bwrap = bwrap_binary().display().to_string();
+    let mut args = vec![bin.as_str(), bwrap.as_str()];
+    args.extend_from_slice(MIN_ROOT);
+    for who in BOTH {
+        let o = host_cmd(who, &py(SOCKET_DATA, &args)).output().unwrap();
+        assert_eq!(
+            stdout(&o),
+            "lines: status=0 ordered=True left=b'l2\\nl3\\n'\n\
+             64MiB: status=0 bytes=67108864 same=True\n\
+             nonblocking: status=0 bytes=4000000 still_nonblocking=True\n\
+             stalled: status=124 said=True\n\
+             gone: status=141\n\
+             listening: status=2 said=True bwrap=True\n",
+            "{who:?}\n{}",
+            show(&o)
+        );
+    }
+}
+
+/// Node's `child_process.spawn` (libuv) gives a child unix socketpairs for stdio 'pipe', so
+/// an agent that runs airlock from Node hands it sockets on every run: the task gets pipes
+/// (`fifo`), and its stdout and stderr come back whole. Control: the same spawn of the task
+/// without airlock shows that Node gave sockets. Skipped, said so, without node.
+#[test]
+fn a_run_spawned_by_node_gets_its_output_back() {
+    if !Path::new("/usr/bin/node").exists() {
+        eprintln!(
+            "NOTE: /usr/bin/node is not installed: a_run_spawned_by_node_gets_its_output_back skipped"
+        );
+        return;
+    }
+    let spawn = "const p = require('child_process').spawn(process.argv[1], process.argv.slice(2));\n\
+                 let out = '', err = '';\n\
+                 p.stdout.on('data', d => out += d);\n\
+                 p.stderr.on('data', d => err += d);\n\
+                 p.on('close', code => console.log(JSON.stringify([code, out, err])));";
+    let task = "echo hi; echo err >&2; stat -L -c %F /proc/self/fd/1";
+    let bin = common::binary().display().to_string();
+    for who in BOTH {
+        let o = host_cmd(who, &["/usr/bin/node", "-e", spawn, "sh", "-c", task])
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&o),
+            "[0,\"hi\\nsocket\\n\",\"err\\n\"]\n",
+            "{who:?} control\n{}",
+            show(&o)
+        );
+        let o = host_cmd(
+            who,
+            &[
+                "/usr/bin/node",
+                "-e",
+                spawn,
+                &bin,
+                "run",
+                "--",
+                "sh",
+                "-c",
+                task,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(
+            stdout(&o),
+            "[0,\"hi\\nfifo\\n\",\"err\\n\"]\n",
+            "{who:?}\n{}",
+            show(&o)
         );
     }
 }
