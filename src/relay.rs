@@ -729,6 +729,39 @@ fn feed(pipe: OwnedFd, start: Option<i64>, progress: &Mutex<Progress>) {
     }
 }
 
+/// Wait for data in the caller's stdin `from`, then for room in the task's `pipe`; false on
+/// an error that ends the feed.
+fn ready_to_copy(from: BorrowedFd, pipe: BorrowedFd) -> bool {
+    for (fd, events) in [(from, PollFlags::POLLIN), (pipe, PollFlags::POLLOUT)] {
+        let mut ready = [PollFd::new(fd, events)];
+        match nix::poll::poll(&mut ready, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Wait until the task has read all its `pipe` holds: checked every 20 µs while it reads, up
+/// to every 20 ms while it does not. False on an error that ends the feed.
+fn read_by_the_task(pipe: &OwnedFd) -> bool {
+    let (mut nap, mut last) = (Duration::from_micros(20), usize::MAX);
+    loop {
+        match crate::sys::unread_bytes(pipe) {
+            Ok(0) => return true,
+            Ok(left) => {
+                nap = match left < last {
+                    true => Duration::from_micros(20),
+                    false => (nap * 2).min(Duration::from_millis(20)),
+                };
+                last = left;
+                std::thread::sleep(nap);
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
 /// The feeding thread for a pipe: tee copies what the caller's pipe holds into the task's
 /// pipe without taking it out; once the task has read all of it, as much is taken out of the
 /// caller's pipe and the next copy is made. So the caller's pipe loses exactly what the task
@@ -736,65 +769,14 @@ fn feed(pipe: OwnedFd, start: Option<i64>, progress: &Mutex<Progress>) {
 /// with the pipe itself. One copy (up to 64 KiB) at a time waits in the task's pipe.
 fn feed_pipe(pipe: OwnedFd, progress: &Mutex<Progress>) {
     let from = std_stream(0);
-    let mut buf = vec![0u8; CHUNK];
-    let mut copied = 0u64;
-    loop {
-        // Data in the caller's pipe, then room in the task's: a task that filled its own
-        // stdin pipe (reopened for writing) makes tee fail with EAGAIN, which must not spin.
-        for (fd, events) in [
-            (from, PollFlags::POLLIN),
-            (pipe.as_fd(), PollFlags::POLLOUT),
-        ] {
-            let mut ready = [PollFd::new(fd, events)];
-            match nix::poll::poll(&mut ready, PollTimeout::NONE) {
-                Ok(_) | Err(Errno::EINTR) => {}
-                Err(_) => return,
-            }
-        }
-        {
-            // Counted under the lock with the copy, so finish() never misses a copy the task
-            // may have read from.
-            let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
-            if p.stop {
-                return;
-            }
-            match nix::fcntl::tee(
-                from,
-                &pipe,
-                PIPE_SIZE as usize,
-                SpliceFFlags::SPLICE_F_NONBLOCK,
-            ) {
-                Ok(0) => return,
-                Ok(n) => p.given = n,
-                Err(Errno::EAGAIN | Errno::EINTR) => continue,
-                Err(_) => return,
-            }
-            grow_after(&mut copied, p.given, &[from, pipe.as_fd()]);
-        }
-        // Wait until the task has read the copy: checked every 20 µs while it reads, up to
-        // every 20 ms while it does not.
-        let (mut nap, mut last) = (Duration::from_micros(20), usize::MAX);
-        loop {
-            match crate::sys::unread_bytes(&pipe) {
-                Ok(0) => break,
-                Ok(left) => {
-                    nap = match left < last {
-                        true => Duration::from_micros(20),
-                        false => (nap * 2).min(Duration::from_millis(20)),
-                    };
-                    last = left;
-                    std::thread::sleep(nap);
-                }
-                Err(_) => return,
-            }
-        }
-        let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
-        if p.stop {
-            return;
-        }
-        take_out(p.given, &mut buf, false);
-        p.given = 0;
-    }
+    feed_copies(pipe, progress, false, |pipe, _buf| {
+        nix::fcntl::tee(
+            from,
+            pipe,
+            PIPE_SIZE as usize,
+            SpliceFFlags::SPLICE_F_NONBLOCK,
+        )
+    })
 }
 
 /// The feeding thread for a socket, as [`feed_pipe`] for a pipe: recv(MSG_PEEK) shows the
@@ -807,67 +789,67 @@ fn feed_pipe(pipe: OwnedFd, progress: &Mutex<Progress>) {
 fn feed_socket(pipe: OwnedFd, progress: &Mutex<Progress>) {
     use nix::sys::socket::{MsgFlags, recv};
     let from = std_stream(0);
+    feed_copies(pipe, progress, true, |pipe, buf| {
+        let room = fcntl(pipe, FcntlArg::F_GETPIPE_SZ)
+            .map_or(CHUNK, |n| n as usize)
+            .clamp(CHUNK, PIPE_SIZE as usize);
+        if buf.len() < room {
+            buf.resize(room, 0);
+        }
+        // EAGAIN: another reader of the socket took it meanwhile (wait again); another error:
+        // not connected, or the connection failed (the task reads the end).
+        let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+        match recv(from.as_raw_fd(), &mut buf[..room], flags)? {
+            0 => Ok(0),
+            n => nix::unistd::write(pipe, &buf[..n]),
+        }
+    })
+}
+
+/// The loop both feeding threads share: wait for data and room, `copy` the caller's head into
+/// the task's pipe without taking it out (the bytes given, 0 at the end), wait until the task
+/// has read all of it, then take as much out of the caller's stdin (`sock`: a socket, whose
+/// buffer is not grown as a pipe's is). Counted under the lock with the copy, so finish()
+/// never misses a copy the task may have read from.
+fn feed_copies(
+    pipe: OwnedFd,
+    progress: &Mutex<Progress>,
+    sock: bool,
+    mut copy: impl FnMut(&OwnedFd, &mut Vec<u8>) -> Result<usize, Errno>,
+) {
+    let from = std_stream(0);
     let mut buf = vec![0u8; CHUNK];
     let mut copied = 0u64;
     loop {
-        for (fd, events) in [
-            (from, PollFlags::POLLIN),
-            (pipe.as_fd(), PollFlags::POLLOUT),
-        ] {
-            let mut ready = [PollFd::new(fd, events)];
-            match nix::poll::poll(&mut ready, PollTimeout::NONE) {
-                Ok(_) | Err(Errno::EINTR) => {}
-                Err(_) => return,
-            }
+        // Data in the caller's stream, then room in the task's pipe: a task that filled its
+        // own stdin pipe (reopened for writing) makes tee fail with EAGAIN, which must not spin.
+        if !ready_to_copy(from, pipe.as_fd()) {
+            return;
         }
         {
             let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
             if p.stop {
                 return;
             }
-            let room = fcntl(&pipe, FcntlArg::F_GETPIPE_SZ)
-                .map_or(CHUNK, |n| n as usize)
-                .clamp(CHUNK, PIPE_SIZE as usize);
-            if buf.len() < room {
-                buf.resize(room, 0);
-            }
-            let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
-            let n = match recv(from.as_raw_fd(), &mut buf[..room], flags) {
+            match copy(&pipe, &mut buf) {
                 Ok(0) => return,
-                Ok(n) => n,
-                // Another reader of the socket took it meanwhile: wait again.
-                Err(Errno::EAGAIN | Errno::EINTR) => continue,
-                // Not connected, or the connection failed: the task reads the end.
-                Err(_) => return,
-            };
-            match nix::unistd::write(&pipe, &buf[..n]) {
-                Ok(m) => p.given = m,
-                Err(Errno::EAGAIN | Errno::EINTR) => continue,
-                Err(_) => return,
-            }
-            grow_after(&mut copied, p.given, &[pipe.as_fd()]);
-        }
-        // Wait until the task has read the copy, as feed_pipe does.
-        let (mut nap, mut last) = (Duration::from_micros(20), usize::MAX);
-        loop {
-            match crate::sys::unread_bytes(&pipe) {
-                Ok(0) => break,
-                Ok(left) => {
-                    nap = match left < last {
-                        true => Duration::from_micros(20),
-                        false => (nap * 2).min(Duration::from_millis(20)),
-                    };
-                    last = left;
-                    std::thread::sleep(nap);
+                Ok(n) => {
+                    p.given = n;
+                    let grow = [from, pipe.as_fd()];
+                    grow_after(&mut copied, n, &grow[sock as usize..]);
                 }
+                Err(Errno::EAGAIN | Errno::EINTR) => continue,
                 Err(_) => return,
             }
+        }
+        if !read_by_the_task(&pipe) {
+            return;
         }
         let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
         if p.stop {
             return;
         }
-        take_out(p.given, &mut buf, true);
+        take_out(p.given, &mut buf, sock);
         p.given = 0;
     }
 }
