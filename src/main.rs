@@ -63,8 +63,8 @@ Exit status:
            a bind below one or in /dev/pts, a file bound over a directory or a directory
            over a file, inputs larger than scratch (in bytes, pages or inodes),
            --host-uid/--host-gid naming another id from a caller other than root, a
-           directory on a standard stream; or the JSON report could not be written whole
-           to stdout (airlock says so on stderr, with the run's status)
+           directory or a listening socket on a standard stream; or the JSON report could
+           not be written whole to stdout (airlock says so on stderr, with the run's status)
   124      the timeout fired; the whole sandbox was killed
   125      an isolation step failed (the message names the step, the syscall, the path and
            the errno); the task never ran

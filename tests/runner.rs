@@ -2695,7 +2695,7 @@ fn run_help_documents_every_exit_code_and_report_key() {
             "a file bound over a directory",
             "pages",
             "--host-uid",
-            "a directory on a standard stream",
+            "a directory or a listening socket on a standard stream",
         ] {
             let plain = |t: &str| t.replace('`', "");
             assert!(
