@@ -560,9 +560,13 @@ const PUBLIC_BESIDE_CREDENTIALS: &[(&str, &[&str])] = &[(
     ],
 )];
 
-/// Whether `path` names one file of PUBLIC_BESIDE_CREDENTIALS, by its last two names.
+/// Whether `path` names one file of PUBLIC_BESIDE_CREDENTIALS, by its last two names. A path
+/// written with a trailing `/` names a directory (`~/.ssh/keys.pub/`), which may hold keys.
 fn is_public_beside_credentials(path: &str) -> bool {
-    let mut names = path.trim_end_matches('/').rsplit('/');
+    if path.ends_with('/') {
+        return false;
+    }
+    let mut names = path.rsplit('/');
     let (Some(file), Some(dir)) = (names.next(), names.next()) else {
         return false;
     };
@@ -1162,7 +1166,13 @@ pub fn credentials_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str
         let path = std::fs::canonicalize(path).ok()?;
         path.to_str().map(|p| p.trim_end_matches('/').to_string())
     };
-    if real(source).is_some_and(|s| is_public_beside_credentials(&s)) {
+    // Only a regular file of that name, and of one name: a directory `keys.pub` may hold
+    // keys, and a second name of `id_rsa` (a hard link `id_rsa.pub`) is the key itself.
+    let public_file = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(source).is_ok_and(|m| m.is_file() && m.nlink() == 1)
+    };
+    if real(source).is_some_and(|s| is_public_beside_credentials(&s)) && public_file() {
         return Vec::new();
     }
     let caller = std::env::var_os("HOME")
@@ -4220,6 +4230,8 @@ mod tests {
             "--ro-bind ~/.ssh/id_rsa /k",
             "--ro-bind /home/dev/.ssh/.pub /k",
             "--ro-bind /home/dev/.ssh/known_hosts.d /k",
+            "--ro-bind /home/dev/.ssh/keys.pub/ /k",
+            "--ro-bind ~/.ssh/config/ /k",
         ] {
             found(&[opt]);
         }

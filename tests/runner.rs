@@ -3054,12 +3054,22 @@ fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() 
         std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
         write_file(&ssh.join("known_hosts"), b"h ssh-ed25519 AAAA\n", 0o644);
         write_file(&ssh.join("id_ed25519"), b"KEY\n", 0o644);
+        // Only a file of that name alone: a directory named like a public key may hold keys,
+        // and a second name of a key (a hard link) is the key.
+        std::fs::create_dir(ssh.join("keys.pub")).unwrap();
+        std::fs::set_permissions(ssh.join("keys.pub"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        write_file(&ssh.join("keys.pub/id_rsa"), b"KEY\n", 0o644);
+        std::fs::hard_link(ssh.join("id_ed25519"), ssh.join("copy.pub")).unwrap();
         for (file, said) in [
             ("known_hosts", None),
             ("id_ed25519", Some(format!("ssh keys at {ssh_text}"))),
+            ("keys.pub", Some(format!("ssh keys at {ssh_text}"))),
+            ("copy.pub", Some(format!("ssh keys at {ssh_text}"))),
         ] {
             let bind = format!("{ssh_text}/{file}:/k");
-            let (run, rep) = json_sh(who, &["--ro-bind", &bind], "cat /k", SECS_10);
+            let read = "cat /k 2>/dev/null || ls /k";
+            let (run, rep) = json_sh(who, &["--ro-bind", &bind], read, SECS_10);
             assert_ne!(rep["stdout"], json!(""), "{who:?} {file}: {}", run.show());
             let warnings = match said {
                 None => json!([]),
