@@ -1799,11 +1799,15 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
     for o in run.options.iter() {
         match (o.name.as_str(), o.value().split_once('=')) {
             ("env", Some((name, value))) => {
-                if let Some(why) = credential_in(name, value) {
-                    let written = match o.raw.strip_suffix(o.value()) {
-                        Some(written) => format!("{written}{name}=***"),
-                        None => format!("--env {name}=***"),
-                    };
+                let written = match o.raw.strip_suffix(o.value()) {
+                    Some(written) => format!("{written}{name}=***"),
+                    None => format!("--env {name}=***"),
+                };
+                // `-e "FOO=$SECRET"`: the shell that runs the line puts the host's value
+                // there (the lexer keeps a quoted expansion as written).
+                if expands_a_variable(value) {
+                    forwarded.push(written);
+                } else if let Some(why) = credential_in(name, value) {
                     credentials.push((name.to_string(), written, why));
                 }
             }
@@ -2535,6 +2539,17 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
             .is_some_and(|(userinfo, _)| userinfo.contains(':'))
     });
     (known_format || private_key || jwt || url_password).then_some("value")
+}
+
+/// Whether a shell would expand a parameter in `value` as written (`$NAME`, `${NAME}`, `$1`,
+/// `$@`): a value set on a line from the shell's own variables is a forward of them.
+fn expands_a_variable(value: &str) -> bool {
+    value.split('$').skip(1).any(|after| {
+        after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || "_{@*#?$!-".contains(c))
+    })
 }
 
 /// CAP_SYS_ADMIN's number (`linux/capability.h`).
@@ -3393,9 +3408,22 @@ mod tests {
     /// credential, which is then named without its value.
     #[test]
     fn env_set_on_the_line_is_a_finding_only_for_a_credential() {
-        for opt in ["-e FOO=bar", "-e LANG=C.UTF-8", "--env=PATH=/usr/bin"] {
+        for opt in [
+            "-e FOO=bar",
+            "-e LANG=C.UTF-8",
+            "--env=PATH=/usr/bin",
+            "-e 'PS1=$ '",
+        ] {
             let audit = docker_variant(&[], &[opt]);
             assert!(audit.findings.is_empty(), "{opt}: {:?}", audit.findings);
+        }
+        // A value the shell fills from its own variables forwards them.
+        for (opt, arg) in [
+            ("-e \"FOO=${AWS_SECRET_ACCESS_KEY}\"", "-e FOO=***"),
+            ("--env \"X=a$GITHUB_TOKEN\"", "--env X=***"),
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(only(&audit.findings, "env-forwarded").arg, arg, "{opt}");
         }
         for (opt, arg) in [
             ("-teGITHUB_TOKEN=ghp_x=y", "-teGITHUB_TOKEN=***"),
