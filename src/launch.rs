@@ -521,7 +521,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .and_then(|c| c.limit_hit())
     {
         Some(hit)
-    } else if signal == Some(libc::SIGXCPU)
+    } else if (signal == Some(libc::SIGXCPU) && !sup.sent_xcpu)
         || (cpu_over && (by_signal(libc::SIGKILL) || by_signal(libc::SIGXCPU)))
     {
         Some("cpu")
@@ -941,6 +941,9 @@ struct Supervisor {
     forwarded: Option<Signal>,
     /// A SIGINT was forwarded (airlock run): the next one starts TERM_GRACE.
     interrupted: bool,
+    /// A SIGXCPU was forwarded (airlock run: `kill -XCPU`, or airlock's own RLIMIT_CPU): a
+    /// task it ends did not run into its CPU time limit.
+    sent_xcpu: bool,
 }
 
 impl Supervisor {
@@ -964,6 +967,7 @@ impl Supervisor {
             dying: None,
             forwarded: None,
             interrupted: false,
+            sent_xcpu: false,
         }
     }
 
@@ -1076,6 +1080,7 @@ impl Supervisor {
                         continue;
                     }
                     let _ = kill(self.pid, sig);
+                    self.sent_xcpu |= sig == Signal::SIGXCPU;
                     // SIGUSR1 and the like (ALSO_ENDING but SIGQUIT) are the task's to handle:
                     // they neither end the sandbox nor cut the delivery of its output short.
                     let asks_to_end = matches!(
