@@ -86,6 +86,16 @@ pub(crate) const ALSO_ENDING: [Signal; 10] = [
     Signal::SIGSTKFLT,
 ];
 
+/// Whether a signal airlock run forwards asks the run to end (SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT): the others of ALSO_ENDING are the task's to handle, and neither end the sandbox
+/// nor cut the delivery of its output short.
+pub(crate) fn asks_to_end(sig: Signal) -> bool {
+    matches!(
+        sig,
+        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT
+    )
+}
+
 /// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.
 const TERM_GRACE: Duration = Duration::from_secs(2);
 
@@ -1081,13 +1091,8 @@ impl Supervisor {
                     }
                     let _ = kill(self.pid, sig);
                     self.sent_xcpu |= sig == Signal::SIGXCPU;
-                    // SIGUSR1 and the like (ALSO_ENDING but SIGQUIT) are the task's to handle:
-                    // they neither end the sandbox nor cut the delivery of its output short.
-                    let asks_to_end = matches!(
-                        sig,
-                        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT
-                    );
-                    if !asks_to_end {
+                    // SIGUSR1 and the like (ALSO_ENDING but SIGQUIT) are the task's to handle.
+                    if !asks_to_end(sig) {
                         continue;
                     }
                     self.forwarded.get_or_insert(sig);
