@@ -560,9 +560,13 @@ const PUBLIC_BESIDE_CREDENTIALS: &[(&str, &[&str])] = &[(
     ],
 )];
 
-/// Whether `path` names one file of PUBLIC_BESIDE_CREDENTIALS, by its last two names.
+/// Whether `path` names one file of PUBLIC_BESIDE_CREDENTIALS, by its last two names. A path
+/// written with a trailing `/` names a directory (`~/.ssh/keys.pub/`), which may hold keys.
 fn is_public_beside_credentials(path: &str) -> bool {
-    let mut names = path.trim_end_matches('/').rsplit('/');
+    if path.ends_with('/') {
+        return false;
+    }
+    let mut names = path.rsplit('/');
     let (Some(file), Some(dir)) = (names.next(), names.next()) else {
         return false;
     };
@@ -1162,7 +1166,13 @@ pub fn credentials_a_bind_reaches(source: &std::path::Path) -> Vec<(&'static str
         let path = std::fs::canonicalize(path).ok()?;
         path.to_str().map(|p| p.trim_end_matches('/').to_string())
     };
-    if real(source).is_some_and(|s| is_public_beside_credentials(&s)) {
+    // Only a regular file of that name, and of one name: a directory `keys.pub` may hold
+    // keys, and a second name of `id_rsa` (a hard link `id_rsa.pub`) is the key itself.
+    let public_file = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(source).is_ok_and(|m| m.is_file() && m.nlink() == 1)
+    };
+    if real(source).is_some_and(|s| is_public_beside_credentials(&s)) && public_file() {
         return Vec::new();
     }
     let caller = std::env::var_os("HOME")
@@ -1789,11 +1799,15 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
     for o in run.options.iter() {
         match (o.name.as_str(), o.value().split_once('=')) {
             ("env", Some((name, value))) => {
-                if let Some(why) = credential_in(name, value) {
-                    let written = match o.raw.strip_suffix(o.value()) {
-                        Some(written) => format!("{written}{name}=***"),
-                        None => format!("--env {name}=***"),
-                    };
+                let written = match o.raw.strip_suffix(o.value()) {
+                    Some(written) => format!("{written}{name}=***"),
+                    None => format!("--env {name}=***"),
+                };
+                // `-e "FOO=$SECRET"`: the shell that runs the line puts the host's value
+                // there (the lexer keeps a quoted expansion as written).
+                if expands_a_variable(value) {
+                    forwarded.push(written);
+                } else if let Some(why) = credential_in(name, value) {
                     credentials.push((name.to_string(), written, why));
                 }
             }
@@ -2525,6 +2539,17 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
             .is_some_and(|(userinfo, _)| userinfo.contains(':'))
     });
     (known_format || private_key || jwt || url_password).then_some("value")
+}
+
+/// Whether a shell would expand a parameter in `value` as written (`$NAME`, `${NAME}`, `$1`,
+/// `$@`): a value set on a line from the shell's own variables is a forward of them.
+fn expands_a_variable(value: &str) -> bool {
+    value.split('$').skip(1).any(|after| {
+        after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || "_{@*#?$!-".contains(c))
+    })
 }
 
 /// CAP_SYS_ADMIN's number (`linux/capability.h`).
@@ -3383,9 +3408,22 @@ mod tests {
     /// credential, which is then named without its value.
     #[test]
     fn env_set_on_the_line_is_a_finding_only_for_a_credential() {
-        for opt in ["-e FOO=bar", "-e LANG=C.UTF-8", "--env=PATH=/usr/bin"] {
+        for opt in [
+            "-e FOO=bar",
+            "-e LANG=C.UTF-8",
+            "--env=PATH=/usr/bin",
+            "-e 'PS1=$ '",
+        ] {
             let audit = docker_variant(&[], &[opt]);
             assert!(audit.findings.is_empty(), "{opt}: {:?}", audit.findings);
+        }
+        // A value the shell fills from its own variables forwards them.
+        for (opt, arg) in [
+            ("-e \"FOO=${AWS_SECRET_ACCESS_KEY}\"", "-e FOO=***"),
+            ("--env \"X=a$GITHUB_TOKEN\"", "--env X=***"),
+        ] {
+            let audit = docker_variant(&[], &[opt]);
+            assert_eq!(only(&audit.findings, "env-forwarded").arg, arg, "{opt}");
         }
         for (opt, arg) in [
             ("-teGITHUB_TOKEN=ghp_x=y", "-teGITHUB_TOKEN=***"),
@@ -4220,6 +4258,8 @@ mod tests {
             "--ro-bind ~/.ssh/id_rsa /k",
             "--ro-bind /home/dev/.ssh/.pub /k",
             "--ro-bind /home/dev/.ssh/known_hosts.d /k",
+            "--ro-bind /home/dev/.ssh/keys.pub/ /k",
+            "--ro-bind ~/.ssh/config/ /k",
         ] {
             found(&[opt]);
         }

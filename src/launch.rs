@@ -86,6 +86,16 @@ pub(crate) const ALSO_ENDING: [Signal; 10] = [
     Signal::SIGSTKFLT,
 ];
 
+/// Whether a signal airlock run forwards asks the run to end (SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT): the others of ALSO_ENDING are the task's to handle, and neither end the sandbox
+/// nor cut the delivery of its output short.
+pub(crate) fn asks_to_end(sig: Signal) -> bool {
+    matches!(
+        sig,
+        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT
+    )
+}
+
 /// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.
 const TERM_GRACE: Duration = Duration::from_secs(2);
 
@@ -521,7 +531,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .and_then(|c| c.limit_hit())
     {
         Some(hit)
-    } else if signal == Some(libc::SIGXCPU)
+    } else if (signal == Some(libc::SIGXCPU) && !sup.sent_xcpu)
         || (cpu_over && (by_signal(libc::SIGKILL) || by_signal(libc::SIGXCPU)))
     {
         Some("cpu")
@@ -941,6 +951,9 @@ struct Supervisor {
     forwarded: Option<Signal>,
     /// A SIGINT was forwarded (airlock run): the next one starts TERM_GRACE.
     interrupted: bool,
+    /// A SIGXCPU was forwarded (airlock run: `kill -XCPU`, or airlock's own RLIMIT_CPU): a
+    /// task it ends did not run into its CPU time limit.
+    sent_xcpu: bool,
 }
 
 impl Supervisor {
@@ -964,6 +977,7 @@ impl Supervisor {
             dying: None,
             forwarded: None,
             interrupted: false,
+            sent_xcpu: false,
         }
     }
 
@@ -1076,13 +1090,9 @@ impl Supervisor {
                         continue;
                     }
                     let _ = kill(self.pid, sig);
-                    // SIGUSR1 and the like (ALSO_ENDING but SIGQUIT) are the task's to handle:
-                    // they neither end the sandbox nor cut the delivery of its output short.
-                    let asks_to_end = matches!(
-                        sig,
-                        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT
-                    );
-                    if !asks_to_end {
+                    self.sent_xcpu |= sig == Signal::SIGXCPU;
+                    // SIGUSR1 and the like (ALSO_ENDING but SIGQUIT) are the task's to handle.
+                    if !asks_to_end(sig) {
                         continue;
                     }
                     self.forwarded.get_or_insert(sig);

@@ -899,7 +899,9 @@ pub enum Stop {
 /// pipe that is full is waited for, as the task would have waited for it: until the run's
 /// deadline or a signal to airlock (`sigfd`), which end the wait as they would have ended a
 /// task blocked on it; what was not delivered is then said on stderr. After a signal that was
-/// already forwarded to the sandbox (`signaled`), nothing is waited for.
+/// already forwarded to the sandbox (`signaled`), nothing is waited for. Only the signals that
+/// ask the run to end (`launch::asks_to_end`) end the wait: a SIGUSR1 was the task's to handle,
+/// and the task is gone.
 pub fn finish(
     relays: &mut [Relay],
     deadline: Option<std::time::Instant>,
@@ -943,9 +945,12 @@ pub fn finish(
         let (moved, signal) = (&ready[..ready.len() - 1], blocked && ready[ready.len() - 1]);
         let stop = if signal {
             match sigfd.read_signal() {
-                Ok(Some(info)) => nix::sys::signal::Signal::try_from(info.ssi_signo as i32)
-                    .ok()
-                    .map(Stop::Signal),
+                Ok(Some(info)) => match nix::sys::signal::Signal::try_from(info.ssi_signo as i32) {
+                    Ok(sig) if crate::launch::asks_to_end(sig) => Some(Stop::Signal(sig)),
+                    // SIGUSR1 and the like were the task's to handle, and the task has ended
+                    // (by itself, or by one of them): its output is still delivered.
+                    _ => continue,
+                },
                 _ => None,
             }
         } else if moved.iter().any(|&m| m) {

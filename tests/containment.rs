@@ -1089,8 +1089,8 @@ fn sigint_and_sighup_to_airlock_reach_the_task() {
 /// too, and the run is reported: they ended airlock with no report (its sandbox with it). A
 /// task that traps SIGQUIT ends as its trap says; SIGQUIT, like SIGTERM, is backed by the kill
 /// after the grace. SIGUSR1 is the task's to handle (dd's progress): a trap that goes on
-/// runs to its own end, past the 2 s grace. An SIGALRM the task does not trap ends it, and
-/// the report says so. Control: the same scripts on the host, sent the signal directly.
+/// runs to its own end, past the 2 s grace. An SIGALRM or SIGXCPU the task does not trap ends
+/// it, and the report says so (SIGXCPU: with no `limit_hit`, the task's CPU limit untouched). Control: the same scripts on the host, sent the signal directly.
 #[test]
 fn the_other_ending_signals_to_airlock_reach_the_task_and_the_run_is_reported() {
     use nix::sys::signal::Signal;
@@ -1119,6 +1119,15 @@ fn the_other_ending_signals_to_airlock_reach_the_task_and_the_run_is_reported() 
                 format!("sleep 9.6{tag}3 & wait"),
                 format!("sleep 9.6{tag}3"),
                 signaled(libc::SIGALRM, Value::Null),
+                "",
+            ),
+            // A SIGXCPU sent to airlock ends the task as it would, but is no CPU time limit
+            // the task ran into (no core file from it, on the host or in scratch).
+            (
+                Signal::SIGXCPU,
+                format!("ulimit -c 0; sleep 9.6{tag}4 & wait"),
+                format!("sleep 9.6{tag}4"),
+                signaled(libc::SIGXCPU, Value::Null),
                 "",
             ),
         ]

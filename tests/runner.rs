@@ -2302,6 +2302,78 @@ fn a_caller_reading_neither_stream_still_gets_the_timeout() {
     }
 }
 
+/// A SIGUSR1 that comes while airlock still delivers the output of a task that has ended, to
+/// a caller's pipe that is full, does not cut the delivery short: it was the task's to handle,
+/// and the task is gone (it exited 0). It ended the wait (exit 138, "not delivered ... before
+/// SIGUSR1"), as SIGTERM still does (control: 143, part of the output).
+#[test]
+fn a_sigusr1_after_the_task_ended_does_not_cut_its_output_short() {
+    use nix::sys::signal::Signal;
+    // Whether the process-directed signal `sig` waits for `pid` (blocked, not yet read).
+    let pending = |pid: u32, sig: Signal| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("ShdPnd:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1 << (sig as u64 - 1)) != 0)
+    };
+    // airlock's children (the sandbox's init until it is reaped).
+    let children = |pid: u32| -> String {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        tasks
+            .flatten()
+            .map(|t| std::fs::read_to_string(t.path().join("children")).unwrap_or_default())
+            .collect()
+    };
+    let until = |what: &str, mut done: Box<dyn FnMut() -> bool + '_>| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: not within 20 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    for (i, who) in BOTH.into_iter().enumerate() {
+        for (j, (sig, code)) in [(Signal::SIGUSR1, 0), (Signal::SIGTERM, 143)]
+            .into_iter()
+            .enumerate()
+        {
+            let ctx = format!("{sig:?} as {who:?}");
+            // 100000 bytes: more than the caller's pipe takes, less than it and the relay's.
+            let sleeper = format!("sleep 1.3{i}{j}");
+            let script = format!("head -c 100000 /dev/zero; exec {sleeper}");
+            let mut cmd = airlock(who, &["run", "--timeout", "60s", "--", "sh", "-c", &script]);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let pid = child.id();
+            // The task has written all and ended, and its sandbox is gone: airlock waits for
+            // the caller to read the rest.
+            wait_for_process(&sleeper, Duration::from_secs(20));
+            let gone = || procs_with(&sleeper).iter().all(|p| p.cmdline != sleeper);
+            until(&ctx, Box::new(gone));
+            until(&ctx, Box::new(|| children(pid).trim().is_empty()));
+            signal_pid(pid, sig);
+            until(&ctx, Box::new(|| !pending(pid, sig)));
+            let err = drain(child.stderr.take().unwrap());
+            let out = drain(child.stdout.take().unwrap());
+            let status = wait_until(&mut child, Instant::now() + Duration::from_secs(20));
+            let (out, err) = (out.join().unwrap(), err.join().unwrap());
+            let err = String::from_utf8_lossy(&err);
+            assert_eq!(status.and_then(|s| s.code()), Some(code), "{ctx}: {err}");
+            match code {
+                0 => assert_eq!((out.len(), err.as_ref()), (100000, ""), "{ctx}"),
+                _ => assert!(
+                    out.len() < 100000 && err.contains("were not delivered"),
+                    "{ctx}: {} bytes, {err}",
+                    out.len()
+                ),
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // E. Output floods
 // ---------------------------------------------------------------------------------------------
@@ -3054,12 +3126,22 @@ fn a_bind_that_holds_a_homes_credentials_is_warned_of_and_the_task_reads_them() 
         std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
         write_file(&ssh.join("known_hosts"), b"h ssh-ed25519 AAAA\n", 0o644);
         write_file(&ssh.join("id_ed25519"), b"KEY\n", 0o644);
+        // Only a file of that name alone: a directory named like a public key may hold keys,
+        // and a second name of a key (a hard link) is the key.
+        std::fs::create_dir(ssh.join("keys.pub")).unwrap();
+        std::fs::set_permissions(ssh.join("keys.pub"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        write_file(&ssh.join("keys.pub/id_rsa"), b"KEY\n", 0o644);
+        std::fs::hard_link(ssh.join("id_ed25519"), ssh.join("copy.pub")).unwrap();
         for (file, said) in [
             ("known_hosts", None),
             ("id_ed25519", Some(format!("ssh keys at {ssh_text}"))),
+            ("keys.pub", Some(format!("ssh keys at {ssh_text}"))),
+            ("copy.pub", Some(format!("ssh keys at {ssh_text}"))),
         ] {
             let bind = format!("{ssh_text}/{file}:/k");
-            let (run, rep) = json_sh(who, &["--ro-bind", &bind], "cat /k", SECS_10);
+            let read = "cat /k 2>/dev/null || ls /k";
+            let (run, rep) = json_sh(who, &["--ro-bind", &bind], read, SECS_10);
             assert_ne!(rep["stdout"], json!(""), "{who:?} {file}: {}", run.show());
             let warnings = match said {
                 None => json!([]),
