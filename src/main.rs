@@ -166,7 +166,7 @@ enum Command {
     /// Run bubblewrap's command line (the same as starting airlock as `bwrap`).
     #[command(disable_help_flag = true)]
     Bwrap {
-        #[arg(trailing_var_arg = true, allow_negative_numbers = true)]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
 }
