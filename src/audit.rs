@@ -547,18 +547,12 @@ const HOME_CREDENTIALS: &[(&str, &str)] = &[
 
 /// Files in a credentials directory of HOME_CREDENTIALS that hold nothing secret: a mount of
 /// one of them alone is none of the credentials' (`~/.ssh/known_hosts` for a task that runs
-/// ssh or git, a public key). `*` ends a name as in the socket tables.
-const PUBLIC_BESIDE_CREDENTIALS: &[(&str, &[&str])] = &[(
-    ".ssh",
-    &[
-        "known_hosts",
-        "known_hosts.old",
-        "authorized_keys",
-        "authorized_keys2",
-        "config",
-        "*.pub",
-    ],
-)];
+/// ssh or git, a public key). `*` ends a name as in the socket tables. Not `authorized_keys`
+/// or `config`: these hold no key either, but written (a writable bind, which these checks
+/// do not tell from a read-only one) the first lets the task log in as the user and the
+/// second runs its `ProxyCommand`, so they stay with the keys.
+const PUBLIC_BESIDE_CREDENTIALS: &[(&str, &[&str])] =
+    &[(".ssh", &["known_hosts", "known_hosts.old", "*.pub"])];
 
 /// Whether `path` names one file of PUBLIC_BESIDE_CREDENTIALS, by its last two names. A path
 /// written with a trailing `/` names a directory (`~/.ssh/keys.pub/`), which may hold keys.
@@ -1697,7 +1691,7 @@ pub fn audit_airlock(line: &crate::spec::Draft, written: &Written) -> Audit {
             Some((name, value)) => (name, Some(value)),
             None => (variable.as_str(), None),
         };
-        let Some(why) = credential_in(name, value.unwrap_or("")) else {
+        let Some(why) = credential_in_line(name, value.unwrap_or("")) else {
             continue;
         };
         let (message, arg) = match value {
@@ -2541,6 +2535,26 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     (known_format || private_key || jwt || url_password).then_some("value")
 }
 
+/// As [`credential_in`], for a value as a line is written, before the shell that runs it
+/// expands it: one that expands a variable named like a credential (`--setenv TOKEN
+/// "$GITHUB_TOKEN"`, `--env "X=${AWS_SECRET_ACCESS_KEY}"`) hands the sandbox the host's
+/// credential.
+fn credential_in_line(name: &str, value: &str) -> Option<&'static str> {
+    credential_in(name, value).or_else(|| {
+        let expanded = value.split('$').skip(1).filter_map(|after| {
+            let after = after.strip_prefix('{').unwrap_or(after);
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (end > 0).then(|| &after[..end])
+        });
+        let mut names = expanded;
+        names
+            .any(|var| credential_in(var, "") == Some("name"))
+            .then_some("value, a shell variable named like one")
+    })
+}
+
 /// Whether a shell would expand a parameter in `value` as written (`$NAME`, `${NAME}`, `$1`,
 /// `$@`): a value set on a line from the shell's own variables is a forward of them.
 fn expands_a_variable(value: &str) -> bool {
@@ -2861,7 +2875,7 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     .filter(|c| c.0 == name)
                     .for_each(|c| c.2 = false);
                 if let [_, value] = option.args
-                    && let Some(why) = credential_in(name, value)
+                    && let Some(why) = credential_in_line(name, value)
                 {
                     credentials.push((name, why, true));
                 }
@@ -4251,7 +4265,6 @@ mod tests {
             // What lies beside ssh keys and holds nothing secret.
             "--ro-bind ~/.ssh/known_hosts /k",
             "--ro-bind /home/dev/.ssh/id_ed25519.pub /k",
-            "--ro-bind /root/.ssh/config /c",
         ]);
         // But a key beside them, and a name that only ends like one, are.
         for opt in [
@@ -4260,6 +4273,10 @@ mod tests {
             "--ro-bind /home/dev/.ssh/known_hosts.d /k",
             "--ro-bind /home/dev/.ssh/keys.pub/ /k",
             "--ro-bind ~/.ssh/config/ /k",
+            // Written, these would let the task in as the user or run its code: they stay
+            // with the keys, read-only too.
+            "--ro-bind /root/.ssh/config /c",
+            "--ro-bind ~/.ssh/authorized_keys /a",
         ] {
             found(&[opt]);
         }
@@ -5180,6 +5197,17 @@ mod tests {
                 "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n",
                 "value",
             ),
+            // Filled by the shell that runs the line from the host's credential.
+            (
+                "FOO",
+                "$GITHUB_TOKEN",
+                "value, a shell variable named like one",
+            ),
+            (
+                "X",
+                "a${AWS_SECRET_ACCESS_KEY:-}b",
+                "value, a shell variable named like one",
+            ),
         ] {
             let args = ["--setenv".to_string(), name.to_string(), value.to_string()];
             let line = format!(
@@ -5237,6 +5265,9 @@ mod tests {
             "--setenv REPO https://git@example.com/r.git",
             "--setenv MODE sk-SK",
             "--setenv GREETING 'ghp_ is a GitHub token prefix'",
+            "--setenv HOME \"$HOME\"",
+            "--setenv P \"${PATH}:/opt/bin\"",
+            "--setenv PRICE '$5'",
             "--unsetenv GITHUB_TOKEN",
         ]);
     }
