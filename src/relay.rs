@@ -112,6 +112,10 @@ pub struct Relay {
     blocked: bool,
     /// A socket relay: the bytes of `buf` read from the pipe and not yet sent (from, to).
     held: (usize, usize),
+    /// A socket relay: the most bytes one send() may carry. A message socket (SOCK_SEQPACKET,
+    /// SOCK_DGRAM) refuses a message larger than its send buffer (EMSGSIZE), and this is
+    /// halved until one fits.
+    most: usize,
     /// Bytes moved into the caller's pipe (up to GROW_AFTER, when the pipe grows).
     moved: u64,
     /// The task's --file-size: the file is not written past it.
@@ -282,6 +286,7 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
                 to_sock: sock,
                 blocked: false,
                 held: (0, 0),
+                most: usize::MAX,
                 moved: 0,
                 max,
                 cut: false,
@@ -535,7 +540,8 @@ impl Relay {
     /// with MSG_DONTWAIT (the socket's own O_NONBLOCK is the caller's, shared, and not ours
     /// to set: splice into a blocking socket would block the launcher's loop) and
     /// MSG_NOSIGNAL. What a partial send left is kept for the next call; a full socket is
-    /// waited for by poll, as a full pipe. A socket whose peer is gone (EPIPE, ECONNRESET)
+    /// waited for by poll, as a full pipe. A message socket gets messages no larger than it
+    /// takes (`most`). A socket whose peer is gone (EPIPE, ECONNRESET)
     /// ends the relay, and the task's next write fails with EPIPE, as with a pipe; the
     /// --file-size cut does not apply, as it does not to a pipe.
     fn pump_to_socket(&mut self) {
@@ -580,6 +586,7 @@ impl Relay {
                 }
             }
             let (from, upto) = self.held;
+            let upto = upto.min(from.saturating_add(self.most));
             let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
             match send(to.as_raw_fd(), &self.buf[from..upto], flags) {
                 Ok(m) => {
@@ -591,6 +598,8 @@ impl Relay {
                     self.blocked = true;
                     return;
                 }
+                // A message socket's message is larger than its send buffer: send less.
+                Err(Errno::EMSGSIZE) if upto - from > 1 => self.most = (upto - from) / 2,
                 Err(Errno::EPIPE | Errno::ECONNRESET) => break,
                 Err(e) => {
                     crate::say!(

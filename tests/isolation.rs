@@ -4124,6 +4124,61 @@ fn a_socket_on_a_standard_stream_carries_the_data_both_ways() {
     }
 }
 
+/// The caller of a task's stdout as a message socket (python, `argv[1]` airlock): for each of
+/// SOCK_SEQPACKET and SOCK_DGRAM, the task writes SIZE zero bytes into a socket with the
+/// kernel's default send buffer (6 MiB: past the 4 MiB after which the relay reads 256 KiB at
+/// a time) and into one whose caller made its send buffer 8 KiB (200 kB); one line each.
+const SOCKET_MESSAGES: &str = r#"
+import socket, subprocess, sys
+for name, typ in [('seqpacket', socket.SOCK_SEQPACKET), ('dgram', socket.SOCK_DGRAM)]:
+    for sndbuf, size in [(None, 6 << 20), (8192, 200000)]:
+        a, b = socket.socketpair(socket.AF_UNIX, typ)
+        if sndbuf:
+            b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        p = subprocess.Popen([sys.argv[1], 'run', '--', 'head', '-c', str(size), '/dev/zero'],
+                             stdout=b, stderr=subprocess.PIPE)
+        b.close()
+        # A datagram socket has no end: read until the run is over and nothing is left.
+        a.settimeout(0.5)
+        n = 0
+        while n < size:
+            try:
+                got = len(a.recv(1 << 20))
+            except TimeoutError:
+                got = None
+            if not got and p.poll() is not None:
+                break
+            n += got or 0
+        err = p.stderr.read().decode().strip()
+        print(f'{name} sndbuf={sndbuf} status={p.wait()} bytes={n}/{size} {err}'.strip())
+"#;
+
+/// A message socket (SOCK_SEQPACKET, SOCK_DGRAM) on stdout takes no message larger than its
+/// send buffer: the relay sends what the task wrote in pieces that fit. On the unfixed code
+/// the relay sent as much as it had read from the pipe in one message (up to 256 KiB once
+/// 4 MiB went through, 64 KiB before), send() failed with EMSGSIZE, the relay gave up ("writing
+/// to its socket failed: Message too long"), the rest of the output was lost and the task died
+/// of SIGPIPE (141): after 4 MiB with the kernel's default send buffer, at once with a caller's
+/// 8 KiB one.
+#[test]
+fn a_socket_on_a_standard_stream_takes_messages_that_fit() {
+    let bin = common::binary().display().to_string();
+    for who in BOTH {
+        let o = host_cmd(who, &py(SOCKET_MESSAGES, &[&bin]))
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&o),
+            "seqpacket sndbuf=None status=0 bytes=6291456/6291456\n\
+             seqpacket sndbuf=8192 status=0 bytes=200000/200000\n\
+             dgram sndbuf=None status=0 bytes=6291456/6291456\n\
+             dgram sndbuf=8192 status=0 bytes=200000/200000\n",
+            "{who:?}\n{}",
+            show(&o)
+        );
+    }
+}
+
 /// Node's `child_process.spawn` (libuv) gives a child unix socketpairs for stdio 'pipe', so
 /// an agent that runs airlock from Node hands it sockets on every run: the task gets pipes
 /// (`fifo`), and its stdout and stderr come back whole. Control: the same spawn of the task
