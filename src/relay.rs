@@ -474,16 +474,16 @@ impl Relay {
                         .filter(|&m| m != u64::MAX)
                         .map(|m| format!(" ({m} bytes)"))
                         .unwrap_or_default();
-                    crate::say!(
+                    say_if_room(&format!(
                         "airlock: {name} of the task: its file reached the file size limit{max}: \
-                         the rest was not written, and the sandbox was stopped"
-                    );
+                         the rest was not written, and the sandbox was stopped\n"
+                    ));
                 }
                 Err(e) => {
-                    crate::say!(
-                        "airlock: {name} of the task: writing its file failed: {}",
+                    say_if_room(&format!(
+                        "airlock: {name} of the task: writing its file failed: {}\n",
                         e.desc()
-                    );
+                    ));
                 }
             }
             self.pipe = None;
@@ -522,11 +522,11 @@ impl Relay {
                 }
                 Err(Errno::EPIPE) => break,
                 Err(e) => {
-                    crate::say!(
-                        "airlock: {} of the task: writing to its pipe failed: {}",
+                    say_if_room(&format!(
+                        "airlock: {} of the task: writing to its pipe failed: {}\n",
                         NAMES[self.stream as usize],
                         e.desc()
-                    );
+                    ));
                     break;
                 }
             }
@@ -577,10 +577,10 @@ impl Relay {
                         return;
                     }
                     Err(e) => {
-                        crate::say!(
-                            "airlock: {name} of the task: reading its pipe failed: {}",
+                        say_if_room(&format!(
+                            "airlock: {name} of the task: reading its pipe failed: {}\n",
                             e.desc()
-                        );
+                        ));
                         break;
                     }
                 }
@@ -602,10 +602,10 @@ impl Relay {
                 Err(Errno::EMSGSIZE) if upto - from > 1 => self.most = (upto - from) / 2,
                 Err(Errno::EPIPE | Errno::ECONNRESET) => break,
                 Err(e) => {
-                    crate::say!(
-                        "airlock: {name} of the task: writing to its socket failed: {}",
+                    say_if_room(&format!(
+                        "airlock: {name} of the task: writing to its socket failed: {}\n",
                         e.desc()
-                    );
+                    ));
                     break;
                 }
             }
