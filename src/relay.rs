@@ -444,15 +444,15 @@ impl Relay {
         if self.to_pipe {
             return self.pump_to_pipe();
         }
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; CHUNK];
+        }
         if self.to_sock {
             return self.pump_to_socket();
         }
         let Some(pipe) = self.pipe.as_ref() else {
             return;
         };
-        if self.buf.is_empty() {
-            self.buf = vec![0u8; CHUNK];
-        }
         let to = std_stream(self.stream);
         let name = NAMES[self.stream as usize];
         // At most 1 MiB a call, so that a writer as fast as the file does not keep the
@@ -549,9 +549,6 @@ impl Relay {
         let Some(pipe) = self.pipe.as_ref() else {
             return;
         };
-        if self.buf.is_empty() {
-            self.buf = vec![0u8; CHUNK];
-        }
         let to = std_stream(self.stream);
         let name = NAMES[self.stream as usize];
         // At most 16 reads a call, as pump: the launcher's loop keeps its signals and deadline.
