@@ -2541,29 +2541,34 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
 /// credential.
 fn credential_in_line(name: &str, value: &str) -> Option<&'static str> {
     credential_in(name, value).or_else(|| {
-        let expanded = value.split('$').skip(1).filter_map(|after| {
-            let after = after.strip_prefix('{').unwrap_or(after);
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            (end > 0).then(|| &after[..end])
-        });
-        let mut names = expanded;
-        names
+        expansions(value)
             .any(|var| credential_in(var, "") == Some("name"))
             .then_some("value, a shell variable named like one")
+    })
+}
+
+/// The parameters a shell would expand in `value` as written, each by what follows the `$`
+/// (and a `{`): a name (`$NAME`, `${NAME:-x}`: `NAME`), or a special one's character (`$1`,
+/// `$@`, `$$`). A `$` before anything else (`'$ '`) expands nothing.
+fn expansions(value: &str) -> impl Iterator<Item = &str> {
+    value.split('$').skip(1).filter_map(|after| {
+        let after = after.strip_prefix('{').unwrap_or(after);
+        let name = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let special = after.chars().next().is_some_and(|c| "@*#?$!-".contains(c));
+        match (name, special) {
+            (0, false) => None,
+            (0, true) => Some(&after[..1]),
+            (n, _) => Some(&after[..n]),
+        }
     })
 }
 
 /// Whether a shell would expand a parameter in `value` as written (`$NAME`, `${NAME}`, `$1`,
 /// `$@`): a value set on a line from the shell's own variables is a forward of them.
 fn expands_a_variable(value: &str) -> bool {
-    value.split('$').skip(1).any(|after| {
-        after
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || "_{@*#?$!-".contains(c))
-    })
+    expansions(value).next().is_some()
 }
 
 /// CAP_SYS_ADMIN's number (`linux/capability.h`).
