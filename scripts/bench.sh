@@ -449,7 +449,6 @@ chmod 0755 "$BIN_DIR" "$WORK_DIR"
 # Everything the unprivileged user runs, in a 0755 directory.
 install -m 0755 "$OUT_REL/airlock" "$BIN_DIR/airlock"
 install -m 0755 "${BASH_SOURCE[0]}" "$BIN_DIR/bench.sh"
-gcc -O2 -Wall -o "$BIN_DIR/seccomp-blob" "$HERE/bench/seccomp-blob.c"
 # withfd without a C library where it can be (x86-64): the harness's own exec then costs about
 # 0.05 ms instead of glibc's start-up of about 1 ms, which would be added to every row.
 if [[ $(uname -m) == x86_64 ]]; then
@@ -471,20 +470,14 @@ else
     gcc -O2 -Wall -o "$BIN_DIR/floor" "$HERE/bench/floor.c"
     FLOOR_BUILD="dynamic, glibc: its start-up (about 1 ms here) is part of every floor figure"
 fi
-BLOB_INSNS=$("$BIN_DIR/seccomp-blob" "$BIN_DIR/seccomp.bpf")
+# bubblewrap runs under airlock's own program, the one `airlock run` installs, as written by
+# `airlock seccomp-bpf` (8 bytes an instruction).
+"$BIN_DIR/airlock" seccomp-bpf >"$BIN_DIR/seccomp.bpf"
+BLOB_INSNS=$(($(stat -c %s "$BIN_DIR/seccomp.bpf") / 8))
 # floor.c's filter as a program for --seccomp: one struct sock_filter, BPF_RET|BPF_K (code 6)
 # returning SECCOMP_RET_ALLOW (0x7fff0000), little-endian as on x86-64 and aarch64.
 printf '\x06\x00\x00\x00\x00\x00\xff\x7f' >"$BIN_DIR/allow.bpf"
 chmod 0644 "$BIN_DIR/seccomp.bpf" "$BIN_DIR/allow.bpf"
-
-# airlock's own filter size, from the BPF build.rs generated for this build.
-gen=$(ls -t "$OUT_REL"/build/airlock-*/out/seccomp_filters.rs 2>/dev/null | head -1 || true)
-AIRLOCK_INSNS=""
-if [[ -n $gen ]]; then
-    AIRLOCK_INSNS=$(awk '/^pub static/ { name = $3; sub(":", "", name) }
-        /sock_filter \{/ { n[name]++ }
-        END { s = ""; for (k in n) s = s (s ? ", " : "") k " " n[k]; print s }' "$gen")
-fi
 
 # The hot-code layout (build.rs): how many of the functions src/hot-code/<target>.order lists the
 # binary holds, and within how much of it (a stale list or a default link spreads them).
@@ -544,7 +537,6 @@ export BENCH_HYPERFINE_VERSION=$(hyperfine --version)
 export BENCH_RUSTC=$(rustc --version 2>/dev/null || echo unknown)
 export BENCH_TARGET=$AIRLOCK_TARGET
 export BENCH_BLOB_INSNS=$BLOB_INSNS
-export BENCH_AIRLOCK_INSNS=$AIRLOCK_INSNS
 export BENCH_LAYOUT=$LAYOUT
 export BENCH_FLOOR_BUILD=$FLOOR_BUILD
 export BENCH_BIN_DIR=$BIN_DIR

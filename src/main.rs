@@ -154,6 +154,16 @@ enum Command {
     },
     /// Print the docker run command that expresses airlock's policy.
     DockerArgs(DockerArgs),
+    /// Write the seccomp program `airlock run` installs (compiled from seccomp/<arch>.json) to
+    /// stdout as raw `struct sock_filter` instructions, the form bubblewrap's `--seccomp FD`
+    /// reads: `bwrap --seccomp 9 ... 9< <(airlock seccomp-bpf)`.
+    #[command(
+        after_help = "Exit 0; 2 when stdout is a terminal (the program is binary: redirect \
+                      it) or cannot take it whole. The instructions are in this machine's \
+                      byte order; the program checks the architecture first and kills a \
+                      process that calls in with another's numbers."
+    )]
+    SeccompBpf,
     /// Put a file named `bwrap` in DIR (a hard link to this binary, or a copy across
     /// filesystems): pipelines that run `bwrap` from PATH then run airlock.
     InstallBwrap {
@@ -357,6 +367,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Probe { url } => demo::probe(&url),
         Command::Audit { kind } => run_audit(kind),
         Command::DockerArgs(a) => docker_args(a),
+        Command::SeccompBpf => seccomp_bpf(),
         Command::InstallBwrap { dir, force } => install_bwrap(&dir, force),
         Command::Bwrap { args } => bwrap::main(&args),
     };
@@ -906,6 +917,21 @@ fn docker_args(a: DockerArgs) -> i32 {
     } else {
         out(&format!("{}\n", audit::shell_quote(&argv)), 0)
     }
+}
+
+/// `airlock seccomp-bpf`: the policy's program as bytes, never to a terminal.
+fn seccomp_bpf() -> i32 {
+    if nix::unistd::isatty(std::io::stdout()).unwrap_or(false) {
+        crate::say!(
+            "airlock seccomp-bpf: stdout is a terminal; the program is binary: redirect it \
+             (airlock seccomp-bpf > policy.bpf) or hand it to bwrap (--seccomp 9 9< <(airlock \
+             seccomp-bpf))"
+        );
+        return exit::USAGE;
+    }
+    let bytes = seccomp::program_bytes(seccomp::PROGRAM);
+    let mut o = std::io::stdout().lock();
+    output_written(o.write_all(&bytes).and_then(|_| o.flush()), 0)
 }
 
 fn install_bwrap(dir: &std::path::Path, force: bool) -> i32 {

@@ -59,7 +59,12 @@ pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
             errno: Errno::EINVAL,
         });
     }
-    let prog: Vec<seccompiler::sock_filter> = bytes
+    apply(&program_from_bytes(bytes), "")
+}
+
+/// Whole 8-byte instructions in this machine's byte order; a trailing part is ignored.
+fn program_from_bytes(bytes: &[u8]) -> Vec<seccompiler::sock_filter> {
+    bytes
         .chunks_exact(8)
         .map(|c| seccompiler::sock_filter {
             code: u16::from_ne_bytes([c[0], c[1]]),
@@ -67,12 +72,40 @@ pub fn install_program(bytes: &[u8]) -> Result<(), SysError> {
             jf: c[3],
             k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
         })
-        .collect();
-    apply(&prog, "")
+        .collect()
+}
+
+/// A program as bytes (`airlock seccomp-bpf`): what `program_from_bytes` reads back.
+pub fn program_bytes(prog: &[seccompiler::sock_filter]) -> Vec<u8> {
+    prog.iter()
+        .flat_map(|i| {
+            let mut b = [0u8; 8];
+            b[..2].copy_from_slice(&i.code.to_ne_bytes());
+            b[2] = i.jt;
+            b[3] = i.jf;
+            b[4..].copy_from_slice(&i.k.to_ne_bytes());
+            b
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    /// `airlock seccomp-bpf` writes the installed program itself: its bytes read back as
+    /// bwrap's --seccomp is read give the same instructions, 8 bytes each.
+    #[test]
+    fn the_written_program_reads_back_as_the_policy() {
+        let bytes = super::program_bytes(super::PROGRAM);
+        assert_eq!(bytes.len(), super::PROGRAM.len() * 8);
+        let back = super::program_from_bytes(&bytes);
+        let same = |a: &seccompiler::sock_filter, b: &seccompiler::sock_filter| {
+            (a.code, a.jt, a.jf, a.k) == (b.code, b.jt, b.jf, b.k)
+        };
+        assert_eq!(back.len(), super::PROGRAM.len());
+        assert!(back.iter().zip(super::PROGRAM).all(|(a, b)| same(a, b)));
+        assert_eq!(super::program_bytes(&back), bytes);
+    }
+
     use seccompiler::TargetArch;
 
     /// A refusal with an errno libc has no name for keeps its number, and the kernel's

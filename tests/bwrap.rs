@@ -1786,6 +1786,67 @@ fn seccomp_programs_from_descriptors() {
     }
 }
 
+/// `airlock seccomp-bpf` writes the program `airlock run` installs, for `--seccomp FD`: under
+/// bubblewrap and under airlock's bwrap alike it refuses what `airlock run`'s task is refused,
+/// with the same errno, where the same sandbox without it allows the calls (the control).
+#[test]
+fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
+    let d = tmpdir(0o755);
+    let policy = d.path().join("policy.bpf");
+    let out = Command::new(common::binary())
+        .arg("seccomp-bpf")
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        out.stdout.len().is_multiple_of(8),
+        "{} bytes",
+        out.stdout.len()
+    );
+    write(&policy, &out.stdout, 0o644);
+    // unshare and ptrace (the deny group: EPERM), clone3 (ENOSYS, so that callers fall back
+    // to clone), and getpid, which every policy allows.
+    let probe = concat!(
+        "import ctypes, os\n",
+        "libc = ctypes.CDLL(None, use_errno=True)\n",
+        "for name, nr, args in [('unshare', 272, (0x10000000,)), ('ptrace', 101, (0, 0, 0, 0)),\n",
+        "                       ('clone3', 435, (0, 0)), ('getpid', 39, ())]:\n",
+        "    r = libc.syscall(nr, *args)\n",
+        "    print(name, 'ok' if r >= 0 else os.strerror(ctypes.get_errno()))\n",
+    );
+    let refused = "unshare Operation not permitted\nptrace Operation not permitted\n\
+                   clone3 Function not implemented\ngetpid ok\n";
+    let pre = format!("exec 5<{}", policy.display());
+    for who in BOTH {
+        // The control: the same sandbox with no program lets unshare and ptrace through
+        // (clone3 with a null argument is EFAULT's, not the policy's).
+        let [b, _] = same(&case(MIN).arg(&["--", PYTHON, "-c", probe]), who);
+        assert!(
+            b.stdout.starts_with("unshare ok\nptrace ok\n"),
+            "as {who:?}: {}",
+            b.show()
+        );
+        let with_policy = with(MIN, &["--seccomp", "5"]);
+        let [b, _] = same(
+            &case(&with_policy)
+                .pre(&pre)
+                .arg(&["--", PYTHON, "-c", probe]),
+            who,
+        );
+        assert_eq!(b.stdout, refused, "as {who:?}: {}", b.show());
+        let run = common::airlock(who, &["run", "--", PYTHON, "-c", probe])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            common::stdout(&run),
+            refused,
+            "airlock run as {who:?}: {run:?}"
+        );
+    }
+}
+
 /// A command execve refuses is reported with execvp's errno, as bubblewrap reports it: EPERM
 /// (or ENOMEM, E2BIG) from a filter on execve, not always "Permission denied" as airlock had
 /// said; a file the kernel cannot start with no /bin/sh to run it is execvp's ENOENT.

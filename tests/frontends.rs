@@ -2579,8 +2579,33 @@ fn unknown_subcommands_and_flags_exit_2() {
     }
 }
 
+/// `airlock seccomp-bpf` writes its binary program to a file or pipe, never to a terminal:
+/// there it exits 2 saying how to redirect it, and writes nothing (the control: into a pipe,
+/// whole instructions).
+#[test]
+fn seccomp_bpf_refuses_a_terminal() {
+    let line = format!("{} seccomp-bpf", common::binary().display());
+    let o = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let shown = stdout(&o);
+    assert_eq!(o.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("stdout is a terminal"), "{shown}");
+    assert!(shown.contains("redirect it"), "{shown}");
+    assert!(!shown.contains('\0'), "{shown:?}");
+    let o = airlock(Launcher::Root, &["seccomp-bpf"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        !o.stdout.is_empty() && o.stdout.len().is_multiple_of(8),
+        "{}",
+        o.stdout.len()
+    );
+}
+
 /// Output stdout cannot take whole is not lost silently: each command that prints (help,
-/// version, `explain`, `audit`, `docker-args`) into /dev/full says so on stderr and exits 2,
+/// version, `explain`, `audit`, `docker-args`, `seccomp-bpf`) into /dev/full says so on stderr and exits 2,
 /// naming the status it would have had (an audit with findings: 1); they exited 0 (1) with
 /// nothing said. bwrap mode's `--help` and `--version` exit 0 as bubblewrap's do (it prints
 /// nothing either). Control: the same commands into a pipe exit with that status and print.
@@ -2597,6 +2622,7 @@ fn output_stdout_cannot_take_is_an_error_not_lost() {
             1,
         ),
         (&["docker-args", "--image", "img", "--", "true"], 0),
+        (&["seccomp-bpf"], 0),
     ];
     let full = || {
         std::fs::OpenOptions::new()

@@ -339,11 +339,10 @@ def main():
         ("floor build", env("BENCH_FLOOR_BUILD", "?")),
         ("bwrap", env("BENCH_BWRAP_VERSION", "")),
         ("hyperfine", env("BENCH_HYPERFINE_VERSION", "")),
-        ("seccomp", f"airlock installs its policy compiled at build time into one program "
-                    f"({env('BENCH_AIRLOCK_INSNS', '?')} instructions, binary search on the "
-                    f"syscall number); bwrap gets scripts/bench/seccomp-blob.c's single linear "
-                    f"filter of {env('BENCH_BLOB_INSNS', '?')} instructions (same syscalls, "
-                    f"argument checks and errnos, written by hand)"),
+        ("seccomp", f"both run airlock's policy, compiled at build time into one program of "
+                    f"{env('BENCH_BLOB_INSNS', '?')} instructions (a binary search on the syscall "
+                    f"number): airlock installs it, bwrap gets it from `airlock seccomp-bpf` "
+                    f"through --seccomp"),
         ("parameters", env("BENCH_PARAMS", "")),
         ("whole run", f"{env('BENCH_SECONDS', '?')} s (including the build)"),
     ]
