@@ -134,7 +134,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let _ = writeln!(
         w,
         "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev, size {scratch_size} bytes, at most {} \
-         inodes (one per {} bytes, at least {}): {} (/tmp links here)",
+         inodes (one per {} bytes, at least {}): {} (/tmp and /var/tmp link here)",
         crate::spec::tmpfs_inodes(scratch_size),
         crate::spec::TMPFS_BYTES_PER_INODE,
         crate::spec::TMPFS_MIN_INODES,

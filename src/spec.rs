@@ -366,12 +366,16 @@ impl Draft {
         for b in &self.binds {
             check_bind(b)?;
         }
-        // /tmp is a link to the scratch dir, so a destination under it is placed there, where
-        // the task finds it through the link (`--ro-bind /tmp/x` shows the host's /tmp/x at
-        // /tmp/x, as under bubblewrap). A bind inside scratch is not a result file.
+        // /tmp and /var/tmp are links to the scratch dir, so a destination under either is
+        // placed there, where the task finds it through the link (`--ro-bind /tmp/x` shows the
+        // host's /tmp/x at /tmp/x, as under bubblewrap). A bind inside scratch is not a result
+        // file.
         let binds: Vec<Bind> = (self.binds.into_iter())
             .map(|mut b| {
-                if let Ok(rest) = b.dest.strip_prefix("/tmp") {
+                if let Some(rest) = SCRATCH_LINKS
+                    .iter()
+                    .find_map(|l| b.dest.strip_prefix(l).ok())
+                {
                     b.dest = Path::new(SCRATCH).join(rest);
                 }
                 b
@@ -442,11 +446,15 @@ impl Draft {
             FsOp::Dev("/dev".into()),
             FsOp::Proc("/proc".into()),
             FsOp::Scratch(SCRATCH.into()),
-            FsOp::Symlink {
-                target: SCRATCH.into(),
-                dest: "/tmp".into(),
+            FsOp::Dir {
+                dest: "/var".into(),
+                perms: Some(0o755),
             },
         ]);
+        fs.extend(SCRATCH_LINKS.iter().map(|l| FsOp::Symlink {
+            target: SCRATCH.into(),
+            dest: l.into(),
+        }));
         // A bind covers what was bound before it at the same or a deeper path, so parents go
         // first whatever the flags' order: a --ro-bind inside a --bind stays read-only.
         let mut binds = binds;
@@ -579,16 +587,24 @@ pub fn valid_env_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The links to scratch in the sandbox's root: where programs look for a temporary directory
+/// when TMPDIR is not theirs to read (`mktemp -p /var/tmp`, a cache kept across reboots).
+pub const SCRATCH_LINKS: [&str; 2] = ["/tmp", "/var/tmp"];
+
 /// The variables every sandbox starts with; the caller's `--env` and request add to them.
-pub const FIXED_ENV: [(&str, &str); 4] = [
+pub const FIXED_ENV: [(&str, &str); 6] = [
     ("PATH", SAFE_PATH),
     ("HOME", SCRATCH),
     ("TMPDIR", SCRATCH),
     ("LANG", "C.UTF-8"),
+    // The name the generated /etc/passwd gives the task's uid, as login(1) sets them: scripts
+    // under `set -u` and tools that name their user ($USER in paths, commit authors) read them.
+    ("USER", SANDBOX_USER),
+    ("LOGNAME", SANDBOX_USER),
 ];
 
 /// The environment starts from nothing: a fixed PATH, HOME and TMPDIR in scratch, a UTF-8
-/// locale. `--env NAME` forwards the caller's value (one the caller lacks keeps the sandbox's
+/// locale, USER and LOGNAME. `--env NAME` forwards the caller's value (one the caller lacks keeps the sandbox's
 /// own, if any); `--env NAME=VALUE` sets one. Later entries win, and a variable stands where it was last set.
 fn build_env(
     requested: &[String],
@@ -671,7 +687,7 @@ fn check_bind(b: &Bind) -> Result<(), UsageError> {
             return usage(format!("bind {what} {p:?} must not contain '..'"));
         }
     }
-    let reserved = ["/", "/proc", "/dev", SCRATCH, "/tmp"];
+    let reserved = ["/", "/proc", "/dev", SCRATCH, "/tmp", "/var/tmp"];
     if reserved.iter().any(|r| b.dest == Path::new(r)) {
         return usage(format!(
             "bind destination {:?} is managed by airlock and cannot be replaced",
@@ -893,7 +909,8 @@ mod tests {
     fn env_starts_from_nothing() {
         let spec = draft(&["true"]).build(&no_env).unwrap();
         let names: Vec<&str> = spec.env.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["PATH", "HOME", "TMPDIR", "LANG"]);
+        assert_eq!(names, ["PATH", "HOME", "TMPDIR", "LANG", "USER", "LOGNAME"]);
+        assert!(spec.env.contains(&("USER".into(), "airlock".into())));
         assert!(spec.env.contains(&("HOME".into(), "/work".into())));
     }
 

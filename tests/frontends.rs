@@ -2381,7 +2381,7 @@ fn explain_says_what_points_at_scratch_as_run_sets_it() {
             let (_, text) = explain_as(who, &["--env", env, "--", "true"]);
             let work = line_with(&text, "  /work ");
             assert!(
-                work.ends_with(&format!("{roles}/tmp links here)")),
+                work.ends_with(&format!("{roles}/tmp and /var/tmp link here)")),
                 "{who:?}: {work}"
             );
             let run = common::sh(who, &["--env", env], "echo $HOME $TMPDIR $PWD");

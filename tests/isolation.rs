@@ -26,11 +26,13 @@ use common::*;
 const PYTHON: &str = "/usr/bin/python3";
 
 /// The task's fixed environment (src/spec.rs, `build_env`).
-const SANDBOX_ENV: [&str; 4] = [
+const SANDBOX_ENV: [&str; 6] = [
     "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
     "HOME=/work",
     "TMPDIR=/work",
     "LANG=C.UTF-8",
+    "USER=airlock",
+    "LOGNAME=airlock",
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -667,14 +669,16 @@ for name in sys.argv[1:]:
 #[test]
 fn caller_home_credentials_are_unreadable() {
     let secret = "aws_secret_access_key = AIRLOCK-FAKE-SECRET-7d41";
-    // Not under /tmp: inside, /tmp is scratch, which would hide a path there for another reason.
-    let home = world_readable_dir("/var/tmp", "airlock-fake-home");
+    // Not under /tmp or /var/tmp: inside, both are scratch, which would hide a path there for
+    // another reason. /srv is the host's, absent inside.
+    let home = world_readable_dir("/srv", "airlock-fake-home");
     let aws = home.path().join(".aws");
     std::fs::create_dir(&aws).unwrap();
     std::fs::set_permissions(&aws, std::fs::Permissions::from_mode(0o755)).unwrap();
     let cred = aws.join("credentials");
     write_world_readable(&cred, &format!("[default]\n{secret}\n"));
-    // Absolute host paths: one under /var/tmp, one under the host's /tmp.
+    // Absolute host paths: one under /var/tmp, one under the host's /tmp (both scratch links
+    // inside, which must not lead to the host's).
     let var_dir = world_readable_dir("/var/tmp", "airlock-secret");
     let var_file = var_dir.path().join("token.txt");
     write_world_readable(&var_file, &format!("{secret}\n"));
@@ -980,11 +984,14 @@ fn writes_outside_scratch_fail() {
         "/usr/bin/probe",
         "/dev/probe",
     ];
-    let allowed = ["/work/probe-work", "/tmp/probe-tmp", "/dev/shm/probe-shm"];
+    let allowed = [
+        "/work/probe-work",
+        "/tmp/probe-tmp",
+        "/var/tmp/probe-vtmp",
+        "/dev/shm/probe-shm",
+    ];
     let mut args: Vec<&str> = denied.to_vec();
     args.extend(allowed);
-    // Where /tmp/probe-tmp must land.
-    args.push("/work/probe-tmp");
     let probe = py(WRITE_PROBE, &args);
     for who in BOTH {
         let ctx = format!("{who:?} inside");
@@ -997,13 +1004,19 @@ fn writes_outside_scratch_fail() {
                 show(&o)
             );
         }
-        // Control: scratch (and /dev/shm) take writes; /tmp is scratch.
+        // Control: scratch (and /dev/shm) take writes; /tmp and /var/tmp are scratch.
         for p in allowed {
             assert_line(&o, &format!("WRITE-OK:{p}"), &ctx);
         }
-        assert_line(&o, "LANDED:/work/probe-tmp", &ctx);
-        let link = run_inside(who, &[], &["readlink", "/tmp"]);
-        assert_eq!(stdout(&link), "/work\n", "{ctx}\n{}", show(&link));
+        // What is written through the links lands in scratch (a result file).
+        let script = "echo a > /tmp/a && echo b > /var/tmp/b && ls /work && readlink /tmp /var/tmp";
+        let link = run_inside(who, &[], &["sh", "-c", script]);
+        assert_eq!(
+            stdout(&link),
+            "a\nb\n/work\n/work\n",
+            "{ctx}\n{}",
+            show(&link)
+        );
     }
 }
 
@@ -2416,8 +2429,9 @@ fn denied_syscalls_get_eperm_while_allowed_ones_work() {
 }
 
 /// The root starts with nothing: its entries are exactly the boundary's own (dev, etc, proc,
-/// tmp, usr, work) and the usr-merge links the host has. Control: the host's root holds
-/// /home, /root, /run and /var, which the task must not see.
+/// tmp, usr, var, work) and the usr-merge links the host has; /var holds only the link tmp.
+/// Control: the host's root holds /home, /root and /run, and its /var more than tmp, which
+/// the task must not see.
 #[test]
 fn the_root_holds_only_what_the_boundary_puts_there() {
     let host: BTreeSet<String> = std::fs::read_dir("/")
@@ -2427,9 +2441,16 @@ fn the_root_holds_only_what_the_boundary_puts_there() {
     for d in ["home", "root", "run", "var"] {
         assert!(host.contains(d), "host control: /{d} missing on the host");
     }
-    let mut want: BTreeSet<String> = ["dev", "etc", "proc", "tmp", "usr", "work"]
+    for d in ["lib", "cache"] {
+        assert!(
+            Path::new("/var").join(d).is_dir(),
+            "host control: /var/{d} missing on the host"
+        );
+    }
+    let mut want: BTreeSet<String> = ["dev", "etc", "proc", "tmp", "usr", "var", "work"]
         .map(String::from)
         .into();
+    want.insert("var: tmp".into());
     for link in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
         let p = Path::new("/").join(link);
         if p.symlink_metadata()
@@ -2438,8 +2459,8 @@ fn the_root_holds_only_what_the_boundary_puts_there() {
             want.insert(link.to_string());
         }
     }
-    let script =
-        "ls -A /; for d in /home /root /run /var; do [ -e $d ] && echo \"present $d\"; done; true";
+    let script = "ls -A /; ls -A /var | sed 's/^/var: /'; \
+                  for d in /home /root /run; do [ -e $d ] && echo \"present $d\"; done; true";
     for who in BOTH {
         let o = run_inside(who, &[], &["sh", "-c", script]);
         assert_exit(&o, 0, &format!("{who:?}"));
