@@ -3033,7 +3033,8 @@ fn without_a_pid_namespace_only_the_task_is_in_the_callers_process_group() {
 
 /// A signal the caller left blocked stays blocked in the launcher, as bubblewrap never
 /// unblocks one: a SIGTERM or SIGUSR1 sent to it then does not end it, and the task's
-/// status is the launcher's.
+/// status is the launcher's. (The child says when its mask is set, so that the signals never
+/// race it; they come 0.3 s later, while the launcher runs.)
 #[test]
 fn signals_the_caller_blocked_do_not_end_the_launcher() {
     for who in BOTH {
@@ -3046,10 +3047,14 @@ fn signals_the_caller_blocked_do_not_end_the_launcher() {
             let prog = format!(
                 "import os, signal, sys, time\n\
                  argv = {argv:?}\n\
+                 r, w = os.pipe()\n\
                  pid = os.fork()\n\
                  if pid == 0:\n\
                  \x20   signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM, signal.SIGUSR1}})\n\
+                 \x20   os.write(w, b'x')\n\
                  \x20   os.execvp(argv[0], argv)\n\
+                 os.close(w)\n\
+                 os.read(r, 1)\n\
                  time.sleep(0.3)\n\
                  os.kill(pid, signal.SIGUSR1)\n\
                  os.kill(pid, signal.SIGTERM)\n\
