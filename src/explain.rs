@@ -61,6 +61,13 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         "  inside: uid {SANDBOX_UID} gid {SANDBOX_GID} (airlock), no supplementary groups"
     );
     let _ = writeln!(w, "  on the host: {host_id}");
+    if spec.cwd.as_path() != std::path::Path::new(SCRATCH) {
+        let _ = writeln!(
+            w,
+            "  starts in: {} (--chdir; entered at step 9, inside the new root)",
+            one_line(&spec.cwd.to_string_lossy())
+        );
+    }
     let _ = writeln!(
         w,
         "  capabilities: none in any set; no_new_privs; new session (no terminal)"
@@ -125,7 +132,10 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     );
     let scratch_size = spec.limits.unwrap_or_default().scratch_size;
     // HOME and TMPDIR point here unless --env moved them.
-    let mut roles = vec!["cwd"];
+    let mut roles: Vec<&str> = (spec.cwd.as_path() == std::path::Path::new(SCRATCH))
+        .then_some("cwd")
+        .into_iter()
+        .collect();
     roles.extend(
         ["HOME", "TMPDIR"]
             .into_iter()
@@ -134,11 +144,14 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let _ = writeln!(
         w,
         "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev, size {scratch_size} bytes, at most {} \
-         inodes (one per {} bytes, at least {}): {} (/tmp and /var/tmp link here)",
+         inodes (one per {} bytes, at least {}): {}(/tmp and /var/tmp link here)",
         crate::spec::tmpfs_inodes(scratch_size),
         crate::spec::TMPFS_BYTES_PER_INODE,
         crate::spec::TMPFS_MIN_INODES,
-        roles.join(", "),
+        match roles.is_empty() {
+            true => String::new(),
+            false => format!("{} ", roles.join(", ")),
+        },
     );
     for i in &spec.inputs {
         let _ = writeln!(

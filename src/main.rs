@@ -283,6 +283,9 @@ struct RunArgs {
     /// Size of the writable scratch tmpfs (and of /dev/shm). Default 2G, at least 1M.
     #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     scratch_size: Option<String>,
+    /// Start the task in DIR, an absolute path inside the sandbox (default: /work, scratch).
+    #[arg(long, value_name = "DIR")]
+    chdir: Option<String>,
     /// Read the run as a JSON request from FILE (- for stdin); prints the JSON report.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "input", "json"])]
     request: Option<PathBuf>,
@@ -464,6 +467,7 @@ fn quick_run(args: &[String]) -> Option<RunArgs> {
                     "cpu-time" => set_once(&mut a.cpu_time, text())?,
                     "file-size" => set_once(&mut a.file_size, text())?,
                     "scratch-size" => set_once(&mut a.scratch_size, text())?,
+                    "chdir" => set_once(&mut a.chdir, text())?,
                     "host-uid" => set_once(&mut a.host_uid, digits(value))?,
                     "host-gid" => set_once(&mut a.host_gid, digits(value))?,
                     "pids" => set_once(&mut a.pids, digits(value))?,
@@ -550,6 +554,7 @@ fn draft_from_flags(a: &RunArgs, limits: limits::Limits) -> Result<Draft, UsageE
             .transpose()?,
         json: a.json,
         limits: limits_from_flags(a, limits)?,
+        chdir: a.chdir.as_ref().map(PathBuf::from),
     })
 }
 
@@ -719,6 +724,7 @@ fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
             d.timeout = f.timeout.or(d.timeout);
             d.max_output = f.max_output.or(d.max_output);
             d.limits = f.limits;
+            d.chdir = f.chdir.or(d.chdir);
             Ok(d)
         }),
         None => draft_from_flags(args, limits::Limits::default()),
@@ -1270,6 +1276,7 @@ mod tests {
             "--",
             "x",
         ],
+        &["run", "--chdir", "/etc", "--", "x"],
         &["run", "--", "--help"],
     ];
 
@@ -1306,6 +1313,7 @@ mod tests {
             "file-size",
             "nofile",
             "scratch-size",
+            "chdir",
             "request",
             "bogus",
             "help",

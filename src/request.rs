@@ -49,6 +49,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("nofile", "an integer >= 16: open files per process"),
     (
+        "chdir",
+        "a string: an absolute path inside the sandbox where the task starts; default /work",
+    ),
+    (
         "scratch_size",
         "bytes (an integer, or a string like \"512M\"; at least 1 MiB): size of scratch",
     ),
@@ -301,6 +305,10 @@ impl<'de> Visitor<'de> for Field<'_> {
             "command" => {
                 self.r.exec_take(&"the command", s.len())?;
                 self.r.command = Some(s.to_owned());
+                Ok(())
+            }
+            "chdir" => {
+                self.r.draft.chdir = Some(s.into());
                 Ok(())
             }
             "memory" | "file_size" | "scratch_size" => {

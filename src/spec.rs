@@ -338,6 +338,9 @@ pub struct Draft {
     pub max_output: Option<usize>,
     pub json: bool,
     pub limits: Limits,
+    /// Where the task starts (`--chdir`, the request's `chdir`): an absolute path inside the
+    /// sandbox; scratch when None.
+    pub chdir: Option<PathBuf>,
 }
 
 impl Draft {
@@ -365,6 +368,9 @@ impl Draft {
         check_handed(self.inputs.len(), handed)?;
         for b in &self.binds {
             check_bind(b)?;
+        }
+        if let Some(dir) = &self.chdir {
+            check_chdir(dir)?;
         }
         // /tmp and /var/tmp are links to the scratch dir, so a destination under either is
         // placed there, where the task finds it through the link (`--ro-bind /tmp/x` shows the
@@ -476,7 +482,7 @@ impl Draft {
             env,
             fs,
             root_readonly: true,
-            cwd: SCRATCH.into(),
+            cwd: self.chdir.unwrap_or_else(|| SCRATCH.into()),
             ns,
             uid: SANDBOX_UID,
             gid: SANDBOX_GID,
@@ -733,6 +739,29 @@ fn check_dest_length(dest: &Path) -> Result<(), UsageError> {
     if dest.as_os_str().len() > DEST_MAX {
         return usage(format!(
             "bind destination {} is longer than {DEST_MAX} bytes",
+            quoted(&text)
+        ));
+    }
+    Ok(())
+}
+
+/// `--chdir DIR`: a path inside the sandbox, entered at step 9 after pivot_root (so it cannot
+/// lead out of the new root); one that does not exist there fails that step (125). Relative
+/// paths and `..` are refused here: the task's start should read plainly on the command line.
+fn check_chdir(dir: &Path) -> Result<(), UsageError> {
+    let text = dir.to_string_lossy();
+    if !dir.is_absolute() {
+        return usage(format!(
+            "--chdir {} must be an absolute path inside the sandbox",
+            quoted(&text)
+        ));
+    }
+    if dir.components().any(|c| c == Component::ParentDir) {
+        return usage(format!("--chdir {} must not contain '..'", quoted(&text)));
+    }
+    if dir.as_os_str().len() > DEST_MAX || dir.as_os_str().as_encoded_bytes().contains(&0) {
+        return usage(format!(
+            "--chdir {} is not a path the kernel takes",
             quoted(&text)
         ));
     }

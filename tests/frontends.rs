@@ -2390,6 +2390,95 @@ fn explain_says_what_points_at_scratch_as_run_sets_it() {
     }
 }
 
+/// `--chdir DIR` (a request's `chdir`) starts the task in DIR inside the sandbox: a system
+/// path, a bind destination, a link into scratch (entered as what it leads to). What the
+/// sandbox lacks fails step 9 (125, naming the path); a relative path or one with `..` is
+/// refused before anything is built (2). A flag beside a request overrides its key, as the
+/// limits do. Control: with neither, the task starts in /work.
+#[test]
+fn chdir_starts_the_task_there() {
+    let dir = common::tmpdir();
+    std::fs::write(dir.path().join("marker-5521"), "x").unwrap();
+    let data = format!("{}:/data", dir.path().display());
+    for who in BOTH {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--", "pwd"], "/work\n"),
+            (&["--chdir", "/etc", "--", "pwd"], "/etc\n"),
+            (&["--chdir=/usr/bin", "--", "pwd"], "/usr/bin\n"),
+            (
+                &["--ro-bind", &data, "--chdir", "/data", "--", "ls"],
+                "marker-5521\n",
+            ),
+            (&["--chdir", "/tmp", "--", "pwd", "-P"], "/work\n"),
+        ];
+        for (flags, want) in cases {
+            let mut args = vec!["run"];
+            args.extend_from_slice(flags);
+            let o = airlock(who, &args).stdin(Stdio::null()).output().unwrap();
+            assert_eq!(
+                (code(&o), stdout(&o).as_str()),
+                (Some(0), *want),
+                "{who:?} {flags:?}\n{}",
+                show(&o)
+            );
+        }
+        let o = airlock(who, &["run", "--chdir", "/nope-7", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), Some(125), "{who:?}\n{}", show(&o));
+        assert!(
+            stderr(&o).contains("step 9 enter the working directory: chdir(\"/nope-7\"): ENOENT"),
+            "{who:?}\n{}",
+            show(&o)
+        );
+        for (bad, says) in [
+            ("rel", "must be an absolute path inside the sandbox"),
+            ("/a/../etc", "must not contain '..'"),
+        ] {
+            let o = airlock(who, &["run", "--chdir", bad, "--", "true"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(code(&o), Some(2), "{who:?} {bad}\n{}", show(&o));
+            assert!(stderr(&o).contains(says), "{who:?} {bad}\n{}", show(&o));
+        }
+        let (_, text) = explain_as(who, &["--chdir", "/etc", "--", "true"]);
+        assert!(
+            text.contains("\n  starts in: /etc (--chdir"),
+            "{who:?}\n{text}"
+        );
+        let work = line_with(&text, "  /work ");
+        assert!(
+            work.ends_with(": HOME, TMPDIR (/tmp and /var/tmp link here)"),
+            "{who:?}: {work}"
+        );
+    }
+    let request = r#"{"command": "pwd", "chdir": "/usr/bin"}"#;
+    for (extra, want) in [
+        (&[][..], "/usr/bin\n"),
+        (&["--chdir", "/etc"][..], "/etc\n"),
+    ] {
+        let mut args = vec!["run", "--request", "-"];
+        args.extend_from_slice(extra);
+        let o = root_stdin(&args, request);
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["stdout"], want, "{extra:?}\n{}", show(&o));
+    }
+    let o = root_stdin(
+        &["run", "--request", "-"],
+        r#"{"command": "pwd", "chdir": 1}"#,
+    );
+    assert_eq!(code(&o), Some(2), "{}", show(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("key \"chdir\" to be a string"),
+        "{}",
+        show(&o)
+    );
+}
+
 /// What explain, the audits and run's warnings print is read line by line, by people and by
 /// grep: a value, path, input name or audited argument holding a newline (a legal file name)
 /// must not start a line of its own, where it read as a variable, a mount, a finding or a
