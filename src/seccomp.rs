@@ -91,6 +91,8 @@ pub fn program_bytes(prog: &[seccompiler::sock_filter]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use seccompiler::TargetArch;
+
     /// `airlock seccomp-bpf` writes the installed program itself: its bytes read back as
     /// bwrap's --seccomp is read give the same instructions, 8 bytes each.
     #[test]
@@ -105,8 +107,6 @@ mod tests {
         assert!(back.iter().zip(super::PROGRAM).all(|(a, b)| same(a, b)));
         assert_eq!(super::program_bytes(&back), bytes);
     }
-
-    use seccompiler::TargetArch;
 
     /// A refusal with an errno libc has no name for keeps its number, and the kernel's
     /// ENOTSUPP (a full BPF JIT pool) gets its hint; a named errno reads as before.
