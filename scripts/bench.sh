@@ -470,8 +470,8 @@ else
     gcc -O2 -Wall -o "$BIN_DIR/floor" "$HERE/bench/floor.c"
     FLOOR_BUILD="dynamic, glibc: its start-up (about 1 ms here) is part of every floor figure"
 fi
-# bubblewrap runs under airlock's own program, the one `airlock run` installs, as written by
-# `airlock seccomp-bpf` (8 bytes an instruction).
+# bubblewrap runs under airlock's own program as written by `airlock seccomp-bpf` (8 bytes an
+# instruction): the one `airlock run` installs, less its rules on core limit changes.
 "$BIN_DIR/airlock" seccomp-bpf >"$BIN_DIR/seccomp.bpf"
 BLOB_INSNS=$(($(stat -c %s "$BIN_DIR/seccomp.bpf") / 8))
 # floor.c's filter as a program for --seccomp: one struct sock_filter, BPF_RET|BPF_K (code 6)

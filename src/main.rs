@@ -154,9 +154,10 @@ enum Command {
     },
     /// Print the docker run command that expresses airlock's policy.
     DockerArgs(DockerArgs),
-    /// Write the seccomp program `airlock run` installs (compiled from seccomp/<arch>.json) to
-    /// stdout as raw `struct sock_filter` instructions, the form bubblewrap's `--seccomp FD`
-    /// reads: `bwrap --seccomp 9 ... 9< <(airlock seccomp-bpf)`.
+    /// Write the seccomp program `airlock run` installs (compiled from seccomp/<arch>.json),
+    /// less its rules on RLIMIT_CORE changes, to stdout as raw `struct sock_filter`
+    /// instructions, the form bubblewrap's `--seccomp FD` reads: `bwrap --seccomp 9 ... 9<
+    /// <(airlock seccomp-bpf)`.
     #[command(
         after_help = "Exit 0; 2 when stdout is a terminal (the program is binary: redirect \
                       it) or cannot take it whole. The instructions are in this machine's \
@@ -925,7 +926,9 @@ fn docker_args(a: DockerArgs) -> i32 {
     }
 }
 
-/// `airlock seccomp-bpf`: the policy's program as bytes, never to a terminal.
+/// `airlock seccomp-bpf`: the policy's program for bwrap's --seccomp as bytes (airlock run's,
+/// without the rules that need its 1-byte core limit: `policy::CORE_LIMIT_CALLS`), never to a
+/// terminal.
 fn seccomp_bpf() -> i32 {
     if nix::unistd::isatty(std::io::stdout()).unwrap_or(false) {
         crate::say!(
@@ -935,7 +938,7 @@ fn seccomp_bpf() -> i32 {
         );
         return exit::USAGE;
     }
-    let bytes = seccomp::program_bytes(seccomp::PROGRAM);
+    let bytes = seccomp::program_bytes(seccomp::BWRAP_PROGRAM);
     let mut o = std::io::stdout().lock();
     output_written(o.write_all(&bytes).and_then(|_| o.flush()), 0)
 }

@@ -73,6 +73,27 @@ const NEWER_IN_CACHE: u32 = 8;
 /// same call differently (the later one wins, as if installed after).
 pub const FILTERS: &[&str] = &["noop", "deny", "enosys"];
 
+/// The calls whose rules stand only beside the 1-byte `RLIMIT_CORE` that `airlock run`'s init
+/// sets (src/limits.rs): `noop` answers a change of that limit 0 and leaves it, and `deny`
+/// refuses a change that also reads the old one. Under another launcher (bubblewrap given
+/// `airlock seccomp-bpf`'s program) the limit is the caller's, and those rules would freeze it:
+/// a program that lowers it to 0 before it holds keys (gpg-agent, ssh-agent) would be told it
+/// had, and a crash would write its memory in a core file (in its working directory, a bind of
+/// the host's, under the default `core_pattern`). That program is compiled without them.
+pub const CORE_LIMIT_CALLS: [&str; 2] = ["setrlimit", "prlimit64"];
+
+/// The policy `text` with every rule of `calls` taken out, in every filter.
+pub fn without_rules_of(text: &str, calls: &[&str]) -> Result<String, String> {
+    let mut v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let filters = v.as_object_mut().ok_or("the policy is not a JSON object")?;
+    for (name, filter) in filters.iter_mut() {
+        let rules = (filter.get_mut("filter").and_then(|r| r.as_array_mut()))
+            .ok_or_else(|| format!("filter {name:?} has no rule list"))?;
+        rules.retain(|r| !r["syscall"].as_str().is_some_and(|s| calls.contains(&s)));
+    }
+    Ok(v.to_string())
+}
+
 /// The target architecture, as the kernel reports it in `seccomp_data.arch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {

@@ -1786,8 +1786,9 @@ fn seccomp_programs_from_descriptors() {
     }
 }
 
-/// `airlock seccomp-bpf` writes the program `airlock run` installs, for `--seccomp FD`: under
-/// bubblewrap and under airlock's bwrap alike it refuses what `airlock run`'s task is refused,
+/// `airlock seccomp-bpf` writes the program `airlock run` installs (less its core limit rules),
+/// for `--seccomp FD`: under bubblewrap and under airlock's bwrap alike it refuses what
+/// `airlock run`'s task is refused,
 /// with the same errno, where the same sandbox without it allows the calls (the control).
 #[test]
 fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
@@ -1842,6 +1843,51 @@ fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
         assert_eq!(
             common::stdout(&run),
             refused,
+            "airlock run as {who:?}: {run:?}"
+        );
+    }
+}
+
+/// `airlock seccomp-bpf`'s program leaves a task's core limit to the task, as bubblewrap does:
+/// a program that lowers it to 0 before it holds keys (gpg-agent) has it at 0. With airlock
+/// run's rules on it, which answer a change 0 and keep the limit (airlock run's 1 byte, which
+/// dumps nothing), the task under bwrap was told it had lowered the caller's unlimited limit
+/// and kept it, and a crash then wrote its memory to a core file in its working directory.
+/// airlock run's task (the control) still keeps its 1 byte.
+#[test]
+fn the_program_for_bwrap_leaves_the_core_limit_to_the_task() {
+    let d = tmpdir(0o755);
+    let policy = d.path().join("policy.bpf");
+    let out = Command::new(common::binary())
+        .arg("seccomp-bpf")
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    write(&policy, &out.stdout, 0o644);
+    let probe = concat!(
+        "import resource as r\n",
+        "r.setrlimit(r.RLIMIT_CORE, (0, 0))\n",
+        "print(*r.getrlimit(r.RLIMIT_CORE))\n",
+    );
+    // The caller's limit, unlimited, is the task's to start with under bwrap.
+    let pre = format!("ulimit -c unlimited\nexec 5<{}", policy.display());
+    for who in BOTH {
+        let with_policy = with(MIN, &["--seccomp", "5"]);
+        let [b, _] = same(
+            &case(&with_policy)
+                .pre(&pre)
+                .arg(&["--", PYTHON, "-c", probe]),
+            who,
+        );
+        assert_eq!(b.stdout, "0 0\n", "as {who:?}: {}", b.show());
+        let run = common::airlock(who, &["run", "--", PYTHON, "-c", probe])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            common::stdout(&run),
+            "1 1\n",
             "airlock run as {who:?}: {run:?}"
         );
     }

@@ -1509,6 +1509,53 @@ print('memfd_secret', 'OK' if r >= 0 else errno.errorcode[ctypes.get_errno()])\"
     assert_eq!(stdout(&o), "memfd_secret OK\n", "{}", stderr(&o));
 }
 
+/// Huge pages come from the host's one hugetlb pool (`vm.nr_hugepages`, or general memory up to
+/// `vm.nr_overcommit_hugepages`), which neither the memory cgroup nor `RLIMIT_DATA` counts: on
+/// the dev VM with 64 reserved, a task under `--memory 32m` held all 64 (128 MiB, memfds of
+/// `MFD_HUGETLB`), as root and as uid 65534, and a host process's `MAP_HUGETLB` mapping failed
+/// with ENOMEM until the run ended; with 64 surplus allowed instead, it took 128 MiB of general
+/// memory. `mmap` with `MAP_HUGETLB` and `memfd_create` with `MFD_HUGETLB` are refused (EPERM);
+/// a plain mapping still works.
+/// Control: outside, an unprivileged process makes the memfd, and its mapping meets the pool
+/// (ENOMEM when it is empty, as here unless a host reserved pages), never the filter.
+#[test]
+fn huge_pages_of_the_hosts_pool_are_refused() {
+    let probe = r#"python3 -c 'import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+for name, flags in [("hugetlb", 0x22 | 0x40000), ("plain", 0x22)]:
+    p = libc.mmap(None, 2 << 20, 3, flags, -1, 0)
+    print("mmap", name, "OK" if p != 2**64 - 1 else errno.errorcode[ctypes.get_errno()])
+try:
+    os.close(os.memfd_create("h", os.MFD_HUGETLB))
+    print("memfd_create hugetlb OK")
+except OSError as e:
+    print("memfd_create hugetlb", errno.errorcode[e.errno])' </dev/null"#;
+    for who in BOTH {
+        let o = sh(who, &[], probe);
+        assert_eq!(
+            stdout(&o),
+            "mmap hugetlb EPERM\nmmap plain OK\nmemfd_create hugetlb EPERM\n",
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = host_sh(
+        Launcher::Unprivileged,
+        probe.replace("python3", "/usr/bin/python3").as_str(),
+    );
+    let host = stdout(&o);
+    assert!(
+        host.ends_with("mmap plain OK\nmemfd_create hugetlb OK\n")
+            && ["mmap hugetlb OK\n", "mmap hugetlb ENOMEM\n"]
+                .iter()
+                .any(|l| host.starts_with(l)),
+        "{host}{}",
+        stderr(&o)
+    );
+}
+
 /// A real-time policy, a negative nice value or the real-time I/O class the caller runs with
 /// is not the task's: an untrusted task at SCHED_FIFO takes each CPU from every host process
 /// of the normal policy (they keep only the kernel's 5% real-time throttling reserve), one at

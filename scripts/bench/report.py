@@ -342,7 +342,7 @@ def main():
         ("seccomp", f"both run airlock's policy, compiled at build time into one program of "
                     f"{env('BENCH_BLOB_INSNS', '?')} instructions (a binary search on the syscall "
                     f"number): airlock installs it, bwrap gets it from `airlock seccomp-bpf` "
-                    f"through --seccomp"),
+                    f"through --seccomp, less its rules on core limit changes"),
         ("parameters", env("BENCH_PARAMS", "")),
         ("whole run", f"{env('BENCH_SECONDS', '?')} s (including the build)"),
     ]
