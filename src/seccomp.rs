@@ -251,8 +251,9 @@ mod tests {
             // Its returns are shared, one per answer at the end, but for those a jump early in
             // the program cannot reach there (8-bit offsets): the architecture check's kill,
             // which stays in front, and since the huge page rules took the program past 250
-            // instructions, a few of the search's (x86_64: 5). A policy grown past what the
-            // shared returns can serve would otherwise lose them silently.
+            // instructions, a few of the search's (x86_64: 7 with FS_IOC_GETFSMAP's rule, at
+            // 256). A policy grown past what the shared returns can serve would otherwise lose
+            // them silently (sharing given up altogether made 379 instructions of 238).
             let tail = ours.iter().rev().take_while(|i| i.0 == 0x06).count();
             assert!(tail <= 5, "{arch}: {tail} returns at the end");
             let inline: Vec<usize> = (0..ours.len() - tail)
@@ -260,7 +261,7 @@ mod tests {
                 .collect();
             let kill_in_front = inline.first() == Some(&2)
                 && ours[2].3 == policy::RET_KILL_PROCESS
-                && inline.len() <= 6;
+                && inline.len() <= 10;
             assert!(
                 inline.is_empty() || kill_in_front,
                 "{arch}: returns at {inline:?}"

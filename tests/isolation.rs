@@ -546,6 +546,18 @@ def raw_clone(flags):
         os.waitpid(r, 0)
         return 0
     return -1
+def getfsmap_usr():
+    # FS_IOC_GETFSMAP on a file of /usr (the host's disk): up to 4 extents of the whole
+    # filesystem, from the lowest key to the highest.
+    import fcntl, struct
+    high = struct.pack('IIQQQQ', 0xffffffff, 0xffffffff, 2**64 - 1, 2**64 - 1, 2**64 - 1, 0)
+    head = struct.pack('IIII', 0, 0, 4, 0) + bytes(48) + bytes(64) + high + bytes(24)
+    fd = os.open('/usr/bin/true', os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, 0xC0C0583B, bytearray(head + bytes(64 * 4)))
+    finally:
+        os.close(fd)
+    return 0
 def tmpfs_on_cwd():
     # The new mount API end to end: fsopen("tmpfs"), fsconfig(FSCONFIG_CMD_CREATE = 6),
     # fsmount, move_mount(MOVE_MOUNT_F_EMPTY_PATH = 4) onto the working directory.
@@ -611,6 +623,7 @@ probes = {
     'open-by-handle-at': lambda: libc.syscall(304, -2, None, 0),
     'perf-event-open': lambda: libc.syscall(298, None, 0, -1, -1, 0),
     'keyctl-bad-cmd': lambda: libc.syscall(250, 0, 0),
+    'getfsmap-usr': getfsmap_usr,
     # Break-outs that work for root of a user namespace of its own (the control), and for
     # which no privilege is needed at all when marked (*).
     'clone-newuser': lambda: raw_clone(CLONE_NEWUSER),  # (*)
@@ -2470,10 +2483,11 @@ fn the_root_holds_only_what_the_boundary_puts_there() {
 }
 
 /// The kernel interfaces the policy denies as attack surface (io_uring, bpf, file handles,
-/// perf events, keyrings), each called with arguments the kernel refuses on its own: on the
-/// host, as root and as uid 65534, no answer is EPERM (here: an io_uring descriptor, EINVAL,
-/// EFAULT, EFAULT, EINVAL); inside, every one is EPERM, which only the filter gives. (The
-/// syscall numbers are x86_64's.)
+/// perf events, keyrings), each called with arguments the kernel refuses on its own, and the
+/// host filesystem's extent map (FS_IOC_GETFSMAP on a file of /usr, which ext4 answers
+/// anyone): on the host, as root and as uid 65534, no answer is EPERM (here: an io_uring
+/// descriptor, EINVAL, EFAULT, EFAULT, EINVAL, the map); inside, every one is EPERM, which
+/// only the filter gives. (The syscall numbers are x86_64's.)
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn kernel_attack_surface_calls_are_denied_by_the_filter() {
@@ -2483,6 +2497,7 @@ fn kernel_attack_surface_calls_are_denied_by_the_filter() {
         "open-by-handle-at",
         "perf-event-open",
         "keyctl-bad-cmd",
+        "getfsmap-usr",
     ];
     let probe = py(SYSCALL_PROBE, &calls);
     for who in BOTH {
