@@ -1786,13 +1786,8 @@ fn seccomp_programs_from_descriptors() {
     }
 }
 
-/// `airlock seccomp-bpf` writes the program `airlock run` installs (less its core limit rules),
-/// for `--seccomp FD`: under bubblewrap and under airlock's bwrap alike it refuses what
-/// `airlock run`'s task is refused,
-/// with the same errno, where the same sandbox without it allows the calls (the control).
-#[test]
-fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
-    let d = tmpdir(0o755);
+/// `airlock seccomp-bpf`'s program, written to `d/policy.bpf` (whole 8-byte instructions).
+fn seccomp_bpf_file(d: &tempfile::TempDir) -> PathBuf {
     let policy = d.path().join("policy.bpf");
     let out = Command::new(common::binary())
         .arg("seccomp-bpf")
@@ -1800,12 +1795,37 @@ fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(
-        out.stdout.len().is_multiple_of(8),
-        "{} bytes",
-        out.stdout.len()
-    );
+    let n = out.stdout.len();
+    assert!(n > 0 && n.is_multiple_of(8), "{n} bytes");
     write(&policy, &out.stdout, 0o644);
+    policy
+}
+
+/// The Python `probe` under both bwraps given the program on descriptor 5 (`pre` opens it), as
+/// `same` compares them, and what `airlock run`'s task prints running it (stdout).
+fn under_the_program(who: Launcher, pre: &str, probe: &str) -> (Res, String) {
+    let with_policy = with(MIN, &["--seccomp", "5"]);
+    let [b, _] = same(
+        &case(&with_policy)
+            .pre(pre)
+            .arg(&["--", PYTHON, "-c", probe]),
+        who,
+    );
+    let run = common::airlock(who, &["run", "--", PYTHON, "-c", probe])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (b, common::stdout(&run))
+}
+
+/// `airlock seccomp-bpf` writes the program `airlock run` installs (less its core limit rules),
+/// for `--seccomp FD`: under bubblewrap and under airlock's bwrap alike it refuses what
+/// `airlock run`'s task is refused, with the same errno, where the same sandbox without it
+/// allows the calls (the control).
+#[test]
+fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
+    let d = tmpdir(0o755);
+    let policy = seccomp_bpf_file(&d);
     // unshare and ptrace (the deny group: EPERM), clone3 (ENOSYS, so that callers fall back
     // to clone), and getpid, which every policy allows.
     let probe = concat!(
@@ -1828,23 +1848,9 @@ fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
             "as {who:?}: {}",
             b.show()
         );
-        let with_policy = with(MIN, &["--seccomp", "5"]);
-        let [b, _] = same(
-            &case(&with_policy)
-                .pre(&pre)
-                .arg(&["--", PYTHON, "-c", probe]),
-            who,
-        );
+        let (b, run) = under_the_program(who, &pre, probe);
         assert_eq!(b.stdout, refused, "as {who:?}: {}", b.show());
-        let run = common::airlock(who, &["run", "--", PYTHON, "-c", probe])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(
-            common::stdout(&run),
-            refused,
-            "airlock run as {who:?}: {run:?}"
-        );
+        assert_eq!(run, refused, "airlock run as {who:?}");
     }
 }
 
@@ -1857,14 +1863,7 @@ fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
 #[test]
 fn the_program_for_bwrap_leaves_the_core_limit_to_the_task() {
     let d = tmpdir(0o755);
-    let policy = d.path().join("policy.bpf");
-    let out = Command::new(common::binary())
-        .arg("seccomp-bpf")
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    write(&policy, &out.stdout, 0o644);
+    let policy = seccomp_bpf_file(&d);
     let probe = concat!(
         "import resource as r\n",
         "r.setrlimit(r.RLIMIT_CORE, (0, 0))\n",
@@ -1873,23 +1872,9 @@ fn the_program_for_bwrap_leaves_the_core_limit_to_the_task() {
     // The caller's limit, unlimited, is the task's to start with under bwrap.
     let pre = format!("ulimit -c unlimited\nexec 5<{}", policy.display());
     for who in BOTH {
-        let with_policy = with(MIN, &["--seccomp", "5"]);
-        let [b, _] = same(
-            &case(&with_policy)
-                .pre(&pre)
-                .arg(&["--", PYTHON, "-c", probe]),
-            who,
-        );
+        let (b, run) = under_the_program(who, &pre, probe);
         assert_eq!(b.stdout, "0 0\n", "as {who:?}: {}", b.show());
-        let run = common::airlock(who, &["run", "--", PYTHON, "-c", probe])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(
-            common::stdout(&run),
-            "1 1\n",
-            "airlock run as {who:?}: {run:?}"
-        );
+        assert_eq!(run, "1 1\n", "airlock run as {who:?}");
     }
 }
 
