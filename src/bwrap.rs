@@ -6,7 +6,7 @@
 //! in argument order. Setup failures print `bwrap: MESSAGE` and exit 1, as bubblewrap does.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
@@ -134,6 +134,71 @@ impl Caller {
                 .collect(),
         }
     }
+}
+
+/// The caller's working directory as bubblewrap names it: glibc's get_current_dir_name,
+/// called once the options have changed the environment (so `--clearenv` or `--unsetenv PWD`
+/// leave the kernel's name) and once bubblewrap has mounted its scaffold tmpfs on /tmp. That
+/// is `pwd`, the environment's `PWD`, when it leads to the same directory as `.` (a directory
+/// entered through a symlink, `/home/me/proj` where /home is a link to var/home, keeps that
+/// name, the one a client binds), else `physical`, the kernel's name. A `PWD` whose lookup
+/// reaches into /tmp finds bubblewrap's empty tmpfs there, and is not taken.
+fn current_dir_name(pwd: Option<&str>, physical: Option<PathBuf>) -> Option<PathBuf> {
+    let id = |st: nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+    let same_dir = |p: &str| match (nix::sys::stat::stat("."), nix::sys::stat::stat(p)) {
+        (Ok(dot), Ok(named)) => id(dot) == id(named),
+        _ => false,
+    };
+    match pwd {
+        Some(p) if same_dir(p) && !p.starts_with('/') => Some(PathBuf::from(p)),
+        Some(p) if same_dir(p) && !looks_into_tmp(Path::new(p)) => Some(PathBuf::from(p)),
+        _ => physical,
+    }
+}
+
+/// Whether resolving the absolute path `p` (symlinks followed, on the host) looks up a name
+/// inside /tmp, or ends at /tmp itself: under bubblewrap's scaffold tmpfs the one finds
+/// nothing and the other is another directory.
+fn looks_into_tmp(p: &Path) -> bool {
+    use std::path::Component;
+    let mut todo: Vec<std::ffi::OsString> = p
+        .components()
+        .rev()
+        .map(|c| c.as_os_str().to_os_string())
+        .collect();
+    let mut at = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        match Path::new(&c).components().next() {
+            Some(Component::RootDir) => at = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                at.pop();
+            }
+            Some(Component::Normal(name)) => {
+                if at == Path::new("/tmp") {
+                    return true;
+                }
+                let next = at.join(name);
+                match std::fs::read_link(&next) {
+                    Ok(target) => {
+                        links += 1;
+                        if links > 40 {
+                            return true;
+                        }
+                        todo.extend(
+                            target
+                                .components()
+                                .rev()
+                                .map(|c| c.as_os_str().to_os_string()),
+                        );
+                    }
+                    Err(_) => at = next,
+                }
+            }
+            _ => {}
+        }
+    }
+    at == Path::new("/tmp")
 }
 
 /// Read the NUL-separated arguments of `--args FD`. bubblewrap closes the descriptor once
@@ -732,7 +797,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         .map(|(_, v)| PathBuf::from(v));
     io.cwd_fallback = match &chdir {
         Some(_) => vec![],
-        None => caller.cwd.iter().cloned().chain(home).collect(),
+        None => {
+            let pwd = env
+                .iter()
+                .find(|(n, _)| n == "PWD")
+                .map(|(_, v)| v.as_str());
+            current_dir_name(pwd, caller.cwd.clone())
+                .into_iter()
+                .chain(home)
+                .collect()
+        }
     };
     Ok(Parsed::Run(Box::new(Spec {
         argv: command,

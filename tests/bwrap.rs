@@ -738,6 +738,66 @@ fn chdir_and_default_working_directory() {
     }
 }
 
+/// The caller's directory is named as bubblewrap names it (glibc's get_current_dir_name, once
+/// the options have changed the environment): `$PWD` when it leads to the same directory, so
+/// a project entered through a symlink (a usr-merged `/lib`, or `/home` as a link to
+/// `var/home`) is entered by that name inside, where only that name may be bound. airlock had
+/// taken the kernel's name (getcwd), missing from the sandbox, and fallen back to `$HOME` or
+/// `/`. bubblewrap reads it with its scaffold tmpfs on /tmp, so a `$PWD` under /tmp is not
+/// taken, nor one --clearenv removed.
+#[test]
+fn the_callers_directory_is_named_as_its_pwd_names_it() {
+    let mut dirs = vec![];
+    for parent in ["/var/tmp", "/tmp"] {
+        let d = tempfile::Builder::new()
+            .prefix("bwrap-diff")
+            .tempdir_in(parent)
+            .unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(d.path().join("real")).unwrap();
+        std::fs::set_permissions(
+            d.path().join("real"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("real", d.path().join("link")).unwrap();
+        dirs.push(d);
+    }
+    let probe = "pwd; echo PWD=$PWD";
+    let link = |d: &tempfile::TempDir| d.path().join("link").display().to_string();
+    let (link, in_tmp) = (link(&dirs[0]), link(&dirs[1]));
+    for who in BOTH {
+        // Only the link's name is bound (its source resolved on the host).
+        let bound = |l: &str, more: &[&str]| {
+            case(&with(&with(MIN, more), &["--ro-bind", l, l]))
+                .sh(probe)
+                .pre(&format!("cd {l}"))
+        };
+        let [b, _] = same(&bound(&link, &[]), who);
+        assert_eq!(b.stdout, format!("{link}\nPWD={link}\n"), "{}", b.show());
+        // Without PWD: the kernel's name, not bound.
+        let [b, _] = same(&bound(&link, &["--clearenv"]), who);
+        assert_eq!(b.stdout, "/\nPWD=/\n", "{}", b.show());
+        // Under /tmp: bubblewrap's scaffold hides it.
+        let [b, _] = same(&bound(&in_tmp, &[]), who);
+        assert_eq!(b.stdout, "/\nPWD=/\n", "{}", b.show());
+        // The host seen whole: the link is entered, not what it names.
+        let [b, _] = same(
+            &case(&["--ro-bind", "/", "/"]).sh(probe).pre("cd /lib"),
+            who,
+        );
+        assert_eq!(b.stdout, "/lib\nPWD=/lib\n", "{}", b.show());
+        // A $PWD that names another directory is not taken.
+        let [b, _] = same(
+            &case(MIN)
+                .sh(probe)
+                .pre("cd /usr/share; export PWD=/usr/lib"),
+            who,
+        );
+        assert_eq!(b.stdout, "/usr/share\nPWD=/usr/share\n", "{}", b.show());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Filesystem
 
