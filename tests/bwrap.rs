@@ -2763,6 +2763,72 @@ fn a_destination_ending_with_a_slash_names_a_directory() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// A symlink that leads nowhere, at a destination or on its path (`/var/run` is `/run`, which
+/// a `--ro-bind / /` line may not have): bubblewrap's mkdir passes over it and the operation
+/// fails where bubblewrap's does, in its words (ENOENT from the name under it or from the
+/// mount on it). airlock had stopped at the link, `Can't mkdir parents for /t/l/x: Not a
+/// directory`. A --dir on such a link, or a --remount-ro or --chmod of it, reads the same
+/// too.
+#[test]
+fn a_symlink_leading_nowhere_on_a_destination_fails_in_bubblewraps_words() {
+    let base = with(MIN, &["--tmpfs", "/t", "--symlink", "a", "/t/l"]);
+    let lines: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["--tmpfs", "/t/l"], 1),
+        (vec!["--tmpfs", "/t/l/x"], 1),
+        (vec!["--perms", "0700", "--tmpfs", "/t/l/x/y"], 1),
+        (vec!["--dir", "/t/l/x"], 1),
+        (vec!["--ro-bind", "/etc", "/t/l/x"], 1),
+        (vec!["--ro-bind", "/etc/hostname", "/t/l/x"], 1),
+        (vec!["--file", "5", "/t/l/x"], 1),
+        (vec!["--ro-bind-data", "5", "/t/l/x"], 1),
+        (vec!["--symlink", "b", "/t/l/x"], 1),
+        (vec!["--dev", "/t/l"], 1),
+        (vec!["--unshare-ipc", "--mqueue", "/t/l"], 1),
+        (vec!["--dir", "/t/l"], 0),
+        (vec!["--remount-ro", "/t/l"], 1),
+        (vec!["--chmod", "0700", "/t/l"], 1),
+        (vec!["--tmpfs", "/t/l/"], 1),
+        // A link to itself.
+        (vec!["--symlink", "m", "/t/m", "--tmpfs", "/t/m"], 1),
+        (vec!["--symlink", "m", "/t/m", "--dir", "/t/m/x"], 1),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (args, code) in &lines {
+            let c = case(&with(&with(&base, args), &["true"])).pre("exec 5</etc/hostname");
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, *code, "{}", b.show());
+            wrong.extend(differs);
+        }
+        // (On a host where /var/run is the absolute link to /run.)
+        if std::fs::read_link("/var/run").ok() != Some(PathBuf::from("/run")) {
+            continue;
+        }
+        let c = case(&with(
+            MIN,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--tmpfs",
+                "/run",
+                "--tmpfs",
+                "/var/run/x",
+                "true",
+            ],
+        ));
+        let (b, differs) = word_for_word(&c, who);
+        assert_eq!(
+            b.stderr,
+            "bwrap: Can't mkdir /var/run/x: No such file or directory\n",
+            "{}",
+            b.show()
+        );
+        wrong.extend(differs);
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// Setup failures: `bwrap: ` and bubblewrap's key phrase, exit 1.
 #[test]
 fn setup_failure_wording() {
