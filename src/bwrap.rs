@@ -231,6 +231,19 @@ fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError>
         .collect())
 }
 
+/// A descriptor bubblewrap reads and then closes (noted in `read`): one an earlier option
+/// already read is closed, -1 here, so reading it fails with EBADF as bubblewrap's read does
+/// (`Can't write data to file /b: Bad file descriptor` for `--file 5 /a --file 5 /b`).
+fn read_once(fd: i32, read: &mut Vec<i32>) -> i32 {
+    match read.contains(&fd) {
+        true => -1,
+        false => {
+            read.push(fd);
+            fd
+        }
+    }
+}
+
 /// A number as bubblewrap reads a descriptor, uid or gid: C's strtol in base 10 (leading white
 /// space and a sign taken, digits to the end, a value past the range of `long` clamped to it)
 /// stored in an `int`, whose low 32 bits must not be negative.
@@ -439,7 +452,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut disable_userns = false;
     let mut command: Vec<String> = Vec::new();
     let mut overlay_sources: Vec<PathBuf> = Vec::new();
-    let mut args_read: Vec<i32> = Vec::new();
+    // Descriptors bubblewrap reads and closes as it parses (--args, --add-seccomp-fd).
+    let mut read_at_parse: Vec<i32> = Vec::new();
 
     // The caller's own arguments still to read: the last `outer` of the queue, behind those
     // an --args descriptor gave. An option read from the descriptor takes its values from
@@ -510,7 +524,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--args not supported in arguments file");
                 }
                 let fd = fd_arg(&mut named, &take!(a))?;
-                let extra = read_args_fd(fd, &mut args_read)?;
+                let extra = read_args_fd(fd, &mut read_at_parse)?;
                 total += extra.len();
                 if total > MAX_ARGS {
                     return err("Exceeded maximum number of arguments");
@@ -708,7 +722,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--add-seccomp-fd cannot be combined with --seccomp");
                 }
                 have_add_seccomp = true;
-                seccomp_fds.push(fd_arg(&mut named, &take!(a))?);
+                let fd = fd_arg(&mut named, &take!(a))?;
+                seccomp_fds.push(read_once(fd, &mut read_at_parse));
             }
             "--new-session" => new_session = true,
             // airlock's sandbox always dies with its launcher; this also ties the launcher to
@@ -752,6 +767,22 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     }
     if total > MAX_ARGS {
         return err("Exceeded maximum number of arguments");
+    }
+    // The data options read their descriptors while the sandbox is set up, in argument order,
+    // and --seccomp its one after that: each closed once read. --bind-fd closes its own once
+    // bound. (A --bind-fd of a descriptor closed before it is left to fail as it does.)
+    let mut read = read_at_parse;
+    for op in fs.iter_mut() {
+        match op {
+            FsOp::File { fd, .. } => *fd = read_once(*fd, &mut read),
+            FsOp::BindFd { fd, .. } if !read.contains(fd) => read.push(*fd),
+            _ => {}
+        }
+    }
+    if have_seccomp {
+        for fd in seccomp_fds.iter_mut() {
+            *fd = read_once(*fd, &mut read);
+        }
     }
     user_namespace_conflicts(&io, unshare_user, user_try, disable_userns)?;
     if io.userns2_fd.is_some() && io.userns_fd.is_none() {

@@ -1202,6 +1202,50 @@ fn remount_ro_of_a_file_bind() {
     }
 }
 
+/// A descriptor is read once: bubblewrap closes what --args and --add-seccomp-fd read as it
+/// parses, what --file, --bind-data, --ro-bind-data and --bind-fd use as it sets up (in
+/// argument order), then reads --seccomp's; a later option naming one of them fails with
+/// EBADF in bubblewrap's words. airlock had read it again from where the first read stopped
+/// (an empty second file, an empty filter refused with EINVAL).
+#[test]
+fn a_descriptor_is_read_once_as_bubblewrap_closes_it() {
+    let d = tmpdir(0o755);
+    let allow = d.path().join("allow.bpf");
+    // One instruction: return SECCOMP_RET_ALLOW.
+    write(&allow, &[6, 0, 0, 0, 0, 0, 0xff, 0x7f], 0o644);
+    let pre = format!("exec 5<{}", allow.display());
+    let pairs: &[(&[&str], &[&str])] = &[
+        (&["--file", "5", "/f"], &["--file", "5", "/g"]),
+        (&["--bind-data", "5", "/f"], &["--ro-bind-data", "5", "/g"]),
+        (&["--file", "5", "/f"], &["--seccomp", "5"]),
+        (&["--seccomp", "5"], &["--file", "5", "/f"]),
+        (&["--file", "5", "/f"], &["--add-seccomp-fd", "5"]),
+        (&["--add-seccomp-fd", "5"], &["--add-seccomp-fd", "5"]),
+        (&["--add-seccomp-fd", "5"], &["--args", "5"]),
+        (&["--args", "5"], &["--file", "5", "/f"]),
+        (&["--args", "5"], &["--seccomp", "5"]),
+        (&["--bind-fd", "5", "/b"], &["--file", "5", "/f"]),
+        (&["--ro-bind-fd", "5", "/b"], &["--seccomp", "5"]),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (first, then) in pairs {
+            let args = with(&with(&with(MIN, first), then), &["true"]);
+            let (b, differs) = word_for_word(&case(&args).pre(&pre), who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            assert!(b.stderr.contains("Bad file descriptor"), "{}", b.show());
+            wrong.extend(differs);
+        }
+        // Options that only hold or wait on a descriptor leave it to a later reader.
+        for other in [&["--sync-fd", "5"][..], &["--block-fd", "5"]] {
+            let args = with(&with(MIN, &["--file", "5", "/f"]), other);
+            let [b, _] = same(&case(&args).pre(&pre).arg(&["wc", "-c", "/f"]), who);
+            assert_eq!(b.stdout, "8 /f\n", "{}", b.show());
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
 /// --file, --bind-data and --ro-bind-data read their content from a descriptor.
 #[test]
 fn data_from_descriptors() {
