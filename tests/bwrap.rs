@@ -738,6 +738,24 @@ fn chdir_and_default_working_directory() {
     }
 }
 
+/// Documented: a root caller's supplementary groups never reach the task, with or without a
+/// user namespace it asked for; bubblewrap keeps them (shown as the overflow gid in a user
+/// namespace it makes).
+#[test]
+fn a_root_callers_supplementary_groups_do_not_reach_the_task() {
+    let probe = "id -G";
+    let c = |more: &[&str]| {
+        case(&with(MIN, more))
+            .sh(probe)
+            .script(r#"exec setpriv --groups 4,24 $BW "$@""#)
+    };
+    for (more, bubblewrap) in [(&[][..], "0 4 24\n"), (&["--unshare-user"], "0 65534\n")] {
+        let [b, a] = c(more).run_all(Launcher::Root);
+        assert_eq!(b.stdout, bubblewrap, "{}", b.show());
+        assert_eq!(a.stdout, "0\n", "{}", a.show());
+    }
+}
+
 /// The caller's directory is named as bubblewrap names it (glibc's get_current_dir_name, once
 /// the options have changed the environment): `$PWD` when it leads to the same directory, so
 /// a project entered through a symlink (a usr-merged `/lib`, or `/home` as a link to
