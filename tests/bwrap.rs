@@ -1220,6 +1220,41 @@ fn remount_ro_of_a_file_bind() {
     }
 }
 
+/// Without PATH (`--clearenv`, `--unsetenv PATH`) the command is looked up as glibc's execvp
+/// looks it up for bubblewrap, in /bin:/usr/bin alone: not in /usr/local/bin (which would
+/// come first and shadow /usr/bin) nor in sbin. airlock had searched its own default path.
+#[test]
+fn a_command_without_path_is_found_as_execvp_finds_it() {
+    let pre = "exec 5< <(printf '#!/bin/sh\\necho local\\n')";
+    let local = with(
+        MIN,
+        &[
+            "--tmpfs",
+            "/usr/local/bin",
+            "--perms",
+            "0755",
+            "--ro-bind-data",
+            "5",
+            "/usr/local/bin/true",
+        ],
+    );
+    for who in BOTH {
+        for unset in [&["--clearenv"][..], &["--unsetenv", "PATH"]] {
+            // /usr/local/bin's `true` does not shadow /usr/bin's.
+            let args = with(&with(&local, unset), &["true"]);
+            let [b, _] = same(&case(&args).pre(pre), who);
+            assert_eq!((b.code, b.stdout.as_str()), (0, ""), "{}", b.show());
+            // sbin is not searched.
+            let args = with(&with(MIN, unset), &["sysctl", "-n", "kernel.ostype"]);
+            let [b, _] = same(&case(&args), who);
+            assert_eq!(
+                b.stderr,
+                "bwrap: execvp sysctl: No such file or directory\n"
+            );
+        }
+    }
+}
+
 /// A descriptor is read once: bubblewrap closes what --args and --add-seccomp-fd read as it
 /// parses, what --file, --bind-data, --ro-bind-data and --bind-fd use as it sets up (in
 /// argument order), then reads --seccomp's; a later option naming one of them fails with
