@@ -6,7 +6,7 @@
 //! in argument order. Setup failures print `bwrap: MESSAGE` and exit 1, as bubblewrap does.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
@@ -136,6 +136,71 @@ impl Caller {
     }
 }
 
+/// The caller's working directory as bubblewrap names it: glibc's get_current_dir_name,
+/// called once the options have changed the environment (so `--clearenv` or `--unsetenv PWD`
+/// leave the kernel's name) and once bubblewrap has mounted its scaffold tmpfs on /tmp. That
+/// is `pwd`, the environment's `PWD`, when it leads to the same directory as `.` (a directory
+/// entered through a symlink, `/home/me/proj` where /home is a link to var/home, keeps that
+/// name, the one a client binds), else `physical`, the kernel's name. A `PWD` whose lookup
+/// reaches into /tmp finds bubblewrap's empty tmpfs there, and is not taken.
+fn current_dir_name(pwd: Option<&str>, physical: Option<PathBuf>) -> Option<PathBuf> {
+    let id = |st: nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+    let same_dir = |p: &str| match (nix::sys::stat::stat("."), nix::sys::stat::stat(p)) {
+        (Ok(dot), Ok(named)) => id(dot) == id(named),
+        _ => false,
+    };
+    match pwd {
+        Some(p) if same_dir(p) && !p.starts_with('/') => Some(PathBuf::from(p)),
+        Some(p) if same_dir(p) && !looks_into_tmp(Path::new(p)) => Some(PathBuf::from(p)),
+        _ => physical,
+    }
+}
+
+/// Whether resolving the absolute path `p` (symlinks followed, on the host) looks up a name
+/// inside /tmp, or ends at /tmp itself: under bubblewrap's scaffold tmpfs the one finds
+/// nothing and the other is another directory.
+fn looks_into_tmp(p: &Path) -> bool {
+    use std::path::Component;
+    let mut todo: Vec<std::ffi::OsString> = p
+        .components()
+        .rev()
+        .map(|c| c.as_os_str().to_os_string())
+        .collect();
+    let mut at = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        match Path::new(&c).components().next() {
+            Some(Component::RootDir) => at = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                at.pop();
+            }
+            Some(Component::Normal(name)) => {
+                if at == Path::new("/tmp") {
+                    return true;
+                }
+                let next = at.join(name);
+                match std::fs::read_link(&next) {
+                    Ok(target) => {
+                        links += 1;
+                        if links > 40 {
+                            return true;
+                        }
+                        todo.extend(
+                            target
+                                .components()
+                                .rev()
+                                .map(|c| c.as_os_str().to_os_string()),
+                        );
+                    }
+                    Err(_) => at = next,
+                }
+            }
+            _ => {}
+        }
+    }
+    at == Path::new("/tmp")
+}
+
 /// Read the NUL-separated arguments of `--args FD`. bubblewrap closes the descriptor once
 /// read, so one named again (noted in `read`) is EBADF.
 fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError> {
@@ -164,6 +229,19 @@ fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError>
         .split(|&b| b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect())
+}
+
+/// A descriptor bubblewrap reads and then closes (noted in `read`): one an earlier option
+/// already read is closed, -1 here, so reading it fails with EBADF as bubblewrap's read does
+/// (`Can't write data to file /b: Bad file descriptor` for `--file 5 /a --file 5 /b`).
+fn read_once(fd: i32, read: &mut Vec<i32>) -> i32 {
+    match read.contains(&fd) {
+        true => -1,
+        false => {
+            read.push(fd);
+            fd
+        }
+    }
 }
 
 /// A number as bubblewrap reads a descriptor, uid or gid: C's strtol in base 10 (leading white
@@ -374,7 +452,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut disable_userns = false;
     let mut command: Vec<String> = Vec::new();
     let mut overlay_sources: Vec<PathBuf> = Vec::new();
-    let mut args_read: Vec<i32> = Vec::new();
+    // Descriptors bubblewrap reads and closes as it parses (--args, --add-seccomp-fd).
+    let mut read_at_parse: Vec<i32> = Vec::new();
 
     // The caller's own arguments still to read: the last `outer` of the queue, behind those
     // an --args descriptor gave. An option read from the descriptor takes its values from
@@ -445,7 +524,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--args not supported in arguments file");
                 }
                 let fd = fd_arg(&mut named, &take!(a))?;
-                let extra = read_args_fd(fd, &mut args_read)?;
+                let extra = read_args_fd(fd, &mut read_at_parse)?;
                 total += extra.len();
                 if total > MAX_ARGS {
                     return err("Exceeded maximum number of arguments");
@@ -643,7 +722,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--add-seccomp-fd cannot be combined with --seccomp");
                 }
                 have_add_seccomp = true;
-                seccomp_fds.push(fd_arg(&mut named, &take!(a))?);
+                let fd = fd_arg(&mut named, &take!(a))?;
+                seccomp_fds.push(read_once(fd, &mut read_at_parse));
             }
             "--new-session" => new_session = true,
             // airlock's sandbox always dies with its launcher; this also ties the launcher to
@@ -687,6 +767,22 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     }
     if total > MAX_ARGS {
         return err("Exceeded maximum number of arguments");
+    }
+    // The data options read their descriptors while the sandbox is set up, in argument order,
+    // and --seccomp its one after that: each closed once read. --bind-fd closes its own once
+    // bound. (A --bind-fd of a descriptor closed before it is left to fail as it does.)
+    let mut read = read_at_parse;
+    for op in fs.iter_mut() {
+        match op {
+            FsOp::File { fd, .. } => *fd = read_once(*fd, &mut read),
+            FsOp::BindFd { fd, .. } if !read.contains(fd) => read.push(*fd),
+            _ => {}
+        }
+    }
+    if have_seccomp {
+        for fd in seccomp_fds.iter_mut() {
+            *fd = read_once(*fd, &mut read);
+        }
     }
     user_namespace_conflicts(&io, unshare_user, user_try, disable_userns)?;
     if io.userns2_fd.is_some() && io.userns_fd.is_none() {
@@ -732,7 +828,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         .map(|(_, v)| PathBuf::from(v));
     io.cwd_fallback = match &chdir {
         Some(_) => vec![],
-        None => caller.cwd.iter().cloned().chain(home).collect(),
+        None => {
+            let pwd = env
+                .iter()
+                .find(|(n, _)| n == "PWD")
+                .map(|(_, v)| v.as_str());
+            current_dir_name(pwd, caller.cwd.clone())
+                .into_iter()
+                .chain(home)
+                .collect()
+        }
     };
     Ok(Parsed::Run(Box::new(Spec {
         argv: command,

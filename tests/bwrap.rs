@@ -738,6 +738,84 @@ fn chdir_and_default_working_directory() {
     }
 }
 
+/// Documented: a root caller's supplementary groups never reach the task, with or without a
+/// user namespace it asked for; bubblewrap keeps them (shown as the overflow gid in a user
+/// namespace it makes).
+#[test]
+fn a_root_callers_supplementary_groups_do_not_reach_the_task() {
+    let probe = "id -G";
+    let c = |more: &[&str]| {
+        case(&with(MIN, more))
+            .sh(probe)
+            .script(r#"exec setpriv --groups 4,24 $BW "$@""#)
+    };
+    for (more, bubblewrap) in [(&[][..], "0 4 24\n"), (&["--unshare-user"], "0 65534\n")] {
+        let [b, a] = c(more).run_all(Launcher::Root);
+        assert_eq!(b.stdout, bubblewrap, "{}", b.show());
+        assert_eq!(a.stdout, "0\n", "{}", a.show());
+    }
+}
+
+/// The caller's directory is named as bubblewrap names it (glibc's get_current_dir_name, once
+/// the options have changed the environment): `$PWD` when it leads to the same directory, so
+/// a project entered through a symlink (a usr-merged `/lib`, or `/home` as a link to
+/// `var/home`) is entered by that name inside, where only that name may be bound. airlock had
+/// taken the kernel's name (getcwd), missing from the sandbox, and fallen back to `$HOME` or
+/// `/`. bubblewrap reads it with its scaffold tmpfs on /tmp, so a `$PWD` under /tmp is not
+/// taken, nor one --clearenv removed.
+#[test]
+fn the_callers_directory_is_named_as_its_pwd_names_it() {
+    let mut dirs = vec![];
+    for parent in ["/var/tmp", "/tmp"] {
+        let d = tempfile::Builder::new()
+            .prefix("bwrap-diff")
+            .tempdir_in(parent)
+            .unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(d.path().join("real")).unwrap();
+        std::fs::set_permissions(
+            d.path().join("real"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("real", d.path().join("link")).unwrap();
+        dirs.push(d);
+    }
+    let probe = "pwd; echo PWD=$PWD";
+    let link = |d: &tempfile::TempDir| d.path().join("link").display().to_string();
+    let (link, in_tmp) = (link(&dirs[0]), link(&dirs[1]));
+    for who in BOTH {
+        // Only the link's name is bound (its source resolved on the host).
+        let bound = |l: &str, more: &[&str]| {
+            case(&with(&with(MIN, more), &["--ro-bind", l, l]))
+                .sh(probe)
+                .pre(&format!("cd {l}"))
+        };
+        let [b, _] = same(&bound(&link, &[]), who);
+        assert_eq!(b.stdout, format!("{link}\nPWD={link}\n"), "{}", b.show());
+        // Without PWD: the kernel's name, not bound.
+        let [b, _] = same(&bound(&link, &["--clearenv"]), who);
+        assert_eq!(b.stdout, "/\nPWD=/\n", "{}", b.show());
+        // Under /tmp: bubblewrap's scaffold hides it.
+        let [b, _] = same(&bound(&in_tmp, &[]), who);
+        assert_eq!(b.stdout, "/\nPWD=/\n", "{}", b.show());
+        // The host seen whole: the link is entered, not what it names.
+        let [b, _] = same(
+            &case(&["--ro-bind", "/", "/"]).sh(probe).pre("cd /lib"),
+            who,
+        );
+        assert_eq!(b.stdout, "/lib\nPWD=/lib\n", "{}", b.show());
+        // A $PWD that names another directory is not taken.
+        let [b, _] = same(
+            &case(MIN)
+                .sh(probe)
+                .pre("cd /usr/share; export PWD=/usr/lib"),
+            who,
+        );
+        assert_eq!(b.stdout, "/usr/share\nPWD=/usr/share\n", "{}", b.show());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Filesystem
 
@@ -1140,6 +1218,85 @@ fn remount_ro_of_a_file_bind() {
         let [b, _] = same(&c, who);
         assert_eq!(b.stdout, "2\nold\n", "{}", b.show());
     }
+}
+
+/// Without PATH (`--clearenv`, `--unsetenv PATH`) the command is looked up as glibc's execvp
+/// looks it up for bubblewrap, in /bin:/usr/bin alone: not in /usr/local/bin (which would
+/// come first and shadow /usr/bin) nor in sbin. airlock had searched its own default path.
+#[test]
+fn a_command_without_path_is_found_as_execvp_finds_it() {
+    let pre = "exec 5< <(printf '#!/bin/sh\\necho local\\n')";
+    let local = with(
+        MIN,
+        &[
+            "--tmpfs",
+            "/usr/local/bin",
+            "--perms",
+            "0755",
+            "--ro-bind-data",
+            "5",
+            "/usr/local/bin/true",
+        ],
+    );
+    for who in BOTH {
+        for unset in [&["--clearenv"][..], &["--unsetenv", "PATH"]] {
+            // /usr/local/bin's `true` does not shadow /usr/bin's.
+            let args = with(&with(&local, unset), &["true"]);
+            let [b, _] = same(&case(&args).pre(pre), who);
+            assert_eq!((b.code, b.stdout.as_str()), (0, ""), "{}", b.show());
+            // sbin is not searched.
+            let args = with(&with(MIN, unset), &["sysctl", "-n", "kernel.ostype"]);
+            let [b, _] = same(&case(&args), who);
+            assert_eq!(
+                b.stderr,
+                "bwrap: execvp sysctl: No such file or directory\n"
+            );
+        }
+    }
+}
+
+/// A descriptor is read once: bubblewrap closes what --args and --add-seccomp-fd read as it
+/// parses, what --file, --bind-data, --ro-bind-data and --bind-fd use as it sets up (in
+/// argument order), then reads --seccomp's; a later option naming one of them fails with
+/// EBADF in bubblewrap's words. airlock had read it again from where the first read stopped
+/// (an empty second file, an empty filter refused with EINVAL).
+#[test]
+fn a_descriptor_is_read_once_as_bubblewrap_closes_it() {
+    let d = tmpdir(0o755);
+    let allow = d.path().join("allow.bpf");
+    // One instruction: return SECCOMP_RET_ALLOW.
+    write(&allow, &[6, 0, 0, 0, 0, 0, 0xff, 0x7f], 0o644);
+    let pre = format!("exec 5<{}", allow.display());
+    let pairs: &[(&[&str], &[&str])] = &[
+        (&["--file", "5", "/f"], &["--file", "5", "/g"]),
+        (&["--bind-data", "5", "/f"], &["--ro-bind-data", "5", "/g"]),
+        (&["--file", "5", "/f"], &["--seccomp", "5"]),
+        (&["--seccomp", "5"], &["--file", "5", "/f"]),
+        (&["--file", "5", "/f"], &["--add-seccomp-fd", "5"]),
+        (&["--add-seccomp-fd", "5"], &["--add-seccomp-fd", "5"]),
+        (&["--add-seccomp-fd", "5"], &["--args", "5"]),
+        (&["--args", "5"], &["--file", "5", "/f"]),
+        (&["--args", "5"], &["--seccomp", "5"]),
+        (&["--bind-fd", "5", "/b"], &["--file", "5", "/f"]),
+        (&["--ro-bind-fd", "5", "/b"], &["--seccomp", "5"]),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (first, then) in pairs {
+            let args = with(&with(&with(MIN, first), then), &["true"]);
+            let (b, differs) = word_for_word(&case(&args).pre(&pre), who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            assert!(b.stderr.contains("Bad file descriptor"), "{}", b.show());
+            wrong.extend(differs);
+        }
+        // Options that only hold or wait on a descriptor leave it to a later reader.
+        for other in [&["--sync-fd", "5"][..], &["--block-fd", "5"]] {
+            let args = with(&with(MIN, &["--file", "5", "/f"]), other);
+            let [b, _] = same(&case(&args).pre(&pre).arg(&["wc", "-c", "/f"]), who);
+            assert_eq!(b.stdout, "8 /f\n", "{}", b.show());
+        }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
 /// --file, --bind-data and --ro-bind-data read their content from a descriptor.
@@ -2730,6 +2887,72 @@ fn a_destination_ending_with_a_slash_names_a_directory() {
             assert_eq!(b.code, *code, "{}", b.show());
             wrong.extend(differs);
         }
+    }
+    assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
+}
+
+/// A symlink that leads nowhere, at a destination or on its path (`/var/run` is `/run`, which
+/// a `--ro-bind / /` line may not have): bubblewrap's mkdir passes over it and the operation
+/// fails where bubblewrap's does, in its words (ENOENT from the name under it or from the
+/// mount on it). airlock had stopped at the link, `Can't mkdir parents for /t/l/x: Not a
+/// directory`. A --dir on such a link, or a --remount-ro or --chmod of it, reads the same
+/// too.
+#[test]
+fn a_symlink_leading_nowhere_on_a_destination_fails_in_bubblewraps_words() {
+    let base = with(MIN, &["--tmpfs", "/t", "--symlink", "a", "/t/l"]);
+    let lines: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["--tmpfs", "/t/l"], 1),
+        (vec!["--tmpfs", "/t/l/x"], 1),
+        (vec!["--perms", "0700", "--tmpfs", "/t/l/x/y"], 1),
+        (vec!["--dir", "/t/l/x"], 1),
+        (vec!["--ro-bind", "/etc", "/t/l/x"], 1),
+        (vec!["--ro-bind", "/etc/hostname", "/t/l/x"], 1),
+        (vec!["--file", "5", "/t/l/x"], 1),
+        (vec!["--ro-bind-data", "5", "/t/l/x"], 1),
+        (vec!["--symlink", "b", "/t/l/x"], 1),
+        (vec!["--dev", "/t/l"], 1),
+        (vec!["--unshare-ipc", "--mqueue", "/t/l"], 1),
+        (vec!["--dir", "/t/l"], 0),
+        (vec!["--remount-ro", "/t/l"], 1),
+        (vec!["--chmod", "0700", "/t/l"], 1),
+        (vec!["--tmpfs", "/t/l/"], 1),
+        // A link to itself.
+        (vec!["--symlink", "m", "/t/m", "--tmpfs", "/t/m"], 1),
+        (vec!["--symlink", "m", "/t/m", "--dir", "/t/m/x"], 1),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (args, code) in &lines {
+            let c = case(&with(&with(&base, args), &["true"])).pre("exec 5</etc/hostname");
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, *code, "{}", b.show());
+            wrong.extend(differs);
+        }
+        // (On a host where /var/run is the absolute link to /run.)
+        if std::fs::read_link("/var/run").ok() != Some(PathBuf::from("/run")) {
+            continue;
+        }
+        let c = case(&with(
+            MIN,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--tmpfs",
+                "/run",
+                "--tmpfs",
+                "/var/run/x",
+                "true",
+            ],
+        ));
+        let (b, differs) = word_for_word(&c, who);
+        assert_eq!(
+            b.stderr,
+            "bwrap: Can't mkdir /var/run/x: No such file or directory\n",
+            "{}",
+            b.show()
+        );
+        wrong.extend(differs);
     }
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }

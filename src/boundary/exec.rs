@@ -101,6 +101,10 @@ pub(super) fn drop_caps_except(keep: &[caps::Capability]) -> Result<(), SysError
     Ok(())
 }
 
+/// Where glibc's execvp looks for a command when the environment has no PATH (its
+/// `_CS_PATH`), as bubblewrap's does: `--clearenv` leaves sbin and /usr/local out.
+const GLIBC_DEFAULT_PATH: &str = "/bin:/usr/bin";
+
 /// The task's argv, environment and PATH, made before fork.
 pub(super) struct ExecPlan {
     argv: Vec<CString>,
@@ -135,7 +139,11 @@ impl ExecPlan {
                 .iter()
                 .find(|(n, _)| n == "PATH")
                 .map(|(_, v)| v.clone())
-                .unwrap_or_else(|| spec::SAFE_PATH.into()),
+                .unwrap_or_else(|| match spec.bwrap {
+                    // Without PATH bubblewrap's execvp searches glibc's default path alone.
+                    Some(_) => GLIBC_DEFAULT_PATH.into(),
+                    None => spec::SAFE_PATH.into(),
+                }),
             say_why_denied: spec.bwrap.is_none(),
         }
     }

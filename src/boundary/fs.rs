@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -650,17 +650,51 @@ fn names_a_directory(p: &Path) -> bool {
 /// a directory already at `path` is ENOTDIR, as bubblewrap reports it (mkdir's EEXIST would
 /// read as if the directory were there).
 pub(super) fn make_dirs(path: &Path) -> Result<(), SysError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => SysError {
-                call: format!("mkdir -p {path:?}"),
-                errno: Errno::ENOTDIR,
-            },
-            _ => io_err(e, || format!("mkdir -p {path:?}")),
-        })
+    mkdir_p(path, 0o755).map_err(|errno| SysError {
+        call: format!("mkdir -p {path:?}"),
+        errno,
+    })
+}
+
+/// mkdir -p as bubblewrap's mkdir_with_parents and ensure_dir make directories: an entry
+/// that is there and leads to a directory is taken, one that leads to anything else is
+/// ENOTDIR, and one mkdir finds there but that leads nowhere (a dangling symlink) is passed
+/// over, so that the next step fails where bubblewrap's does (the name under it, or the mount
+/// on it: ENOENT). Tries the whole path first: the common case is one mkdir.
+fn mkdir_p(path: &Path, mode: u32) -> Result<(), Errno> {
+    match nix::unistd::mkdir(path, Mode::from_bits_truncate(mode)) {
+        Ok(()) => Ok(()),
+        Err(Errno::EEXIST) => there(path),
+        Err(Errno::ENOENT) => {
+            match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() && parent != path => {
+                    mkdir_p(parent, mode)?
+                }
+                _ => return Err(Errno::ENOENT),
+            }
+            match nix::unistd::mkdir(path, Mode::from_bits_truncate(mode)) {
+                Ok(()) => Ok(()),
+                Err(Errno::EEXIST) => there(path),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What mkdir found already at `path`, looked up as bubblewrap looks up each name it makes
+/// (without a trailing `/`): a directory, or a symlink that leads nowhere, is passed over;
+/// anything else (a file) is ENOTDIR.
+fn there(path: &Path) -> Result<(), Errno> {
+    let bytes = path.as_os_str().as_bytes();
+    let name = match bytes.iter().rposition(|&b| b != b'/') {
+        Some(end) => Path::new(std::ffi::OsStr::from_bytes(&bytes[..=end])),
+        None => Path::new("/"),
+    };
+    match nix::sys::stat::stat(name) {
+        Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => Err(Errno::ENOTDIR),
+        _ => Ok(()),
+    }
 }
 
 /// bwrap's modes for what an operation makes when `--perms` does not give one: 0755 for a
@@ -720,20 +754,10 @@ fn make_parents(dest: &Path, perms: u32) -> Result<(), SysError> {
     let Some(parent) = parent.filter(|p| *p != Path::new(NEWROOT)) else {
         return Ok(());
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(mode)
-        .create(parent)
-        .map_err(|e| {
-            let call = format!("mkdir parents for {dest:?}");
-            match e.kind() {
-                std::io::ErrorKind::AlreadyExists => SysError {
-                    call,
-                    errno: Errno::ENOTDIR,
-                },
-                _ => io_err(e, || call),
-            }
-        })
+    mkdir_p(parent, mode).map_err(|errno| SysError {
+        call: format!("mkdir parents for {dest:?}"),
+        errno,
+    })
 }
 
 pub(super) fn make_file(path: &Path, mode: u32) -> Result<File, SysError> {
@@ -758,7 +782,19 @@ pub(super) fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), Sy
     } else {
         ensure_file(&path)?;
     }
-    sys::attach_tree(tree.as_fd(), &path)
+    sys::attach_tree(tree.as_fd(), &path).map_err(|e| {
+        // A symlink that leads nowhere, which make_dirs passes over (bubblewrap's mount
+        // follows it and fails there): not a directory to mount on.
+        let dangling =
+            path.symlink_metadata().is_ok_and(|m| m.is_symlink()) && path.metadata().is_err();
+        match is_dir && dangling {
+            true => SysError {
+                call: format!("mkdir -p {path:?}"),
+                errno: Errno::ENOTDIR,
+            },
+            false => e,
+        }
+    })
 }
 
 /// [`attach`] for a bind the caller asked for, then a check that the destination's path now
