@@ -877,4 +877,31 @@ mod tests {
             assert_eq!(got, want, "nr {nr:#x}");
         }
     }
+
+    /// The kernel reads ioctl's request and memfd_create's flags as 32-bit ints, and tests
+    /// mmap's flags by their low bits: a task that sets the argument's high half still gets
+    /// FS_IOC_GETFSMAP, MFD_HUGETLB or MAP_HUGETLB, so the rules test the low half alone (a
+    /// `qword` test would let that through). Both architectures' programs, as compiled.
+    #[test]
+    fn argument_rules_hold_whatever_the_high_half() {
+        for (arch, target, audit) in ARCHES {
+            let path = format!("{}/seccomp/{arch}.json", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let nr = |n: &str| policy::seccompiler_nr(n, target);
+            let prog = policy::compile(&text, policy::FILTERS, audit, nr).unwrap();
+            let high = 0xffff_ffff_0000_0000_u64;
+            for (call, i, args) in [
+                ("ioctl", 1, [3, 0xc0c0_583b, 0x7ffd_1000, 0, 0, 0]),
+                ("memfd_create", 1, [0x7ffd_1000, 0x4, 0, 0, 0, 0]),
+                ("mmap", 3, [0, 2 << 20, 3, 0x4_0022, u64::MAX, 0]),
+            ] {
+                let mut with_high = args;
+                with_high[i] |= high;
+                for a in [args, with_high] {
+                    let got = policy::run(&prog, nr(call).unwrap(), audit.audit(), a);
+                    assert_eq!(got, 0x0005_0001, "{arch}: {call}{a:x?}");
+                }
+            }
+        }
+    }
 }
