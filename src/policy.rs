@@ -151,6 +151,25 @@ pub fn compile(
     arch: Arch,
     resolve: impl Fn(&str) -> Option<u32>,
 ) -> Result<Vec<Insn>, String> {
+    let p = unshared(text, order, arch, resolve)?;
+    let p = drop_reloads(&share_returns(&p));
+    if p.len() > 4096 {
+        return Err(format!(
+            "the program has {} instructions (kernel limit 4096)",
+            p.len()
+        ));
+    }
+    Ok(p)
+}
+
+/// [`compile`]'s program before its two passes: every return where its rule put it, every
+/// load made (the tests check what `share_returns` left in place against this).
+pub fn unshared(
+    text: &str,
+    order: &[&str],
+    arch: Arch,
+    resolve: impl Fn(&str) -> Option<u32>,
+) -> Result<Vec<Insn>, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let obj = v.as_object().ok_or("the policy is not a JSON object")?;
     for name in obj.keys() {
@@ -239,13 +258,6 @@ pub fn compile(
     let mut runs = intervals(&table, newest)?;
     runs.push((newest + 1, vec![(RET_K, 0, 0, RET_ERRNO | ENOSYS)]));
     p.extend(search(&runs, newest + 1 + NEWER_IN_CACHE)?);
-    let p = drop_reloads(&share_returns(&p));
-    if p.len() > 4096 {
-        return Err(format!(
-            "the program has {} instructions (kernel limit 4096)",
-            p.len()
-        ));
-    }
     Ok(p)
 }
 
