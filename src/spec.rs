@@ -1135,6 +1135,33 @@ mod tests {
         assert!(d.build(&no_env).unwrap_err().0.contains("twice"));
     }
 
+    /// /var/tmp links to scratch as /tmp does: a destination under it is placed in scratch,
+    /// where the task finds it through the link (one under the link itself would fail setup,
+    /// the link leading nowhere in the scaffold), and the link itself cannot be bound over.
+    #[test]
+    fn binds_under_var_tmp_go_to_scratch_as_under_tmp() {
+        let mut d = draft(&["true"]);
+        d.binds = vec![parse_bind("/srv/in:/var/tmp/in", false).unwrap()];
+        let spec = d.build(&no_env).unwrap();
+        let binds: Vec<_> = spec
+            .binds()
+            .map(|(src, dest, _)| (src.to_path_buf(), dest.to_path_buf()))
+            .collect();
+        assert_eq!(binds, [("/srv/in".into(), "/work/in".into())]);
+        let mut d = draft(&["true"]);
+        d.binds = vec![
+            parse_bind("/a:/var/tmp/x", false).unwrap(),
+            parse_bind("/b:/tmp/x", false).unwrap(),
+        ];
+        assert!(d.build(&no_env).unwrap_err().0.contains("twice"));
+        for dest in ["/var/tmp", "/var/tmp/", "/var//tmp", "/tmp"] {
+            let mut d = draft(&["true"]);
+            d.binds = vec![parse_bind(&format!("/srv:{dest}"), false).unwrap()];
+            let e = d.build(&no_env).unwrap_err().0;
+            assert!(e.contains("is managed by airlock"), "{dest}: {e}");
+        }
+    }
+
     #[test]
     fn nested_binds_apply_parents_first() {
         let mut d = draft(&["true"]);
