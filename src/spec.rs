@@ -752,16 +752,19 @@ fn check_chdir(dir: &Path) -> Result<(), UsageError> {
     let text = dir.to_string_lossy();
     if !dir.is_absolute() {
         return usage(format!(
-            "--chdir {} must be an absolute path inside the sandbox",
+            "--chdir (chdir) {} must be an absolute path inside the sandbox",
             quoted(&text)
         ));
     }
     if dir.components().any(|c| c == Component::ParentDir) {
-        return usage(format!("--chdir {} must not contain '..'", quoted(&text)));
+        return usage(format!(
+            "--chdir (chdir) {} must not contain '..'",
+            quoted(&text)
+        ));
     }
     if dir.as_os_str().len() > DEST_MAX || dir.as_os_str().as_encoded_bytes().contains(&0) {
         return usage(format!(
-            "--chdir {} is not a path the kernel takes",
+            "--chdir (chdir) {} is not a path the kernel takes",
             quoted(&text)
         ));
     }
