@@ -1625,11 +1625,15 @@ echo tty_nr=$7"#;
     }
 }
 
-/// A token unique to this test process and call, for finding what a run left behind.
+/// A token unique to this test process and call, for finding what a run left behind. It is
+/// also a duration (`sleep TOKEN`): 40 s, well past what die_with_parent's script waits
+/// (started within 3 s, then 100 rounds of pgrep), so that a sandbox that survives is still
+/// there to be seen on a loaded machine, where 4 s (the old token) ran out while pgrep
+/// looped and bubblewrap's surviving control read as gone. kill_leftovers ends it.
 fn token() -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("4.{:06}{:03}", std::process::id() % 1_000_000, n % 1000)
+    format!("40.{:06}{:03}", std::process::id() % 1_000_000, n % 1000)
 }
 
 /// SIGKILL, by pid, each process whose command line is exactly `argv` (processes these tests
