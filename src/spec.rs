@@ -1120,43 +1120,36 @@ mod tests {
         }
     }
 
-    #[test]
-    fn binds_under_tmp_go_to_scratch_where_tmp_links() {
-        let mut d = draft(&["true"]);
-        d.binds = vec![parse_bind("/tmp/in", false).unwrap()];
-        let spec = d.build(&no_env).unwrap();
-        let binds: Vec<_> = spec
-            .binds()
-            .map(|(src, dest, _)| (src.to_path_buf(), dest.to_path_buf()))
-            .collect();
-        assert_eq!(binds, [("/tmp/in".into(), "/work/in".into())]);
-        let mut d = draft(&["true"]);
-        d.binds = vec![
-            parse_bind("/a:/tmp/x", false).unwrap(),
-            parse_bind("/b:/work/x", true).unwrap(),
-        ];
-        assert!(d.build(&no_env).unwrap_err().0.contains("twice"));
-    }
-
-    /// /var/tmp links to scratch as /tmp does: a destination under it is placed in scratch,
+    /// /tmp and /var/tmp link to scratch: a destination under either is placed in scratch,
     /// where the task finds it through the link (one under the link itself would fail setup,
-    /// the link leading nowhere in the scaffold), and the link itself cannot be bound over.
+    /// the link leading nowhere in the scaffold); two that meet there are refused, and the
+    /// links themselves cannot be bound over.
     #[test]
-    fn binds_under_var_tmp_go_to_scratch_as_under_tmp() {
-        let mut d = draft(&["true"]);
-        d.binds = vec![parse_bind("/srv/in:/var/tmp/in", false).unwrap()];
-        let spec = d.build(&no_env).unwrap();
-        let binds: Vec<_> = spec
-            .binds()
-            .map(|(src, dest, _)| (src.to_path_buf(), dest.to_path_buf()))
-            .collect();
-        assert_eq!(binds, [("/srv/in".into(), "/work/in".into())]);
-        let mut d = draft(&["true"]);
-        d.binds = vec![
-            parse_bind("/a:/var/tmp/x", false).unwrap(),
-            parse_bind("/b:/tmp/x", false).unwrap(),
-        ];
-        assert!(d.build(&no_env).unwrap_err().0.contains("twice"));
+    fn binds_under_the_scratch_links_go_to_scratch() {
+        for (link, other) in [("/tmp", "/var/tmp"), ("/var/tmp", "/tmp")] {
+            let mut d = draft(&["true"]);
+            // No DEST: the same path, placed in scratch.
+            d.binds = vec![parse_bind(&format!("{link}/in"), false).unwrap()];
+            let spec = d.build(&no_env).unwrap();
+            let binds: Vec<_> = spec
+                .binds()
+                .map(|(src, dest, _)| (src.to_path_buf(), dest.to_path_buf()))
+                .collect();
+            let src = PathBuf::from(format!("{link}/in"));
+            assert_eq!(binds, [(src, "/work/in".into())], "{link}");
+            for (a, b) in [
+                (format!("{link}/x"), "/work/x"),
+                (format!("{link}/x"), &*format!("{other}/x")),
+            ] {
+                let mut d = draft(&["true"]);
+                d.binds = vec![
+                    parse_bind(&format!("/a:{a}"), false).unwrap(),
+                    parse_bind(&format!("/b:{b}"), true).unwrap(),
+                ];
+                let e = d.build(&no_env).unwrap_err().0;
+                assert!(e.contains("twice"), "{a} {b}: {e}");
+            }
+        }
         for dest in ["/var/tmp", "/var/tmp/", "/var//tmp", "/tmp"] {
             let mut d = draft(&["true"]);
             d.binds = vec![parse_bind(&format!("/srv:{dest}"), false).unwrap()];
