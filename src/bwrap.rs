@@ -158,47 +158,13 @@ fn current_dir_name(pwd: Option<&str>, physical: Option<PathBuf>) -> Option<Path
 
 /// Whether resolving the absolute path `p` (symlinks followed, on the host) looks up a name
 /// inside /tmp, or ends at /tmp itself: under bubblewrap's scaffold tmpfs the one finds
-/// nothing and the other is another directory.
+/// nothing and the other is another directory. A route that cannot be followed counts as one
+/// (the kernel's name is taken then).
 fn looks_into_tmp(p: &Path) -> bool {
-    use std::path::Component;
-    let mut todo: Vec<std::ffi::OsString> = p
-        .components()
-        .rev()
-        .map(|c| c.as_os_str().to_os_string())
-        .collect();
-    let mut at = PathBuf::from("/");
-    let mut links = 0;
-    while let Some(c) = todo.pop() {
-        match Path::new(&c).components().next() {
-            Some(Component::RootDir) => at = PathBuf::from("/"),
-            Some(Component::ParentDir) => {
-                at.pop();
-            }
-            Some(Component::Normal(name)) => {
-                if at == Path::new("/tmp") {
-                    return true;
-                }
-                let next = at.join(name);
-                match std::fs::read_link(&next) {
-                    Ok(target) => {
-                        links += 1;
-                        if links > 40 {
-                            return true;
-                        }
-                        todo.extend(
-                            target
-                                .components()
-                                .rev()
-                                .map(|c| c.as_os_str().to_os_string()),
-                        );
-                    }
-                    Err(_) => at = next,
-                }
-            }
-            _ => {}
-        }
-    }
-    at == Path::new("/tmp")
+    let tmp = Path::new("/tmp");
+    let mut in_tmp = false;
+    let end = crate::boundary::walk_route(p, |dir, _, _| in_tmp |= dir == tmp);
+    in_tmp || end.map_or(true, |at| at == tmp)
 }
 
 /// Read the NUL-separated arguments of `--args FD`. bubblewrap closes the descriptor once

@@ -423,18 +423,15 @@ pub fn writable_sources(spec: &Spec) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Where a bind source of `airlock run` leads, with no symlink left in it; or, as the inner
-/// `Err`, why it is refused: its way goes through a symlink that lies inside a writable
-/// bind's source (`writable`, canonical) and leads out of that source. A task of an earlier
-/// run may have left such a link, to aim the bind at any host path the caller may read:
-/// `--bind ~/proj:/w --ro-bind ~/proj/cache:/c`, where the task made `cache` a link to
-/// `~/.ssh`, bound the caller's ssh keys at `/c` (bubblewrap follows it as well; `audit
-/// bwrap` calls it `source-in-writable-bind`). A link that stays inside its source is the
-/// task's own tree either way and is followed.
-pub fn bind_source_route(
+/// Follow the absolute path `src` name by name, as the kernel resolves it, with each symlink
+/// read and followed (`..` taken lexically, as after a link's target): `seen(dir, next,
+/// is_link)` is told of each name looked up, in `dir`, as the path `next`. Returns where the
+/// route ends, with no symlink left in it; a name that does not exist is an error (lstat's),
+/// and so are more than 40 links (ELOOP).
+pub fn walk_route(
     src: &Path,
-    writable: &[PathBuf],
-) -> Result<Result<PathBuf, String>, SysError> {
+    mut seen: impl FnMut(&Path, &Path, bool),
+) -> Result<PathBuf, SysError> {
     fn push(todo: &mut Vec<OsString>, p: &Path) {
         use std::path::Component;
         for c in p.components().rev() {
@@ -445,11 +442,9 @@ pub fn bind_source_route(
             }
         }
     }
-    // `src` is absolute (the spec refuses any other).
     let mut todo = Vec::new();
     push(&mut todo, src);
     let mut at = PathBuf::from("/");
-    let mut inside = Vec::new();
     let mut links = 0;
     while let Some(c) = todo.pop() {
         if c == ".." {
@@ -459,7 +454,9 @@ pub fn bind_source_route(
         let next = at.join(&c);
         let m = std::fs::symlink_metadata(&next)
             .map_err(|e| io_err(e, || format!("lstat({next:?})")))?;
-        if !m.file_type().is_symlink() {
+        let is_link = m.file_type().is_symlink();
+        seen(&at, &next, is_link);
+        if !is_link {
             at = next;
             continue;
         }
@@ -472,16 +469,34 @@ pub fn bind_source_route(
         }
         let target =
             std::fs::read_link(&next).map_err(|e| io_err(e, || format!("readlink({next:?})")))?;
-        // With the innermost writable source that holds it, which it may lead out of.
-        let holding = writable.iter().filter(|w| next.starts_with(w));
-        if let Some(root) = holding.max_by_key(|w| w.as_os_str().len()) {
-            inside.push((next.clone(), root));
-        }
         if target.is_absolute() {
             at = PathBuf::from("/");
         }
         push(&mut todo, &target);
     }
+    Ok(at)
+}
+
+/// Where a bind source of `airlock run` leads, with no symlink left in it; or, as the inner
+/// `Err`, why it is refused: its way goes through a symlink that lies inside a writable
+/// bind's source (`writable`, canonical) and leads out of that source. A task of an earlier
+/// run may have left such a link, to aim the bind at any host path the caller may read:
+/// `--bind ~/proj:/w --ro-bind ~/proj/cache:/c`, where the task made `cache` a link to
+/// `~/.ssh`, bound the caller's ssh keys at `/c` (bubblewrap follows it as well; `audit
+/// bwrap` calls it `source-in-writable-bind`). A link that stays inside its source is the
+/// task's own tree either way and is followed.
+pub fn bind_source_route(
+    src: &Path,
+    writable: &[PathBuf],
+) -> Result<Result<PathBuf, String>, SysError> {
+    let mut inside = Vec::new();
+    let at = walk_route(src, |_, next, is_link| {
+        // With the innermost writable source that holds it, which it may lead out of.
+        let holding = writable.iter().filter(|w| next.starts_with(w));
+        if let (true, Some(root)) = (is_link, holding.max_by_key(|w| w.as_os_str().len())) {
+            inside.push((next.to_path_buf(), root));
+        }
+    })?;
     // A link is followed when one writable source holds both it and where the route ends
     // (whatever the order of the binds: with nested writable sources, the outer one does).
     for (link, root) in inside {

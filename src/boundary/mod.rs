@@ -40,7 +40,7 @@ mod userns;
 
 pub use contents::{DEV_LINKS, DEVICES, GENERATED_ETC, etc_from_host, hosts_sources};
 pub use exec::NO_INTERPRETER;
-pub use fs::{bind_source_route, writable_sources};
+pub use fs::{bind_source_route, walk_route, writable_sources};
 #[cfg(test)]
 pub use hint::ENOTSUPP;
 pub use hint::hint;
