@@ -2392,7 +2392,7 @@ fn explain_says_what_points_at_scratch_as_run_sets_it() {
 
 /// `--chdir DIR` (a request's `chdir`) starts the task in DIR inside the sandbox: a system
 /// path, a bind destination, a link into scratch (entered as what it leads to). What the
-/// sandbox lacks fails step 9 (125, naming the path); a relative path or one with `..` is
+/// sandbox lacks, a host directory among them, fails step 9 (125, naming the path); a relative path or one with `..` is
 /// refused before anything is built (2). A flag beside a request overrides its key, as the
 /// limits do. Control: with neither, the task starts in /work.
 #[test]
@@ -2400,6 +2400,12 @@ fn chdir_starts_the_task_there() {
     let dir = common::tmpdir();
     std::fs::write(dir.path().join("marker-5521"), "x").unwrap();
     let data = format!("{}:/data", dir.path().display());
+    // Under /srv: the host's, absent inside (not /tmp, which is scratch there).
+    let host_only = tempfile::Builder::new()
+        .prefix("airlock-chdir-")
+        .tempdir_in("/srv")
+        .unwrap();
+    std::fs::set_permissions(host_only.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     for who in BOTH {
         let cases: &[(&[&str], &str)] = &[
             (&["--", "pwd"], "/work\n"),
@@ -2422,16 +2428,24 @@ fn chdir_starts_the_task_there() {
                 show(&o)
             );
         }
-        let o = airlock(who, &["run", "--chdir", "/nope-7", "--", "true"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(code(&o), Some(125), "{who:?}\n{}", show(&o));
-        assert!(
-            stderr(&o).contains("step 9 enter the working directory: chdir(\"/nope-7\"): ENOENT"),
-            "{who:?}\n{}",
-            show(&o)
+        // A host directory the sandbox lacks is not entered: it resolves in the new root.
+        // Control: the same user enters it on the host.
+        let host_dir = host_only.path().display().to_string();
+        let host = common::host_sh(who, &format!("cd {host_dir} && pwd"));
+        assert_eq!(
+            stdout(&host),
+            format!("{host_dir}\n"),
+            "{who:?} host control"
         );
+        for dir in ["/nope-7", host_dir.as_str()] {
+            let o = airlock(who, &["run", "--chdir", dir, "--", "true"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(code(&o), Some(125), "{who:?} {dir}\n{}", show(&o));
+            let said = format!("step 9 enter the working directory: chdir({dir:?}): ENOENT");
+            assert!(stderr(&o).contains(&said), "{who:?}\n{}", show(&o));
+        }
         for (bad, says) in [
             ("rel", "must be an absolute path inside the sandbox"),
             ("/a/../etc", "must not contain '..'"),
