@@ -1947,8 +1947,11 @@ fn seccomp_programs_from_descriptors() {
     }
 }
 
-/// `airlock seccomp-bpf`'s program, written to `d/policy.bpf` (whole 8-byte instructions).
-fn seccomp_bpf_file(d: &tempfile::TempDir) -> PathBuf {
+/// `airlock seccomp-bpf`'s program (whole 8-byte instructions), in a file of a new 0755
+/// directory (removed when the first half is dropped), and the line that opens it on
+/// descriptor 5 for [`under_the_program`].
+fn seccomp_bpf_file() -> (tempfile::TempDir, String) {
+    let d = tmpdir(0o755);
     let policy = d.path().join("policy.bpf");
     let out = Command::new(common::binary())
         .arg("seccomp-bpf")
@@ -1959,7 +1962,8 @@ fn seccomp_bpf_file(d: &tempfile::TempDir) -> PathBuf {
     let n = out.stdout.len();
     assert!(n > 0 && n.is_multiple_of(8), "{n} bytes");
     write(&policy, &out.stdout, 0o644);
-    policy
+    let opens = format!("exec 5<{}", policy.display());
+    (d, opens)
 }
 
 /// The Python `probe` under both bwraps given the program on descriptor 5 (`pre` opens it), as
@@ -1985,8 +1989,7 @@ fn under_the_program(who: Launcher, pre: &str, probe: &str) -> (Res, String) {
 /// allows the calls (the control).
 #[test]
 fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
-    let d = tmpdir(0o755);
-    let policy = seccomp_bpf_file(&d);
+    let (_policy, opens) = seccomp_bpf_file();
     // unshare and ptrace (the deny group: EPERM), clone3 (ENOSYS, so that callers fall back
     // to clone), and getpid, which every policy allows.
     let probe = concat!(
@@ -1999,7 +2002,6 @@ fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
     );
     let refused = "unshare Operation not permitted\nptrace Operation not permitted\n\
                    clone3 Function not implemented\ngetpid ok\n";
-    let pre = format!("exec 5<{}", policy.display());
     for who in BOTH {
         // The control: the same sandbox with no program lets unshare and ptrace through
         // (clone3 with a null argument is EFAULT's, not the policy's).
@@ -2009,7 +2011,7 @@ fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
             "as {who:?}: {}",
             b.show()
         );
-        let (b, run) = under_the_program(who, &pre, probe);
+        let (b, run) = under_the_program(who, &opens, probe);
         assert_eq!(b.stdout, refused, "as {who:?}: {}", b.show());
         assert_eq!(run, refused, "airlock run as {who:?}");
     }
@@ -2023,15 +2025,14 @@ fn airlocks_own_policy_given_to_bwrap_with_seccomp() {
 /// airlock run's task (the control) still keeps its 1 byte.
 #[test]
 fn the_program_for_bwrap_leaves_the_core_limit_to_the_task() {
-    let d = tmpdir(0o755);
-    let policy = seccomp_bpf_file(&d);
+    let (_policy, opens) = seccomp_bpf_file();
     let probe = concat!(
         "import resource as r\n",
         "r.setrlimit(r.RLIMIT_CORE, (0, 0))\n",
         "print(*r.getrlimit(r.RLIMIT_CORE))\n",
     );
     // The caller's limit, unlimited, is the task's to start with under bwrap.
-    let pre = format!("ulimit -c unlimited\nexec 5<{}", policy.display());
+    let pre = format!("ulimit -c unlimited\n{opens}");
     for who in BOTH {
         let (b, run) = under_the_program(who, &pre, probe);
         assert_eq!(b.stdout, "0 0\n", "as {who:?}: {}", b.show());
