@@ -297,10 +297,11 @@ pub fn remove_stale(parent: &Path) {
     }
 }
 
-fn unique_name() -> String {
+/// The cgroup's name, after the launcher `pid`: given, since a root launcher's helper (another
+/// process) makes its cgroup v1.
+fn unique_name(pid: u32) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let pid = std::process::id();
     format!(
         "airlock-{pid}-{}-{}",
         start_time(pid).unwrap_or(0),
@@ -368,12 +369,13 @@ pub fn detect(caller_is_root: bool) -> Plan {
 }
 
 impl Cgroup {
-    /// Create the cgroup `plan` names for this run, or None when only rlimits are available.
-    /// A cgroup that is available but cannot be set up is an error (fail closed).
-    pub fn create(plan: Plan, l: &Limits) -> Result<Option<Cgroup>, SysError> {
+    /// Create the cgroup `plan` names for this run of the launcher `pid`, or None when only
+    /// rlimits are available. A cgroup that is available but cannot be set up is an error
+    /// (fail closed).
+    pub fn create(plan: Plan, l: &Limits, pid: u32) -> Result<Option<Cgroup>, SysError> {
         match plan {
             Plan::V2(parent) => {
-                let dir = parent.join(unique_name());
+                let dir = parent.join(unique_name(pid));
                 make_dir(&dir)?;
                 let mut cg = Cgroup {
                     mech: Mechanism::CgroupV2,
@@ -401,7 +403,7 @@ impl Cgroup {
                 Ok(Some(cg))
             }
             Plan::V1 { memory, pids } => {
-                let name = unique_name();
+                let name = unique_name(pid);
                 let (mdir, pdir) = (memory.join(&name), pids.join(&name));
                 let mut cg = Cgroup {
                     mech: Mechanism::CgroupV1,

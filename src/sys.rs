@@ -843,9 +843,21 @@ pub fn dup_fd(fd: RawFd) -> SysResult<OwnedFd> {
 /// this process to wake) and exits. This process sleeps meanwhile. Nothing is sent when a
 /// call fails: the error names it.
 ///
-/// The helper allocates nothing and reports through atomics, the last one a Release flag: a
-/// helper killed at any point leaves no half-written value, only a report that is missing.
-pub fn new_net_namespace(userns: BorrowedFd, channel: BorrowedFd, tag: u8) -> SysResult<()> {
+/// `first` runs in the helper before anything else, with this process's credentials and
+/// namespaces (a root launcher makes the run's cgroup v1 there: on the other core, while the
+/// init builds the filesystem, rather than in this process once it wakes, where it would take
+/// the init's core). It shares this process's memory, which stays still while it runs: what
+/// it writes there it must publish with a Release flag of its own, for a helper may be
+/// killed at any point.
+///
+/// The helper's own report goes through atomics, the last one a Release flag: a helper
+/// killed at any point leaves no half-written value, only a report that is missing.
+pub fn new_net_namespace(
+    userns: BorrowedFd,
+    channel: BorrowedFd,
+    tag: u8,
+    first: &mut dyn FnMut(),
+) -> SysResult<()> {
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
     const CALLS: [&str; 6] = [
         "setns(<user namespace of the init>, CLONE_NEWUSER)",
@@ -864,6 +876,7 @@ pub fn new_net_namespace(userns: BorrowedFd, channel: BorrowedFd, tag: u8) -> Sy
     );
     let (userns, channel) = (userns.as_raw_fd(), channel.as_raw_fd());
     let helper = start_task(Start::SharedMemoryAndFiles, &mut || {
+        first();
         let made = (|| {
             // SAFETY: plain syscalls on integers; errors are read from errno at once.
             if unsafe { libc::setns(userns, libc::CLONE_NEWUSER) } == -1 {

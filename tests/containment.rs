@@ -1656,8 +1656,10 @@ fn cpu_time_of_what_the_task_left_is_not_the_tasks() {
 // ---------------------------------------------------------------------------------------------
 
 /// As root on this cgroup v1 host, the task runs inside the run's own memory and pids cgroups
-/// (made by the launcher while the init builds the sandbox, joined by the init before it starts
-/// the task): seen from the host, both lines of its /proc/PID/cgroup name airlock-PID-START-N.
+/// (made by the launcher's helper while the init builds the sandbox, joined by the init before
+/// it starts the task): seen from the host, both lines of its /proc/PID/cgroup name
+/// airlock-PID-START-N, PID the launcher's (the helper's would read as a dead launcher's to the
+/// next run's sweep of stale cgroups).
 /// Its cgroup namespace is rooted there, so the task itself reads "/" in both lines and learns
 /// neither the name nor the launcher's host pid in it. Controls: the same lines of a host
 /// process name no such cgroup; the task's own lines, read from the host, name its cgroup.
@@ -1685,6 +1687,7 @@ fn root_task_runs_in_the_runs_own_cgroups_and_sees_it_as_its_root() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let launcher = child.id().to_string();
     let deadline = Instant::now() + Duration::from_secs(10);
     let task = loop {
         if let Some(p) = procs_with(&marker)
@@ -1717,6 +1720,10 @@ fn root_task_runs_in_the_runs_own_cgroups_and_sees_it_as_its_root() {
                 && parts[0] == "airlock"
                 && parts[1..].iter().all(|p| p.parse::<u64>().is_ok()),
             "the task's cgroup line {l:?}, read from the host, names no run cgroup"
+        );
+        assert_eq!(
+            parts[1], launcher,
+            "the cgroup {l:?} is not named after its launcher"
         );
     }
     let inside = lines_of(&out);
