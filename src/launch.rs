@@ -417,6 +417,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         };
         let sent = userns
             .and_then(|u| sys::new_net_namespace(u.as_fd(), sock, channel::NETNS, &mut first));
+        // How the helper ended, should it have ended before it reported the cgroup.
+        let helper_failed = sent.as_ref().err().map(ToString::to_string);
         if let Err(e) = sent.or_else(|e| channel::send(sock, &Msg::NetNs(Err(e)))) {
             // The init would wait for it forever: end it. If it had already failed (its end
             // closed), its own report, read below, says why.
@@ -429,13 +431,17 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             // The helper never started: made below, as without one.
             v1_plan = plan;
         } else if had_plan {
-            // The helper took the plan and ended before it published what it made.
+            // The helper took the plan and ended before it published what it made: what it
+            // made of the cgroup (named after this process, empty) is removed here.
             let _ = kill(pid, Signal::SIGKILL);
             let _ = waitpid(pid, None);
-            return Err(Failure::Setup(
-                "step 1 create cgroup: the network namespace's helper ended before it reported"
-                    .into(),
-            ));
+            for parent in &cgroup_parents {
+                limits::remove_own(parent, launcher);
+            }
+            let why = helper_failed.unwrap_or_else(|| {
+                "the network namespace's helper ended before it reported".into()
+            });
+            return Err(Failure::Setup(format!("step 1 create cgroup: {why}")));
         }
     }
     let cgroup_made = by_helper.or_else(|| match (v1_plan, &spec.limits) {

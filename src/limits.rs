@@ -297,16 +297,34 @@ pub fn remove_stale(parent: &Path) {
     }
 }
 
+/// How the names of the launcher `pid`'s cgroups begin: airlock-PID-START-.
+fn name_prefix(pid: u32) -> String {
+    format!("airlock-{pid}-{}-", start_time(pid).unwrap_or(0))
+}
+
 /// The cgroup's name, after the launcher `pid`: given, since a root launcher's helper (another
 /// process) makes its cgroup v1.
 fn unique_name(pid: u32) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "airlock-{pid}-{}-{}",
-        start_time(pid).unwrap_or(0),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{}{}", name_prefix(pid), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Remove the cgroups in `parent` named after the launcher `pid` (this process, alive): what a
+/// helper that ended before it reported may have made (no process is in them yet).
+pub fn remove_own(parent: &Path, pid: u32) {
+    let prefix = name_prefix(pid);
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
 }
 
 /// Where memory and pids limits can go for this caller.

@@ -846,9 +846,10 @@ pub fn dup_fd(fd: RawFd) -> SysResult<OwnedFd> {
 /// `first` runs in the helper before anything else, with this process's credentials and
 /// namespaces (a root launcher makes the run's cgroup v1 there: on the other core, while the
 /// init builds the filesystem, rather than in this process once it wakes, where it would take
-/// the init's core). It shares this process's memory, which stays still while it runs: what
-/// it writes there it must publish with a Release flag of its own, for a helper may be
-/// killed at any point.
+/// the init's core). It shares this process's memory, which the calling thread leaves alone
+/// while it runs (another thread, the stdin relay's, may run: `first` must share nothing with
+/// it): what it writes there it must publish with a Release flag of its own, for a helper may
+/// be killed at any point.
 ///
 /// The helper's own report goes through atomics, the last one a Release flag: a helper
 /// killed at any point leaves no half-written value, only a report that is missing.

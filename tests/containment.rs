@@ -1783,6 +1783,87 @@ fn root_cgroups_are_removed_after_every_kind_of_end() {
     assert_no_new_mounts(&before, "root cgroup cases");
 }
 
+/// As root, the network namespace's helper killed while it makes the run's cgroup v1 (strace
+/// injects SIGKILL into its second mkdir, the pids cgroup's, after it made the memory one) ends
+/// the run at step 1: exit 125, the task not run, and no cgroup of the launcher left, for the
+/// launcher removes what the helper made. Controls: the same run untraced writes the task's
+/// file; the trace shows the memory cgroup made by another process than the launcher, and that
+/// process killed.
+#[test]
+fn root_cgroup_half_made_by_a_killed_helper_is_removed() {
+    let m = mark("root_cgroup_half_made_by_a_killed_helper_is_removed");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let log = dir.path().join("trace");
+    let ran = dir.path().join("ran");
+    let before = mount_lines();
+    let argv = [
+        "sh".to_string(),
+        "-c".into(),
+        format!(": {m}; touch /mnt/m/ran"),
+    ];
+    let bind = format!("{}:/mnt/m", dir.path().display());
+    let control = run(
+        Launcher::Root,
+        &["--bind", &bind],
+        &[&argv[0], &argv[1], &argv[2]],
+        SECS_30,
+    );
+    assert_eq!(control.code(), Some(0), "{}", control.show());
+    std::fs::remove_file(&ran)
+        .unwrap_or_else(|e| panic!("the task's file: {e}: {}", control.show()));
+    let mut c = Command::new("strace");
+    c.args(["-f", "-o"])
+        .arg(&log)
+        .args([
+            "-e",
+            "trace=mkdir",
+            "-e",
+            "inject=mkdir:signal=SIGKILL:when=2",
+        ])
+        .arg(binary())
+        .args(["run", "--bind", &bind, "--"])
+        .args(&argv);
+    let r = spawn(c, "strace airlock run (helper killed at mkdir)".into()).finish(SECS_30);
+    let trace = std::fs::read_to_string(&log).unwrap();
+    // The memory cgroup the helper made: "HELPER mkdir(\".../airlock-LAUNCHER-START-N\", ...) = 0".
+    let made = trace
+        .lines()
+        .find(|l| l.contains("/airlock-") && l.ends_with(" = 0"))
+        .unwrap_or_else(|| panic!("no cgroup made in the trace:\n{trace}"));
+    let helper = made.split(' ').next().unwrap();
+    let launcher: u32 = made
+        .split("/airlock-")
+        .nth(1)
+        .unwrap()
+        .split('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(helper, launcher.to_string(), "{made}");
+    // strace pads the pid column to 5 characters.
+    assert!(
+        trace
+            .lines()
+            .any(|l| l.split_once(' ').is_some_and(|(pid, rest)| {
+                pid == helper && rest.trim_start() == "+++ killed by SIGKILL +++"
+            })),
+        "the helper was not killed:\n{trace}"
+    );
+    let err = stderr(&r.out);
+    assert_eq!(r.code(), Some(125), "{}", r.show());
+    assert!(err.contains("step 1 create cgroup"), "{}", r.show());
+    assert!(err.contains("killed by SIGKILL"), "{}", r.show());
+    assert!(!ran.exists(), "the task ran: {}", r.show());
+    assert_clean(&m, &[launcher], "a helper killed while it made the cgroup");
+    assert_no_new_mounts(&before, "a helper killed while it made the cgroup");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Load and faults
 // ---------------------------------------------------------------------------------------------

@@ -82,8 +82,9 @@ pub struct Inherited<'a> {
     /// own ids, which a process may do for its own new user namespace); `None`: the launcher
     /// writes them and says so on the channel.
     pub own_maps: Option<(String, String)>,
-    /// The launcher is making a cgroup v1 for this run and will hand over its `tasks` files;
-    /// this init joins it before it starts the task.
+    /// The launcher (or its network namespace's helper) is making a cgroup v1 for this run, and
+    /// the launcher will hand over its `tasks` files; this init joins it before it starts the
+    /// task.
     pub cgroup_v1: bool,
     /// The run has a cgroup (v1 or v2) and asked for a cgroup namespace, which clone3 left out:
     /// this init makes it at step 12, once it is in the run's cgroup, so that the namespace is
@@ -322,8 +323,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     // bwrap's --lock-file: held by this init for the sandbox's lifetime.
     let locks = take_locks(spec).step("11 lock files")?;
 
-    // 12. Lock down the init, in this order: the run's cgroup (v1: the launcher made it
-    //     meanwhile and hands over its tasks files), the cgroup namespace rooted there, and
+    // 12. Lock down the init, in this order: the run's cgroup (v1: the launcher, or its
+    //     helper, made it meanwhile and the launcher hands over its tasks files), the cgroup namespace rooted there, and
     //     resource limits; capabilities dropped in every
     //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
     //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
