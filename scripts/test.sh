@@ -10,10 +10,11 @@ command -v setpriv >/dev/null || need+=(util-linux)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v python3 >/dev/null && [ -x /usr/bin/python3 ] || need+=(python3)
 [ -x /usr/bin/time ] || need+=(time)
-# The real tools tests/workloads.rs (and the netlink test) run inside, by their /usr/bin paths.
+# The real tools tests/workloads.rs (and the netlink test) run inside, by their /usr/bin paths;
+# strace kills the network namespace's helper mid-step in a containment test.
 for tool in git:git sqlite3:sqlite3 make:make node:nodejs tar:tar ip:iproute2 curl:curl \
     script:bsdutils flock:util-linux xz:xz-utils zstd:zstd ps:procps pgrep:procps perl:perl \
-    fakeroot:fakeroot dpkg-deb:dpkg; do
+    fakeroot:fakeroot dpkg-deb:dpkg strace:strace; do
   [ -x "/usr/bin/${tool%%:*}" ] || need+=("${tool#*:}")
 done
 /usr/bin/python3 -c 'import pip, setuptools' 2>/dev/null || need+=(python3-pip python3-setuptools)
