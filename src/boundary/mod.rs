@@ -324,8 +324,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     let locks = take_locks(spec).step("11 lock files")?;
 
     // 12. Lock down the init, in this order: the run's cgroup (v1: the launcher, or its
-    //     helper, made it meanwhile and the launcher hands over its tasks files), the cgroup namespace rooted there, and
-    //     resource limits; capabilities dropped in every
+    //     helper, made it meanwhile and the launcher hands over its tasks files), the cgroup
+    //     namespace rooted there, and resource limits; capabilities dropped in every
     //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
     //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
     //     an unprivileged process may install seccomp and Landlock); with the host's network
