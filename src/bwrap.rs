@@ -734,13 +734,44 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     if total > MAX_ARGS {
         return err("Exceeded maximum number of arguments");
     }
+    // A descriptor the caller does not have open is -1 from here on, as one already read is:
+    // the launch opens descriptors of its own (the channel to the init, a signalfd) at the
+    // lowest free numbers, and an option naming one of those read or waited on airlock's
+    // own (`--file 4 /x`, `--block-fd 5` waited forever) where bubblewrap's fails with EBADF.
+    let open = |fd: &mut i32| {
+        if crate::sys::dup_fd(*fd).is_err() {
+            *fd = -1;
+        }
+    };
+    for fd in [
+        &mut io.block_fd,
+        &mut io.userns_block_fd,
+        &mut io.userns_fd,
+        &mut io.userns2_fd,
+        &mut io.pidns_fd,
+    ]
+    .into_iter()
+    .flatten()
+    .chain(seccomp_fds.iter_mut())
+    {
+        open(fd);
+    }
     // The data options read their descriptors while the sandbox is set up, in argument order,
     // and --seccomp its one after that: each closed once read. --bind-fd closes its own once
-    // bound. (A --bind-fd of a descriptor closed before it is left to fail as it does.)
+    // bound. (A --bind-fd of a descriptor closed before it is refused here, in bubblewrap's
+    // words.)
     let mut read = read_at_parse;
     for op in fs.iter_mut() {
         match op {
-            FsOp::File { fd, .. } => *fd = read_once(*fd, &mut read),
+            FsOp::File { fd, .. } => {
+                open(fd);
+                *fd = read_once(*fd, &mut read);
+            }
+            FsOp::BindFd { fd, .. } if crate::sys::dup_fd(*fd).is_err() => {
+                return err(format!(
+                    "Can't find source path /proc/self/fd/{fd}: No such file or directory"
+                ));
+            }
             FsOp::BindFd { fd, .. } if !read.contains(fd) => read.push(*fd),
             _ => {}
         }

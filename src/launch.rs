@@ -867,9 +867,17 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
             || (dest.starts_with("/etc")
                 && crate::boundary::etc_from_host(!spec.ns.net)
                     .any(|n| dest == Path::new("/etc").join(n)));
-        let sandbox_dir = ["/dev/shm", "/dev/pts"]
+        // Step 7 also makes directories of its own: /etc, /var (for the /var/tmp link), and
+        // each directory in /etc above an entry it binds from the host (/etc/ssl for
+        // ssl/certs), made only when the host has that entry.
+        let made_in_etc = dest.starts_with("/etc")
+            && crate::boundary::etc_from_host(!spec.ns.net)
+                .map(|n| Path::new("/etc").join(n))
+                .any(|e| e != dest && e.starts_with(dest) && e.exists());
+        let sandbox_dir = ["/dev/shm", "/dev/pts", "/etc", "/var"]
             .iter()
             .any(|d| dest == Path::new(d))
+            || made_in_etc
             || (host_entry && is_dir(dest));
         if sandbox_dir && !src.is_dir() {
             return file_over_dir(dest);

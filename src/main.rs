@@ -419,7 +419,14 @@ fn json_run<S: AsRef<str>>(args: &[S]) -> bool {
             .iter()
             .map(AsRef::as_ref)
             .take_while(|a| *a != "--")
-            .any(|a| a == "--json" || a == "--request" || a.starts_with("--request="))
+            .any(|a| {
+                // `--json=true` is refused (the flag takes no value), but as the JSON run's
+                // failure: its caller reads stdout for a report.
+                a == "--json"
+                    || a.starts_with("--json=")
+                    || a == "--request"
+                    || a.starts_with("--request=")
+            })
 }
 
 /// `airlock run ...` read without clap, for the lines launchers send on every call: clap's
@@ -1424,5 +1431,28 @@ mod tests {
         // Not `run`: always the whole parser.
         assert!(parse_run(&argv(&["explain", "--", "ls"])).is_none());
         assert!(parse_run(&argv(&["--version"])).is_none());
+    }
+
+    /// A run that asks for JSON, even in a spelling clap refuses (`--json=true`: the flag
+    /// takes no value), gets its refusal as the JSON failure report; after `--` the words are
+    /// the command's, and other subcommands print text.
+    #[test]
+    fn a_json_run_is_known_by_its_flags_before_the_command() {
+        for line in [
+            &["run", "--json", "--", "ls"][..],
+            &["run", "--json=true", "--", "ls"],
+            &["run", "--json=", "--", "ls"],
+            &["run", "--request", "r.json"],
+            &["run", "--request=r.json"],
+        ] {
+            assert!(json_run(&argv(line)), "{line:?}");
+        }
+        for line in [
+            &["run", "--", "ls", "--json"][..],
+            &["run", "--jsonx", "--", "ls"],
+            &["explain", "--json", "--", "ls"],
+        ] {
+            assert!(!json_run(&argv(line)), "{line:?}");
+        }
     }
 }

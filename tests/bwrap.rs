@@ -1299,6 +1299,77 @@ fn a_descriptor_is_read_once_as_bubblewrap_closes_it() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// A descriptor the caller does not have open fails as bubblewrap's does (EBADF in its words;
+/// --block-fd goes on), whatever number it is: airlock's own descriptors, opened as it
+/// launches, take the lowest free numbers, and an option naming one read or waited on
+/// airlock's (`--file 4 /f` and `--seccomp 4` waited on the channel to the init forever,
+/// `--block-fd 5` on a signalfd; `--ro-bind-fd 3` named airlock's root). Each of 3-9 is
+/// closed first. The words are bubblewrap's for 9, where it holds nothing of its own (at the
+/// lowest numbers it has the same flaw: as root, `--ro-bind-fd 3 /b` bound its /proc
+/// descriptor and `--bind-data 4 /f` read one of its own).
+#[test]
+fn a_descriptor_the_caller_does_not_have_is_not_airlocks_own() {
+    let pre = "exec 3<&- 4<&- 5<&- 6<&- 7<&- 8<&- 9<&-";
+    let ebadf = |what: &str| format!("bwrap: {what}: Bad file descriptor\n");
+    let mut wrong = vec![];
+    for who in BOTH {
+        for n in ["3", "4", "5", "6", "7", "9"] {
+            let cases: [(&[&str], i32, &str, String); 7] = [
+                (
+                    &["--file", n, "/f"],
+                    1,
+                    "",
+                    ebadf("Can't write data to file /f"),
+                ),
+                (
+                    &["--bind-data", n, "/f"],
+                    1,
+                    "",
+                    ebadf("Can't write data to file /f"),
+                ),
+                (&["--seccomp", n], 1, "", ebadf("Can't read seccomp data")),
+                (
+                    &["--add-seccomp-fd", n],
+                    1,
+                    "",
+                    ebadf("Can't read seccomp data"),
+                ),
+                (&["--block-fd", n], 0, "ran\n", String::new()),
+                (
+                    &["--userns", n],
+                    1,
+                    "",
+                    ebadf("Joining specified user namespace failed"),
+                ),
+                (
+                    &["--ro-bind-fd", n, "/b"],
+                    1,
+                    "",
+                    format!(
+                        "bwrap: Can't find source path /proc/self/fd/{n}: No such file or \
+                         directory\n"
+                    ),
+                ),
+            ];
+            for (opt, code, stdout, stderr) in cases {
+                let args = with(&with(MIN, opt), &["echo", "ran"]);
+                let c = case(&args).pre(pre).deadline(Duration::from_secs(10));
+                let a = c.run(Imp::Airlock, who);
+                assert_eq!(
+                    (a.code, a.stdout.as_str(), a.stderr.as_str()),
+                    (code, stdout, stderr.as_str()),
+                    "as {who:?} {opt:?}: {}",
+                    a.show()
+                );
+                if n == "9" {
+                    wrong.extend(word_for_word(&c, who).1);
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
+}
+
 /// --file, --bind-data and --ro-bind-data read their content from a descriptor.
 #[test]
 fn data_from_descriptors() {

@@ -1005,6 +1005,15 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
             vec!["--ro-bind".into(), format!("{file}:/dev/shm")],
             Some("/dev/shm is a directory in the sandbox, and a file cannot be bound over"),
         ),
+        // The directories step 7 makes itself (EISDIR from mknod, 125, as well).
+        (
+            vec!["--ro-bind".into(), format!("{file}:/etc")],
+            Some("/etc is a directory in the sandbox, and a file cannot be bound over"),
+        ),
+        (
+            vec!["--bind".into(), format!("{file}:/var")],
+            Some("/var is a directory in the sandbox, and a file cannot be bound over"),
+        ),
         (
             vec![
                 "--ro-bind".into(),
@@ -1036,6 +1045,13 @@ fn bind_mount_points_missing_in_a_host_tree_are_bad_usage() {
     }
     // The host's /etc entries the sandbox takes: a directory does not go over one that is a
     // file, nor a file over one that is a directory (each was a failed step 7, 125).
+    // and the directory step 7 makes above one (/etc/ssl for ssl/certs).
+    if Path::new("/etc/ssl/certs").exists() {
+        cases.push((
+            vec!["--ro-bind".into(), format!("{file}:/etc/ssl")],
+            Some("/etc/ssl is a directory in the sandbox, and a file cannot be bound over"),
+        ));
+    }
     if std::fs::metadata("/etc/ld.so.cache").is_ok_and(|m| m.is_file()) {
         cases.push((
             vec!["--ro-bind".into(), format!("{ro}:/etc/ld.so.cache")],
