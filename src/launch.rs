@@ -818,6 +818,11 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
                 .map(|(src, dest, a)| (src, dest, a == Access::ReadOnly)),
         )
         .collect();
+    // The tree a bind lands in is the nearest of them above its destination (the last one
+    // given at a path wins): found by looking up each directory above it, where comparing
+    // every pair of binds took 5000 binds 3.9 s.
+    let tree_at: std::collections::HashMap<&Path, (&Path, &Path, bool)> =
+        trees.iter().map(|t| (t.1, *t)).collect();
     for (src, dest, _) in spec.binds() {
         let flag = |d: &Path| format!("bind destination {}", d.display());
         // Nothing can be made below a file or link of /dev and /etc, and a directory does not
@@ -882,10 +887,10 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
         if sandbox_dir && !src.is_dir() {
             return file_over_dir(dest);
         }
-        let Some((tree_src, tree_dest, read_only)) = trees
-            .iter()
-            .filter(|(_, d, _)| dest != *d && dest.starts_with(d))
-            .max_by_key(|(_, d, _)| d.components().count())
+        let Some((tree_src, tree_dest, read_only)) = dest
+            .ancestors()
+            .skip(1)
+            .find_map(|above| tree_at.get(above).copied())
         else {
             continue;
         };
