@@ -279,19 +279,26 @@ pub fn remove_stale(parent: &Path) {
     if fs::metadata(parent).is_ok_and(|m| matches!(m.nlink(), 2 | 3)) {
         return;
     }
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
+    remove_named(parent, |name| {
         let mut parts = name.strip_prefix("airlock-").unwrap_or("").split('-');
         let (Some(Ok(pid)), Some(Ok(start))) = (
             parts.next().map(str::parse::<u32>),
             parts.next().map(str::parse::<u64>),
         ) else {
-            continue;
+            return false;
         };
-        if start_time(pid) != Some(start) {
+        start_time(pid) != Some(start)
+    });
+}
+
+/// Remove the directories in `parent` whose names `doomed` picks (a cgroup holding a process
+/// refuses, and stays).
+fn remove_named(parent: &Path, doomed: impl Fn(&str) -> bool) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_str().is_some_and(&doomed) {
             let _ = fs::remove_dir(e.path());
         }
     }
@@ -314,17 +321,7 @@ fn unique_name(pid: u32) -> String {
 /// helper that ended before it reported may have made (no process is in them yet).
 pub fn remove_own(parent: &Path, pid: u32) {
     let prefix = name_prefix(pid);
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    for e in entries.flatten() {
-        if e.file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(&prefix))
-        {
-            let _ = fs::remove_dir(e.path());
-        }
-    }
+    remove_named(parent, |name| name.starts_with(&prefix));
 }
 
 /// Where memory and pids limits can go for this caller.
