@@ -3367,13 +3367,7 @@ mod tests {
             "--tmpfs",
             "--proc",
         ];
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = crate::picker(0x2545_f491_4f6c_dd1d);
         let mut through_links = 0;
         for _ in 0..3000 {
             let mut argv = vec!["bwrap".to_string()];

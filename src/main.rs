@@ -300,6 +300,18 @@ struct RunArgs {
 #[cfg(test)]
 const _: fn(Vec<std::ffi::OsString>) -> i32 = airlock_main;
 
+/// The randomized unit tests' generator: xorshift64 from a fixed `seed`, each call an index
+/// below `n`, so that a failing line is the same line on every run.
+#[cfg(test)]
+fn picker(mut seed: u64) -> impl FnMut(usize) -> usize {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    }
+}
+
 /// airlock's main, called by `sys::main` (the process entry point) with the command line;
 /// returns the exit code.
 fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
@@ -1355,13 +1367,7 @@ mod tests {
             "=",
             "é",
         ];
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut pick = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut pick = crate::picker(0x2545_f491_4f6c_dd1d);
         let (mut by_hand, mut by_clap) = (0, 0);
         for _ in 0..20_000 {
             let mut line = argv(&["run"]);
