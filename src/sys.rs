@@ -723,6 +723,22 @@ pub fn join_namespace(fd: RawFd, nstype: libc::c_int) -> SysResult<()> {
     Ok(())
 }
 
+/// Move the new process `pid`, which has not run yet, to the CPUs of `cpus` other than the one
+/// this process runs on, if there are any: it starts there at once instead of after this
+/// process sleeps. Best effort: it takes `cpus` back itself (the init, at step 2).
+pub fn start_elsewhere(pid: Pid, cpus: &nix::sched::CpuSet) {
+    let Ok(here) = nix::sched::sched_getcpu() else {
+        return;
+    };
+    let mut others = *cpus;
+    if others.unset(here).is_err() {
+        return;
+    }
+    if (0..nix::sched::CpuSet::count()).any(|c| others.is_set(c).unwrap_or(false)) {
+        let _ = nix::sched::sched_setaffinity(pid, &others);
+    }
+}
+
 /// Landlock's ABI version on this kernel (`landlock_create_ruleset` with
 /// LANDLOCK_CREATE_RULESET_VERSION), or None where Landlock is absent or disabled.
 pub fn landlock_abi() -> Option<u32> {

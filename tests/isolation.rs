@@ -1598,6 +1598,34 @@ fn the_callers_umask_shapes_only_the_tasks_files() {
     }
 }
 
+/// The task runs on the caller's CPUs, whatever airlock does with its init meanwhile (a root
+/// caller's init is started on another CPU than the launcher's and takes the caller's back at
+/// step 2): all of the machine's, one of them, or all named. Control: the same affinity on the
+/// host, read the same way. Without the init's step-2 restore a root caller's task ran on the
+/// launcher's other CPUs only.
+#[test]
+fn the_task_runs_on_the_callers_cpus() {
+    let bin = common::binary().to_str().unwrap();
+    let read = "grep Cpus_allowed_list /proc/self/status";
+    for who in BOTH {
+        for cpus in ["", "taskset -c 0", "taskset -c 0-$(($(nproc --all) - 1))"] {
+            let ctx = format!("{who:?} {cpus:?}");
+            let host = common::host_sh(who, &format!("exec {cpus} {read}"));
+            assert_exit(&host, 0, &format!("host control, {ctx}"));
+            assert!(
+                stdout(&host).starts_with("Cpus_allowed_list:"),
+                "host control, {ctx}: {}",
+                show(&host)
+            );
+            for _ in 0..3 {
+                let o = common::host_sh(who, &format!("exec {cpus} {bin} run -- {read}"));
+                assert_exit(&o, 0, &ctx);
+                assert_eq!(stdout(&o), stdout(&host), "{ctx}: {}", show(&o));
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Processes
 

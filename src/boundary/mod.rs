@@ -101,6 +101,10 @@ pub struct Inherited<'a> {
     /// left (`init`) and the task goes back to before its execve. Set by the init; the
     /// launcher leaves it None.
     pub caller_group: Option<Pid>,
+    /// The caller's CPU affinity, when this init waits for the launcher's id maps: the
+    /// launcher starts it on another CPU than its own (`sys::start_elsewhere`), and it takes
+    /// the caller's back once the maps are written (step 2).
+    pub caller_cpus: Option<nix::sched::CpuSet>,
 }
 
 /// A failed step: which one, what failed, and a hint when one exists.
@@ -193,7 +197,15 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
             write_maps("/proc/self", uid_map, gid_map, true).step("2 write id maps")?
         }
         None => match channel::recv(sock, false, channel::SMALL).step("2 wait for id maps")? {
-            Some(Msg::MapsReady) => {}
+            Some(Msg::MapsReady) => {
+                if let Some(cpus) = &inh.caller_cpus {
+                    named(
+                        nix::sched::sched_setaffinity(Pid::from_raw(0), cpus),
+                        || "sched_setaffinity(0, <the caller's CPUs>)".into(),
+                    )
+                    .step("2 restore the caller's CPU affinity")?;
+                }
+            }
             _ => return Err(lost("2 wait for id maps")),
         },
     }
