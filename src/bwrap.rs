@@ -1177,7 +1177,11 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
                 // execvp's errno, as bubblewrap reports it: ENOENT also for a file whose
                 // interpreter is missing, else the errno execve failed with (EACCES, or EPERM
                 // from a seccomp filter, say).
-                let why = if code == crate::spec::exit::NOT_FOUND
+                let too_long = crate::sys::errno_text(Errno::ENAMETOOLONG);
+                let why = if code == crate::spec::exit::NOT_FOUND && msg.ends_with(too_long) {
+                    // glibc's execvp refuses a name past NAME_MAX before it searches.
+                    too_long
+                } else if code == crate::spec::exit::NOT_FOUND
                     || msg.ends_with(crate::boundary::NO_INTERPRETER)
                 {
                     "No such file or directory"

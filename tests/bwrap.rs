@@ -2135,6 +2135,15 @@ fn exec_failures_name_execvps_errno() {
                 wrong.extend(differs);
             }
         }
+        // A name past NAME_MAX: glibc's execvp refuses it before it searches; a path holding
+        // one fails in execve. Both ENAMETOOLONG.
+        let long = "a".repeat(300);
+        for cmd in [long.clone(), format!("/{long}/x")] {
+            let (b, differs) = word_for_word(&case(&with(MIN, &[&cmd])), who);
+            let says = format!("bwrap: execvp {cmd}: File name too long\n");
+            assert_eq!(b.stderr, says, "{}", b.show());
+            wrong.extend(differs);
+        }
         let (b, differs) = word_for_word(&case(&["--ro-bind", &script, "/s", "/s"]), who);
         assert_eq!(
             b.stderr,

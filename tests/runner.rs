@@ -787,6 +787,46 @@ fn command_not_found_and_not_executable() {
     }
 }
 
+/// A command name past 255 bytes (NAME_MAX), which no file can have, is not found (127), as
+/// bash finds it; a path holding such a name exists or not, and bash cannot execute it (126).
+/// Both say the kernel's words (airlock had said "cannot execute" of the bare name).
+#[test]
+fn a_command_name_past_255_bytes_exits_as_bash_does() {
+    let long = "a".repeat(300);
+    let cases = [
+        (long.clone(), 127),
+        (format!("/{long}/x"), 126),
+        (format!("/tmp/{long}"), 126),
+    ];
+    for (cmd, code) in &cases {
+        let bash = Command::new("bash")
+            .args(["-c", r#""$@""#, "bash", cmd])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(bash.code(), Some(*code), "bash {cmd}");
+    }
+    for who in BOTH {
+        for (cmd, code) in &cases {
+            let run = al(who, &["run", "--json", "--", cmd], SECS_10);
+            assert_eq!(run.code(), Some(*code), "{who:?} {cmd}: {}", run.show());
+            let rep = run.report();
+            let (says, kind) = match code {
+                127 => ("command not found: File name too long", "command_not_found"),
+                _ => (
+                    "cannot execute: File name too long",
+                    "command_not_executable",
+                ),
+            };
+            assert_eq!(
+                rep,
+                json!({"error": format!("{cmd}: {says}"), "error_kind": kind, "exit_code": code}),
+                "{who:?}"
+            );
+        }
+    }
+}
+
 /// The caller's own mistakes are bad usage (exit 2, a message naming the flag), found before
 /// anything is built: not an isolation step that failed (125). A bind source that does not
 /// exist; inputs larger than scratch. The run never starts.

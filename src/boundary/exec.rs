@@ -303,6 +303,9 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
     for c in &candidates {
         let e = nix::unistd::execve(c, &argv, envp).unwrap_err();
         match e {
+            // A name searched for on PATH that no directory can hold (past 255 bytes), or a
+            // PATH entry too long to hold any: nothing there to run, as bash finds.
+            Errno::ENAMETOOLONG if !name.contains('/') => {}
             // The file is there, but what it names to start it with is not: the interpreter of
             // its #! line or its ELF loader (a venv's script naming a host python, say). It
             // cannot be executed, as a shell says (126), rather than not found.
@@ -344,6 +347,14 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
                 format!("{name}: cannot execute: {}{why}", sys::errno_text(e)),
             )
         }
+        // No file has a name past NAME_MAX: dash says so (bash only that it is not found).
+        None if name.len() > libc::NAME_MAX as usize => (
+            spec::exit::NOT_FOUND,
+            format!(
+                "{name}: command not found: {}",
+                sys::errno_text(Errno::ENAMETOOLONG)
+            ),
+        ),
         None => (spec::exit::NOT_FOUND, format!("{name}: command not found")),
     }
 }
