@@ -58,6 +58,18 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The keys that take a number (some also a string of bytes, `"512M"`).
+const NUMBER_KEYS: &[&str] = &[
+    "timeout_ms",
+    "max_output",
+    "memory",
+    "pids",
+    "cpu_time_ms",
+    "file_size",
+    "nofile",
+    "scratch_size",
+];
+
 /// What execve takes of argv and envp together, whatever the stack limit: `_STK_LIM / 4 * 3`
 /// in the kernel's fs/exec.c (bprm_stack_limits), each string counted with its NUL and its
 /// 8-byte pointer. A request asking for more could never start.
@@ -206,7 +218,14 @@ impl<'de> Visitor<'de> for Whole {
                 )));
             }
             seen.push(key);
-            map.next_value_seed(Any(Field { key, r: &mut r }))?;
+            let field = Field { key, r: &mut r };
+            if NUMBER_KEYS.contains(&key) {
+                // Judged on its text: the float serde_json would make of `1e-400` is 0.
+                let text: &serde_json::value::RawValue = map.next_value()?;
+                field.read_number_text(text.get())?;
+            } else {
+                map.next_value_seed(Any(field))?;
+            }
         }
         let Some(command) = r.command else {
             return Err(de::Error::custom("key \"command\" is required"));
@@ -292,6 +311,70 @@ impl Field<'_> {
     }
 }
 
+impl Field<'_> {
+    /// The value of a key in [`NUMBER_KEYS`], from its JSON text (which serde_json has
+    /// checked): a number is taken only if it is exactly a whole number >= 0 (see
+    /// [`exact_integer`]); `null`, and a string where the key takes one, as ever.
+    fn read_number_text<E: de::Error>(self, text: &str) -> Result<(), E> {
+        match text.as_bytes()[0] {
+            b'-' | b'0'..=b'9' => match exact_integer(text) {
+                Some(n) => self.visit_u64(n),
+                None => {
+                    // The text is ASCII; a number may be megabytes long.
+                    let shown = match text.get(..64) {
+                        Some(head) if text.len() > 64 => {
+                            format!("`{head}...` ({} bytes)", text.len())
+                        }
+                        _ => format!("`{text}`"),
+                    };
+                    let found = format!("the number {shown}");
+                    Err(E::invalid_value(Unexpected::Other(&found), &self))
+                }
+            },
+            b'"' => {
+                let s: String = serde_json::from_str(text).map_err(E::custom)?;
+                self.visit_str(&s)
+            }
+            b'n' => self.visit_unit(),
+            b't' | b'f' => self.refuse(Unexpected::Bool(text == "true")),
+            b'[' => self.refuse(Unexpected::Seq),
+            _ => self.refuse(Unexpected::Map),
+        }
+    }
+}
+
+/// The whole number >= 0 that the text of a JSON number is exactly, if it is one that a u64
+/// holds. JSON has one kind of number, and Python writes `5000.0` for a float that holds
+/// 5000, so `5000.0`, `5e3` and `50.00e2` are 5000, and `-0` is 0. A fraction is not one,
+/// however small or close to a whole number (`1.5`, `1e-400`, `1.00000000000000000001`,
+/// which a float would round to 0 or 1), nor is a negative number.
+fn exact_integer(text: &str) -> Option<u64> {
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, text),
+    };
+    let (mantissa, exp) = text.split_once(['e', 'E']).unwrap_or((text, "0"));
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Some(0);
+    }
+    let significant = digits.trim_end_matches('0');
+    // The power of ten `significant` is multiplied by. An exponent too long for an i64 is
+    // a number far from any u64's, either way.
+    let exp: i64 = exp.trim_start_matches('+').parse().ok()?;
+    let scale = exp
+        .checked_sub(i64::try_from(frac.len()).ok()?)?
+        .checked_add(i64::try_from(digits.len() - significant.len()).ok()?)?;
+    if negative || scale < 0 {
+        return None;
+    }
+    let scale = u32::try_from(scale).ok()?;
+    let n: u64 = significant.parse().ok()?;
+    n.checked_mul(10u64.checked_pow(scale)?)
+}
+
 impl<'de> Visitor<'de> for Field<'_> {
     type Value = ();
 
@@ -333,24 +416,6 @@ impl<'de> Visitor<'de> for Field<'_> {
             _ => return self.refuse(Unexpected::Unsigned(n)),
         }
         Ok(())
-    }
-
-    fn visit_i64<E: de::Error>(self, n: i64) -> Result<(), E> {
-        match u64::try_from(n) {
-            Ok(n) => self.visit_u64(n),
-            Err(_) => self.refuse(Unexpected::Signed(n)),
-        }
-    }
-
-    /// JSON has one kind of number: `5000.0` and `5e3` are the integer 5000 (Python writes
-    /// `5000.0` for a float that holds it). A fraction is refused, and so is a number past
-    /// 2^53, which a float may not hold exactly.
-    fn visit_f64<E: de::Error>(self, n: f64) -> Result<(), E> {
-        const EXACT: f64 = (1u64 << 53) as f64;
-        if n.fract() == 0.0 && (0.0..=EXACT).contains(&n) {
-            return self.visit_u64(n as u64);
-        }
-        self.refuse(Unexpected::Float(n))
     }
 
     fn visit_bool<E: de::Error>(self, b: bool) -> Result<(), E> {
@@ -539,10 +604,7 @@ mod tests {
         assert_eq!(d.limits.memory, crate::limits::Limits::default().memory);
         assert_eq!(d.max_output, None);
         let cases = [
-            (
-                r#"{"command": "x", "timeout_ms": 1.5}"#,
-                "floating point `1.5`",
-            ),
+            (r#"{"command": "x", "timeout_ms": 1.5}"#, "the number `1.5`"),
             (r#"{"command": "x", "pids": -2.0}"#, "\"pids\""),
             (r#"{"command": "x", "memory": 1e300}"#, "\"memory\""),
             (
@@ -558,6 +620,52 @@ mod tests {
         }
     }
 
+    /// A number is taken when its text is exactly a whole number >= 0 that a u64 holds,
+    /// whatever float it would round to.
+    #[test]
+    fn numbers_are_judged_on_their_text() {
+        let cases = [
+            ("0", Some(0)),
+            ("-0", Some(0)),
+            ("-0.0e-5", Some(0)),
+            ("0e999999999999999999999", Some(0)),
+            ("5000", Some(5000)),
+            ("5000.0", Some(5000)),
+            ("5e3", Some(5000)),
+            ("5E+3", Some(5000)),
+            ("50.00e2", Some(5000)),
+            ("500000e-2", Some(5000)),
+            ("9007199254740993", Some(9007199254740993)),
+            ("9007199254740993.0", Some(9007199254740993)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("1844674407370955161.5e1", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("1e20", None),
+            ("1e99999999999999999999", None),
+            ("1.5", None),
+            ("1e-400", None),
+            ("0.5", None),
+            ("1.00000000000000000001", None),
+            ("5001e-1", None),
+            ("-1", None),
+            ("-1e2", None),
+        ];
+        for (text, n) in cases {
+            assert_eq!(exact_integer(text), n, "{text}");
+        }
+        // Through the parser, for each key that takes a number.
+        for key in NUMBER_KEYS {
+            for text in ["1e-400", "2.5", "-3"] {
+                let req = format!(r#"{{"command": "x", "{key}": {text}}}"#);
+                let err = parse(&req).unwrap_err().0;
+                let says = format!("invalid value: the number `{text}`, expected key {key:?}");
+                assert!(err.contains(&says), "{req}: {err}");
+            }
+        }
+        let d = parse(r#"{"command": "x", "max_output": 1.0e3, "nofile": 640e-1}"#).unwrap();
+        assert_eq!((d.max_output, d.limits.nofile), (Some(1000), 64));
+    }
+
     /// A refusal quotes at most 64 characters of what it refuses: the report carries it, and
     /// a value can be megabytes long.
     #[test]
@@ -565,6 +673,7 @@ mod tests {
         let long = "9".repeat(100_000);
         let cases = [
             format!(r#"{{"command": "x", "memory": "{long}Q"}}"#),
+            format!(r#"{{"command": "x", "memory": {long}.5}}"#),
             format!(r#"{{"command": "x", "scratch_size": "{long}"}}"#),
             format!(r#"{{"command": "x", "args": ["{long}\u0000"]}}"#),
             format!(r#"{{"command": "x", "{long}": 1}}"#),

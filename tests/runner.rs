@@ -1632,8 +1632,8 @@ fn a_request_whose_stdin_stays_open_is_refused_not_waited_on_forever() {
 }
 
 /// A request as Python or Node may write it runs: a byte order mark before it, whole numbers
-/// written as floats (Python's `5000.0`), null for a key left out (Python's None). A fraction,
-/// and a request in UTF-16 (Windows PowerShell's `>`), are refused saying what is wrong.
+/// written as floats (Python's `5000.0`), null for a key left out (Python's None). A fraction
+/// (however small: `1e-400` had been taken as 0), and a request in UTF-16 (Windows PowerShell's `>`), are refused saying what is wrong.
 #[test]
 fn a_request_as_python_or_node_writes_it_runs() {
     let dir = tmpdir();
@@ -1652,15 +1652,33 @@ fn a_request_as_python_or_node_writes_it_runs() {
             json!(2000),
             "{who:?}"
         );
-        let fraction = r#"{"command": "true", "timeout_ms": 1.5}"#;
-        let run = al_stdin(
-            who,
-            &["run", "--request", "-"],
-            fraction.as_bytes(),
-            SECS_10,
-        );
-        let msg = run.usage_error(&format!("{who:?} fraction"));
-        assert!(msg.contains("timeout_ms") && msg.contains("1.5"), "{msg:?}");
+        // A number that is not exactly a whole number >= 0 is refused, judged on its text: a
+        // float would make 0 of `1e-400` (taken as "keep no output") and 1 of the last.
+        for (key, number) in [
+            ("timeout_ms", "1.5"),
+            ("max_output", "1e-400"),
+            ("max_output", "0.5"),
+            ("pids", "100.00000000000000000001"),
+            ("nofile", "-1e2"),
+            ("cpu_time_ms", "18446744073709551616"),
+        ] {
+            let text = format!(
+                r#"{{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "{key}": {number}}}"#
+            );
+            let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
+            let msg = run.usage_error(&format!("{who:?} {key} {number}"));
+            let says = format!("the number `{number}`, expected key \"{key}\"");
+            assert!(msg.contains(&says), "{who:?}: {msg:?} lacks {says:?}");
+        }
+        // Control: a whole number written as a float is that number.
+        for number in ["4", "4.0", "4e0", "0.04e2"] {
+            let text = format!(
+                r#"{{"command": "sh", "args": ["-c", "echo RAN-MARKER"], "max_output": {number}}}"#
+            );
+            let run = al_stdin(who, &["run", "--request", "-"], text.as_bytes(), SECS_10);
+            assert_eq!(run.code(), Some(0), "{who:?} {number}: {}", run.show());
+            assert_eq!(run.report()["stdout"], json!("RAN-"), "{who:?} {number}");
+        }
         let run = al(who, &["run", "--request", utf16.to_str().unwrap()], SECS_10);
         let msg = run.usage_error(&format!("{who:?} UTF-16"));
         assert!(msg.contains("UTF-16"), "{msg:?}");
