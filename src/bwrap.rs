@@ -968,7 +968,15 @@ pub fn message(e: &StepError) -> String {
     }
     if call.starts_with("open_tree(") {
         let src = call.split('"').nth(1).unwrap_or("");
-        return format!("Can't find source path {src}: {errno}");
+        // No bubblewrap words to keep here: bubblewrap, binding as it goes, does not fail.
+        let hint = match e.err.errno {
+            Errno::EMFILE => crate::boundary::hint(&e.err).map(|h| format!("; hint: {h}")),
+            _ => None,
+        };
+        return format!(
+            "Can't find source path {src}: {errno}{}",
+            hint.unwrap_or_default()
+        );
     }
     // The scaffold's first directory: the first write in the new user namespace, which fails
     // when no id maps were written (a --userns-block-fd client that released without them).

@@ -104,7 +104,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let caller_is_root = nix::unistd::geteuid().is_root();
     // airlock run holds one descriptor per --input, here and in the init until scratch is
     // filled: the caller's soft limit of open files (often 1024) is raised to its hard one,
-    // as the task's own is set at step 12. bwrap mode keeps the caller's, as bubblewrap does.
+    // as the task's own is set at step 12. bwrap mode keeps the caller's, as bubblewrap does
+    // (its init raises it for the build alone: boundary::build, step 4).
     if spec.bwrap.is_none() {
         limits::raise_soft_to_hard(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_err(|e| Failure::Setup(format!("step 1: {e}")))?;

@@ -85,16 +85,16 @@ fn caller_hard(r: nix::sys::resource::Resource) -> u64 {
 /// not stop the launcher or the init before then: `ulimit -S -f 0` failed step 7 with EFBIG,
 /// and the soft 1024 open files most sessions have failed `--input` number 1021 with EMFILE.
 /// Where the soft limit is already the hard one (a file size limit usually is: unlimited),
-/// nothing is set.
-pub fn raise_soft_to_hard(r: nix::sys::resource::Resource) -> Result<(), SysError> {
+/// nothing is set. Returns the soft and hard limits as they were, to be given back.
+pub fn raise_soft_to_hard(r: nix::sys::resource::Resource) -> Result<(u64, u64), SysError> {
     use nix::sys::resource::{getrlimit, setrlimit};
     let (soft, hard) = crate::sys::named(getrlimit(r), || format!("getrlimit({r:?})"))?;
-    if soft == hard {
-        return Ok(());
+    if soft != hard {
+        crate::sys::named(setrlimit(r, hard, hard), || {
+            format!("setrlimit({r:?}, {hard}, {hard})")
+        })?;
     }
-    crate::sys::named(setrlimit(r, hard, hard), || {
-        format!("setrlimit({r:?}, {hard}, {hard})")
-    })
+    Ok((soft, hard))
 }
 
 /// The limits as they apply: the sandbox's init has no privilege over the host, so it can

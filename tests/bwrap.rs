@@ -2111,6 +2111,41 @@ fn the_program_for_bwrap_leaves_the_core_limit_to_the_task() {
     }
 }
 
+/// More binds than the caller's soft limit of open files: airlock's init holds a descriptor
+/// for each from step 5 to step 7, where bubblewrap mounts each as it goes, and 400 binds
+/// under `ulimit -Sn 256` failed with EMFILE. The init raises its soft limit to the hard one
+/// for the build, and the task still has the caller's soft and hard limits, as bubblewrap's.
+/// Past the hard limit airlock still fails (bubblewrap does not): at once, saying why.
+#[test]
+fn more_binds_than_the_soft_open_file_limit_allows() {
+    let dests: Vec<String> = (0..400).map(|i| format!("/h{i}")).collect();
+    let mut args = MIN.to_vec();
+    for d in &dests {
+        args.extend(["--ro-bind", "/etc/hostname", d]);
+    }
+    let probe = "ulimit -Sn; ulimit -Hn; ls / | grep -c '^h[0-9]'";
+    args.extend(["--", "/bin/sh", "-c", probe]);
+    for who in BOTH {
+        for (soft, hard) in [(256, 4096), (128, 512)] {
+            let c = case(&args).pre(&format!("ulimit -Sn {soft}; ulimit -Hn {hard}"));
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, format!("{soft}\n{hard}\n400\n"), "{}", b.show());
+        }
+        // Control: the same line under limits that hold it runs alike (and the same limits).
+        let c = case(&args).pre("ulimit -Sn 4096; ulimit -Hn 8192");
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, "4096\n8192\n400\n", "{}", b.show());
+        // Past the hard limit: bubblewrap runs it; airlock fails step 5 with a hint.
+        let c = case(&args).pre("ulimit -Sn 256; ulimit -Hn 256");
+        let [b, a] = c.run_all(who);
+        assert_eq!(b.stdout, "256\n256\n400\n", "{}", b.show());
+        assert_eq!(a.code, 1, "{}", a.show());
+        let says = "bwrap: Can't find source path /etc/hostname: Too many open files; hint: \
+                    more binds than the hard limit of open files (ulimit -Hn) allows";
+        assert!(a.stderr.starts_with(says), "{}", a.show());
+    }
+}
+
 /// A command execve refuses is reported with execvp's errno, as bubblewrap reports it: EPERM
 /// (or ENOMEM, E2BIG) from a filter on execve, not always "Permission denied" as airlock had
 /// said; a file the kernel cannot start with no /bin/sh to run it is execvp's ENOENT.

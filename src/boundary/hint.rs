@@ -65,6 +65,14 @@ pub fn hint(err: &SysError) -> Option<String> {
                 .into(),
         );
     }
+    if err.errno == Errno::EMFILE && err.call.starts_with("open_tree(") {
+        return Some(
+            "more binds than the hard limit of open files (ulimit -Hn) allows: airlock holds a \
+             descriptor for each bind until the sandbox is built; raise that limit, or bind a \
+             common parent directory once"
+                .into(),
+        );
+    }
     if err.errno == Errno::ENOSYS {
         return Some("airlock needs Linux 5.12 or newer (clone3, open_tree, mount_setattr)".into());
     }

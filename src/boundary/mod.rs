@@ -51,6 +51,7 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::mount::MsFlags;
+use nix::sys::resource::Resource;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::sys::stat::Mode;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -245,9 +246,20 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    inputs) may take up to the hard one. Under `ulimit -S -f 0` the run had stopped at
     //    step 7 with EFBIG. bwrap mode keeps the caller's limits, as bubblewrap does.
     if spec.bwrap.is_none() {
-        crate::limits::raise_soft_to_hard(nix::sys::resource::Resource::RLIMIT_FSIZE)
+        crate::limits::raise_soft_to_hard(Resource::RLIMIT_FSIZE)
             .step("4 file size limit for the build")?;
     }
+    //    Step 5 holds a descriptor for each bind until step 7 mounts it (bubblewrap mounts
+    //    each as it goes), so in bwrap mode the caller's soft limit of open files is raised to
+    //    its hard one for the build, and the caller's soft and hard limits are set again at
+    //    step 12, before the task starts. (airlock run raised it in the launcher, step 1.)
+    let caller_nofile = match spec.bwrap {
+        Some(_) => Some(
+            crate::limits::raise_soft_to_hard(Resource::RLIMIT_NOFILE)
+                .step("4 open-file limit for the build")?,
+        ),
+        None => None,
+    };
 
     // 5. Take detached copies of every host tree the sandbox will see, while we still hold the
     //    caller's identity (a root caller can name paths the sandbox user could not reach).
@@ -337,7 +349,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
 
     // 12. Lock down the init, in this order: the run's cgroup (v1: the launcher, or its
     //     helper, made it meanwhile and the launcher hands over its tasks files), the cgroup
-    //     namespace rooted there, and resource limits; capabilities dropped in every
+    //     namespace rooted there, and resource limits (bwrap mode: the caller's open-file
+    //     limits, as they were before step 4); capabilities dropped in every
     //     set (bounding, ambient, inheritable, permitted, effective) but those kept on
     //     purpose; no_new_privs (so exec can never add privilege, setuid bits included, and so
     //     an unprivileged process may install seccomp and Landlock); with the host's network
@@ -355,7 +368,8 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     if inh.cgroup_ns_in_cgroup {
         sys::unshare_namespaces(libc::CLONE_NEWCGROUP).step("12 create the cgroup namespace")?;
     }
-    for (res, soft, hard) in &inh.rlimits {
+    let caller_limits = caller_nofile.map(|(soft, hard)| (Resource::RLIMIT_NOFILE, soft, hard));
+    for (res, soft, hard) in caller_limits.iter().chain(&inh.rlimits) {
         named(nix::sys::resource::setrlimit(*res, *soft, *hard), || {
             format!("setrlimit({res:?}, {soft}, {hard})")
         })
