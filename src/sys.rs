@@ -723,18 +723,16 @@ pub fn join_namespace(fd: RawFd, nstype: libc::c_int) -> SysResult<()> {
     Ok(())
 }
 
-/// Move the new process `pid`, which has not run yet, to the CPUs of `cpus` other than the one
-/// this process runs on, if there are any: it starts there at once instead of after this
-/// process sleeps. Best effort: it takes `cpus` back itself (the init, at step 2).
+/// Move the new process `pid` (just cloned, most likely not yet run) to the CPUs of `cpus`
+/// other than the one this process runs on, if there are any: it starts there at once
+/// instead of after this process sleeps. Best effort: it takes `cpus` back itself (the init,
+/// at step 2, once this process has sent the id maps, so after this call).
 pub fn start_elsewhere(pid: Pid, cpus: &nix::sched::CpuSet) {
     let Ok(here) = nix::sched::sched_getcpu() else {
         return;
     };
     let mut others = *cpus;
-    if others.unset(here).is_err() {
-        return;
-    }
-    if (0..nix::sched::CpuSet::count()).any(|c| others.is_set(c).unwrap_or(false)) {
+    if others.unset(here).is_ok() && others != nix::sched::CpuSet::new() {
         let _ = nix::sched::sched_setaffinity(pid, &others);
     }
 }
