@@ -1598,18 +1598,29 @@ fn the_callers_umask_shapes_only_the_tasks_files() {
     }
 }
 
-/// The task runs on the caller's CPUs, whatever airlock does with its init meanwhile (a root
-/// caller's init is started on another CPU than the launcher's and takes the caller's back at
-/// step 2): all of the machine's, one of them, or all named. Control: the same affinity on the
-/// host, read the same way. Without the init's step-2 restore a root caller's task ran on the
-/// launcher's other CPUs only.
+/// The task runs on the caller's CPUs, whatever airlock does with its init meanwhile (an init
+/// that waits for the launcher's id maps is started on another CPU than the launcher's and
+/// takes the caller's back at step 2): all of the machine's, one of them, or all named; in
+/// airlock run and in bwrap mode, with --info-fd too (the launcher then writes an
+/// unprivileged caller's maps as well). Control: the same affinity on the host, read the same
+/// way. Without the init's step-2 restore a root caller's task ran on the launcher's other
+/// CPUs only.
 #[test]
 fn the_task_runs_on_the_callers_cpus() {
     let bin = common::binary().to_str().unwrap();
     let read = "grep Cpus_allowed_list /proc/self/status";
+    let bwrap = "bwrap --unshare-all --ro-bind / / --proc /proc";
+    let front_ends = [
+        "run --".to_string(),
+        format!("{bwrap} --"),
+        format!("{bwrap} --info-fd 3 -- 3>/dev/null"),
+    ];
     for who in BOTH {
-        for cpus in ["", "taskset -c 0", "taskset -c 0-$(($(nproc --all) - 1))"] {
-            let ctx = format!("{who:?} {cpus:?}");
+        for (cpus, front) in ["", "taskset -c 0", "taskset -c 0-$(($(nproc --all) - 1))"]
+            .into_iter()
+            .flat_map(|c| front_ends.iter().map(move |f| (c, f)))
+        {
+            let ctx = format!("{who:?} {cpus:?} {front:?}");
             let host = common::host_sh(who, &format!("exec {cpus} {read}"));
             assert_exit(&host, 0, &format!("host control, {ctx}"));
             assert!(
@@ -1618,7 +1629,9 @@ fn the_task_runs_on_the_callers_cpus() {
                 show(&host)
             );
             for _ in 0..3 {
-                let o = common::host_sh(who, &format!("exec {cpus} {bin} run -- {read}"));
+                // (A redirection anywhere in the line is the shell's: --info-fd gets fd 3.)
+                let line = format!("exec {cpus} {bin} {front} {read}");
+                let o = common::host_sh(who, &line);
                 assert_exit(&o, 0, &ctx);
                 assert_eq!(stdout(&o), stdout(&host), "{ctx}: {}", show(&o));
             }
