@@ -1181,29 +1181,9 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
     {
         match crate::launch::run(spec) {
             Ok(outcome) => outcome.exit_code(),
-            Err(crate::launch::Failure::Exec(code, msg)) => {
-                // execvp's errno, as bubblewrap reports it: ENOENT also for a file whose
-                // interpreter is missing, else the errno execve failed with (EACCES, or EPERM
-                // from a seccomp filter, say).
-                let too_long = crate::sys::errno_text(Errno::ENAMETOOLONG);
-                let why = if code == crate::spec::exit::NOT_FOUND && msg.ends_with(too_long) {
-                    // glibc's execvp refuses a name past NAME_MAX before it searches.
-                    too_long
-                } else if code == crate::spec::exit::NOT_FOUND
-                    || msg.ends_with(crate::boundary::NO_INTERPRETER)
-                {
-                    "No such file or directory"
-                } else {
-                    match msg.rsplit_once("cannot execute: ") {
-                        // A file the kernel cannot start, with no /bin/sh to run it: execvp(3)
-                        // reports the shell's ENOENT.
-                        Some((_, e)) if e == crate::sys::errno_text(Errno::ENOEXEC) => {
-                            "No such file or directory"
-                        }
-                        Some((_, e)) => e,
-                        None => "Permission denied",
-                    }
-                };
+            // The errno glibc's execvp failed with, as bubblewrap reports it (boundary::exec
+            // searches as execvp does and sends its text alone).
+            Err(crate::launch::Failure::Exec(_, why)) => {
                 die(&format!("execvp {}: {why}", spec.argv[0]))
             }
             Err(crate::launch::Failure::Setup(msg)) | Err(crate::launch::Failure::Usage(msg)) => {

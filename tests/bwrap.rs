@@ -2191,6 +2191,139 @@ fn exec_failures_name_execvps_errno() {
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
 }
 
+/// The PATH search goes on, as glibc's execvp (bubblewrap's) does, past a directory without
+/// the file (ENOENT, ENOTDIR) or a file it may not run (EACCES, which is reported if nothing
+/// runs), and stops at any other errno: an entry with a name past 255 bytes, a symlink loop,
+/// a file open for writing (ETXTBSY), each before a /usr/bin holding the command. airlock
+/// had gone on and run /usr/bin's. When nothing runs the last entry's errno is reported
+/// (ENOTDIR when it is a file, also after a script /bin/sh is missing to run), EACCES before
+/// a file whose #! interpreter is missing, and a path with a file for a directory is ENOTDIR;
+/// airlock had said ENOENT of each. An entry longer than PATH_MAX - 1 is passed over, and
+/// glibc tries the working directory in its place.
+#[test]
+fn the_path_search_stops_where_execvps_does() {
+    let d = tmpdir(0o755);
+    for sub in ["busy", "acc", "noint", "script", "cwd"] {
+        std::fs::create_dir(d.path().join(sub)).unwrap();
+    }
+    write(
+        &d.path().join("busy/true"),
+        b"#!/bin/sh\necho busy\n",
+        0o755,
+    );
+    write(&d.path().join("acc/x"), b"#!/bin/sh\necho acc\n", 0o644);
+    write(
+        &d.path().join("noint/x"),
+        b"#!/no/such/interpreter\n",
+        0o755,
+    );
+    write(&d.path().join("script/x"), b"echo script\n", 0o755);
+    write(
+        &d.path().join("cwd/x"),
+        b"#!/bin/sh\necho from-cwd\n",
+        0o755,
+    );
+    let dir = |sub: &str| d.path().join(sub).display().to_string();
+    let (busy, acc, noint, script, cwd) = (
+        dir("busy"),
+        dir("acc"),
+        dir("noint"),
+        dir("script"),
+        dir("cwd"),
+    );
+    let long = format!("/{}:/usr/bin", "a".repeat(300));
+    let longest = format!("/{}:/usr/bin", "b".repeat(4100));
+    // A root without /bin/sh, for the script execvp hands to it.
+    let no_sh = [
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+    ];
+    let path = |root: &[&str], path: &str, more: &[&str]| {
+        let mut args: Vec<String> = root.iter().map(|a| a.to_string()).collect();
+        args.extend(["--setenv", "PATH", path].map(String::from));
+        args.extend(more.iter().map(|a| a.to_string()));
+        case(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let cases = [
+        (
+            path(MIN, &long, &["true"]),
+            "bwrap: execvp true: File name too long\n",
+        ),
+        (
+            path(
+                MIN,
+                "/loop:/usr/bin",
+                &["--symlink", "loop", "/loop", "true"],
+            ),
+            "bwrap: execvp true: Too many levels of symbolic links\n",
+        ),
+        (
+            path(MIN, "/d:/usr/bin", &["--ro-bind", &busy, "/d", "true"])
+                .pre(&format!("exec 7>>{busy}/true")),
+            "bwrap: execvp true: Text file busy\n",
+        ),
+        (
+            path(
+                MIN,
+                "/n:/a",
+                &["--ro-bind", &noint, "/n", "--ro-bind", &acc, "/a", "x"],
+            ),
+            "bwrap: execvp x: Permission denied\n",
+        ),
+        (
+            path(MIN, "/no/such:/usr/bin/env", &["nosuch"]),
+            "bwrap: execvp nosuch: Not a directory\n",
+        ),
+        (
+            case(&with(MIN, &["/usr/bin/env/x"])),
+            "bwrap: execvp /usr/bin/env/x: Not a directory\n",
+        ),
+        (
+            path(
+                &no_sh,
+                "/s:/usr/bin/env",
+                &["--ro-bind", &script, "/s", "x"],
+            ),
+            "bwrap: execvp x: Not a directory\n",
+        ),
+        (
+            path(
+                MIN,
+                &longest,
+                &["--ro-bind", &cwd, "/c", "--chdir", "/c", "x"],
+            ),
+            "",
+        ),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (c, says) in &cases {
+            let (b, differs) = word_for_word(c, who);
+            assert_eq!(
+                b.stderr,
+                *says,
+                "bubblewrap as {who:?} {:?}: {}",
+                c.args,
+                b.show()
+            );
+            let out = if says.is_empty() { "from-cwd\n" } else { "" };
+            assert_eq!(
+                b.stdout,
+                out,
+                "bubblewrap as {who:?} {:?}: {}",
+                c.args,
+                b.show()
+            );
+            wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "airlock differs:\n{}", wrong.join("\n"));
+}
+
 /// --seccomp with --add-seccomp-fd is refused in either order, each order with its own
 /// message; a repeated --seccomp warns and the last one applies. airlock accepts both
 /// combinations (installing every filter) and refuses a repeated --seccomp.

@@ -111,9 +111,10 @@ pub(super) struct ExecPlan {
     argv0: Option<CString>,
     envp: Vec<CString>,
     path: String,
-    /// `airlock run` says why execve refused a file it found (a directory, no execute bit);
-    /// bwrap mode reports execvp's errno alone, as bubblewrap does.
-    say_why_denied: bool,
+    /// bwrap mode looks the command up as glibc's execvp(3), bubblewrap's, does, and reports
+    /// its errno alone; `airlock run` as bash does, saying why execve refused a file it found
+    /// (a directory, no execute bit).
+    as_execvp: bool,
 }
 
 impl ExecPlan {
@@ -144,7 +145,7 @@ impl ExecPlan {
                     Some(_) => GLIBC_DEFAULT_PATH.into(),
                     None => spec::SAFE_PATH.into(),
                 }),
-            say_why_denied: spec.bwrap.is_none(),
+            as_execvp: spec.bwrap.is_some(),
         }
     }
 }
@@ -265,24 +266,103 @@ pub(super) fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> 
             None => err.to_string(),
         });
     }
-    let (code, msg) = exec_search(plan);
+    let (code, msg) = match plan.as_execvp {
+        // bubblewrap's child dies with 1 when execvp fails; bwrap.rs says its errno.
+        true => (1, sys::errno_text(execvp(plan)).to_string()),
+        false => exec_search(plan),
+    };
     let _ = channel::send(sock, &Msg::ExecFailed(code, msg));
     sys::exit_now(code)
 }
 
 /// Why a file that is there could not be started: execve's ENOENT for an existing file.
-pub const NO_INTERPRETER: &str =
+const NO_INTERPRETER: &str =
     "the interpreter its #! line names (or its ELF loader) is not in the sandbox";
 
-/// execve argv[0], searching `path` when it has no '/'. Returns only on failure: 127 when no
-/// such command exists, 126 when one exists but cannot be executed.
-fn exec_search(plan: &ExecPlan) -> (i32, String) {
-    let (envp, path) = (&plan.envp, plan.path.as_str());
-    // bwrap's --argv0: the program is looked up by its real name, started under another.
+/// The argv execve is given: bwrap's --argv0 names the program started, looked up by its
+/// real name.
+fn task_argv(plan: &ExecPlan) -> Vec<CString> {
     let mut argv = plan.argv.clone();
     if let Some(a0) = &plan.argv0 {
         argv[0] = a0.clone();
     }
+    argv
+}
+
+/// execve `file`; a file the kernel cannot start (ENOEXEC: no #! line) is a shell script to
+/// execvp(3), which /bin/sh runs with its path as $0. The errno of the last execve.
+fn execve_or_sh(file: &CString, argv: &[CString], envp: &[CString]) -> Errno {
+    match nix::unistd::execve(file, argv, envp).unwrap_err() {
+        Errno::ENOEXEC => sh_script(file, argv, envp),
+        e => e,
+    }
+}
+
+/// execve /bin/sh with `file` as its script and argv's arguments after it.
+fn sh_script(file: &CString, argv: &[CString], envp: &[CString]) -> Errno {
+    let mut sh = vec![sys::cstring("/bin/sh"), file.clone()];
+    sh.extend(argv.iter().skip(1).cloned());
+    nix::unistd::execve(&sh[0], &sh, envp).unwrap_err()
+}
+
+/// bwrap mode: execve argv[0] as glibc's execvp(3) finds it (bubblewrap calls it), returning
+/// only on failure, with the errno execvp fails with. An empty name is ENOENT; a name with a
+/// '/' is tried alone; a name past NAME_MAX is ENAMETOOLONG before any search. On PATH, a
+/// file missing or denied (ENOENT, ENOTDIR, ESTALE, ENODEV, ETIMEDOUT; EACCES, remembered)
+/// sends the search on to the next entry; any other errno (ELOOP, ENAMETOOLONG of an entry,
+/// ETXTBSY, E2BIG, a filter's EPERM) ends it and is the answer. Past the last entry the
+/// answer is EACCES if any entry denied it, else the last entry's errno (ENOTDIR where that
+/// entry is a file). An entry longer than a PATH capped at PATH_MAX - 1 bytes could be is
+/// not tried, and glibc tries the working directory in its place if more entries follow.
+fn execvp(plan: &ExecPlan) -> Errno {
+    let (envp, name) = (&plan.envp, plan.argv[0].as_bytes());
+    let argv = task_argv(plan);
+    if name.is_empty() {
+        return Errno::ENOENT;
+    }
+    if name.contains(&b'/') {
+        return execve_or_sh(&plan.argv[0], &argv, envp);
+    }
+    if name.len() > libc::NAME_MAX as usize {
+        return Errno::ENAMETOOLONG;
+    }
+    let path = plan.path.as_bytes();
+    let room = path.len().min(libc::PATH_MAX as usize - 1) + 1;
+    let entries: Vec<&[u8]> = path.split(|&b| b == b':').collect();
+    let (mut denied, mut last) = (false, None);
+    for (i, dir) in entries.iter().enumerate() {
+        let dir: &[u8] = match dir.len() >= room {
+            true if i + 1 == entries.len() => break,
+            true => b"",
+            false => dir,
+        };
+        let mut file = dir.to_vec();
+        if !dir.is_empty() {
+            file.push(b'/');
+        }
+        file.extend_from_slice(name);
+        let file = CString::new(file).expect("no NUL in PATH or the name");
+        let e = execve_or_sh(&file, &argv, envp);
+        match e {
+            Errno::EACCES => denied = true,
+            Errno::ENOENT | Errno::ESTALE | Errno::ENOTDIR | Errno::ENODEV | Errno::ETIMEDOUT => {}
+            other => return other,
+        }
+        last = Some(e);
+    }
+    match (denied, last) {
+        (true, _) => Errno::EACCES,
+        (false, Some(e)) => e,
+        // Nothing tried (PATH one entry too long): glibc leaves errno as it was.
+        (false, None) => Errno::ENOENT,
+    }
+}
+
+/// `airlock run`: execve argv[0], searching `path` when it has no '/'. Returns only on
+/// failure: 127 when no such command exists, 126 when one exists but cannot be executed.
+fn exec_search(plan: &ExecPlan) -> (i32, String) {
+    let (envp, path) = (&plan.envp, plan.path.as_str());
+    let argv = task_argv(plan);
     let name = plan.argv[0].to_string_lossy().into_owned();
     let candidates: Vec<CString> = if name.is_empty() {
         // No file has an empty name (execvp(3) fails with ENOENT rather than trying "DIR/").
@@ -313,19 +393,14 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
                 denied.get_or_insert((Errno::ENOENT, c));
             }
             Errno::ENOENT | Errno::ENOTDIR => {}
-            // A file the kernel cannot start (no #! line) is a shell script to execvp(3), and so
-            // to bubblewrap: /bin/sh runs it, with its path as $0.
+            // A file the kernel cannot start (no #! line) is a shell script: /bin/sh runs it,
+            // with its path as $0, as execvp(3) does. Without /bin/sh it cannot be executed.
             Errno::ENOEXEC => {
-                let mut sh = vec![sys::cstring("/bin/sh"), c.clone()];
-                sh.extend(argv.iter().skip(1).cloned());
-                let e = nix::unistd::execve(&sh[0], &sh, envp).unwrap_err();
-                denied.get_or_insert((
-                    match e {
-                        Errno::ENOENT => Errno::ENOEXEC,
-                        other => other,
-                    },
-                    c,
-                ));
+                let e = match sh_script(c, &argv, envp) {
+                    Errno::ENOENT => Errno::ENOEXEC,
+                    other => other,
+                };
+                denied.get_or_insert((e, c));
             }
             other => {
                 denied.get_or_insert((other, c));
@@ -338,8 +413,8 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
             format!("{name}: cannot execute: {NO_INTERPRETER}"),
         ),
         Some((e, file)) => {
-            let why = match (e, plan.say_why_denied) {
-                (Errno::EACCES, true) => why_not_executable(file),
+            let why = match e {
+                Errno::EACCES => why_not_executable(file),
                 _ => String::new(),
             };
             (

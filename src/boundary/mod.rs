@@ -39,7 +39,6 @@ mod hint;
 mod userns;
 
 pub use contents::{DEV_LINKS, DEVICES, GENERATED_ETC, etc_from_host, hosts_sources};
-pub use exec::NO_INTERPRETER;
 pub use fs::{bind_source_route, walk_route, writable_sources};
 #[cfg(test)]
 pub use hint::ENOTSUPP;
