@@ -827,6 +827,112 @@ fn a_command_name_past_255_bytes_exits_as_bash_does() {
     }
 }
 
+/// A command path that cannot be followed to a file is refused as bash refuses it: 126,
+/// saying the kernel's words, for a file where a directory should be (ENOTDIR: airlock had
+/// said "command not found", 127, as dash does), a symlink loop, a directory it may not
+/// search; 127 only where nothing is there (ENOENT). On PATH, bash's search passes over an
+/// entry that loops, and a name found nowhere else is not found (127; airlock had said
+/// "cannot execute", 126). Each code is checked against bash's on the host, run as uid
+/// 65534 (as root it could search the directory of mode 0).
+#[test]
+fn a_command_path_that_cannot_be_followed_exits_as_bash_does() {
+    let dir = tmpdir();
+    std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+    let closed = dir.path().join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let host = dir.path().display().to_string();
+    let bind = format!("{host}:/h");
+    let slash = [
+        ("/etc/passwd/x", 126, "cannot execute: Not a directory"),
+        (
+            "/h/loop/x",
+            126,
+            "cannot execute: Too many levels of symbolic links",
+        ),
+        (
+            "/h/loop",
+            126,
+            "cannot execute: Too many levels of symbolic links",
+        ),
+        ("/h/closed/x", 126, "cannot execute: Permission denied"),
+        ("/h/no-such/x", 127, "command not found"),
+    ];
+    let on_path = [
+        ("/h/loop", "x", 127, "command not found"),
+        ("/h", "loop", 127, "command not found"),
+    ];
+    let bash = |path: &str, cmd: &str| {
+        Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["/usr/bin/bash", "-c", r#""$@""#, "bash", cmd])
+            .env_clear()
+            .env("PATH", path)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .code()
+    };
+    for (cmd, code, _) in &slash {
+        let on_host = cmd.replace("/h/", &format!("{host}/"));
+        assert_eq!(bash("/usr/bin", &on_host), Some(*code), "bash {on_host}");
+    }
+    for (path, cmd, code, _) in &on_path {
+        let on_host = path.replace("/h", &host);
+        assert_eq!(
+            bash(&on_host, cmd),
+            Some(*code),
+            "bash PATH={on_host} {cmd}"
+        );
+    }
+    let kind = |code: i32| match code {
+        127 => "command_not_found",
+        _ => "command_not_executable",
+    };
+    for who in BOTH {
+        for (cmd, code, says) in &slash {
+            let run = al(
+                who,
+                &["run", "--json", "--ro-bind", &bind, "--", cmd],
+                SECS_10,
+            );
+            assert_eq!(run.code(), Some(*code), "{who:?} {cmd}: {}", run.show());
+            assert_eq!(
+                run.report(),
+                json!({"error": format!("{cmd}: {says}"), "error_kind": kind(*code),
+                       "exit_code": code}),
+                "{who:?}"
+            );
+        }
+        for (path, cmd, code, says) in &on_path {
+            let env = format!("PATH={path}");
+            let args = [
+                "run",
+                "--json",
+                "--ro-bind",
+                &bind,
+                "--env",
+                &env,
+                "--",
+                cmd,
+            ];
+            let run = al(who, &args, SECS_10);
+            assert_eq!(
+                run.code(),
+                Some(*code),
+                "{who:?} {env} {cmd}: {}",
+                run.show()
+            );
+            assert_eq!(
+                run.report(),
+                json!({"error": format!("{cmd}: {says}"), "error_kind": kind(*code),
+                       "exit_code": code}),
+                "{who:?} {env}"
+            );
+        }
+    }
+}
+
 /// The caller's own mistakes are bad usage (exit 2, a message naming the flag), found before
 /// anything is built: not an isolation step that failed (125). A bind source that does not
 /// exist; inputs larger than scratch. The run never starts.

@@ -358,8 +358,10 @@ fn execvp(plan: &ExecPlan) -> Errno {
     }
 }
 
-/// `airlock run`: execve argv[0], searching `path` when it has no '/'. Returns only on
-/// failure: 127 when no such command exists, 126 when one exists but cannot be executed.
+/// `airlock run`: execve argv[0], searching `path` when it has no '/', with bash's exit codes.
+/// Returns only on failure: 127 when no such command exists, 126 when one exists but cannot
+/// be executed, or a path to it cannot be followed (a file for a directory, a loop, a name
+/// past 255 bytes, a directory it may not search), as bash says.
 fn exec_search(plan: &ExecPlan) -> (i32, String) {
     let (envp, path) = (&plan.envp, plan.path.as_str());
     let argv = task_argv(plan);
@@ -383,16 +385,23 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
     for c in &candidates {
         let e = nix::unistd::execve(c, &argv, envp).unwrap_err();
         match e {
-            // A name searched for on PATH that no directory can hold (past 255 bytes), or a
-            // PATH entry too long to hold any: nothing there to run, as bash finds.
-            Errno::ENAMETOOLONG if !name.contains('/') => {}
+            // A name searched for on PATH that no directory can hold (past 255 bytes), a PATH
+            // entry too long to hold any, or one whose way loops (ELOOP: a symlink to itself):
+            // nothing there to run, as bash's search finds by stat (127 if nothing else is;
+            // airlock had said a looping entry "cannot execute", 126). bwrap mode's execvp
+            // stops at either instead.
+            Errno::ENAMETOOLONG | Errno::ELOOP if !name.contains('/') => {}
             // The file is there, but what it names to start it with is not: the interpreter of
             // its #! line or its ELF loader (a venv's script naming a host python, say). It
             // cannot be executed, as a shell says (126), rather than not found.
             Errno::ENOENT if nix::unistd::access(c.as_c_str(), AccessFlags::F_OK).is_ok() => {
                 denied.get_or_insert((Errno::ENOENT, c));
             }
-            Errno::ENOENT | Errno::ENOTDIR => {}
+            Errno::ENOENT => {}
+            // A PATH entry that is a file: bash's search passes over it. A path whose
+            // directory part is a file is refused (126, "Not a directory"), as bash does
+            // (dash says not found, 127); airlock had said "command not found".
+            Errno::ENOTDIR if !name.contains('/') => {}
             // A file the kernel cannot start (no #! line) is a shell script: /bin/sh runs it,
             // with its path as $0, as execvp(3) does. Without /bin/sh it cannot be executed.
             Errno::ENOEXEC => {
