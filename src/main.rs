@@ -68,8 +68,11 @@ Exit status:
   124      the timeout fired; the whole sandbox was killed
   125      an isolation step failed (the message names the step, the syscall, the path and
            the errno); the task never ran
-  126      the command was found but cannot be executed
-  127      the command was not found";
+  126      the command was found but cannot be executed, or a path to it (one with a /)
+           cannot be followed: a file where a directory should be, a symlink loop, a name
+           past 255 bytes, a directory it may not search (as bash says)
+  127      the command was not found (on PATH, an entry that is missing, a file, a loop or
+           too long is passed over); also a command name past 255 bytes";
 
 const REPORT_KEYS: &str = "\
 JSON report (--json, --request), every key present every time:

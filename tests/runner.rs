@@ -2956,6 +2956,52 @@ fn run_help_documents_every_exit_code_and_report_key() {
                  row:\n{two}\n{row}"
             );
         }
+        // The help's 126 and 127, one entry each with its own lines (as 2 and 125 have),
+        // name the cases the README's rows name: a path that cannot be followed is 126, as
+        // bash says (the help had said only "found but cannot be executed").
+        let entry = |code: &str, next: &str| {
+            words(
+                help.split(&format!("\n  {code} "))
+                    .nth(1)
+                    .and_then(|t| t.split(next).next())
+                    .unwrap_or(""),
+            )
+        };
+        let readme_row = |code: &str| {
+            readme
+                .split(&format!("| {code} | "))
+                .nth(1)
+                .and_then(|t| t.split(" | ").next())
+                .unwrap_or("")
+                .replace('`', "")
+        };
+        for (code, next, cases) in [
+            (
+                "126",
+                "\n  127 ",
+                &[
+                    "cannot be executed",
+                    "a file where a directory should be",
+                    "a symlink loop",
+                    "past 255 bytes",
+                    "a directory it may not search",
+                ][..],
+            ),
+            (
+                "127",
+                "\n\n",
+                &["not found", "passed over", "a command name past 255 bytes"][..],
+            ),
+        ] {
+            let (text, row) = (entry(code, next), readme_row(code));
+            for case in cases {
+                assert!(
+                    text.contains(case) && row.contains(case),
+                    "{who:?}: {case:?} not in both the help's exit status {code} and the \
+                     README's row:\n{text}\n{row}"
+                );
+            }
+        }
         let keys = [
             "exit_code",
             "signal",
