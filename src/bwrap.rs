@@ -810,8 +810,21 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     // capabilities reach no namespace that existed before it: the kernel refuses any join
     // but one made with --userns, or by a root caller that made no user namespace. airlock's
     // launcher would join with the caller's credentials (the host's pid namespace included).
-    if io.pidns_fd.is_some() && want_userns && io.userns_fd.is_none() {
-        return err("Setting pidns failed: Operation not permitted");
+    if let Some(fd) = io
+        .pidns_fd
+        .filter(|_| want_userns && io.userns_fd.is_none())
+    {
+        // setns(2) checks the descriptor before the capability: one not open, or not a pid
+        // namespace, fails as it does under bubblewrap.
+        let errno = match crate::sys::dup_fd(fd) {
+            Err(_) => Errno::EBADF,
+            Ok(d) if crate::sys::ns_type(&d) != Some(libc::CLONE_NEWPID) => Errno::EINVAL,
+            Ok(_) => Errno::EPERM,
+        };
+        return err(format!(
+            "Setting pidns failed: {}",
+            crate::sys::errno_text(errno)
+        ));
     }
     let identity_map = caller.is_root && !want_userns && io.userns_fd.is_none();
     let (uid, gid) = match (caller.is_root, identity_map) {

@@ -2948,9 +2948,17 @@ fn join_and_hostname_failures_read_as_bubblewraps() {
             wrong.extend(differs);
         }
     }
-    for (fd, pre) in [("9", ""), ("5", "exec 5</dev/null")] {
+    // As uid 65534 too, where airlock refuses the join before the launch: bubblewrap's setns
+    // checks the descriptor first (EBADF, EINVAL for one that is not a pid namespace), where
+    // airlock had said EPERM for every descriptor.
+    let joins = [
+        ("9", ""),
+        ("5", "exec 5</dev/null"),
+        ("5", "exec 5</proc/self/ns/net"),
+    ];
+    for (who, (fd, pre)) in BOTH.into_iter().flat_map(|w| joins.map(|j| (w, j))) {
         let c = case(&with(MIN, &["--pidns", fd, "true"])).pre(pre);
-        let [b, a] = c.run_all(Launcher::Root);
+        let [b, a] = c.run_all(who);
         let first = |r: &Res| r.stderr.lines().next().unwrap_or("").to_string();
         assert!(
             first(&b).starts_with("bwrap: Setting pidns failed: "),
@@ -2958,7 +2966,11 @@ fn join_and_hostname_failures_read_as_bubblewraps() {
             b.show()
         );
         if (b.code, first(&b)) != (a.code, a.stderr.trim_end().to_string()) {
-            wrong.push(format!("--pidns {fd}:\n{}\n{}", b.show(), a.show()));
+            wrong.push(format!(
+                "{who:?} --pidns {fd} ({pre}):\n{}\n{}",
+                b.show(),
+                a.show()
+            ));
         }
     }
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
