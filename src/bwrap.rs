@@ -760,7 +760,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     // and --seccomp its one after that: each closed once read. --bind-fd closes its own once
     // bound. (A --bind-fd of a descriptor closed before it is refused here, in bubblewrap's
     // words.)
-    let mut read = read_at_parse;
+    let mut read = read_at_parse.clone();
     for op in fs.iter_mut() {
         match op {
             FsOp::File { fd, .. } => {
@@ -771,6 +771,12 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 return err(format!(
                     "Can't find source path /proc/self/fd/{fd}: No such file or directory"
                 ));
+            }
+            // bubblewrap resolves every source before it sets anything up, binds by that path,
+            // then checks the bind against the descriptor: one an earlier --bind-fd, --file or
+            // --bind-data closed fails that check.
+            FsOp::BindFd { fd, .. } if read.contains(fd) && !read_at_parse.contains(fd) => {
+                return err(format!("Can't stat fd {fd}: Bad file descriptor"));
             }
             FsOp::BindFd { fd, .. } if !read.contains(fd) => read.push(*fd),
             _ => {}
@@ -1175,7 +1181,12 @@ pub fn main(args: &[String]) -> i32 {
                 .flat_map(|b| [b.info_fd, b.json_status_fd])
                 .flatten()
             {
-                if crate::sys::dup_fd(fd).is_err() {
+                // bubblewrap's write to a descriptor not open for writing fails with EBADF too.
+                let writable = crate::sys::dup_fd(fd).is_ok_and(|d| {
+                    nix::fcntl::fcntl(&d, nix::fcntl::FcntlArg::F_GETFL)
+                        .is_ok_and(|fl| fl & libc::O_ACCMODE != libc::O_RDONLY)
+                });
+                if !writable {
                     let which = if Some(fd) == io.and_then(|b| b.info_fd) {
                         "info_fd"
                     } else {

@@ -2396,16 +2396,20 @@ fn json_status_fd_reports_setup_and_exec_failures() {
 }
 
 /// bubblewrap fails when the --info-fd descriptor is not open (exit 1, "Write to info_fd"; its
-/// sandbox process is then left behind, blocked: killed here by its unique command line);
-/// airlock silently runs the command without writing the information.
+/// sandbox process is then left behind, blocked: killed here by its unique command line), and
+/// so does airlock, before the launch. The same for a descriptor open for reading only, where
+/// airlock had run the command and written nothing.
 #[test]
 fn info_fd_not_open_is_an_error() {
     let d = tmpdir(0o755);
-    let script = format!(
-        r#"$BW "$@" >{0}/out 2>{0}/err; echo "exit $?"; cat {0}/err"#,
-        d.path().display()
-    );
-    for who in BOTH {
+    for (who, open) in BOTH
+        .into_iter()
+        .flat_map(|w| [(w, ""), (w, "exec 8</dev/null; ")])
+    {
+        let script = format!(
+            r#"{open}$BW "$@" >{0}/out 2>{0}/err; echo "exit $?"; cat {0}/err"#,
+            d.path().display()
+        );
         let mut seen = vec![];
         for imp in IMPS {
             let t = token();
@@ -2431,8 +2435,40 @@ fn info_fd_not_open_is_an_error() {
             "{}",
             b.show()
         );
-        assert_eq!(a.stdout, b.stdout, "as {who:?}: {}", a.show());
+        assert_eq!(a.stdout, b.stdout, "as {who:?} ({open}): {}", a.show());
     }
+}
+
+/// A descriptor an earlier --bind-fd, --file or --bind-data consumed cannot be bound again:
+/// bubblewrap resolves every source before it sets anything up and checks each bind against
+/// its descriptor afterwards, which fails (`Can't stat fd 3: Bad file descriptor`, exit 1),
+/// where airlock had bound the directory a second time. A pipe has no path to bind: bubblewrap
+/// names `/proc/self/fd/3` as the source it cannot find, where airlock had named `pipe:[N]`.
+#[test]
+fn a_descriptor_consumed_before_cannot_be_bound_again() {
+    let d = tmpdir(0o755);
+    let dir = format!("exec 3<{}", d.path().display());
+    let file = "exec 3</etc/hostname";
+    let lines: [(&[&str], &str); 5] = [
+        (
+            &["--ro-bind-fd", "3", "/a", "--ro-bind-fd", "3", "/b"],
+            &dir,
+        ),
+        (&["--bind-fd", "3", "/a", "--ro-bind-fd", "3", "/b"], &dir),
+        (&["--file", "3", "/a", "--ro-bind-fd", "3", "/b"], file),
+        (&["--bind-data", "3", "/a", "--ro-bind-fd", "3", "/b"], file),
+        (&["--ro-bind-fd", "3", "/b"], "exec 3< <(echo x)"),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (opts, pre) in lines {
+            let c = case(&with(&with(MIN, opts), &["echo", "ran"])).pre(pre);
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
 }
 
 /// The --sync-fd pipe reaches EOF only once the sandbox has ended.

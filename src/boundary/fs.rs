@@ -373,6 +373,13 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
             let path = named(nix::fcntl::readlink(link.as_str()), || {
                 format!("readlink({link:?})")
             })?;
+            // A pipe or socket (`pipe:[N]`) has no path to bind, as bubblewrap's realpath finds.
+            if !path.as_encoded_bytes().starts_with(b"/") {
+                return Err(SysError {
+                    call: format!("readlink({link:?})"),
+                    errno: Errno::ENOENT,
+                });
+            }
             let copy = tree(Path::new(&path), access_attrs(*access))?;
             let Prepared::Tree { fd: ref t, .. } = copy else {
                 unreachable!("tree() returns a Tree")
