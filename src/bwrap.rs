@@ -969,6 +969,16 @@ pub fn message(e: &StepError) -> String {
         let link = call.split('"').nth(1).unwrap_or("");
         return format!("Can't find source path {link}: {errno}");
     }
+    if let Some(rest) = call.strip_prefix("bind mount ") {
+        let mut quoted = rest.split('"').skip(1).step_by(2);
+        let (src, dest) = (quoted.next().unwrap_or(""), quoted.next().unwrap_or(""));
+        // bubblewrap names the source as it resolved it (symlinks and `..` gone); the host is
+        // out of reach here, so the source is named as given.
+        return format!(
+            "Can't bind mount /oldroot{src} on /newroot{dest}: Unable to mount source on \
+             destination: {errno}"
+        );
+    }
     if call.starts_with("copy fd ") {
         let dest = call.split('"').nth(1).unwrap_or("");
         return format!("Can't write data to file {dest}: {errno}");

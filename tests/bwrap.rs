@@ -4281,6 +4281,87 @@ fn a_file_bound_onto_a_dangling_symlink_covers_the_link() {
     }
 }
 
+/// A directory bound onto a symlink: where the link leads nowhere in bubblewrap's view (a
+/// dangling link, or an absolute one, which bubblewrap follows outside the sandbox being
+/// built) both fail word for word as bubblewrap's mount(2) does (`Can't bind mount /oldroot/SRC
+/// on /newroot/DEST: Unable to mount source on destination: No such file or directory`), where
+/// airlock had said `Can't mkdir /y: Not a directory`, or named its own move_mount for the
+/// form with a trailing `/`. A relative link to a directory, which bubblewrap follows and
+/// airlock refuses on purpose, is refused in the same words (ELOOP), not as a bare
+/// `move_mount(<tree>, "/y"): Invalid argument`.
+#[test]
+fn a_directory_bound_onto_a_symlink_fails_in_bubblewraps_words() {
+    let fails = |dest: &str| {
+        format!(
+            "bwrap: Can't bind mount /oldroot/usr/share on /newroot{dest}: Unable to mount source \
+             on destination: No such file or directory\n"
+        )
+    };
+    let lines: [(&[&str], String); 4] = [
+        (
+            &["--symlink", "nope", "/y", "--ro-bind", "/usr/share", "/y"],
+            fails("/y"),
+        ),
+        (
+            &["--symlink", "/nope", "/y", "--ro-bind", "/usr/share", "/y"],
+            fails("/y"),
+        ),
+        (
+            &[
+                "--dir",
+                "/t",
+                "--symlink",
+                "/t",
+                "/y",
+                "--ro-bind",
+                "/usr/share",
+                "/y",
+            ],
+            fails("/y"),
+        ),
+        (
+            &["--symlink", "nope", "/y", "--ro-bind", "/usr/share", "/y/"],
+            fails("/y/"),
+        ),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (opts, says) in &lines {
+            let c = case(&with(&with(MIN, opts), &["echo", "ran"]));
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!((b.code, &b.stderr), (1, says), "{}", b.show());
+            wrong.extend(differs);
+        }
+        let c = case(&with(
+            MIN,
+            &[
+                "--dir",
+                "/t",
+                "--symlink",
+                "t",
+                "/y",
+                "--ro-bind",
+                "/usr/share",
+                "/y",
+            ],
+        ))
+        .sh("echo ran");
+        let [b, a] = c.run_all(who);
+        assert_eq!((b.code, b.stdout.as_str()), (0, "ran\n"), "{}", b.show());
+        assert_eq!(
+            (a.code, a.stderr.as_str()),
+            (
+                1,
+                "bwrap: Can't bind mount /oldroot/usr/share on /newroot/y: Unable to mount \
+                 source on destination: Too many levels of symbolic links\n"
+            ),
+            "{}",
+            a.show()
+        );
+    }
+    assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
+}
+
 /// --dir onto a symlink already there: a link that leads to a directory or to nothing is left
 /// as it is, a link to a file is "Not a directory", word for word as bubblewrap reports it
 /// (airlock accepted it before, leaving a file where a directory was asked for).
