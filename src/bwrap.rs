@@ -420,6 +420,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut overlay_sources: Vec<PathBuf> = Vec::new();
     // Descriptors bubblewrap reads and closes as it parses (--args, --add-seccomp-fd).
     let mut read_at_parse: Vec<i32> = Vec::new();
+    // Of those, the --args descriptors.
+    let mut args_fds: Vec<i32> = Vec::new();
 
     // The caller's own arguments still to read: the last `outer` of the queue, behind those
     // an --args descriptor gave. An option read from the descriptor takes its values from
@@ -490,6 +492,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--args not supported in arguments file");
                 }
                 let fd = fd_arg(&mut named, &take!(a))?;
+                args_fds.push(fd);
                 let extra = read_args_fd(fd, &mut read_at_parse)?;
                 total += extra.len();
                 if total > MAX_ARGS {
@@ -761,8 +764,15 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     // bound. (A --bind-fd of a descriptor closed before it is refused here, in bubblewrap's
     // words.)
     let mut read = read_at_parse.clone();
+    // bubblewrap's sandbox closes the --info-fd and --json-status-fd descriptors (its launcher
+    // writes them) before it reads --file and --seccomp data from its descriptors.
+    let status_fds: Vec<i32> = [io.info_fd, io.json_status_fd]
+        .into_iter()
+        .flatten()
+        .collect();
     for op in fs.iter_mut() {
         match op {
+            FsOp::File { fd, bind: None, .. } if status_fds.contains(fd) => *fd = -1,
             FsOp::File { fd, .. } => {
                 open(fd);
                 *fd = read_once(*fd, &mut read);
@@ -784,7 +794,10 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     }
     if have_seccomp {
         for fd in seccomp_fds.iter_mut() {
-            *fd = read_once(*fd, &mut read);
+            *fd = match status_fds.contains(fd) {
+                true => -1,
+                false => read_once(*fd, &mut read),
+            };
         }
     }
     user_namespace_conflicts(&io, unshare_user, user_try, disable_userns)?;
@@ -855,6 +868,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 .collect()
         }
     };
+    // A status descriptor that --args read was closed before bubblewrap's launcher writes to
+    // it. (--add-seccomp-fd's data is checked first, where airlock's boundary reads it.)
+    for (which, fd) in [
+        ("info_fd", io.info_fd),
+        ("json_status_fd", io.json_status_fd),
+    ] {
+        if fd.is_some_and(|fd| args_fds.contains(&fd)) {
+            return err(format!("Write to {which}: Bad file descriptor"));
+        }
+    }
     Ok(Parsed::Run(Box::new(Spec {
         argv: command,
         env,

@@ -2471,6 +2471,64 @@ fn a_descriptor_consumed_before_cannot_be_bound_again() {
     assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
 }
 
+/// The --info-fd and --json-status-fd descriptors belong to bubblewrap's launcher: its sandbox
+/// closes them before reading --file and --seccomp data, which then fail as from a closed
+/// descriptor (EBADF), and one --args read is closed before the launcher writes to it
+/// (`Write to info_fd: Bad file descriptor`; bubblewrap leaves its sandbox behind, killed here
+/// by its unique command line). airlock had read the data and written the status there.
+/// (--bind-data from the same descriptor runs in both.)
+#[test]
+fn status_descriptors_are_not_the_sandboxs_to_read() {
+    let d = tmpdir(0o755);
+    let f = d.path().join("rw");
+    // Output through files: bubblewrap's sandbox left behind holds the launcher's pipes.
+    let script = format!(
+        r#"exec 3<>{f}; $BW "$@" >{d}/out 2>{d}/err; echo "exit $?"; cat {d}/out {d}/err"#,
+        f = f.display(),
+        d = d.path().display()
+    );
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (opts, says) in [
+            (
+                &["--file", "3", "/a", "--info-fd", "3"][..],
+                "exit 1\nbwrap: Can't write data to file /a: Bad file descriptor\n",
+            ),
+            (
+                &["--json-status-fd", "3", "--file", "3", "/a"][..],
+                "exit 1\nbwrap: Can't write data to file /a: Bad file descriptor\n",
+            ),
+            (
+                &["--seccomp", "3", "--info-fd", "3"][..],
+                "exit 1\nbwrap: Can't read seccomp data: Bad file descriptor\n",
+            ),
+            (
+                &["--args", "3", "--info-fd", "3"][..],
+                "exit 1\nbwrap: Write to info_fd: Bad file descriptor\n",
+            ),
+            (
+                &["--bind-data", "3", "/a", "--info-fd", "3"][..],
+                "exit 0\nran\n",
+            ),
+        ] {
+            let t = token();
+            let args = with(&with(MIN, opts), &["sh", "-c", "echo ran", &t]);
+            let mut seen = vec![];
+            for imp in IMPS {
+                write(&f, b"", 0o666);
+                seen.push(case(&args).script(&script).run(imp, who));
+                kill_leftovers(&with(&[BUBBLEWRAP], &args));
+            }
+            let [b, a] = [&seen[0], &seen[1]];
+            assert_eq!(b.stdout, says, "{who:?} {opts:?}: {}", b.show());
+            if a.stdout != b.stdout {
+                wrong.push(format!("{who:?} {opts:?}: {}", a.show()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
+}
+
 /// The --sync-fd pipe reaches EOF only once the sandbox has ended.
 #[test]
 fn sync_fd() {
