@@ -420,6 +420,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     let mut overlay_sources: Vec<PathBuf> = Vec::new();
     // Descriptors bubblewrap reads and closes as it parses (--args, --add-seccomp-fd).
     let mut read_at_parse: Vec<i32> = Vec::new();
+    // Of those, the --args descriptors.
+    let mut args_fds: Vec<i32> = Vec::new();
 
     // The caller's own arguments still to read: the last `outer` of the queue, behind those
     // an --args descriptor gave. An option read from the descriptor takes its values from
@@ -490,6 +492,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     return err("--args not supported in arguments file");
                 }
                 let fd = fd_arg(&mut named, &take!(a))?;
+                args_fds.push(fd);
                 let extra = read_args_fd(fd, &mut read_at_parse)?;
                 total += extra.len();
                 if total > MAX_ARGS {
@@ -760,9 +763,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     // and --seccomp its one after that: each closed once read. --bind-fd closes its own once
     // bound. (A --bind-fd of a descriptor closed before it is refused here, in bubblewrap's
     // words.)
-    let mut read = read_at_parse;
+    let mut read = read_at_parse.clone();
+    // bubblewrap's sandbox closes the --info-fd and --json-status-fd descriptors (its launcher
+    // writes them) before it reads --file and --seccomp data from its descriptors.
+    let status_fds: Vec<i32> = [io.info_fd, io.json_status_fd]
+        .into_iter()
+        .flatten()
+        .collect();
     for op in fs.iter_mut() {
         match op {
+            FsOp::File { fd, bind: None, .. } if status_fds.contains(fd) => *fd = -1,
             FsOp::File { fd, .. } => {
                 open(fd);
                 *fd = read_once(*fd, &mut read);
@@ -772,13 +782,22 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                     "Can't find source path /proc/self/fd/{fd}: No such file or directory"
                 ));
             }
+            // bubblewrap resolves every source before it sets anything up, binds by that path,
+            // then checks the bind against the descriptor: one an earlier --bind-fd, --file or
+            // --bind-data closed fails that check.
+            FsOp::BindFd { fd, .. } if read.contains(fd) && !read_at_parse.contains(fd) => {
+                return err(format!("Can't stat fd {fd}: Bad file descriptor"));
+            }
             FsOp::BindFd { fd, .. } if !read.contains(fd) => read.push(*fd),
             _ => {}
         }
     }
     if have_seccomp {
         for fd in seccomp_fds.iter_mut() {
-            *fd = read_once(*fd, &mut read);
+            *fd = match status_fds.contains(fd) {
+                true => -1,
+                false => read_once(*fd, &mut read),
+            };
         }
     }
     user_namespace_conflicts(&io, unshare_user, user_try, disable_userns)?;
@@ -810,8 +829,21 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     // capabilities reach no namespace that existed before it: the kernel refuses any join
     // but one made with --userns, or by a root caller that made no user namespace. airlock's
     // launcher would join with the caller's credentials (the host's pid namespace included).
-    if io.pidns_fd.is_some() && want_userns && io.userns_fd.is_none() {
-        return err("Setting pidns failed: Operation not permitted");
+    if let Some(fd) = io
+        .pidns_fd
+        .filter(|_| want_userns && io.userns_fd.is_none())
+    {
+        // setns(2) checks the descriptor before the capability: one not open, or not a pid
+        // namespace, fails as it does under bubblewrap.
+        let errno = match crate::sys::dup_fd(fd) {
+            Err(_) => Errno::EBADF,
+            Ok(d) if crate::sys::ns_type(&d) != Some(libc::CLONE_NEWPID) => Errno::EINVAL,
+            Ok(_) => Errno::EPERM,
+        };
+        return err(format!(
+            "Setting pidns failed: {}",
+            crate::sys::errno_text(errno)
+        ));
     }
     let identity_map = caller.is_root && !want_userns && io.userns_fd.is_none();
     let (uid, gid) = match (caller.is_root, identity_map) {
@@ -836,6 +868,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 .collect()
         }
     };
+    // A status descriptor that --args read was closed before bubblewrap's launcher writes to
+    // it. (--add-seccomp-fd's data is checked first, where airlock's boundary reads it.)
+    for (which, fd) in [
+        ("info_fd", io.info_fd),
+        ("json_status_fd", io.json_status_fd),
+    ] {
+        if fd.is_some_and(|fd| args_fds.contains(&fd)) {
+            return err(format!("Write to {which}: Bad file descriptor"));
+        }
+    }
     Ok(Parsed::Run(Box::new(Spec {
         argv: command,
         env,
@@ -949,6 +991,16 @@ pub fn message(e: &StepError) -> String {
     if call.starts_with("readlink(\"/proc/self/fd/") {
         let link = call.split('"').nth(1).unwrap_or("");
         return format!("Can't find source path {link}: {errno}");
+    }
+    if let Some(rest) = call.strip_prefix("bind mount ") {
+        let mut quoted = rest.split('"').skip(1).step_by(2);
+        let (src, dest) = (quoted.next().unwrap_or(""), quoted.next().unwrap_or(""));
+        // bubblewrap names the source as it resolved it (symlinks and `..` gone); the host is
+        // out of reach here, so the source is named as given.
+        return format!(
+            "Can't bind mount /oldroot{src} on /newroot{dest}: Unable to mount source on \
+             destination: {errno}"
+        );
     }
     if call.starts_with("copy fd ") {
         let dest = call.split('"').nth(1).unwrap_or("");
@@ -1162,7 +1214,12 @@ pub fn main(args: &[String]) -> i32 {
                 .flat_map(|b| [b.info_fd, b.json_status_fd])
                 .flatten()
             {
-                if crate::sys::dup_fd(fd).is_err() {
+                // bubblewrap's write to a descriptor not open for writing fails with EBADF too.
+                let writable = crate::sys::dup_fd(fd).is_ok_and(|d| {
+                    nix::fcntl::fcntl(&d, nix::fcntl::FcntlArg::F_GETFL)
+                        .is_ok_and(|fl| fl & libc::O_ACCMODE != libc::O_RDONLY)
+                });
+                if !writable {
                     let which = if Some(fd) == io.and_then(|b| b.info_fd) {
                         "info_fd"
                     } else {

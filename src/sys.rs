@@ -846,6 +846,15 @@ pub fn dup_fd(fd: RawFd) -> SysResult<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(r) })
 }
 
+/// The type of namespace (`CLONE_NEW*`) a descriptor refers to, or None when it refers to no
+/// namespace (NS_GET_NSTYPE).
+pub fn ns_type(fd: &OwnedFd) -> Option<libc::c_int> {
+    const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+    // SAFETY: an ioctl without argument on a descriptor we own; it only returns a value.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_NSTYPE as _) };
+    (r >= 0).then_some(r)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Network
 

@@ -2171,11 +2171,17 @@ fn exec_failures_name_execvps_errno() {
             }
         }
         // A name past NAME_MAX: glibc's execvp refuses it before it searches; a path holding
-        // one fails in execve. Both ENAMETOOLONG.
+        // one fails in execve. Both ENAMETOOLONG. A path is not searched for, so its length
+        // alone says nothing: one whose first directory is missing fails with ENOENT before
+        // execve reaches the long name (airlock had said ENAMETOOLONG).
         let long = "a".repeat(300);
-        for cmd in [long.clone(), format!("/{long}/x")] {
+        for (cmd, why) in [
+            (long.clone(), "File name too long"),
+            (format!("/{long}/x"), "File name too long"),
+            (format!("nope/{long}"), "No such file or directory"),
+        ] {
             let (b, differs) = word_for_word(&case(&with(MIN, &[&cmd])), who);
-            let says = format!("bwrap: execvp {cmd}: File name too long\n");
+            let says = format!("bwrap: execvp {cmd}: {why}\n");
             assert_eq!(b.stderr, says, "{}", b.show());
             wrong.extend(differs);
         }
@@ -2523,16 +2529,20 @@ fn json_status_fd_reports_setup_and_exec_failures() {
 }
 
 /// bubblewrap fails when the --info-fd descriptor is not open (exit 1, "Write to info_fd"; its
-/// sandbox process is then left behind, blocked: killed here by its unique command line);
-/// airlock silently runs the command without writing the information.
+/// sandbox process is then left behind, blocked: killed here by its unique command line), and
+/// so does airlock, before the launch. The same for a descriptor open for reading only, where
+/// airlock had run the command and written nothing.
 #[test]
 fn info_fd_not_open_is_an_error() {
     let d = tmpdir(0o755);
-    let script = format!(
-        r#"$BW "$@" >{0}/out 2>{0}/err; echo "exit $?"; cat {0}/err"#,
-        d.path().display()
-    );
-    for who in BOTH {
+    for (who, open) in BOTH
+        .into_iter()
+        .flat_map(|w| [(w, ""), (w, "exec 8</dev/null; ")])
+    {
+        let script = format!(
+            r#"{open}$BW "$@" >{0}/out 2>{0}/err; echo "exit $?"; cat {0}/err"#,
+            d.path().display()
+        );
         let mut seen = vec![];
         for imp in IMPS {
             let t = token();
@@ -2558,8 +2568,98 @@ fn info_fd_not_open_is_an_error() {
             "{}",
             b.show()
         );
-        assert_eq!(a.stdout, b.stdout, "as {who:?}: {}", a.show());
+        assert_eq!(a.stdout, b.stdout, "as {who:?} ({open}): {}", a.show());
     }
+}
+
+/// A descriptor an earlier --bind-fd, --file or --bind-data consumed cannot be bound again:
+/// bubblewrap resolves every source before it sets anything up and checks each bind against
+/// its descriptor afterwards, which fails (`Can't stat fd 3: Bad file descriptor`, exit 1),
+/// where airlock had bound the directory a second time. A pipe has no path to bind: bubblewrap
+/// names `/proc/self/fd/3` as the source it cannot find, where airlock had named `pipe:[N]`.
+#[test]
+fn a_descriptor_consumed_before_cannot_be_bound_again() {
+    let d = tmpdir(0o755);
+    let dir = format!("exec 3<{}", d.path().display());
+    let file = "exec 3</etc/hostname";
+    let lines: [(&[&str], &str); 5] = [
+        (
+            &["--ro-bind-fd", "3", "/a", "--ro-bind-fd", "3", "/b"],
+            &dir,
+        ),
+        (&["--bind-fd", "3", "/a", "--ro-bind-fd", "3", "/b"], &dir),
+        (&["--file", "3", "/a", "--ro-bind-fd", "3", "/b"], file),
+        (&["--bind-data", "3", "/a", "--ro-bind-fd", "3", "/b"], file),
+        (&["--ro-bind-fd", "3", "/b"], "exec 3< <(echo x)"),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (opts, pre) in lines {
+            let c = case(&with(&with(MIN, opts), &["echo", "ran"])).pre(pre);
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!(b.code, 1, "{}", b.show());
+            wrong.extend(differs);
+        }
+    }
+    assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
+}
+
+/// The --info-fd and --json-status-fd descriptors belong to bubblewrap's launcher: its sandbox
+/// closes them before reading --file and --seccomp data, which then fail as from a closed
+/// descriptor (EBADF), and one --args read is closed before the launcher writes to it
+/// (`Write to info_fd: Bad file descriptor`; bubblewrap leaves its sandbox behind, killed here
+/// by its unique command line). airlock had read the data and written the status there.
+/// (--bind-data from the same descriptor runs in both.)
+#[test]
+fn status_descriptors_are_not_the_sandboxs_to_read() {
+    let d = tmpdir(0o755);
+    let f = d.path().join("rw");
+    // Output through files: bubblewrap's sandbox left behind holds the launcher's pipes.
+    let script = format!(
+        r#"exec 3<>{f}; $BW "$@" >{d}/out 2>{d}/err; echo "exit $?"; cat {d}/out {d}/err"#,
+        f = f.display(),
+        d = d.path().display()
+    );
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (opts, says) in [
+            (
+                &["--file", "3", "/a", "--info-fd", "3"][..],
+                "exit 1\nbwrap: Can't write data to file /a: Bad file descriptor\n",
+            ),
+            (
+                &["--json-status-fd", "3", "--file", "3", "/a"][..],
+                "exit 1\nbwrap: Can't write data to file /a: Bad file descriptor\n",
+            ),
+            (
+                &["--seccomp", "3", "--info-fd", "3"][..],
+                "exit 1\nbwrap: Can't read seccomp data: Bad file descriptor\n",
+            ),
+            (
+                &["--args", "3", "--info-fd", "3"][..],
+                "exit 1\nbwrap: Write to info_fd: Bad file descriptor\n",
+            ),
+            (
+                &["--bind-data", "3", "/a", "--info-fd", "3"][..],
+                "exit 0\nran\n",
+            ),
+        ] {
+            let t = token();
+            let args = with(&with(MIN, opts), &["sh", "-c", "echo ran", &t]);
+            let mut seen = vec![];
+            for imp in IMPS {
+                write(&f, b"", 0o666);
+                seen.push(case(&args).script(&script).run(imp, who));
+                kill_leftovers(&with(&[BUBBLEWRAP], &args));
+            }
+            let [b, a] = [&seen[0], &seen[1]];
+            assert_eq!(b.stdout, says, "{who:?} {opts:?}: {}", b.show());
+            if a.stdout != b.stdout {
+                wrong.push(format!("{who:?} {opts:?}: {}", a.show()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
 }
 
 /// The --sync-fd pipe reaches EOF only once the sandbox has ended.
@@ -3075,9 +3175,17 @@ fn join_and_hostname_failures_read_as_bubblewraps() {
             wrong.extend(differs);
         }
     }
-    for (fd, pre) in [("9", ""), ("5", "exec 5</dev/null")] {
+    // As uid 65534 too, where airlock refuses the join before the launch: bubblewrap's setns
+    // checks the descriptor first (EBADF, EINVAL for one that is not a pid namespace), where
+    // airlock had said EPERM for every descriptor.
+    let joins = [
+        ("9", ""),
+        ("5", "exec 5</dev/null"),
+        ("5", "exec 5</proc/self/ns/net"),
+    ];
+    for (who, (fd, pre)) in BOTH.into_iter().flat_map(|w| joins.map(|j| (w, j))) {
         let c = case(&with(MIN, &["--pidns", fd, "true"])).pre(pre);
-        let [b, a] = c.run_all(Launcher::Root);
+        let [b, a] = c.run_all(who);
         let first = |r: &Res| r.stderr.lines().next().unwrap_or("").to_string();
         assert!(
             first(&b).starts_with("bwrap: Setting pidns failed: "),
@@ -3085,7 +3193,11 @@ fn join_and_hostname_failures_read_as_bubblewraps() {
             b.show()
         );
         if (b.code, first(&b)) != (a.code, a.stderr.trim_end().to_string()) {
-            wrong.push(format!("--pidns {fd}:\n{}\n{}", b.show(), a.show()));
+            wrong.push(format!(
+                "{who:?} --pidns {fd} ({pre}):\n{}\n{}",
+                b.show(),
+                a.show()
+            ));
         }
     }
     assert!(wrong.is_empty(), "wording differs:\n{}", wrong.join("\n"));
@@ -4358,6 +4470,87 @@ fn a_file_bound_onto_a_dangling_symlink_covers_the_link() {
         assert_eq!((a.code, a.stdout.as_str()), (0, "new\n"), "{}", a.show());
         assert!(a_link, "{who:?}: the host's link is left as it was");
     }
+}
+
+/// A directory bound onto a symlink: where the link leads nowhere in bubblewrap's view (a
+/// dangling link, or an absolute one, which bubblewrap follows outside the sandbox being
+/// built) both fail word for word as bubblewrap's mount(2) does (`Can't bind mount /oldroot/SRC
+/// on /newroot/DEST: Unable to mount source on destination: No such file or directory`), where
+/// airlock had said `Can't mkdir /y: Not a directory`, or named its own move_mount for the
+/// form with a trailing `/`. A relative link to a directory, which bubblewrap follows and
+/// airlock refuses on purpose, is refused in the same words (ELOOP), not as a bare
+/// `move_mount(<tree>, "/y"): Invalid argument`.
+#[test]
+fn a_directory_bound_onto_a_symlink_fails_in_bubblewraps_words() {
+    let fails = |dest: &str| {
+        format!(
+            "bwrap: Can't bind mount /oldroot/usr/share on /newroot{dest}: Unable to mount source \
+             on destination: No such file or directory\n"
+        )
+    };
+    let lines: [(&[&str], String); 4] = [
+        (
+            &["--symlink", "nope", "/y", "--ro-bind", "/usr/share", "/y"],
+            fails("/y"),
+        ),
+        (
+            &["--symlink", "/nope", "/y", "--ro-bind", "/usr/share", "/y"],
+            fails("/y"),
+        ),
+        (
+            &[
+                "--dir",
+                "/t",
+                "--symlink",
+                "/t",
+                "/y",
+                "--ro-bind",
+                "/usr/share",
+                "/y",
+            ],
+            fails("/y"),
+        ),
+        (
+            &["--symlink", "nope", "/y", "--ro-bind", "/usr/share", "/y/"],
+            fails("/y/"),
+        ),
+    ];
+    let mut wrong = vec![];
+    for who in BOTH {
+        for (opts, says) in &lines {
+            let c = case(&with(&with(MIN, opts), &["echo", "ran"]));
+            let (b, differs) = word_for_word(&c, who);
+            assert_eq!((b.code, &b.stderr), (1, says), "{}", b.show());
+            wrong.extend(differs);
+        }
+        let c = case(&with(
+            MIN,
+            &[
+                "--dir",
+                "/t",
+                "--symlink",
+                "t",
+                "/y",
+                "--ro-bind",
+                "/usr/share",
+                "/y",
+            ],
+        ))
+        .sh("echo ran");
+        let [b, a] = c.run_all(who);
+        assert_eq!((b.code, b.stdout.as_str()), (0, "ran\n"), "{}", b.show());
+        assert_eq!(
+            (a.code, a.stderr.as_str()),
+            (
+                1,
+                "bwrap: Can't bind mount /oldroot/usr/share on /newroot/y: Unable to mount \
+                 source on destination: Too many levels of symbolic links\n"
+            ),
+            "{}",
+            a.show()
+        );
+    }
+    assert!(wrong.is_empty(), "differs:\n{}", wrong.join("\n"));
 }
 
 /// --dir onto a symlink already there: a link that leads to a directory or to nothing is left

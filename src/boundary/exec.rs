@@ -431,8 +431,9 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
                 format!("{name}: cannot execute: {}{why}", sys::errno_text(e)),
             )
         }
-        // No file has a name past NAME_MAX: dash says so (bash only that it is not found).
-        None if name.len() > libc::NAME_MAX as usize => (
+        // No file has a name past NAME_MAX: dash says so (bash only that it is not found). A
+        // name with a '/' is a path, not searched for: its execve said why it failed.
+        None if !name.contains('/') && name.len() > libc::NAME_MAX as usize => (
             spec::exit::NOT_FOUND,
             format!(
                 "{name}: command not found: {}",

@@ -373,6 +373,13 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
             let path = named(nix::fcntl::readlink(link.as_str()), || {
                 format!("readlink({link:?})")
             })?;
+            // A pipe or socket (`pipe:[N]`) has no path to bind, as bubblewrap's realpath finds.
+            if !path.as_encoded_bytes().starts_with(b"/") {
+                return Err(SysError {
+                    call: format!("readlink({link:?})"),
+                    errno: Errno::ENOENT,
+                });
+            }
             let copy = tree(Path::new(&path), access_attrs(*access))?;
             let Prepared::Tree { fd: ref t, .. } = copy else {
                 unreachable!("tree() returns a Tree")
@@ -819,9 +826,27 @@ pub(super) fn attach(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), Sy
 /// steps after it that name paths under the destination (a --tmpfs mask, --remount-ro, a
 /// nested bind) would then act somewhere else and leave this tree as it is. bubblewrap makes
 /// the same check against its mount table.
-fn attach_bind(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError> {
-    attach(tree, dest, is_dir)?;
+fn attach_bind(tree: &OwnedFd, src: &Path, dest: &Path, is_dir: bool) -> Result<(), SysError> {
     let path = at(dest);
+    attach(tree, dest, is_dir).map_err(|e| {
+        // A directory onto a symlink (the name itself, also when given with a trailing `/`):
+        // bubblewrap's mount(2) follows it and fails where it leads nowhere (ENOENT);
+        // move_mount does not follow one that leads somewhere (refused).
+        let bytes = path.as_os_str().as_bytes();
+        let link = Path::new(std::ffi::OsStr::from_bytes(
+            bytes.strip_suffix(b"/").unwrap_or(bytes),
+        ));
+        match is_dir && link.symlink_metadata().is_ok_and(|m| m.is_symlink()) {
+            true => SysError {
+                call: format!("bind mount {src:?} on {dest:?}"),
+                errno: match path.metadata() {
+                    Err(_) => Errno::ENOENT,
+                    Ok(_) => Errno::ELOOP,
+                },
+            },
+            false => e,
+        }
+    })?;
     let id = |st: nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
     let now = named(nix::sys::stat::stat(&path), || {
         format!("stat({path:?}) after the bind")
@@ -839,6 +864,15 @@ fn attach_bind(tree: &OwnedFd, dest: &Path, is_dir: bool) -> Result<(), SysError
         });
     }
     Ok(())
+}
+
+/// A bind's source as bubblewrap names it: the path given, or the descriptor's proc link.
+fn bind_source(op: &FsOp) -> PathBuf {
+    match op {
+        FsOp::Bind { src, .. } => src.clone(),
+        FsOp::BindFd { fd, .. } => PathBuf::from(format!("/proc/self/fd/{fd}")),
+        _ => PathBuf::new(),
+    }
 }
 
 /// A directory under an attached or detached tree, reached from the tree itself (never from a
@@ -969,7 +1003,7 @@ pub(super) fn apply(
             write_generated_etc(!inh.spec.ns.net)
         }
         (FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. }, Prepared::Tree { fd, is_dir }) => {
-            attach_bind(&fd, dest, is_dir)
+            attach_bind(&fd, &bind_source(op), dest, is_dir)
         }
         (
             FsOp::Bind { dest, .. } | FsOp::BindFd { dest, .. },
@@ -979,7 +1013,7 @@ pub(super) fn apply(
                 kernel_fs,
             },
         ) => {
-            attach_bind(&fd, dest, is_dir)?;
+            attach_bind(&fd, &bind_source(op), dest, is_dir)?;
             // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only, each
             // reached from the tree itself.
             for rel in kernel_fs {
