@@ -1864,6 +1864,49 @@ fn root_cgroup_half_made_by_a_killed_helper_is_removed() {
     assert_no_new_mounts(&before, "a helper killed while it made the cgroup");
 }
 
+/// The network namespace's helper hands the root cgroup's tasks files to the init right after
+/// the namespace, as its second message. That send failing (EIO, injected by strace into the
+/// second sendmsg of each process: the launcher sends only one) must stop the run before the
+/// task, name the step, and leave no cgroup.
+#[test]
+fn root_cgroup_handover_that_fails_stops_the_run() {
+    let m = mark("root_cgroup_handover_that_fails_stops_the_run");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trace");
+    let argv = ["sh".to_string(), "-c".into(), format!(": {m}; echo ran")];
+    let mut c = Command::new("strace");
+    c.args(["-f", "-o"])
+        .arg(&log)
+        .args([
+            "-e",
+            "trace=sendmsg",
+            "-e",
+            "inject=sendmsg:error=EIO:when=2",
+        ])
+        .arg(binary())
+        .args(["run", "--"])
+        .args(&argv);
+    let r = spawn(c, "strace airlock run (second sendmsg fails)".into()).finish(SECS_30);
+    let trace = std::fs::read_to_string(&log).unwrap();
+    // The failed send carries the tasks files: "PID sendmsg(3, ... "C" ...) = -1 EIO (...) (INJECTED)".
+    assert!(
+        trace
+            .lines()
+            .any(|l| l.contains("\"C\"") && l.contains("EIO") && l.contains("INJECTED")),
+        "the cgroup's handover was not the failed send:\n{trace}"
+    );
+    let err = stderr(&r.out);
+    assert_eq!(r.code(), Some(125), "{}", r.show());
+    assert!(err.contains("hand over the cgroup"), "{}", r.show());
+    assert!(
+        !stdout(&r.out).contains("ran"),
+        "the task ran: {}",
+        r.show()
+    );
+    let launcher: u32 = trace.split_whitespace().next().unwrap().parse().unwrap();
+    assert_clean(&m, &[launcher], "a failed handover of the cgroup");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Load and faults
 // ---------------------------------------------------------------------------------------------
