@@ -2259,6 +2259,12 @@ fn exec_failures_name_execvps_errno() {
             (long.clone(), "File name too long"),
             (format!("/{long}/x"), "File name too long"),
             (format!("nope/{long}"), "No such file or directory"),
+            // Past PATH_MAX (4096), of short names: execve's ENAMETOOLONG.
+            (format!("/{}x", "a/".repeat(2100)), "File name too long"),
+            (
+                format!("/usr/{}bin/true", "../usr/".repeat(700)),
+                "File name too long",
+            ),
         ] {
             let (b, differs) = word_for_word(&case(&with(MIN, &[&cmd])), who);
             let says = format!("bwrap: execvp {cmd}: {why}\n");
