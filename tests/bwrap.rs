@@ -1607,6 +1607,53 @@ fn argv0() {
     }
 }
 
+/// Documented: airlock mounts --mqueue nosuid,nodev,noexec (bubblewrap 0.8: none of them) and
+/// --proc noexec also without --unshare-pid, where bubblewrap binds the host's /proc with its
+/// flags (this host's has no noexec); with --unshare-pid both mount proc noexec. What noexec
+/// there could cost, running /proc/self/exe or /proc/self/fd/N, works in both.
+#[test]
+fn proc_and_mqueue_are_noexec_and_their_exec_links_run() {
+    // The mqueue mount, then the topmost /proc (the host's, under --ro-bind / /, is below).
+    let probe = r#"awk '$5=="/proc"||$5=="/dev/mqueue"{n=split($6,o,",");f="";
+  for(i=1;i<=n;i++)if(o[i]=="noexec")f=" noexec";m[$5]=$5 f}
+  END{print m["/dev/mqueue"];print m["/proc"]}' /proc/self/mountinfo
+/proc/self/exe -c 'echo exe-runs'
+exec 7</usr/bin/true; /proc/self/fd/7 && echo fd-runs"#;
+    let base = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--unshare-ipc",
+        "--dev",
+        "/dev",
+        "--mqueue",
+        "/dev/mqueue",
+    ];
+    for (pid, who) in [
+        (true, Launcher::Root),
+        (true, Launcher::Unprivileged),
+        (false, Launcher::Root),
+    ] {
+        let pid_ns: &[&str] = if pid { &["--unshare-pid"] } else { &[] };
+        let args = with(&with(&base, pid_ns), &["--proc", "/proc"]);
+        let [b, a] = case(&args).sh(probe).run_all(who);
+        let ctx = || format!("as {who:?} pid ns {pid}\n{}\n{}", b.show(), a.show());
+        let b_proc = if pid { "/proc noexec" } else { "/proc" };
+        assert_eq!(
+            b.stdout,
+            format!("/dev/mqueue\n{b_proc}\nexe-runs\nfd-runs\n"),
+            "{}",
+            ctx()
+        );
+        assert_eq!(
+            a.stdout,
+            "/dev/mqueue noexec\n/proc noexec\nexe-runs\nfd-runs\n",
+            "{}",
+            ctx()
+        );
+    }
+}
+
 /// --proc, --dev and --mqueue in their own namespaces.
 #[test]
 fn proc_dev_and_mqueue() {
