@@ -851,6 +851,16 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         (true, false) => (uid.unwrap_or(0), gid.unwrap_or(0)),
         (false, _) => (uid.unwrap_or(caller.uid), gid.unwrap_or(caller.gid)),
     };
+    // bubblewrap (not setuid) first maps the sandbox's ids to 0 when --dev asks for a devpts
+    // (root must be mapped to mount one), then, with every mount made, puts the task in a
+    // second user namespace that maps its ids back; it does the same for --disable-userns, to
+    // cap the namespace count below it. The task's capabilities (--cap-add) reach only that
+    // inner namespace: it cannot mount, or configure the network, in the sandbox's own.
+    let has_dev = fs.iter().any(|op| matches!(op, FsOp::Dev(_)));
+    io.nested_userns = want_userns
+        && io.userns_fd.is_none()
+        && io.userns_block_fd.is_none()
+        && ((has_dev && (uid != 0 || gid != 0)) || disable_userns);
     let home = env
         .iter()
         .find(|(n, _)| n == "HOME")

@@ -527,7 +527,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if let Some((what, e)) = handover_failed {
         return Err(Failure::Setup(format!("step 1 hand over {what}: {e}")));
     }
-    if let Some((code, msg)) = sup.exec_failed {
+    if let Some((code, why)) = sup.exec_failed {
+        // airlock run names the command here, as bash does (`NAME: command not found`);
+        // bwrap.rs words bwrap mode's failure as execvp's.
+        let msg = match spec.bwrap {
+            Some(_) => why,
+            None => format!("{}: {why}", spec.argv[0]),
+        };
         return Err(Failure::Exec(code, msg));
     }
     let end = if timed_out || undelivered == Some(relay::Stop::Deadline) {

@@ -235,6 +235,11 @@ pub struct BwrapIo {
     pub cwd_fallback: Vec<PathBuf>,
     /// --disable-userns: the sandbox may create no further user namespace.
     pub disable_userns: bool,
+    /// The task runs in a user namespace nested in the sandbox's, as bubblewrap's does when
+    /// it maps the caller to root first to mount --dev's devpts (a sandbox uid or gid other
+    /// than 0 with --dev) and with --disable-userns: the task's capabilities then reach none
+    /// of the sandbox's namespaces (its mounts, network, hostname), only new ones it makes.
+    pub nested_userns: bool,
     /// --assert-userns-disabled: the launch fails unless creating a user namespace inside the
     /// sandbox is already refused (by the caller's own setup: a seccomp filter, a limit).
     pub assert_userns_disabled: bool,

@@ -459,13 +459,15 @@ fn namespaces_match_bubblewrap() {
     }
 }
 
-/// --disable-userns: no nested user namespace can be created inside, in both (bubblewrap
-/// sets user.max_user_namespaces in a namespace of its own, airlock to 0: the value differs).
+/// --disable-userns: no nested user namespace can be created inside, in both (each caps
+/// user.max_user_namespaces at 1 in the sandbox's user namespace, the task's nested one
+/// reading 2147483647; airlock had written 0 in the task's own, which it read).
 /// Both want --unshare-user itself, also from an unprivileged caller (whose user namespace is
 /// implied) and with --unshare-all (which may skip it): airlock had accepted both.
 #[test]
 fn disable_userns() {
-    let probe = "unshare --user true 2>/dev/null && echo nested-ok || echo nested-refused";
+    let probe = "unshare --user true 2>/dev/null && echo nested-ok || echo nested-refused
+cat /proc/sys/user/max_user_namespaces";
     for who in BOTH {
         let c = case(&[
             "--ro-bind",
@@ -478,10 +480,10 @@ fn disable_userns() {
         ])
         .sh(probe);
         let [b, _] = same(&c, who);
-        assert_eq!(b.stdout, "nested-refused\n");
+        assert_eq!(b.stdout, "nested-refused\n2147483647\n");
         let c = case(&["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user"]).sh(probe);
         let [b, _] = same(&c, who);
-        assert_eq!(b.stdout, "nested-ok\n");
+        assert!(b.stdout.starts_with("nested-ok\n"), "{}", b.show());
         for set in [&[][..], &["--unshare-all"][..]] {
             let args = with(
                 &with(&["--ro-bind", "/", "/"], set),
@@ -493,6 +495,84 @@ fn disable_userns() {
                 (1, "bwrap: --disable-userns requires --unshare-user\n")
             );
         }
+    }
+}
+
+/// The capabilities --cap-add keeps reach what bubblewrap's reach, never more. bubblewrap
+/// runs the task in a user namespace nested in the sandbox's where it mapped the caller to
+/// root to mount --dev's devpts (a sandbox uid or gid other than 0 with --dev: uid 65534's
+/// default, or root's --uid 1000) and with --disable-userns; there CAP_SYS_ADMIN and
+/// CAP_NET_ADMIN cannot mount, configure the network or set the hostname. airlock's task had
+/// kept them over the sandbox's own namespaces and did all three. Without --dev, or mapped
+/// to 0, both tasks may (the probe can succeed).
+#[test]
+fn kept_capabilities_reach_no_further_than_under_bubblewrap() {
+    let probe = r#"for t in "/usr/bin/mount -t tmpfs none /tmp" "/usr/sbin/ip link set lo down" \
+  "/usr/bin/hostname other" "/usr/bin/unshare --user true"; do
+  sh -c "$t" >/dev/null 2>&1 && echo "ok: ${t%% *}" || echo "refused: ${t%% *}"
+done"#;
+    let caps = ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN"];
+    let nested = "refused: /usr/bin/mount\nrefused: /usr/sbin/ip\nrefused: /usr/bin/hostname\n";
+    let cases: &[(Launcher, &[&str], &str)] = &[
+        (Launcher::Unprivileged, &["--dev", "/dev"], nested),
+        (
+            Launcher::Unprivileged,
+            &["--dev", "/dev", "--proc", "/proc"],
+            nested,
+        ),
+        (
+            Launcher::Root,
+            &["--dev", "/dev", "--uid", "1000", "--gid", "1000"],
+            nested,
+        ),
+        (
+            Launcher::Root,
+            &["--dev", "/dev", "--uid", "0", "--gid", "5"],
+            nested,
+        ),
+        (
+            Launcher::Unprivileged,
+            &["--unshare-user", "--disable-userns"],
+            nested,
+        ),
+        (
+            Launcher::Root,
+            &["--unshare-user", "--disable-userns"],
+            nested,
+        ),
+        (
+            Launcher::Unprivileged,
+            &["--dev", "/dev", "--uid", "0", "--gid", "0"],
+            "ok: /usr/bin/mount\nok: /usr/sbin/ip\nok: /usr/bin/hostname\n",
+        ),
+        (
+            Launcher::Unprivileged,
+            &["--dev-bind", "/dev/null", "/dev/null"],
+            "ok: /usr/bin/mount\nok: /usr/sbin/ip\nok: /usr/bin/hostname\n",
+        ),
+        (
+            Launcher::Root,
+            &["--dev", "/dev"],
+            "ok: /usr/bin/mount\nok: /usr/sbin/ip\nok: /usr/bin/hostname\n",
+        ),
+    ];
+    for (who, set, want) in cases {
+        let args = with(&with(&["--ro-bind", "/", "/", "--unshare-all"], set), &caps);
+        let [b, _] = same(&case(&args).sh(probe), *who);
+        let ctx = || format!("as {who:?} {set:?}\n{}", b.show());
+        assert_eq!(b.code, 0, "{}", ctx());
+        assert!(b.stdout.starts_with(want), "{}", ctx());
+        let nested_userns = if set.contains(&"--disable-userns") {
+            "refused"
+        } else {
+            "ok"
+        };
+        assert!(
+            b.stdout
+                .ends_with(&format!("{nested_userns}: /usr/bin/unshare\n")),
+            "{}",
+            ctx()
+        );
     }
 }
 
@@ -1527,6 +1607,53 @@ fn argv0() {
     }
 }
 
+/// Documented: airlock mounts --mqueue nosuid,nodev,noexec (bubblewrap 0.8: none of them) and
+/// --proc noexec also without --unshare-pid, where bubblewrap binds the host's /proc with its
+/// flags (this host's has no noexec); with --unshare-pid both mount proc noexec. What noexec
+/// there could cost, running /proc/self/exe or /proc/self/fd/N, works in both.
+#[test]
+fn proc_and_mqueue_are_noexec_and_their_exec_links_run() {
+    // The mqueue mount, then the topmost /proc (the host's, under --ro-bind / /, is below).
+    let probe = r#"awk '$5=="/proc"||$5=="/dev/mqueue"{n=split($6,o,",");f="";
+  for(i=1;i<=n;i++)if(o[i]=="noexec")f=" noexec";m[$5]=$5 f}
+  END{print m["/dev/mqueue"];print m["/proc"]}' /proc/self/mountinfo
+/proc/self/exe -c 'echo exe-runs'
+exec 7</usr/bin/true; /proc/self/fd/7 && echo fd-runs"#;
+    let base = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--unshare-ipc",
+        "--dev",
+        "/dev",
+        "--mqueue",
+        "/dev/mqueue",
+    ];
+    for (pid, who) in [
+        (true, Launcher::Root),
+        (true, Launcher::Unprivileged),
+        (false, Launcher::Root),
+    ] {
+        let pid_ns: &[&str] = if pid { &["--unshare-pid"] } else { &[] };
+        let args = with(&with(&base, pid_ns), &["--proc", "/proc"]);
+        let [b, a] = case(&args).sh(probe).run_all(who);
+        let ctx = || format!("as {who:?} pid ns {pid}\n{}\n{}", b.show(), a.show());
+        let b_proc = if pid { "/proc noexec" } else { "/proc" };
+        assert_eq!(
+            b.stdout,
+            format!("/dev/mqueue\n{b_proc}\nexe-runs\nfd-runs\n"),
+            "{}",
+            ctx()
+        );
+        assert_eq!(
+            a.stdout,
+            "/dev/mqueue noexec\n/proc noexec\nexe-runs\nfd-runs\n",
+            "{}",
+            ctx()
+        );
+    }
+}
+
 /// --proc, --dev and --mqueue in their own namespaces.
 #[test]
 fn proc_dev_and_mqueue() {
@@ -2179,6 +2306,12 @@ fn exec_failures_name_execvps_errno() {
             (long.clone(), "File name too long"),
             (format!("/{long}/x"), "File name too long"),
             (format!("nope/{long}"), "No such file or directory"),
+            // Past PATH_MAX (4096), of short names: execve's ENAMETOOLONG.
+            (format!("/{}x", "a/".repeat(2100)), "File name too long"),
+            (
+                format!("/usr/{}bin/true", "../usr/".repeat(700)),
+                "File name too long",
+            ),
         ] {
             let (b, differs) = word_for_word(&case(&with(MIN, &[&cmd])), who);
             let says = format!("bwrap: execvp {cmd}: {why}\n");

@@ -789,7 +789,9 @@ fn command_not_found_and_not_executable() {
 
 /// A command name past 255 bytes (NAME_MAX), which no file can have, is not found (127), as
 /// bash finds it; a path holding such a name exists or not, and bash cannot execute it (126).
-/// Both say the kernel's words (airlock had said "cannot execute" of the bare name).
+/// Both say the kernel's words (airlock had said "cannot execute" of the bare name). So does
+/// a path past PATH_MAX (4096) made of short names: airlock's message, name first, had been
+/// cut at the channel's cap before the reason (`/a/a/.../a/a` and nothing after).
 #[test]
 fn a_command_name_past_255_bytes_exits_as_bash_does() {
     let long = "a".repeat(300);
@@ -797,6 +799,7 @@ fn a_command_name_past_255_bytes_exits_as_bash_does() {
         (long.clone(), 127),
         (format!("/{long}/x"), 126),
         (format!("/tmp/{long}"), 126),
+        (format!("/{}x", "a/".repeat(2100)), 126),
     ];
     for (cmd, code) in &cases {
         let bash = Command::new("bash")

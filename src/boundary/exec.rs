@@ -361,7 +361,9 @@ fn execvp(plan: &ExecPlan) -> Errno {
 /// `airlock run`: execve argv[0], searching `path` when it has no '/', with bash's exit codes.
 /// Returns only on failure: 127 when no such command exists, 126 when one exists but cannot
 /// be executed, or a path to it cannot be followed (a file for a directory, a loop, a name
-/// past 255 bytes, a directory it may not search), as bash says.
+/// past 255 bytes, a directory it may not search), as bash says. The message says why, not
+/// which command: the launcher puts the name before it, which a path up to PATH_MAX long
+/// would otherwise push past the channel's cap on a message, cutting the reason off.
 fn exec_search(plan: &ExecPlan) -> (i32, String) {
     let (envp, path) = (&plan.envp, plan.path.as_str());
     let argv = task_argv(plan);
@@ -419,7 +421,7 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
     match denied {
         Some((Errno::ENOENT, _)) => (
             spec::exit::NOT_EXECUTABLE,
-            format!("{name}: cannot execute: {NO_INTERPRETER}"),
+            format!("cannot execute: {NO_INTERPRETER}"),
         ),
         Some((e, file)) => {
             let why = match e {
@@ -428,7 +430,7 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
             };
             (
                 spec::exit::NOT_EXECUTABLE,
-                format!("{name}: cannot execute: {}{why}", sys::errno_text(e)),
+                format!("cannot execute: {}{why}", sys::errno_text(e)),
             )
         }
         // No file has a name past NAME_MAX: dash says so (bash only that it is not found). A
@@ -436,11 +438,11 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
         None if !name.contains('/') && name.len() > libc::NAME_MAX as usize => (
             spec::exit::NOT_FOUND,
             format!(
-                "{name}: command not found: {}",
+                "command not found: {}",
                 sys::errno_text(Errno::ENAMETOOLONG)
             ),
         ),
-        None => (spec::exit::NOT_FOUND, format!("{name}: command not found")),
+        None => (spec::exit::NOT_FOUND, "command not found".into()),
     }
 }
 

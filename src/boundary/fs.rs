@@ -603,7 +603,10 @@ pub(super) fn open_path(p: &str) -> Result<OwnedFd, SysError> {
 /// launch waits for one RCU grace period there instead of two. Its /proc stays in this mount
 /// namespace until then, which is what lets the plan mount a new proc (the kernel refuses
 /// one in a user namespace unless a fully visible proc exists in the mount namespace).
-pub(super) fn enter_scaffold(disable_userns: bool) -> Result<(), SysError> {
+/// `max_userns`: bwrap's --disable-userns, the user namespaces this one may still hold: "1"
+/// where step 12 makes the task's nested one (a namespace made inside that counts here too,
+/// up the chain, and is refused), else "0".
+pub(super) fn enter_scaffold(max_userns: Option<&str>) -> Result<(), SysError> {
     let base = Path::new(SCAFFOLD);
     mount_tmpfs(base, "mode=0755")?;
     named(nix::unistd::chdir(base), || format!("chdir({SCAFFOLD:?})"))?;
@@ -615,11 +618,11 @@ pub(super) fn enter_scaffold(disable_userns: bool) -> Result<(), SysError> {
     })?;
     named(nix::unistd::chdir("/"), || "chdir(\"/\")".into())?;
     mount_tmpfs(Path::new(NEWROOT), "mode=0755")?;
-    if disable_userns {
-        // user.* limits are per user namespace: 0 here refuses every nested one.
-        std::fs::write("/oldroot/proc/sys/user/max_user_namespaces", "0").map_err(|e| {
+    if let Some(max) = max_userns {
+        // user.* limits are per user namespace, written in the writer's.
+        std::fs::write("/oldroot/proc/sys/user/max_user_namespaces", max).map_err(|e| {
             io_err(e, || {
-                "write(\"/proc/sys/user/max_user_namespaces\", \"0\")".into()
+                format!("write(\"/proc/sys/user/max_user_namespaces\", {max:?})")
             })
         })?;
     }

@@ -49,6 +49,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::mount::MsFlags;
 use nix::sys::resource::Resource;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
@@ -294,8 +295,30 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     //    its /proc is what lets the plan mount a new one (the kernel lets a user namespace
     //    mount proc only while a fully visible one exists in the mount namespace).
     //    The sandbox's root is a second tmpfs at /newroot, filled by the plan in order.
-    let disable_userns = spec.bwrap.as_ref().is_some_and(|b| b.disable_userns);
-    enter_scaffold(disable_userns).step("7 new root")?;
+    //    bwrap's --disable-userns caps the user namespaces made in this one (see step 12).
+    //    Where step 12 nests the task's user namespace, this init's /proc directory is opened
+    //    now, while the host's /proc is in reach: the nested maps are written through it.
+    let nested = spec.bwrap.as_ref().is_some_and(|b| b.nested_userns);
+    let max_userns = match spec.bwrap.as_ref().is_some_and(|b| b.disable_userns) {
+        true if nested => Some("1"),
+        true => Some("0"),
+        false => None,
+    };
+    let proc_self = match nested {
+        true => Some(
+            named(
+                nix::fcntl::open(
+                    "/proc/self",
+                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                ),
+                || "open(\"/proc/self\", O_PATH|O_DIRECTORY)".into(),
+            )
+            .step("7 open this init's /proc directory")?,
+        ),
+        false => None,
+    };
+    enter_scaffold(max_userns).step("7 new root")?;
     let mut scratch = None;
     for (op, prep) in spec.fs.iter().zip(prepared) {
         apply(op, prep, inh, &mut scratch).map_err(|err| StepError {
@@ -383,6 +406,20 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
         sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
     }
+    //    bwrap mode, as bubblewrap: with --dev and a sandbox uid or gid other than 0, or with
+    //    --disable-userns, the task runs in a user namespace nested in the sandbox's, which
+    //    owns none of the sandbox's namespaces: capabilities kept with --cap-add do not let it
+    //    mount, unmount or remount there, configure its network or set its hostname.
+    //    An unprivileged caller's init, which may write only files it owns, is dumpable
+    //    while it writes the maps (a non-dumpable process's /proc files are host root's); it
+    //    holds nothing then that the caller could not open, and no process of the sandbox
+    //    runs yet.
+    if let Some(proc_self) = &proc_self {
+        let dumpable = !inh.caller_is_root;
+        enter_nested_userns(proc_self, spec.uid, spec.gid, dumpable)
+            .step("12 enter a nested user namespace")?;
+    }
+    drop(proc_self);
     //    bwrap's --disable-userns and --assert-userns-disabled: the user namespace the task
     //    will be in must refuse a nested one now, while nothing can have changed that yet.
     if spec
@@ -523,6 +560,44 @@ fn nested_userns_refused() -> Result<(), SysError> {
             errno: Errno::EEXIST,
         }),
     }
+}
+
+/// Step 12's nested user namespace (`BwrapIo::nested_userns`): this init leaves the sandbox's
+/// user namespace for a new one inside it, mapping the sandbox's uid and gid to themselves.
+/// Without capabilities in the parent namespace a process may map only its own ids, with
+/// setgroups denied first (bubblewrap's inner namespace denies it too). The files are opened
+/// from `proc_self`, this init's /proc directory opened at step 7 (the sandbox may have no
+/// /proc), after the unshare: a map file writes the namespace its process was in when opened.
+fn enter_nested_userns(
+    proc_self: &OwnedFd,
+    uid: u32,
+    gid: u32,
+    dumpable: bool,
+) -> Result<(), SysError> {
+    if dumpable {
+        named(nix::sys::prctl::set_dumpable(true), || {
+            "prctl(PR_SET_DUMPABLE, 1)".into()
+        })?;
+    }
+    sys::unshare_namespaces(libc::CLONE_NEWUSER)?;
+    for (file, text) in [
+        ("setgroups", "deny".to_string()),
+        ("uid_map", format!("{uid} {uid} 1")),
+        ("gid_map", format!("{gid} {gid} 1")),
+    ] {
+        let call = || format!("write(\"/proc/self/{file}\", {text:?})");
+        let fd = named(
+            nix::fcntl::openat(
+                proc_self.as_fd(),
+                file,
+                OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ),
+            call,
+        )?;
+        named(nix::unistd::write(&fd, text.as_bytes()), call)?;
+    }
+    non_dumpable()
 }
 
 fn non_dumpable() -> Result<(), SysError> {
