@@ -1712,8 +1712,8 @@ fn proc_dev_and_mqueue() {
 }
 
 /// bubblewrap without --unshare-pid binds the host's /proc for --proc (a new proc of a pid
-/// namespace the caller does not own cannot be mounted). airlock does that only for a root
-/// caller: an unprivileged one gets "Can't mount proc".
+/// namespace the caller does not own cannot be mounted). The task reads the same /proc under
+/// airlock, as root and as uid 65534: the probe's output is compared with bubblewrap's.
 #[test]
 fn proc_without_a_pid_namespace() {
     let probe = format!(
