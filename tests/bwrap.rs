@@ -1886,7 +1886,9 @@ fn die_run(imp: Imp, who: Launcher, args: &[&str], kill: &str) -> Res {
 /// option bubblewrap's sandbox survives the launcher, airlock's is meant to die with it
 /// always (README: "--die-with-parent is always in effect"). Without a pid namespace airlock's
 /// task (forked by its init, PR_SET_PDEATHSIG not inherited) outlives the launcher, and
-/// nothing ties the launcher to its own parent.
+/// nothing ties the launcher to its own parent. The init whose task runs in a nested user
+/// namespace (--dev with a uid other than 0, --disable-userns) changed credentials at step 12,
+/// which may clear a parent-death signal: it must die with the launcher too.
 #[test]
 fn die_with_parent() {
     let mut wrong = vec![];
@@ -1896,6 +1898,19 @@ fn die_with_parent() {
             (&[][..], "launcher"),
             (&["--unshare-pid"][..], "parent"),
             (&[][..], "parent"),
+            (
+                &[
+                    "--unshare-all",
+                    "--dev",
+                    "/dev",
+                    "--uid",
+                    "1000",
+                    "--gid",
+                    "1000",
+                ][..],
+                "launcher",
+            ),
+            (&["--unshare-user", "--disable-userns"][..], "launcher"),
         ] {
             let args = with(&["--ro-bind", "/", "/", "--die-with-parent"], set);
             for imp in IMPS {
