@@ -341,7 +341,11 @@ fn execvp(plan: &ExecPlan) -> Errno {
             file.push(b'/');
         }
         file.extend_from_slice(name);
-        let file = CString::new(file).expect("no NUL in PATH or the name");
+        // PATH and the name come from C strings; an entry no file could have is passed over
+        // (this runs in the task, where nothing may panic).
+        let Ok(file) = CString::new(file) else {
+            continue;
+        };
         let e = execve_or_sh(&file, &argv, envp);
         match e {
             Errno::EACCES => denied = true,

@@ -257,7 +257,9 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
         Some(_) => Some(
             crate::limits::raise_soft_to_hard(Resource::RLIMIT_NOFILE)
                 .step("4 open-file limit for the build")?,
-        ),
+        )
+        // Nothing to give back where the soft limit already was the hard one.
+        .filter(|(soft, hard)| soft != hard),
         None => None,
     };
 
