@@ -1002,7 +1002,13 @@ fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysE
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
     );
-    boundary::write_maps(&format!("/proc/{pid}"), &uid_map, &gid_map, !caller_is_root)
+    boundary::write_maps(
+        None,
+        &format!("/proc/{pid}"),
+        &uid_map,
+        &gid_map,
+        !caller_is_root,
+    )
 }
 
 struct Supervisor {

@@ -195,7 +195,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
     match &inh.own_maps {
         Some((uid_map, gid_map)) => {
-            write_maps("/proc/self", uid_map, gid_map, true).step("2 write id maps")?
+            write_maps(None, "/proc/self", uid_map, gid_map, true).step("2 write id maps")?
         }
         None => match channel::recv(sock, false, channel::SMALL).step("2 wait for id maps")? {
             Some(Msg::MapsReady) => {
@@ -582,23 +582,14 @@ fn enter_nested_userns(
         })?;
     }
     sys::unshare_namespaces(libc::CLONE_NEWUSER)?;
-    for (file, text) in [
-        ("setgroups", "deny".to_string()),
-        ("uid_map", format!("{uid} {uid} 1")),
-        ("gid_map", format!("{gid} {gid} 1")),
-    ] {
-        let call = || format!("write(\"/proc/self/{file}\", {text:?})");
-        let fd = named(
-            nix::fcntl::openat(
-                proc_self.as_fd(),
-                file,
-                OFlag::O_WRONLY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            ),
-            call,
-        )?;
-        named(nix::unistd::write(&fd, text.as_bytes()), call)?;
-    }
+    let (uid_map, gid_map) = (format!("{uid} {uid} 1"), format!("{gid} {gid} 1"));
+    write_maps(
+        Some(proc_self.as_fd()),
+        "/proc/self",
+        &uid_map,
+        &gid_map,
+        true,
+    )?;
     non_dumpable()
 }
 
@@ -727,9 +718,12 @@ fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
 }
 
 /// Write the id maps of the process whose proc directory is `proc_dir` (`/proc/self` when the
-/// init maps itself, `/proc/PID` when the launcher does). An unprivileged caller may map only
-/// its own ids, and only with setgroups denied first, which `deny_setgroups` does.
+/// init maps itself, `/proc/PID` when the launcher does), or, with `dir`, the directory that
+/// descriptor holds (`proc_dir` then only names it in errors: step 12's nested namespace,
+/// where the sandbox may have no /proc). An unprivileged caller may map only its own ids, and
+/// only with setgroups denied first, which `deny_setgroups` does.
 pub fn write_maps(
+    dir: Option<BorrowedFd>,
     proc_dir: &str,
     uid_map: &str,
     gid_map: &str,
@@ -741,8 +735,16 @@ pub fn write_maps(
         .chain([("uid_map", uid_map), ("gid_map", gid_map)])
     {
         let path = format!("{proc_dir}/{file}");
-        std::fs::write(&path, text)
-            .map_err(|e| io_err(e, || format!("write({path:?}, {:?})", text.trim_end())))?;
+        let call = || format!("write({path:?}, {:?})", text.trim_end());
+        match dir {
+            None => std::fs::write(&path, text).map_err(|e| io_err(e, call))?,
+            Some(dir) => {
+                let flags = OFlag::O_WRONLY | OFlag::O_CLOEXEC;
+                let fd = named(nix::fcntl::openat(dir, file, flags, Mode::empty()), call)?;
+                std::io::Write::write_all(&mut std::fs::File::from(fd), text.as_bytes())
+                    .map_err(|e| io_err(e, call))?;
+            }
+        }
     }
     Ok(())
 }
