@@ -87,8 +87,9 @@ JSON report (--json, --request), every key present every time:
   files_truncated   names of files cut at the cap (or where the 1 MiB of file text ran out)
   files_skipped     list of {name, reason}: directory, symlink, fifo, socket, device,
                     bind (a --ro-bind/--bind mounted in scratch), name not UTF-8,
-                    unreadable, count limit (1000 entries are examined; the next 100 are
-                    listed, the rest counted in one entry named \"*\"), total size limit
+                    unreadable, count limit (1000 entries are examined, inputs left as
+                    handed aside; the next 100 are listed, the rest counted in one entry
+                    named \"*\"), total size limit
                     (1 MiB of file text in all), scratch unreadable (name \".\")
   utf8_replaced     fields whose bytes were not UTF-8 and were replaced (\"stdout\",
                     \"stderr\", \"files/NAME\")

@@ -129,9 +129,13 @@ pub struct Files {
 }
 
 /// Collect every regular file directly in scratch that is not an input left as handed.
-/// `handed`: (name, size, hash) of each input as copied in. `bound`: names of binds mounted
-/// directly in scratch; through `scratch` this side sees only their empty mount points, never
-/// what the task saw there, so they are skipped ("bind"), not reported as results.
+/// `handed`: (name, size, hash) of each input as copied in. An input left as handed is passed
+/// over before the count limit, and takes none of the MAX_RESULT_ENTRIES examined: a run
+/// handed that many inputs had no entry left for the task's own files, which then came back
+/// as "count limit" (or not at all) while unchanged inputs were listed in their place.
+/// `bound`: names of binds mounted directly in scratch; through `scratch` this side sees only
+/// their empty mount points, never what the task saw there, so they are skipped ("bind"), not
+/// reported as results.
 pub fn collect_files(
     scratch: BorrowedFd,
     handed: &[(String, u64, u64)],
@@ -153,6 +157,10 @@ pub fn collect_files(
             return files;
         }
     };
+    let handed: std::collections::HashMap<&str, (u64, u64)> = handed
+        .iter()
+        .map(|(n, size, hash)| (n.as_str(), (*size, *hash)))
+        .collect();
     let mut seen = 0usize;
     let mut listed = 0usize;
     let mut not_listed = 0usize;
@@ -161,6 +169,12 @@ pub fn collect_files(
         let Ok(entry) = entry else { break };
         let raw = entry.file_name().to_bytes();
         if raw == b"." || raw == b".." {
+            continue;
+        }
+        // The caller's inputs bound this work (their number and sizes), not the task.
+        if let Some(&(size, hash)) = std::str::from_utf8(raw).ok().and_then(|n| handed.get(n))
+            && left_as_handed(scratch, OsStr::from_bytes(raw), size, hash)
+        {
             continue;
         }
         let name = String::from_utf8_lossy(raw).into_owned();
@@ -185,12 +199,11 @@ pub fn collect_files(
             files.skipped.push((name, "name not UTF-8".into()));
             continue;
         }
-        match read_one(scratch, OsStr::from_bytes(raw), handed, max.min(budget)) {
-            Ok(None) => {}
-            Ok(Some((_, _))) if budget == 0 => {
+        match read_one(scratch, OsStr::from_bytes(raw), max.min(budget)) {
+            Ok(_) if budget == 0 => {
                 files.skipped.push((name, "total size limit".into()));
             }
-            Ok(Some((data, truncated))) => {
+            Ok((data, truncated)) => {
                 budget -= data.len();
                 if truncated {
                     files.truncated.push(name.clone());
@@ -209,14 +222,10 @@ pub fn collect_files(
     files
 }
 
-/// Ok(None): an input left as handed. Ok(Some((data, truncated))): a result file.
-/// Err(reason): skipped.
-fn read_one(
-    dir: BorrowedFd,
-    name: &OsStr,
-    handed: &[(String, u64, u64)],
-    max: usize,
-) -> Result<Option<(Vec<u8>, bool)>, String> {
+/// The regular file `name` in `dir`, opened without following a link or blocking on a FIFO,
+/// and checked to be the file stat saw: even if the entry were swapped for a link or a FIFO
+/// after the stat, the open neither follows nor blocks, and fstat tells.
+fn open_regular(dir: BorrowedFd, name: &OsStr) -> Result<(std::fs::File, u64), String> {
     let st = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| format!("stat: {e}"))?;
     let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
     let reason = match kind {
@@ -231,8 +240,6 @@ fn read_one(
     if let Some(r) = reason {
         return Err(r.into());
     }
-    // O_NOFOLLOW and O_NONBLOCK: even if the entry were swapped for a link or a FIFO after the
-    // stat, the open neither follows nor blocks; fstat then checks it is still that file.
     let fd = nix::fcntl::openat(
         dir,
         name,
@@ -248,24 +255,26 @@ fn read_one(
     if st2.st_ino != st.st_ino || st2.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
         return Err("changed while being read".into());
     }
-    let mut file = std::fs::File::from(fd);
-    let size = st2.st_size as u64;
-    let name_s = name.to_string_lossy();
-    if let Some((_, hsize, hhash)) = handed.iter().find(|(n, _, _)| *n == name_s)
-        && *hsize == size
-        && hash_file(&mut file) == Some(*hhash)
-    {
-        return Ok(None);
-    }
-    let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0));
+    Ok((std::fs::File::from(fd), st2.st_size as u64))
+}
+
+/// Whether `name` is still the input copied in as `size` bytes hashing to `hash`. Anything
+/// that cannot be read or is not a regular file is not: read_one then says why.
+fn left_as_handed(dir: BorrowedFd, name: &OsStr, size: u64, hash: u64) -> bool {
+    open_regular(dir, name)
+        .is_ok_and(|(mut file, now)| now == size && hash_file(&mut file) == Some(hash))
+}
+
+/// A result file's first `max` bytes, and whether it holds more. Err(reason): skipped.
+fn read_one(dir: BorrowedFd, name: &OsStr, max: usize) -> Result<(Vec<u8>, bool), String> {
+    let (file, size) = open_regular(dir, name)?;
     let mut data = Vec::with_capacity(max.min(size as usize) + 1);
-    (&mut file)
-        .take(max as u64 + 1)
+    file.take(max as u64 + 1)
         .read_to_end(&mut data)
         .map_err(|e| format!("unreadable: {e}"))?;
     let truncated = data.len() > max;
     data.truncate(max);
-    Ok(Some((data, truncated)))
+    Ok((data, truncated))
 }
 
 fn hash_file(f: &mut std::fs::File) -> Option<u64> {

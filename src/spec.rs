@@ -24,7 +24,8 @@ pub const JSON_DEFAULT_MAX_OUTPUT: usize = 8000;
 /// cap let a task that writes gigabytes grow airlock past the machine's memory (300 MB of
 /// NULs took it to 2.3 GB) and lose the report. 64 MiB, as a request.
 pub const MAX_OUTPUT_CEILING: usize = 64 << 20;
-/// Result files: at most this many directory entries are examined; of the entries past that,
+/// Result files: at most this many directory entries are examined, besides the inputs left as
+/// handed (report::collect_files passes them over first); of the entries past that,
 /// the first MAX_SKIPPED_LISTED are listed as skipped ("count limit") and the rest counted in
 /// one entry named "*". At most MAX_RESULT_BYTES of file text come back in all; files past
 /// that budget are skipped ("total size limit"), so the report stays bounded.

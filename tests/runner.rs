@@ -2265,6 +2265,45 @@ fn only_inputs_the_task_changed_come_back() {
     }
 }
 
+/// Inputs left as handed are no results, and take none of the MAX_RESULT_ENTRIES entries
+/// examined. They took them: with 1100 inputs, the task's file that the directory listed after
+/// 1000 of them came back as neither a result nor a name (counted in "*"), while 100 unchanged
+/// inputs were listed as "count limit". The task copies the inputs back over themselves
+/// (same bytes: left as handed) between its two files, so that whichever order the kernel
+/// lists scratch in (newest or oldest first), one of its files comes after them.
+#[test]
+fn inputs_left_as_handed_take_none_of_the_entries_examined() {
+    let count = spec_const("MAX_RESULT_ENTRIES") + 100;
+    let inputs: serde_json::Map<String, Value> = (0..count)
+        .map(|i| (format!("in{i:05}"), json!("x")))
+        .collect();
+    let request = json!({
+        "command": "sh",
+        "args": ["-c", "echo 1 > first.txt && mkdir d && cp in* d/ && mv d/* . && rmdir d \
+                        && echo 2 > last.txt && ls | wc -l"],
+        "inputs": inputs,
+    })
+    .to_string();
+    for who in BOTH {
+        let run = al_stdin(
+            who,
+            &["run", "--request", "-"],
+            request.as_bytes(),
+            Duration::from_secs(30),
+        );
+        let rep = run.report();
+        assert_clean_exit(who, &run, &rep);
+        assert_eq!(rep["stdout"], json!(format!("{}\n", count + 2)), "{who:?}");
+        assert_eq!(
+            rep["files"],
+            json!({"first.txt": "1\n", "last.txt": "2\n"}),
+            "{who:?}: {}",
+            rep["files_skipped"]
+        );
+        assert_eq!(rep["files_skipped"], json!([]), "{who:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // D. Timeouts
 // ---------------------------------------------------------------------------------------------
