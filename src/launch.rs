@@ -633,8 +633,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     })
 }
 
-/// Inputs are opened here, with the caller's rights, and copied in by the init; a FIFO or a
-/// device never blocks or feeds the copy.
+/// Inputs are opened here, with the caller's rights, and copied in by the init; a FIFO, a
+/// device or a socket is refused without being opened (open_regular).
 fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
     // An input below a writable bind's source may be a link a task of an earlier run left
     // there, as a bind source may (check_binds_and_inputs): it is refused, and the file is
@@ -660,28 +660,43 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
                         crate::boundary::bind_source_route(&p, &writable)
                             .map_err(|e| std::io::Error::other(e.to_string()))
                     });
-                let f = match route {
+                match route {
                     Ok(Err(why)) => {
                         return Err(Failure::Usage(format!("input {}: {why}", input.name)));
                     }
-                    Ok(Ok(route)) => crate::sys::open_without_links(&route, flags)
-                        .map(File::from)
-                        .map_err(|e| std::io::Error::other(e.to_string())),
+                    Ok(Ok(route)) => open_regular(&route, flags),
                     Err(e) => Err(e),
                 }
-                .map_err(|e| match std::fs::metadata(path) {
-                    // A unix socket does not open at all (ENXIO, "No such device or
-                    // address", which reads as if nothing were there).
-                    Ok(m) if !m.is_file() => not_regular(),
-                    _ => Failure::Usage(format!("input {}: cannot open {path:?}: {e}", input.name)),
-                })?;
-                match f.metadata() {
-                    Ok(m) if m.is_file() => Ok(Some(f)),
-                    _ => Err(not_regular()),
-                }
+                .map_err(|e| {
+                    Failure::Usage(format!("input {}: cannot open {path:?}: {e}", input.name))
+                })?
+                .map(Some)
+                .ok_or_else(not_regular)
             }
         })
         .collect()
+}
+
+/// The regular file at `route` (a path that must hold no link), opened for reading with
+/// `flags`; None if it is anything else. It is looked at through an O_PATH descriptor first,
+/// which runs no open of a FIFO, device or socket: a FIFO's open let a host writer blocked in
+/// it hand its data to airlock, which refused the input and lost it, and a device's open acts
+/// (a tape rewinds, a serial line raises DTR, a watchdog starts counting). The file then opened
+/// must be the one looked at.
+fn open_regular(route: &std::path::Path, flags: i32) -> std::io::Result<Option<File>> {
+    let io = |e: SysError| std::io::Error::other(e.to_string());
+    let id = |st: &nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+    let at = sys::open_without_links(route, libc::O_PATH | libc::O_CLOEXEC).map_err(io)?;
+    let seen = nix::sys::stat::fstat(&at)?;
+    if seen.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Ok(None);
+    }
+    let f = sys::open_without_links(route, flags).map_err(io)?;
+    let opened = nix::sys::stat::fstat(&f)?;
+    if id(&opened) != id(&seen) {
+        return Err(std::io::Error::other("it was replaced while it was opened"));
+    }
+    Ok(Some(File::from(f)))
 }
 
 /// airlock run: the bind sources by their routes (boundary::bind_source_route), resolved

@@ -526,6 +526,75 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
     );
 }
 
+/// A FIFO named as an input is refused without being opened: its open (O_NONBLOCK, for reading)
+/// let a host writer blocked opening it go on, so the writer's data went into airlock's end and
+/// was lost when airlock refused the input, and the FIFO's real reader then found nothing.
+/// Devices the same: their open acts (a tape rewinds, a serial line raises DTR, a watchdog
+/// starts), and no device here is one a test may open.
+#[test]
+fn an_input_fifo_is_refused_without_opening_it() {
+    let dir = tmpdir();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let f = fifo.to_str().unwrap();
+    for who in BOTH {
+        // A host writer blocked opening the FIFO, as a reader's peer waits there.
+        let mut writer = Command::new("timeout")
+            .args(["20", "sh", "-c", &format!("exec printf data > {f}")])
+            .spawn()
+            .unwrap();
+        let sh_pid = {
+            // timeout's child: the shell, blocked in the FIFO's open.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let children = std::fs::read_to_string(format!(
+                    "/proc/{}/task/{}/children",
+                    writer.id(),
+                    writer.id()
+                ))
+                .unwrap_or_default();
+                let blocked = children.split_whitespace().find(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+                        .is_ok_and(|w| w == "wait_for_partner")
+                });
+                if let Some(pid) = blocked {
+                    break pid.to_string();
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the writer never blocked in open"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let run = al(
+            who,
+            &["run", "--input", &format!("x={f}"), "--", "true"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
+        assert!(
+            stderr(&run.out).contains("not a regular file"),
+            "{who:?}: {}",
+            run.show()
+        );
+        // The writer still waits for a reader, and the reader gets its data.
+        let wchan = std::fs::read_to_string(format!("/proc/{sh_pid}/wchan")).unwrap_or_default();
+        let read = Command::new("timeout")
+            .args(["5", "cat", f])
+            .output()
+            .unwrap();
+        let _ = writer.kill();
+        let _ = writer.wait();
+        assert_eq!(
+            (wchan.as_str(), stdout(&read).as_str()),
+            ("wait_for_partner", "data"),
+            "{who:?}: airlock's open of the FIFO took the writer's data"
+        );
+    }
+}
+
 /// An argument that is not UTF-8 is refused with a message naming it, before anything runs
 /// (std's own argument parsing would panic on it). The same bytes reach a
 /// command on the host, so the refusal is airlock's.
