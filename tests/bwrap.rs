@@ -576,6 +576,186 @@ done"#;
     }
 }
 
+/// Each check of `every_capability_reaches_no_further_than_under_bubblewrap`, run in a child
+/// of its own (a process's namespaces and ids stay as they were for the next): NAME ok, or
+/// NAME refused. Those that could change the host where a root caller's bubblewrap task is
+/// the host's root (the network, the hostname) write the value already there, and run only
+/// where the command line unshares that namespace.
+const REACH_PROBE: &str = r#"
+import ctypes, fcntl, os, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
+def call(r):
+    if r != 0:
+        raise OSError(ctypes.get_errno(), "")
+def lo():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    req = fcntl.ioctl(s, 0x8913, struct.pack("16sh22x", b"lo", 0))  # SIOCGIFFLAGS
+    fcntl.ioctl(s, 0x8914, req)  # SIOCSIFFLAGS, the same flags
+def hostname():
+    name = socket.gethostname().encode()
+    call(libc.sethostname(name, len(name)))
+def setns(path):
+    call(libc.setns(os.open(path, os.O_RDONLY), 0))
+def ptrace_pid1():
+    call(libc.ptrace(0x4206, 1, None, None))  # PTRACE_SEIZE
+checks = [
+    ("mount", lambda: call(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))),
+    ("remount-rw", lambda: call(libc.mount(None, b"/", None, 32 | 4096, None))),
+    ("network", lo),
+    ("hostname", hostname),
+    ("raw-socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 1).close()),
+    ("chroot", lambda: os.chroot("/")),
+    ("setuid-other", lambda: os.setresuid(4242, 4242, 4242)),
+    ("setgid-other", lambda: os.setresgid(4242, 4242, 4242)),
+    ("pid1-environ", lambda: open("/proc/1/environ", "rb").read()),
+    ("pid1-root", lambda: os.listdir("/proc/1/root/")),
+    ("pid1-mnt-ns", lambda: setns("/proc/1/ns/mnt")),
+    ("pid1-net-ns", lambda: setns("/proc/1/ns/net")),
+    ("pid1-ptrace", ptrace_pid1),
+    ("new-userns", lambda: call(libc.unshare(0x10000000))),
+]
+for name, check in checks:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            check()
+            os._exit(0)
+        except Exception:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    print(name, "ok" if status == 0 else "refused", flush=True)
+"#;
+
+/// With every capability kept (`--cap-add ALL`), airlock's task does nothing bubblewrap's
+/// refuses, on each line that either user namespace layout or the sandbox's own pid 1 could
+/// change: mounting, the network, the hostname, other ids, pid 1's files, namespaces and
+/// ptrace, a nested user namespace. Where they differ airlock is the stricter (its pid 1 is
+/// not dumpable; a root caller's task without --unshare-user has no capability on the host),
+/// so each "ok" of airlock's must be bubblewrap's "ok" too. airlock's task had mounted and
+/// set the network up with --dev as uid 65534 (fixed in 44138b5); this sweeps the uid, gid,
+/// --dev, --disable-userns, --as-pid-1, --share-net and --unshare-user-try combinations.
+/// (setgroups is left out: a root caller's user namespace allows it in airlock, which drops
+/// root's supplementary groups itself, and with only the sandbox's gid mapped it changes
+/// nothing the task can reach; README, "Differences".)
+#[test]
+fn every_capability_reaches_no_further_than_under_bubblewrap() {
+    let all: &[&[&str]] = &[
+        &["--unshare-all"],
+        &["--unshare-all", "--dev", "/dev"],
+        &["--unshare-all", "--dev", "/dev", "--uid", "0", "--gid", "0"],
+        &["--unshare-all", "--uid", "1000", "--gid", "1000"],
+        &[
+            "--unshare-all",
+            "--dev",
+            "/dev",
+            "--uid",
+            "1000",
+            "--gid",
+            "1000",
+        ],
+        &[
+            "--unshare-all",
+            "--dev",
+            "/dev",
+            "--uid",
+            "0",
+            "--gid",
+            "1000",
+        ],
+        &["--unshare-all", "--as-pid-1", "--dev", "/dev"],
+        &["--unshare-all", "--share-net"],
+        &[
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--disable-userns",
+        ],
+        &[
+            "--unshare-user-try",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--dev",
+            "/dev",
+        ],
+    ];
+    // A root caller without --unshare-user: bubblewrap's task is the host's root.
+    let root_only: &[&[&str]] = &[
+        &[
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+        ],
+        &[
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--dev",
+            "/dev",
+        ],
+    ];
+    let names = [
+        "mount",
+        "remount-rw",
+        "network",
+        "hostname",
+        "raw-socket",
+        "chroot",
+        "setuid-other",
+        "setgid-other",
+        "pid1-environ",
+        "pid1-root",
+        "pid1-mnt-ns",
+        "pid1-net-ns",
+        "pid1-ptrace",
+        "new-userns",
+    ];
+    let runs = BOTH
+        .iter()
+        .flat_map(|who| all.iter().map(move |set| (*who, *set)))
+        .chain(root_only.iter().map(|set| (Launcher::Root, *set)));
+    let mut airlock_oks = 0;
+    for (who, set) in runs {
+        let args = with(
+            &with(&["--ro-bind", "/", "/", "--proc", "/proc"], set),
+            &["--cap-add", "ALL", "--", PYTHON, "-c", REACH_PROBE],
+        );
+        let [b, a] = case(&args).run_all(who);
+        let ctx = || {
+            format!(
+                "as {who:?} {set:?}\n=== bubblewrap: {}\n=== airlock: {}",
+                b.show(),
+                a.show()
+            )
+        };
+        assert_eq!((b.code, a.code), (0, 0), "{}", ctx());
+        let lines = |r: &Res| -> Vec<(String, bool)> {
+            r.stdout
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(n, v)| (n.to_string(), v == "ok"))
+                .collect()
+        };
+        let (theirs, ours) = (lines(&b), lines(&a));
+        let listed = |v: &[(String, bool)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(listed(&theirs), names, "{}", ctx());
+        assert_eq!(listed(&ours), names, "{}", ctx());
+        for ((name, theirs_ok), (_, ours_ok)) in theirs.iter().zip(&ours) {
+            assert!(
+                !ours_ok || *theirs_ok,
+                "airlock's task may {name}, bubblewrap's may not: {}",
+                ctx()
+            );
+            airlock_oks += usize::from(*ours_ok);
+        }
+    }
+    // The probe can see a permission: airlock's task mounts where its capabilities reach.
+    assert!(airlock_oks > 0, "no check ever succeeded under airlock");
+}
+
 /// --assert-userns-disabled checks, it does not disable: inside a user namespace that still
 /// allows a nested one (a new one, or none for a root caller) the launch fails with
 /// bubblewrap's words, with or without --unshare-user; joined with --userns to a sandbox made
