@@ -1624,6 +1624,37 @@ fn a_signal_ends_a_report_wait_that_has_no_signalfd() {
     }
 }
 
+/// A caller's small stack limit (`ulimit -s 64`, 64 KiB) still gets a JSON report, as it
+/// gets a streamed run: the launcher's capture once kept a 64 KiB buffer on its stack for
+/// output past the cap, and died of SIGSEGV (139) under that limit before the task ran. The
+/// environment is cleared: its strings take the same stack.
+#[test]
+fn a_small_stack_limit_still_gets_a_report() {
+    for who in BOTH {
+        for args in [
+            &["run", "--json", "--", "sh", "-c", "echo RAN"][..],
+            &["run", "--", "sh", "-c", "echo RAN"][..],
+        ] {
+            let mut cmd = Command::new(as_user(who).first().copied().unwrap_or("prlimit"));
+            if let Some((_, rest)) = as_user(who).split_first() {
+                cmd.args(rest).arg("prlimit");
+            }
+            cmd.arg("--stack=65536")
+                .arg(binary())
+                .args(args)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin");
+            let run = run_bounded(cmd, None, SECS_10);
+            let ctx = format!("{who:?} {args:?}");
+            assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+            match args[1] == "--json" {
+                true => assert_eq!(run.report()["stdout"], json!("RAN\n"), "{ctx}"),
+                false => assert_eq!(stdout(&run.out), "RAN\n", "{ctx}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_requests_are_refused_naming_the_key() {
     let dir = tmpdir();
