@@ -133,13 +133,62 @@ pub fn run(json_out: bool) -> i32 {
     }
 }
 
+/// The kinds of temporary directory a demo makes: a host home holding the credentials, and
+/// the working directory of its first probe.
+const DEMO_DIRS: [&str; 2] = ["home", "cwd"];
+
+/// A demo's temporary directory of `kind`, named after this process:
+/// airlock-demo-KIND-PID-START-XXXXXX, START its start time, which tells it from a later
+/// process that reuses the pid.
+fn demo_tempdir(kind: &str) -> std::io::Result<tempfile::TempDir> {
+    let me = std::process::id();
+    let start = crate::limits::start_time(me).unwrap_or(0);
+    tempfile::Builder::new()
+        .prefix(&format!("airlock-demo-{kind}-{me}-{start}-"))
+        .tempdir()
+}
+
+/// Remove the temporary directories of demos that no longer run: a demo removes its own when
+/// it returns, but one killed (SIGKILL, or a Ctrl-C or SIGTERM, whose default action skips
+/// that) left them, the fake credentials among them. Only this user's directories are
+/// removed, without following a link.
+fn remove_left_by_dead_demos() {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| {
+            DEMO_DIRS
+                .iter()
+                .find_map(|k| n.strip_prefix(&format!("airlock-demo-{k}-")))
+        }) else {
+            continue;
+        };
+        let mut parts = rest.split('-');
+        let (Some(Ok(pid)), Some(Ok(start))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u64>),
+        ) else {
+            continue;
+        };
+        if start == 0 || crate::limits::start_time(pid) == Some(start) {
+            continue;
+        }
+        let path = e.path();
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 fn demo(json_out: bool) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let exe_s = exe.display().to_string();
-    let home = tempfile::Builder::new()
-        .prefix("airlock-demo-home")
-        .tempdir()
-        .map_err(|e| format!("temp home: {e}"))?;
+    remove_left_by_dead_demos();
+    let home = demo_tempdir("home").map_err(|e| format!("temp home: {e}"))?;
     let aws = home.path().join(".aws");
     std::fs::create_dir(&aws).map_err(|e| e.to_string())?;
     std::fs::write(
@@ -172,10 +221,7 @@ fn demo(json_out: bool) -> Result<i32, String> {
     let mut blocks = Vec::new();
 
     // 1. On the host, as an agent's shell tool would run it.
-    let scratch = tempfile::Builder::new()
-        .prefix("airlock-demo-cwd")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
+    let scratch = demo_tempdir("cwd").map_err(|e| e.to_string())?;
     let out = Command::new(&exe)
         .args(["probe", &url])
         .current_dir(scratch.path())

@@ -259,7 +259,7 @@ fn writable(p: &Path) -> bool {
 
 /// A process's start time (clock ticks since boot), which tells a live launcher from a later
 /// process that reuses its pid.
-fn start_time(pid: u32) -> Option<u64> {
+pub fn start_time(pid: u32) -> Option<u64> {
     let stat = read_text(Path::new(&format!("/proc/{pid}/stat")))?;
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split(' ').nth(19)?.parse().ok()

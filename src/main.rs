@@ -640,10 +640,14 @@ const REQUEST_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5
 fn read_request_text(path: &Path) -> std::io::Result<String> {
     use std::io::ErrorKind;
     use std::os::fd::AsFd;
-    let mut from = match path.as_os_str() == "-" {
-        true => std::fs::File::from(sys::std_stream(0).try_clone_to_owned()?),
-        false => std::fs::File::open(path)?,
+    // Stdin is read through descriptor 0 itself, not a copy: a caller whose open-file limit
+    // leaves none to spare (`ulimit -n 3`) has its request read, and its run's report says
+    // what then failed.
+    let opened = match path.as_os_str() == "-" {
+        true => None,
+        false => Some(std::fs::File::open(path)?),
     };
+    let from = opened.as_ref().map_or(sys::std_stream(0), |f| f.as_fd());
     let mut text = Vec::new();
     let mut chunk = vec![0; 64 << 10];
     let mut end = request::ObjectEnd::default();
@@ -651,7 +655,7 @@ fn read_request_text(path: &Path) -> std::io::Result<String> {
     loop {
         if let Some(at) = closed_at {
             let left = REQUEST_CLOSE_WAIT.saturating_sub(at.elapsed());
-            if !sys::wait_readable(from.as_fd(), Some(left)).map_err(std::io::Error::other)? {
+            if !sys::wait_readable(from, Some(left)).map_err(std::io::Error::other)? {
                 return Err(std::io::Error::other(format!(
                     "the request's object closed, but its input stayed open {} s after it: \
                      close it once the request is written (the request is all of it)",
@@ -659,13 +663,13 @@ fn read_request_text(path: &Path) -> std::io::Result<String> {
                 )));
             }
         }
-        let n = match from.read(&mut chunk) {
+        let n = match nix::unistd::read(from, &mut chunk).map_err(std::io::Error::from) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             // A descriptor the caller left non-blocking.
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                sys::wait_readable(from.as_fd(), None).map_err(std::io::Error::other)?;
+                sys::wait_readable(from, None).map_err(std::io::Error::other)?;
                 continue;
             }
             Err(e) => return Err(e),
@@ -1108,28 +1112,41 @@ fn emit_report(text: &str, code: i32) -> i32 {
 ///   signalfd), and a caller that never reads its pipe could otherwise end airlock by SIGKILL
 ///   alone (a framework's `terminate()` after its own timeout would wait forever). While there
 ///   is room the report is written, whatever came.
+///
+/// A caller whose open-file limit leaves no descriptor for the signalfd (`ulimit -n 3`: a
+/// failed run's report is written there too) still gets the report: airlock then waits for
+/// room with those signals unblocked (ppoll), so that one that comes meanwhile ends it by its
+/// default action, as the signalfd's reader would.
 fn write_report(bytes: &[u8]) -> std::io::Result<()> {
     use nix::errno::Errno;
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll, ppoll};
     use nix::sys::signal::{SigSet, Signal};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     use std::os::fd::AsFd;
     std::io::stdout().flush()?;
     let stdout = std::io::stdout();
     let fd = stdout.as_fd();
+    let mask = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
     let mut ending = SigSet::empty();
-    if let Ok(mask) = SigSet::thread_get_mask() {
-        for &s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
-            .iter()
-            .chain(&launch::ALSO_ENDING)
-        {
-            if mask.contains(s) {
-                ending.add(s);
-            }
+    for &s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
+        .iter()
+        .chain(&launch::ALSO_ENDING)
+    {
+        if mask.contains(s) {
+            ending.add(s);
         }
     }
-    let sigfd = SignalFd::with_flags(&ending, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(std::io::Error::from)?;
+    let sigfd = match SignalFd::with_flags(&ending, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+    {
+        Ok(sigfd) => Some(sigfd),
+        Err(Errno::EMFILE | Errno::ENFILE | Errno::ENOMEM) => None,
+        Err(e) => return Err(e.into()),
+    };
+    // The mask to wait in when there is no signalfd: the ending signals unblocked.
+    let mut waiting = mask;
+    for s in ending.iter() {
+        waiting.remove(s);
+    }
     // A regular file never makes a writer wait: one write.
     let chunk = match nix::sys::stat::fstat(fd) {
         Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => usize::MAX,
@@ -1137,17 +1154,34 @@ fn write_report(bytes: &[u8]) -> std::io::Result<()> {
     };
     let mut rest = bytes;
     while !rest.is_empty() {
-        let mut fds = [
-            PollFd::new(fd, PollFlags::POLLOUT),
-            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-            Ok(_) => {}
-        }
+        let room = match &sigfd {
+            Some(sigfd) => {
+                let mut fds = [
+                    PollFd::new(fd, PollFlags::POLLOUT),
+                    PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+                ];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Err(Errno::EINTR) => continue,
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => {}
+                }
+                fds[0].revents().is_some_and(|r| !r.is_empty())
+            }
+            None => {
+                // Room now (or an error the write reports) is taken before any signal.
+                let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
+                match poll(&mut fds, PollTimeout::ZERO) {
+                    Ok(n) if n > 0 => true,
+                    Err(e) if e != Errno::EINTR => return Err(e.into()),
+                    _ => match ppoll(&mut fds, None, Some(waiting)) {
+                        Err(Errno::EINTR) | Ok(_) => continue,
+                        Err(e) => return Err(e.into()),
+                    },
+                }
+            }
+        };
         // Room (or an error the write reports): write before looking at signals.
-        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+        if room {
             match nix::unistd::write(fd, &rest[..rest.len().min(chunk)]) {
                 Ok(n) => rest = &rest[n..],
                 Err(Errno::EINTR | Errno::EAGAIN) => {}
@@ -1155,7 +1189,8 @@ fn write_report(bytes: &[u8]) -> std::io::Result<()> {
             }
             continue;
         }
-        if let Ok(Some(info)) = sigfd.read_signal()
+        if let Some(sigfd) = &sigfd
+            && let Ok(Some(info)) = sigfd.read_signal()
             && let Ok(sig) = Signal::try_from(info.ssi_signo as i32)
         {
             sys::die_by(sig);

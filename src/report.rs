@@ -76,7 +76,9 @@ impl Capture {
                 self.data.truncate(at + r.unwrap_or(0));
                 r
             }
-            None => nix::unistd::read(fd, &mut [0u8; 64 * 1024]),
+            // Past the cap with no sink: read and dropped. A small buffer: it is on the
+            // launcher's stack, which the caller's stack limit may keep small (`ulimit -s 64`).
+            None => nix::unistd::read(fd, &mut [0u8; 4096]),
         };
         match got {
             Ok(0) => Pipe::Closed,

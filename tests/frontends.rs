@@ -224,6 +224,86 @@ fn run_demo(who: Launcher, json: bool) -> Output {
     out
 }
 
+/// The demo's temp dirs in `dir`.
+fn demo_dirs_in(dir: &std::path::Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(DEMO_PREFIX))
+        .collect()
+}
+
+/// A demo killed before it removed its temp dirs (SIGKILL here; a SIGTERM or Ctrl-C, whose
+/// default action skips the removal, alike) left them in /tmp, its fake credentials among
+/// them, for good. The next demo removes those of demos that no longer run, and keeps those
+/// of one that still runs (stopped here). Each demo runs with a TMPDIR of its own, 1777 as
+/// /tmp is: no other test's demo shares it.
+#[test]
+fn a_killed_demos_temp_dirs_are_removed_by_the_next_demo() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    use nix::unistd::Pid;
+    for who in BOTH {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let demo = || {
+            let mut cmd = airlock(who, &["demo"]);
+            cmd.env("TMPDIR", tmp.path());
+            cmd
+        };
+        // Stop a demo once its home exists (it may have finished first: try again, bounded).
+        let mut stopped = None;
+        for _ in 0..20 {
+            let mut child = demo()
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let pid = Pid::from_raw(child.id() as i32);
+            let give_up = Instant::now() + DEMO_DEADLINE;
+            while demo_dirs_in(tmp.path()).is_empty() && Instant::now() < give_up {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+            }
+            // Listed once it has stopped: it may have been removing them.
+            let _ = kill(pid, Signal::SIGSTOP);
+            match waitpid(pid, Some(WaitPidFlag::WUNTRACED)) {
+                Ok(WaitStatus::Stopped(..)) if !demo_dirs_in(tmp.path()).is_empty() => {
+                    stopped = Some(child);
+                    break;
+                }
+                Ok(WaitStatus::Stopped(..)) => {
+                    let _ = kill(pid, Signal::SIGKILL);
+                    let _ = child.wait();
+                }
+                _ => {} // it ended first, and is reaped
+            }
+        }
+        let mut child =
+            stopped.unwrap_or_else(|| panic!("{who:?}: no demo was caught with its dirs"));
+        let left = demo_dirs_in(tmp.path());
+        let what = format!("{who:?} demo beside a stopped one");
+        let (out, _) = output_within(&mut demo(), DEMO_DEADLINE, &what);
+        assert_eq!(code(&out), Some(0), "{what}:\n{}", show(&out));
+        assert_eq!(demo_dirs_in(tmp.path()), left, "{what}: a live demo's dirs");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            demo_dirs_in(tmp.path()),
+            left,
+            "{who:?}: the killed demo's dirs"
+        );
+        let what = format!("{who:?} demo after a killed one");
+        let (out, _) = output_within(&mut demo(), DEMO_DEADLINE, &what);
+        assert_eq!(code(&out), Some(0), "{what}:\n{}", show(&out));
+        let now = demo_dirs_in(tmp.path());
+        assert!(now.is_empty(), "{what}: left {now:?}");
+    }
+}
+
 /// One demo block as printed: its heading, the probe lines observed, and the `why` notes.
 #[derive(Debug)]
 struct DemoBlock {

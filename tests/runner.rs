@@ -1577,6 +1577,153 @@ fn a_report_to_a_non_blocking_stdout_is_written_whole() {
     }
 }
 
+/// A caller whose open-file limit leaves airlock no descriptor beyond its standard streams
+/// (`ulimit -n 3`) gets its run's report all the same: step 1 cannot make its descriptors
+/// (exit 125, the task never ran), and the report saying so reaches stdout, though the
+/// signalfd airlock watches while it writes a report cannot be made either. (Before, the
+/// report was lost: exit 2, "the JSON report could not be written to stdout: No file
+/// descriptors available".) `prlimit` lowers the limit just before airlock's exec, after
+/// setpriv has loaded its libraries.
+#[test]
+fn a_caller_with_no_descriptor_to_spare_still_gets_its_report() {
+    for who in BOTH {
+        for args in [
+            &["run", "--json", "--", "sh", "-c", "echo RAN-MARKER"][..],
+            &["run", "--request", "-"][..],
+        ] {
+            let cmd = with_no_descriptor_to_spare(who, args);
+            let input = br#"{"command": "sh", "args": ["-c", "echo RAN-MARKER"]}"#;
+            let run = run_bounded(cmd, Some(input), SECS_10);
+            let ctx = format!("{who:?} {args:?}");
+            assert_eq!(run.code(), Some(125), "{ctx}: {}", run.show());
+            let rep = run.report();
+            assert_eq!(rep["error_kind"], json!("setup"), "{ctx}: {rep}");
+            assert_eq!(rep["exit_code"], json!(125), "{ctx}: {rep}");
+            assert!(
+                rep["error"].as_str().is_some_and(|e| e.contains("EMFILE")),
+                "{ctx}: {rep}"
+            );
+            assert!(!rep.to_string().contains("RAN-MARKER"), "{ctx}: {rep}");
+        }
+    }
+}
+
+/// `airlock ARGS` as `who` under an open-file limit of 3: its standard streams and no more.
+/// `prlimit` lowers it just before airlock's exec, after setpriv has loaded its libraries.
+fn with_no_descriptor_to_spare(who: Launcher, args: &[&str]) -> Command {
+    let mut cmd = Command::new(as_user(who).first().copied().unwrap_or("prlimit"));
+    if let Some((_, rest)) = as_user(who).split_first() {
+        cmd.args(rest).arg("prlimit");
+    }
+    cmd.arg("--nofile=3:3").arg(binary()).args(args);
+    cmd
+}
+
+/// The same caller (no descriptor to spare, so no signalfd) whose stdout is a pipe already
+/// full: airlock waits for room to write its report, and a SIGTERM that comes meanwhile ends
+/// it by that signal, as it ends one that watches a signalfd
+/// (`a_signal_ends_airlock_blocked_on_a_report_its_caller_does_not_read`). The caller starts
+/// airlock with SIGTERM blocked, which `airlock run` forwards all the same: the wait must
+/// unblock it, or it would hold airlock until the caller reads. Control: a caller that then
+/// reads gets the report whole.
+#[test]
+fn a_signal_ends_a_report_wait_that_has_no_signalfd() {
+    use nix::sys::signal::Signal;
+    use std::os::unix::process::ExitStatusExt;
+    let args = ["run", "--json", "--", "true"];
+    for who in BOTH {
+        for signalled in [true, false] {
+            let ctx = format!("{who:?} signalled {signalled}");
+            let (r, w) = nix::unistd::pipe().unwrap();
+            let filler = std::fs::File::from(w.try_clone().unwrap());
+            nix::fcntl::fcntl(
+                &filler,
+                nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+            )
+            .unwrap();
+            let mut filled = 0;
+            while let Ok(n) = (&filler).write(&[b'x'; 4096]) {
+                filled += n;
+            }
+            drop(filler);
+            // python3 blocks SIGTERM, then execs prlimit, which execs airlock.
+            let block = "import os, signal, sys; \
+                         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); \
+                         os.execvp(sys.argv[1], sys.argv[1:])";
+            let mut cmd = Command::new(as_user(who).first().copied().unwrap_or(PYTHON));
+            if let Some((_, rest)) = as_user(who).split_first() {
+                cmd.args(rest).arg(PYTHON);
+            }
+            cmd.args(["-c", block, "prlimit", "--nofile=3:3"])
+                .arg(binary())
+                .args(args);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::from(w))
+                .stderr(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            drop(cmd);
+            let err = drain(child.stderr.take().unwrap());
+            std::thread::sleep(Duration::from_millis(300));
+            if child.try_wait().unwrap().is_some() {
+                let status = child.wait().unwrap();
+                panic!(
+                    "{ctx}: airlock did not wait for room: {status:?}, stderr {:?}",
+                    String::from_utf8_lossy(&err.join().unwrap())
+                );
+            }
+            if signalled {
+                signal_pid(child.id(), Signal::SIGTERM);
+                let status = wait_until(&mut child, Instant::now() + Duration::from_secs(3));
+                let Some(status) = status else {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{ctx}: still blocked on its report 3 s after SIGTERM: killed");
+                };
+                assert_eq!(status.signal(), Some(Signal::SIGTERM as i32), "{ctx}");
+                continue;
+            }
+            let out = drain(std::fs::File::from(r));
+            let status = wait_until(&mut child, Instant::now() + SECS_10)
+                .unwrap_or_else(|| panic!("{ctx}: still running"));
+            let got = out.join().unwrap();
+            assert_eq!(status.code(), Some(125), "{ctx}");
+            let report: Value = serde_json::from_slice(&got[filled..]).unwrap();
+            assert_eq!(report["error_kind"], json!("setup"), "{ctx}: {report}");
+        }
+    }
+}
+
+/// A caller's small stack limit (`ulimit -s 64`, 64 KiB) still gets a JSON report, as it
+/// gets a streamed run: the launcher's capture once kept a 64 KiB buffer on its stack for
+/// output past the cap, and died of SIGSEGV (139) under that limit before the task ran. The
+/// environment is cleared: its strings take the same stack.
+#[test]
+fn a_small_stack_limit_still_gets_a_report() {
+    for who in BOTH {
+        for args in [
+            &["run", "--json", "--", "sh", "-c", "echo RAN"][..],
+            &["run", "--", "sh", "-c", "echo RAN"][..],
+        ] {
+            let mut cmd = Command::new(as_user(who).first().copied().unwrap_or("prlimit"));
+            if let Some((_, rest)) = as_user(who).split_first() {
+                cmd.args(rest).arg("prlimit");
+            }
+            cmd.arg("--stack=65536")
+                .arg(binary())
+                .args(args)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin");
+            let run = run_bounded(cmd, None, SECS_10);
+            let ctx = format!("{who:?} {args:?}");
+            assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+            match args[1] == "--json" {
+                true => assert_eq!(run.report()["stdout"], json!("RAN\n"), "{ctx}"),
+                false => assert_eq!(stdout(&run.out), "RAN\n", "{ctx}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_requests_are_refused_naming_the_key() {
     let dir = tmpdir();
