@@ -224,6 +224,28 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             ))
         })?;
     }
+    // Each --proc of a joined pid namespace (without a new one in it): the sandbox's user
+    // namespace has no capability over it, so its procs are made here, by a helper born in it
+    // with the caller's (root's) credentials, and the init moves them into place.
+    let joined_procs = match io.and_then(|b| b.pidns_fd) {
+        Some(_) if !joins && !spec.ns.pid => {
+            let procs = spec
+                .fs
+                .iter()
+                .filter(|op| matches!(op, crate::spec::FsOp::Proc(_)))
+                .count();
+            match procs {
+                0 => Vec::new(),
+                n => sys::procs_of_joined_pid_ns(n).map_err(|e| {
+                    Failure::Setup(format!(
+                        "Can't mount proc on /newroot/proc: {}",
+                        crate::sys::errno_text(e.errno)
+                    ))
+                })?,
+            }
+        }
+        _ => Vec::new(),
+    };
     // An unprivileged caller's init maps its own ids (saves a round trip through the
     // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller, or
     // --info-fd/--json-status-fd want the namespaces read from /proc/PID/ns while the init
@@ -276,7 +298,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
         .map(|fd| fd.as_fd());
-    let forked = sys::clone_process(flags, into).map_err(|e| {
+    // A new pid namespace inside a joined one: made from a first child born in the joined one.
+    let forked = match pidns_joined && spec.ns.pid && !joins {
+        true => sys::clone_process_from_joined(flags, into),
+        false => sys::clone_process(flags, into),
+    }
+    .map_err(|e| {
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
@@ -312,6 +339,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 caller_mask,
                 caller_group: None,
                 caller_cpus,
+                joined_procs: std::cell::RefCell::new(joined_procs),
             })
         }
         Forked::Parent { pid, pidfd } => {
@@ -323,6 +351,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     };
     drop(child_sock);
     drop(inputs);
+    drop(joined_procs);
     drop(task_ends);
     if let Some(feed) = &mut feed
         && let Err(e) = feed.start()

@@ -295,3 +295,79 @@ fn a_sandbox_switched_to_a_second_user_namespace_dies_with_airlock() {
         assert_eq!(left, None, "{who:?}: the task outlived airlock");
     }
 }
+
+/// --pidns as root without a user namespace, as bubblewrap runs it: airlock's sandbox still
+/// has its own (identity-mapped) user namespace, which has no capability over the joined pid
+/// namespace (the host's user namespace owns it), so it could not mount that namespace's proc
+/// ("Can't mount proc on /newroot/proc: Operation not permitted"); and its launcher, having
+/// joined with setns, could not make a new pid namespace inside it for --unshare-pid
+/// ("Creating new namespace failed: Invalid argument"). Every line is bounded by `timeout`.
+#[test]
+fn joining_a_pid_namespace_as_root_without_a_user_namespace_matches_bubblewrap() {
+    let who = Launcher::Root;
+    let m = "36.01";
+    let h = Holder::new(
+        who,
+        &format!("exec unshare -p -f --mount-proc sleep {m}"),
+        m,
+    );
+    let holder = format!("/proc/{}/ns/pid", h.pid);
+    let id = std::fs::read_link(&holder).unwrap();
+    let id = id.to_str().unwrap();
+    let (theirs, mine) = (
+        "timeout 20 /usr/bin/bwrap",
+        format!("timeout 20 {}", ours()),
+    );
+    // Joined as is: the proc is the holder's namespace's (its pid 1 is the holder's sleep).
+    let joined = "readlink /proc/self/ns/pid; tr \"\\0\" \" \" </proc/1/cmdline; echo; \
+                  grep -c \"^[0-9]* [0-9]* [0-9:]* / /proc rw,nosuid,nodev,noexec.* - proc proc \" \
+                  /proc/self/mountinfo";
+    let want = format!("{id}\nsleep {m} \n1\n");
+    // Nested: a new pid namespace inside the joined one (not the holder's), whose proc shows
+    // only the sandbox (its init, sh and ls).
+    let nested = format!(
+        "echo pid $$; [ \"$(readlink /proc/self/ns/pid)\" != \"{id}\" ] && echo new; \
+         p=$(ls /proc); echo \"$p\" | grep -c \"^[0-9]*$\""
+    );
+    for (args, script, want) in [
+        ("--pidns 6 --proc /proc", joined, Some(want.as_str())),
+        ("--pidns 6 --proc /proc --dev /dev", joined, Some(&want)),
+        ("--pidns 6 --unshare-pid", &nested, None),
+        ("--pidns 6 --unshare-pid --proc /proc", &nested, None),
+        (
+            "--pidns 6 --unshare-pid --unshare-net --proc /proc --dev /dev",
+            &nested,
+            None,
+        ),
+    ] {
+        let t = run(who, theirs, "/dev/null", &holder, args, script);
+        let o = run(who, &mine, "/dev/null", &holder, args, script);
+        assert_eq!(o, t, "{args}");
+        if let Some(want) = want {
+            assert_eq!(o, (0, want.to_string()), "{args}");
+        }
+    }
+    // The nested namespace's pid 1 is airlock's init, a child of airlock (not of the first
+    // child that made it, which is gone).
+    let script = "echo pid $$; cat /proc/1/comm";
+    let o = run(
+        who,
+        &mine,
+        "/dev/null",
+        &holder,
+        "--pidns 6 --unshare-pid --proc /proc",
+        script,
+    );
+    assert_eq!(o, (0, "pid 2\nairlock\n".to_string()));
+    // The root caller's proc keeps the host's kernel-wide knobs read-only, as any other.
+    let script = "grep -c \" /proc/sys ro,\" /proc/self/mountinfo";
+    let o = run(
+        who,
+        &mine,
+        "/dev/null",
+        &holder,
+        "--pidns 6 --proc /proc",
+        script,
+    );
+    assert_eq!(o, (0, "1\n".to_string()));
+}

@@ -106,6 +106,10 @@ pub struct Inherited<'a> {
     /// launcher starts it on another CPU than its own (`sys::start_elsewhere`), and it takes
     /// the caller's back once the maps are written (step 2).
     pub caller_cpus: Option<nix::sched::CpuSet>,
+    /// bwrap's --pidns as root, without a new pid namespace: a proc of the joined pid
+    /// namespace for each --proc (detached mounts the launcher had made there, in --proc
+    /// order), which this init's user namespace could not mount.
+    pub joined_procs: std::cell::RefCell<Vec<OwnedFd>>,
 }
 
 /// A failed step: which one, what failed, and a hint when one exists.
@@ -664,6 +668,7 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
         keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
     }
     keep.extend(inh.relayed.iter().flatten().map(|f| f.as_raw_fd()));
+    keep.extend(inh.joined_procs.borrow().iter().map(|f| f.as_raw_fd()));
     for op in &inh.spec.fs {
         if let FsOp::BindFd { fd, .. } | FsOp::File { fd, .. } = op {
             keep.push(*fd);
