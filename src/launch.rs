@@ -385,10 +385,19 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces, before the
     // --userns-block-fd wait (the caller reads the pid to act on it, then lets the maps go).
+    // With --userns, this child joins and makes the namespaces, then forks the init that is in
+    // them all: that init names itself on the channel first (unless setup failed, which the
+    // channel then says, read below), and is the one announced.
+    let announced =
+        match joins && io.is_some_and(|b| b.info_fd.is_some() || b.json_status_fd.is_some()) {
+            true => joined_init(parent_sock.as_fd()),
+            false => Some(pid),
+        };
     let status_fds = bwrap_status::Pending(
         spec.bwrap
             .as_ref()
-            .and_then(|b| bwrap_status::announce(pid, b, spec)),
+            .zip(announced)
+            .and_then(|(b, pid)| bwrap_status::announce(pid, b, spec)),
     );
     // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
     //    unprivileged id when the caller is root.
@@ -1321,6 +1330,23 @@ impl Outcome {
     pub fn exit_code(&self) -> i32 {
         self.end.exit_code()
     }
+}
+
+/// The pid of bwrap's --userns init, once it is in the namespaces it made: from its first
+/// message, a pidfd, if that is one (not consumed otherwise).
+fn joined_init(sock: std::os::fd::BorrowedFd) -> Option<Pid> {
+    use nix::sys::socket::{MsgFlags, recv};
+    let mut tag = [0u8; 1];
+    match recv(
+        std::os::fd::AsRawFd::as_raw_fd(&sock),
+        &mut tag,
+        MsgFlags::MSG_PEEK,
+    ) {
+        Ok(1) if tag[0] == channel::JOINED => {}
+        _ => return None,
+    }
+    let pidfd = sys::recv_fd(sock).ok()?;
+    sys::pid_of_pidfd(pidfd.as_fd()).ok()
 }
 
 /// bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces once it exists,

@@ -191,7 +191,7 @@ pub fn clone_process_from_joined(flags: u64, cgroup: Option<BorrowedFd>) -> SysR
 }
 
 /// One descriptor sent by [`send_fd`].
-fn recv_fd(sock: BorrowedFd) -> Result<OwnedFd, Errno> {
+pub fn recv_fd(sock: BorrowedFd) -> Result<OwnedFd, Errno> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut byte = [0u8; 1];
     let mut iov = [std::io::IoSliceMut::new(&mut byte)];
@@ -213,6 +213,21 @@ fn recv_fd(sock: BorrowedFd) -> Result<OwnedFd, Errno> {
         .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
         .collect();
     owned.pop().ok_or(Errno::EBADMSG)
+}
+
+/// Send a pidfd of this process on `sock`, tagged `tag`: the receiver learns its pid in its own
+/// pid namespace ([`pid_of_pidfd`]).
+pub fn announce_self(sock: BorrowedFd, tag: u8) -> SysResult<()> {
+    // SAFETY: plain syscall on integers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if fd == -1 {
+        return Err(last(|| "pidfd_open(<self>)".into()));
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    named(send_fd(sock.as_raw_fd(), tag, fd.as_raw_fd()), || {
+        "sendmsg(<channel>, <pidfd>)".into()
+    })
 }
 
 /// The pid (in this process's pid namespace, as its /proc shows it) of the process a pidfd

@@ -371,3 +371,57 @@ fn joining_a_pid_namespace_as_root_without_a_user_namespace_matches_bubblewrap()
     );
     assert_eq!(o, (0, "1\n".to_string()));
 }
+
+/// --info-fd and --json-status-fd with --userns: the namespaces named are the sandbox's, as
+/// the task reads them in /proc/self/ns, with bubblewrap as with airlock. airlock's launcher
+/// used to read them from its child as soon as it existed, before that child had joined the
+/// user namespace and made the others: it named the caller's own.
+#[test]
+fn the_status_fds_name_the_namespaces_made_in_a_joined_user_namespace() {
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let m = format!("37.{i}1");
+        let h = Holder::new(who, &format!("exec unshare -U -r sleep {m}"), &m);
+        for bwrap in ["/usr/bin/bwrap".to_string(), ours()] {
+            let info = format!("/tmp/airlock-test-info-{}-{i}", std::process::id());
+            let json = format!("{info}.json");
+            let line = format!(
+                "exec 5</proc/{}/ns/user 7>{info} 8>{json}; exec timeout 20 {bwrap} --userns 5 \
+                 --info-fd 7 --json-status-fd 8 --unshare-pid --unshare-net --unshare-ipc \
+                 --unshare-uts --unshare-cgroup --proc /proc {} -- sh -c 'for n in cgroup ipc \
+                 mnt net pid uts; do echo \"$n-namespace\": $(stat -Lc %i /proc/self/ns/$n); done'",
+                h.pid,
+                MIN_ROOT.join(" ")
+            );
+            let o = Command::new("env")
+                .args(as_user(who))
+                .args(["bash", "-c", &line])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let (info_text, json_text) = (
+                std::fs::read_to_string(&info).unwrap_or_default(),
+                std::fs::read_to_string(&json).unwrap_or_default(),
+            );
+            let _ = std::fs::remove_file(&info);
+            let _ = std::fs::remove_file(&json);
+            assert_eq!(o.status.code(), Some(0), "{who:?} {bwrap}: {}", stderr(&o));
+            let task: Vec<(String, String)> = stdout(&o)
+                .lines()
+                .filter_map(|l| l.split_once(": "))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(task.len(), 6, "{who:?} {bwrap}: {}", stdout(&o));
+            for (k, v) in &task {
+                let field = format!("\"{k}\": {v}");
+                assert!(
+                    info_text.contains(&field),
+                    "{who:?} {bwrap}: {field} in {info_text}"
+                );
+                assert!(
+                    json_text.contains(&field),
+                    "{who:?} {bwrap}: {field} in {json_text}"
+                );
+            }
+        }
+    }
+}

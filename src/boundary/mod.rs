@@ -151,6 +151,15 @@ pub fn init(mut inh: Inherited) -> ! {
             let _ = channel::send(sock, &Msg::SetupFailed(text));
             sys::exit_now(spec::exit::SETUP_FAILED)
         }
+        // --info-fd and --json-status-fd name this process and its namespaces, which the
+        // launcher reads once it is here (its own child made them, and is not in all).
+        let b = inh.spec.bwrap.as_ref();
+        if b.is_some_and(|b| b.info_fd.is_some() || b.json_status_fd.is_some())
+            && let Err(e) = sys::announce_self(sock, channel::JOINED)
+        {
+            let _ = channel::send(sock, &Msg::SetupFailed(e.to_string()));
+            sys::exit_now(spec::exit::SETUP_FAILED)
+        }
     }
     // bwrap mode without a pid namespace: bubblewrap's --info-fd child-pid is its task, so a
     // signal sent to that pid reaches the task; here it reaches this init, which passes it on
