@@ -237,10 +237,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             match procs {
                 0 => Vec::new(),
                 n => sys::procs_of_joined_pid_ns(n).map_err(|e| {
-                    Failure::Setup(format!(
-                        "Can't mount proc on /newroot/proc: {}",
-                        crate::sys::errno_text(e.errno)
-                    ))
+                    // The helper's own birth there failing (a pid namespace whose last
+                    // process has ended): bubblewrap's words for its fork there.
+                    let what = match e.call.starts_with("clone(") {
+                        true => "Can't fork for --pidns",
+                        false => "Can't mount proc on /newroot/proc",
+                    };
+                    Failure::Setup(format!("{what}: {}", crate::sys::errno_text(e.errno)))
                 })?,
             }
         }
@@ -307,6 +310,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
+        // A pid namespace whose last process has ended takes no new one: bubblewrap's words
+        // for its fork there.
+        if pidns_joined && !joins && e.errno == nix::errno::Errno::ENOMEM {
+            return Failure::Setup(format!("Can't fork for --pidns: {}", crate::sys::errno_text(e.errno)));
+        }
         if spec.bwrap.is_some() {
             let failed = crate::bwrap::new_namespace_failed(e.errno);
             return Failure::Setup(match e.errno {

@@ -372,6 +372,37 @@ fn joining_a_pid_namespace_as_root_without_a_user_namespace_matches_bubblewrap()
     assert_eq!(o, (0, "1\n".to_string()));
 }
 
+/// --pidns as root of a pid namespace whose last process has ended: the kernel lets no new
+/// process in, and bubblewrap's fork there fails first ("Can't fork for --pidns: Cannot
+/// allocate memory"). airlock failed with its clone's words, or its proc helper's.
+#[test]
+fn joining_an_ended_pid_namespace_fails_as_in_bubblewrap() {
+    let first = "bwrap: Can't fork for --pidns: Cannot allocate memory";
+    for args in [
+        "--pidns 6",
+        "--pidns 6 --proc /proc",
+        "--pidns 6 --unshare-pid --proc /proc",
+    ] {
+        for bwrap in ["/usr/bin/bwrap".to_string(), ours()] {
+            // The holder's sleep is its pid namespace's only process: once it is killed and
+            // reaped, the descriptor still names the namespace, which has ended.
+            let line = format!(
+                "unshare -p -f sleep 36.02 2>/dev/null & h=$!; for i in $(seq 100); do \
+                 p=$(pgrep -P $h) && break; sleep 0.05; done; exec 6</proc/$p/ns/pid; \
+                 kill -9 $p; wait $h; exec timeout 20 {bwrap} {args} {} -- true",
+                MIN_ROOT.join(" ")
+            );
+            let o = Command::new("bash")
+                .args(["-c", &line])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{bwrap} {args}");
+            assert_eq!(stderr(&o).lines().next(), Some(first), "{bwrap} {args}");
+        }
+    }
+}
+
 /// --info-fd and --json-status-fd with --userns: the namespaces named are the sandbox's, as
 /// the task reads them in /proc/self/ns, with bubblewrap as with airlock. airlock's launcher
 /// used to read them from its child as soon as it existed, before that child had joined the
