@@ -456,3 +456,54 @@ fn the_status_fds_name_the_namespaces_made_in_a_joined_user_namespace() {
         }
     }
 }
+
+/// With --userns and no pid namespace, --info-fd's child-pid is bubblewrap's task, so SIGTERM
+/// to it ends the task (and bwrap with 143). airlock's child-pid is its init, which passes the
+/// signal on; it used to be the first process (which made the namespaces and waits for the
+/// init), which passed nothing on: the task slept on.
+#[test]
+fn sigterm_to_the_child_pid_of_a_joined_user_namespace_ends_the_task() {
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let m = format!("38.{i}1");
+        let h = Holder::new(who, &format!("exec unshare -U -r sleep {m}"), &m);
+        for bwrap in ["/usr/bin/bwrap".to_string(), ours()] {
+            let info = format!("/tmp/airlock-test-sig-{}-{i}", std::process::id());
+            let line = format!(
+                "exec 5</proc/{}/ns/user 7>{info}; exec timeout -s KILL 20 {bwrap} --userns 5 \
+                 --info-fd 7 {} -- sleep 38.{i}2",
+                h.pid,
+                MIN_ROOT.join(" ")
+            );
+            let mut child = Command::new("env")
+                .args(as_user(who))
+                .args(["bash", "-c", &line])
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut pid = None;
+            while pid.is_none() && Instant::now() < deadline {
+                pid = std::fs::read_to_string(&info).ok().and_then(|t| {
+                    let rest = t.split("\"child-pid\": ").nth(1)?;
+                    rest.split(|c: char| !c.is_ascii_digit())
+                        .next()?
+                        .parse::<u32>()
+                        .ok()
+                });
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = std::fs::remove_file(&info);
+            let Some(pid) = pid else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{who:?} {bwrap}: no child-pid");
+            };
+            // The task may still be on its way to exec: the signal ends it either way.
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(143), "{who:?} {bwrap}");
+        }
+    }
+}

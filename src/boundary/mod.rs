@@ -168,10 +168,8 @@ pub fn init(mut inh: Inherited) -> ! {
     // the task goes back to it before its execve (exec_task). With a pid namespace the pid is
     // a reaper that passes nothing on, under bubblewrap as here.
     let spec = inh.spec;
-    if spec.bwrap.as_ref().is_some_and(|b| b.userns_fd.is_none())
-        && !spec.ns.pid
-        && !spec.lockdown.as_pid_1
-    {
+    // (With --userns, this is the init that named itself to the launcher for child-pid.)
+    if spec.bwrap.is_some() && !spec.ns.pid && !spec.lockdown.as_pid_1 {
         let group = nix::unistd::getpgrp();
         if nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)).is_ok() {
             inh.caller_group = Some(group);
