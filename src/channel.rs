@@ -68,6 +68,10 @@ pub enum Msg {
 /// (the launcher's helper sends that message itself, allocating nothing).
 pub const NETNS: u8 = b'N';
 
+/// The first byte of the message (a pidfd) by which bwrap's --userns init says it is in the
+/// namespaces it made (`sys::announce_self`), read by the launcher before any other.
+pub const JOINED: u8 = b'J';
+
 pub fn pair() -> SysResult<(OwnedFd, OwnedFd)> {
     named(
         nix::sys::socket::socketpair(

@@ -224,6 +224,31 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             ))
         })?;
     }
+    // Each --proc of a joined pid namespace (without a new one in it): the sandbox's user
+    // namespace has no capability over it, so its procs are made here, by a helper born in it
+    // with the caller's (root's) credentials, and the init moves them into place.
+    let joined_procs = match io.and_then(|b| b.pidns_fd) {
+        Some(_) if !joins && !spec.ns.pid => {
+            let procs = spec
+                .fs
+                .iter()
+                .filter(|op| matches!(op, crate::spec::FsOp::Proc(_)))
+                .count();
+            match procs {
+                0 => Vec::new(),
+                n => sys::procs_of_joined_pid_ns(n).map_err(|e| {
+                    // The helper's own birth there failing (a pid namespace whose last
+                    // process has ended): bubblewrap's words for its fork there.
+                    let what = match e.call.starts_with("clone(") {
+                        true => "Can't fork for --pidns",
+                        false => "Can't mount proc on /newroot/proc",
+                    };
+                    Failure::Setup(format!("{what}: {}", crate::sys::errno_text(e.errno)))
+                })?,
+            }
+        }
+        _ => Vec::new(),
+    };
     // An unprivileged caller's init maps its own ids (saves a round trip through the
     // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller, or
     // --info-fd/--json-status-fd want the namespaces read from /proc/PID/ns while the init
@@ -276,10 +301,20 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
         .map(|fd| fd.as_fd());
-    let forked = sys::clone_process(flags, into).map_err(|e| {
+    // A new pid namespace inside a joined one: made from a first child born in the joined one.
+    let forked = match pidns_joined && spec.ns.pid && !joins {
+        true => sys::clone_process_from_joined(flags, into),
+        false => sys::clone_process(flags, into),
+    }
+    .map_err(|e| {
         let hint = boundary::hint(&e)
             .map(|h| format!("; hint: {h}"))
             .unwrap_or_default();
+        // A pid namespace whose last process has ended takes no new one: bubblewrap's words
+        // for its fork there.
+        if pidns_joined && !joins && e.errno == nix::errno::Errno::ENOMEM {
+            return Failure::Setup(format!("Can't fork for --pidns: {}", crate::sys::errno_text(e.errno)));
+        }
         if spec.bwrap.is_some() {
             let failed = crate::bwrap::new_namespace_failed(e.errno);
             return Failure::Setup(match e.errno {
@@ -312,6 +347,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                 caller_mask,
                 caller_group: None,
                 caller_cpus,
+                joined_procs: std::cell::RefCell::new(joined_procs),
             })
         }
         Forked::Parent { pid, pidfd } => {
@@ -323,6 +359,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     };
     drop(child_sock);
     drop(inputs);
+    drop(joined_procs);
     drop(task_ends);
     if let Some(feed) = &mut feed
         && let Err(e) = feed.start()
@@ -356,10 +393,19 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     // bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces, before the
     // --userns-block-fd wait (the caller reads the pid to act on it, then lets the maps go).
+    // With --userns, this child joins and makes the namespaces, then forks the init that is in
+    // them all: that init names itself on the channel first (unless setup failed, which the
+    // channel then says, read below), and is the one announced.
+    let announced =
+        match joins && io.is_some_and(|b| b.info_fd.is_some() || b.json_status_fd.is_some()) {
+            true => joined_init(parent_sock.as_fd()),
+            false => Some(pid),
+        };
     let status_fds = bwrap_status::Pending(
         spec.bwrap
             .as_ref()
-            .and_then(|b| bwrap_status::announce(pid, b, spec)),
+            .zip(announced)
+            .and_then(|(b, pid)| bwrap_status::announce(pid, b, spec)),
     );
     // 2. The id maps: the task is uid/gid 1000 inside; on the host it is the caller, or an
     //    unprivileged id when the caller is root.
@@ -1292,6 +1338,23 @@ impl Outcome {
     pub fn exit_code(&self) -> i32 {
         self.end.exit_code()
     }
+}
+
+/// The pid of bwrap's --userns init, once it is in the namespaces it made: from its first
+/// message, a pidfd, if that is one (not consumed otherwise).
+fn joined_init(sock: std::os::fd::BorrowedFd) -> Option<Pid> {
+    use nix::sys::socket::{MsgFlags, recv};
+    let mut tag = [0u8; 1];
+    match recv(
+        std::os::fd::AsRawFd::as_raw_fd(&sock),
+        &mut tag,
+        MsgFlags::MSG_PEEK,
+    ) {
+        Ok(1) if tag[0] == channel::JOINED => {}
+        _ => return None,
+    }
+    let pidfd = sys::recv_fd(sock).ok()?;
+    sys::pid_of_pidfd(pidfd.as_fd()).ok()
 }
 
 /// bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces once it exists,

@@ -11,7 +11,7 @@ mod mem;
 
 use std::ffi::CString;
 use std::fmt;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -104,11 +104,15 @@ pub enum Forked {
 ///
 /// Callers must be single-threaded: airlock never starts a thread before it launches.
 pub fn clone_process(flags: u64, cgroup: Option<BorrowedFd>) -> SysResult<Forked> {
+    clone3(flags, cgroup, libc::SIGCHLD as u64)
+}
+
+fn clone3(flags: u64, cgroup: Option<BorrowedFd>, exit_signal: u64) -> SysResult<Forked> {
     let mut pidfd: RawFd = -1;
     let mut args = CloneArgs {
         flags: flags | CLONE_PIDFD,
         pidfd: &mut pidfd as *mut RawFd as u64,
-        exit_signal: libc::SIGCHLD as u64,
+        exit_signal,
         ..Default::default()
     };
     if let Some(fd) = cgroup {
@@ -133,6 +137,203 @@ pub fn clone_process(flags: u64, cgroup: Option<BorrowedFd>) -> SysResult<Forked
             pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
         }),
     }
+}
+
+/// [`clone_process`] for a process that has joined another pid namespace (setns) and asks for
+/// a new one in `flags`, nested in the joined one. The kernel makes a new pid namespace only
+/// for a process whose own pid namespace is the one its children are born in, which setns
+/// does not change: a first child, born in the joined namespace, makes the clone with
+/// CLONE_PARENT (so the new process is this one's child, as clone_process's is, and signals
+/// its end here), hands its pidfd back and exits.
+pub fn clone_process_from_joined(flags: u64, cgroup: Option<BorrowedFd>) -> SysResult<Forked> {
+    let (mine, theirs) = named(
+        nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        ),
+        || "socketpair(AF_UNIX, SOCK_SEQPACKET)".into(),
+    )?;
+    let first = match clone_process(0, None)? {
+        Forked::Child => {
+            drop(mine);
+            // clone3 refuses an exit signal with CLONE_PARENT: the child gets this one's.
+            match clone3(flags | libc::CLONE_PARENT as u64, cgroup, 0) {
+                Ok(Forked::Child) => {
+                    drop(theirs);
+                    return Ok(Forked::Child);
+                }
+                Ok(Forked::Parent { pidfd, .. }) => {
+                    let sent = send_fd(theirs.as_raw_fd(), b'P', pidfd.as_raw_fd());
+                    exit_now(sent.map_or_else(|e| e as i32, |()| 0))
+                }
+                Err(e) => exit_now(e.errno as i32),
+            }
+        }
+        Forked::Parent { pid, .. } => pid,
+    };
+    drop(theirs);
+    let failed = |errno| SysError {
+        call: format!("clone3(flags={:#x}) from the joined pid namespace", flags),
+        errno,
+    };
+    match named(nix::sys::wait::waitpid(first, None), || {
+        format!("waitpid({first}) for the first child in the joined pid namespace")
+    })? {
+        nix::sys::wait::WaitStatus::Exited(_, 0) => {}
+        nix::sys::wait::WaitStatus::Exited(_, e) => return Err(failed(Errno::from_raw(e))),
+        _ => return Err(failed(Errno::ECHILD)),
+    }
+    let pidfd = recv_fd(mine.as_fd()).map_err(failed)?;
+    let pid = pid_of_pidfd(pidfd.as_fd())?;
+    Ok(Forked::Parent { pid, pidfd })
+}
+
+/// One descriptor sent by [`send_fd`].
+pub fn recv_fd(sock: BorrowedFd) -> Result<OwnedFd, Errno> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let m = recvmsg::<()>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = m.cmsgs()?.filter_map(|c| match c {
+        ControlMessageOwned::ScmRights(raw) => Some(raw),
+        _ => None,
+    });
+    let raw = fds.next().unwrap_or_default();
+    // SAFETY: descriptors the kernel just installed in this process, owned by nothing else.
+    let mut owned: Vec<OwnedFd> = raw
+        .into_iter()
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect();
+    owned.pop().ok_or(Errno::EBADMSG)
+}
+
+/// Send a pidfd of this process on `sock`, tagged `tag`: the receiver learns its pid in its own
+/// pid namespace ([`pid_of_pidfd`]).
+pub fn announce_self(sock: BorrowedFd, tag: u8) -> SysResult<()> {
+    // SAFETY: plain syscall on integers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if fd == -1 {
+        return Err(last(|| "pidfd_open(<self>)".into()));
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    named(send_fd(sock.as_raw_fd(), tag, fd.as_raw_fd()), || {
+        "sendmsg(<channel>, <pidfd>)".into()
+    })
+}
+
+/// The pid (in this process's pid namespace, as its /proc shows it) of the process a pidfd
+/// refers to, from the pidfd's fdinfo.
+pub fn pid_of_pidfd(pidfd: BorrowedFd) -> SysResult<Pid> {
+    let path = format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd());
+    let text = std::fs::read_to_string(&path).map_err(|e| SysError {
+        call: format!("read({path:?})"),
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    })?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|&p| p > 0)
+        .map(Pid::from_raw)
+        .ok_or_else(|| SysError {
+            call: format!("read({path:?}): no pid in this namespace"),
+            errno: Errno::ESRCH,
+        })
+}
+
+/// `count` new instances of proc for the pid namespace this process has joined (setns), each a
+/// detached mount (nosuid, nodev, noexec) for move_mount. A proc shows the pid namespace its
+/// maker is in, which setns does not change for this process: a helper born in the joined
+/// namespace makes them, with this process's credentials, into the descriptor table it
+/// shares with this one.
+pub fn procs_of_joined_pid_ns(count: usize) -> SysResult<Vec<OwnedFd>> {
+    use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    const CALLS: [&str; 4] = [
+        "fsopen(\"proc\")",
+        "fsconfig(<proc>, FSCONFIG_SET_STRING, \"source\", \"proc\")",
+        "fsconfig(<proc>, FSCONFIG_CMD_CREATE)",
+        "fsmount(<proc>, MOUNT_ATTR_NOSUID|MOUNT_ATTR_NODEV|MOUNT_ATTR_NOEXEC)",
+    ];
+    let made: Vec<AtomicI32> = (0..count).map(|_| AtomicI32::new(-1)).collect();
+    let (failed, errno) = (AtomicUsize::new(usize::MAX), AtomicI32::new(0));
+    let helper = start_task(Start::SharedMemoryAndFiles, &mut || {
+        let fail = |call: usize, fs: libc::c_long| {
+            failed.store(call, Ordering::Relaxed);
+            errno.store(Errno::last_raw(), Ordering::Relaxed);
+            if fs >= 0 {
+                // SAFETY: the context this helper opened, in the table it shares.
+                unsafe { libc::close(fs as i32) };
+            }
+            exit_now(0)
+        };
+        for slot in &made {
+            // SAFETY: plain syscalls on integers and a static NUL-terminated name.
+            let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), FSOPEN_CLOEXEC) };
+            if fs == -1 {
+                fail(0, -1);
+            }
+            let null = std::ptr::null::<libc::c_char>();
+            let (key, value) = (c"source".as_ptr(), c"proc".as_ptr());
+            // SAFETY: as above; the source named as mount(2)'s "proc" names it (mountinfo).
+            if unsafe { libc::syscall(libc::SYS_fsconfig, fs, FSCONFIG_SET_STRING, key, value, 0) }
+                == -1
+            {
+                fail(1, fs);
+            }
+            // SAFETY: as above.
+            if unsafe { libc::syscall(libc::SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, null, null, 0) }
+                == -1
+            {
+                fail(2, fs);
+            }
+            let attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+            // SAFETY: as above.
+            let mnt = unsafe { libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, attrs) };
+            if mnt == -1 {
+                fail(3, fs);
+            }
+            // SAFETY: as above (the context is done with once mounted).
+            unsafe { libc::close(fs as i32) };
+            slot.store(mnt as i32, Ordering::Relaxed);
+        }
+        exit_now(0)
+    })?;
+    named(nix::sys::wait::waitpid(helper, None), || {
+        format!("waitpid({helper}) for the proc helper")
+    })?;
+    // SAFETY: descriptors the helper made in the table this process shares, owned by nothing
+    // else (taken here even on failure, so they are closed).
+    let fds: Vec<OwnedFd> = made
+        .iter()
+        .map(|s| s.load(Ordering::Relaxed))
+        .filter(|&fd| fd >= 0)
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect();
+    if let Some(call) = CALLS.get(failed.load(Ordering::Relaxed)) {
+        return Err(SysError {
+            call: (*call).into(),
+            errno: Errno::from_raw(errno.load(Ordering::Relaxed)),
+        });
+    }
+    if fds.len() != count {
+        return Err(SysError {
+            call: "the proc helper ended before it made every proc".into(),
+            errno: Errno::ECANCELED,
+        });
+    }
+    Ok(fds)
 }
 
 /// How the task's process is made (see [`start_task`]).

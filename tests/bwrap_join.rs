@@ -295,3 +295,215 @@ fn a_sandbox_switched_to_a_second_user_namespace_dies_with_airlock() {
         assert_eq!(left, None, "{who:?}: the task outlived airlock");
     }
 }
+
+/// --pidns as root without a user namespace, as bubblewrap runs it: airlock's sandbox still
+/// has its own (identity-mapped) user namespace, which has no capability over the joined pid
+/// namespace (the host's user namespace owns it), so it could not mount that namespace's proc
+/// ("Can't mount proc on /newroot/proc: Operation not permitted"); and its launcher, having
+/// joined with setns, could not make a new pid namespace inside it for --unshare-pid
+/// ("Creating new namespace failed: Invalid argument"). Every line is bounded by `timeout`.
+#[test]
+fn joining_a_pid_namespace_as_root_without_a_user_namespace_matches_bubblewrap() {
+    let who = Launcher::Root;
+    let m = "36.01";
+    let h = Holder::new(
+        who,
+        &format!("exec unshare -p -f --mount-proc sleep {m}"),
+        m,
+    );
+    let holder = format!("/proc/{}/ns/pid", h.pid);
+    let id = std::fs::read_link(&holder).unwrap();
+    let id = id.to_str().unwrap();
+    let (theirs, mine) = (
+        "timeout 20 /usr/bin/bwrap",
+        format!("timeout 20 {}", ours()),
+    );
+    // Joined as is: the proc is the holder's namespace's (its pid 1 is the holder's sleep).
+    let joined = "readlink /proc/self/ns/pid; tr \"\\0\" \" \" </proc/1/cmdline; echo; \
+                  grep -c \"^[0-9]* [0-9]* [0-9:]* / /proc rw,nosuid,nodev,noexec.* - proc proc \" \
+                  /proc/self/mountinfo";
+    let want = format!("{id}\nsleep {m} \n1\n");
+    // Nested: a new pid namespace inside the joined one (not the holder's), whose proc shows
+    // only the sandbox (its init, sh and ls).
+    let nested = format!(
+        "echo pid $$; [ \"$(readlink /proc/self/ns/pid)\" != \"{id}\" ] && echo new; \
+         p=$(ls /proc); echo \"$p\" | grep -c \"^[0-9]*$\""
+    );
+    for (args, script, want) in [
+        ("--pidns 6 --proc /proc", joined, Some(want.as_str())),
+        ("--pidns 6 --proc /proc --dev /dev", joined, Some(&want)),
+        ("--pidns 6 --unshare-pid", &nested, None),
+        ("--pidns 6 --unshare-pid --proc /proc", &nested, None),
+        (
+            "--pidns 6 --unshare-pid --unshare-net --proc /proc --dev /dev",
+            &nested,
+            None,
+        ),
+    ] {
+        let t = run(who, theirs, "/dev/null", &holder, args, script);
+        let o = run(who, &mine, "/dev/null", &holder, args, script);
+        assert_eq!(o, t, "{args}");
+        if let Some(want) = want {
+            assert_eq!(o, (0, want.to_string()), "{args}");
+        }
+    }
+    // The nested namespace's pid 1 is airlock's init, a child of airlock (not of the first
+    // child that made it, which is gone).
+    let script = "echo pid $$; cat /proc/1/comm";
+    let o = run(
+        who,
+        &mine,
+        "/dev/null",
+        &holder,
+        "--pidns 6 --unshare-pid --proc /proc",
+        script,
+    );
+    assert_eq!(o, (0, "pid 2\nairlock\n".to_string()));
+    // The root caller's proc keeps the host's kernel-wide knobs read-only, as any other.
+    let script = "grep -c \" /proc/sys ro,\" /proc/self/mountinfo";
+    let o = run(
+        who,
+        &mine,
+        "/dev/null",
+        &holder,
+        "--pidns 6 --proc /proc",
+        script,
+    );
+    assert_eq!(o, (0, "1\n".to_string()));
+}
+
+/// --pidns as root of a pid namespace whose last process has ended: the kernel lets no new
+/// process in, and bubblewrap's fork there fails first ("Can't fork for --pidns: Cannot
+/// allocate memory"). airlock failed with its clone's words, or its proc helper's.
+#[test]
+fn joining_an_ended_pid_namespace_fails_as_in_bubblewrap() {
+    let first = "bwrap: Can't fork for --pidns: Cannot allocate memory";
+    for args in [
+        "--pidns 6",
+        "--pidns 6 --proc /proc",
+        "--pidns 6 --unshare-pid --proc /proc",
+    ] {
+        for bwrap in ["/usr/bin/bwrap".to_string(), ours()] {
+            // The holder's sleep is its pid namespace's only process: once it is killed and
+            // reaped, the descriptor still names the namespace, which has ended.
+            let line = format!(
+                "unshare -p -f sleep 36.02 2>/dev/null & h=$!; for i in $(seq 100); do \
+                 p=$(pgrep -P $h) && break; sleep 0.05; done; exec 6</proc/$p/ns/pid; \
+                 kill -9 $p; wait $h; exec timeout 20 {bwrap} {args} {} -- true",
+                MIN_ROOT.join(" ")
+            );
+            let o = Command::new("bash")
+                .args(["-c", &line])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{bwrap} {args}");
+            assert_eq!(stderr(&o).lines().next(), Some(first), "{bwrap} {args}");
+        }
+    }
+}
+
+/// --info-fd and --json-status-fd with --userns: the namespaces named are the sandbox's, as
+/// the task reads them in /proc/self/ns, with bubblewrap as with airlock. airlock's launcher
+/// used to read them from its child as soon as it existed, before that child had joined the
+/// user namespace and made the others: it named the caller's own.
+#[test]
+fn the_status_fds_name_the_namespaces_made_in_a_joined_user_namespace() {
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let m = format!("37.{i}1");
+        let h = Holder::new(who, &format!("exec unshare -U -r sleep {m}"), &m);
+        for bwrap in ["/usr/bin/bwrap".to_string(), ours()] {
+            let info = format!("/tmp/airlock-test-info-{}-{i}", std::process::id());
+            let json = format!("{info}.json");
+            let line = format!(
+                "exec 5</proc/{}/ns/user 7>{info} 8>{json}; exec timeout 20 {bwrap} --userns 5 \
+                 --info-fd 7 --json-status-fd 8 --unshare-pid --unshare-net --unshare-ipc \
+                 --unshare-uts --unshare-cgroup --proc /proc {} -- sh -c 'for n in cgroup ipc \
+                 mnt net pid uts; do echo \"$n-namespace\": $(stat -Lc %i /proc/self/ns/$n); done'",
+                h.pid,
+                MIN_ROOT.join(" ")
+            );
+            let o = Command::new("env")
+                .args(as_user(who))
+                .args(["bash", "-c", &line])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let (info_text, json_text) = (
+                std::fs::read_to_string(&info).unwrap_or_default(),
+                std::fs::read_to_string(&json).unwrap_or_default(),
+            );
+            let _ = std::fs::remove_file(&info);
+            let _ = std::fs::remove_file(&json);
+            assert_eq!(o.status.code(), Some(0), "{who:?} {bwrap}: {}", stderr(&o));
+            let task: Vec<(String, String)> = stdout(&o)
+                .lines()
+                .filter_map(|l| l.split_once(": "))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(task.len(), 6, "{who:?} {bwrap}: {}", stdout(&o));
+            for (k, v) in &task {
+                let field = format!("\"{k}\": {v}");
+                assert!(
+                    info_text.contains(&field),
+                    "{who:?} {bwrap}: {field} in {info_text}"
+                );
+                assert!(
+                    json_text.contains(&field),
+                    "{who:?} {bwrap}: {field} in {json_text}"
+                );
+            }
+        }
+    }
+}
+
+/// With --userns and no pid namespace, --info-fd's child-pid is bubblewrap's task, so SIGTERM
+/// to it ends the task (and bwrap with 143). airlock's child-pid is its init, which passes the
+/// signal on; it used to be the first process (which made the namespaces and waits for the
+/// init), which passed nothing on: the task slept on.
+#[test]
+fn sigterm_to_the_child_pid_of_a_joined_user_namespace_ends_the_task() {
+    for (i, who) in BOTH.into_iter().enumerate() {
+        let m = format!("38.{i}1");
+        let h = Holder::new(who, &format!("exec unshare -U -r sleep {m}"), &m);
+        for bwrap in ["/usr/bin/bwrap".to_string(), ours()] {
+            let info = format!("/tmp/airlock-test-sig-{}-{i}", std::process::id());
+            let line = format!(
+                "exec 5</proc/{}/ns/user 7>{info}; exec timeout -s KILL 20 {bwrap} --userns 5 \
+                 --info-fd 7 {} -- sleep 38.{i}2",
+                h.pid,
+                MIN_ROOT.join(" ")
+            );
+            let mut child = Command::new("env")
+                .args(as_user(who))
+                .args(["bash", "-c", &line])
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut pid = None;
+            while pid.is_none() && Instant::now() < deadline {
+                pid = std::fs::read_to_string(&info).ok().and_then(|t| {
+                    let rest = t.split("\"child-pid\": ").nth(1)?;
+                    rest.split(|c: char| !c.is_ascii_digit())
+                        .next()?
+                        .parse::<u32>()
+                        .ok()
+                });
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = std::fs::remove_file(&info);
+            let Some(pid) = pid else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{who:?} {bwrap}: no child-pid");
+            };
+            // The task may still be on its way to exec: the signal ends it either way.
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(143), "{who:?} {bwrap}");
+        }
+    }
+}

@@ -1055,7 +1055,7 @@ pub(super) fn apply(
                 // airlock run: this proc is the user namespace's caps' way in (CapsVia);
                 // then it is read-only, the mount and proc's superblock both, as the rest of
                 // the root is.
-                mount_fs("proc", &path, "proc", flags, None)?;
+                new_proc(inh, &path, flags)?;
                 cap_through(inh, &path)?;
                 let ro = flags | MsFlags::MS_RDONLY | MsFlags::MS_REMOUNT;
                 named(
@@ -1070,7 +1070,7 @@ pub(super) fn apply(
             // covering them would stop a nested proc mount (the kernel wants proc fully
             // visible), so they are left as bubblewrap leaves them.
             if !inh.caller_is_root {
-                mount_fs("proc", &path, "proc", flags, None)?;
+                new_proc(inh, &path, flags)?;
                 return cap_through(inh, &path);
             }
             // The covers find the new proc by its path again: a symlink on the way could
@@ -1086,7 +1086,7 @@ pub(super) fn apply(
                     || format!("openat2({dest:?}, RESOLVE_NO_SYMLINKS) for --proc"),
                 )?;
             }
-            mount_fs("proc", &path, "proc", flags, None)?;
+            new_proc(inh, &path, flags)?;
             cap_through(inh, &path)?;
             protect_proc_knobs(&path)
         }
@@ -1173,6 +1173,19 @@ pub(super) fn apply(
 
 /// The user namespace's caps, through the new /proc at `proc` where they go that way (CapsVia;
 /// a second --proc writes the same values again).
+/// A new proc at `path`: the next one the launcher made of a joined pid namespace (bwrap's
+/// --pidns), or one mounted here.
+fn new_proc(inh: &Inherited, path: &Path, flags: MsFlags) -> Result<(), SysError> {
+    let made = {
+        let mut procs = inh.joined_procs.borrow_mut();
+        (!procs.is_empty()).then(|| procs.remove(0))
+    };
+    match made {
+        Some(fd) => sys::attach_tree(fd.as_fd(), path),
+        None => mount_fs("proc", path, "proc", flags, None),
+    }
+}
+
 fn cap_through(inh: &Inherited, proc: &Path) -> Result<(), SysError> {
     match super::caps_via(inh.spec) {
         super::CapsVia::OwnProc => super::cap_user_namespace(proc, false),

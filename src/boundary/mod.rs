@@ -106,6 +106,10 @@ pub struct Inherited<'a> {
     /// launcher starts it on another CPU than its own (`sys::start_elsewhere`), and it takes
     /// the caller's back once the maps are written (step 2).
     pub caller_cpus: Option<nix::sched::CpuSet>,
+    /// bwrap's --pidns as root, without a new pid namespace: a proc of the joined pid
+    /// namespace for each --proc (detached mounts the launcher had made there, in --proc
+    /// order), which this init's user namespace could not mount.
+    pub joined_procs: std::cell::RefCell<Vec<OwnedFd>>,
 }
 
 /// A failed step: which one, what failed, and a hint when one exists.
@@ -147,6 +151,15 @@ pub fn init(mut inh: Inherited) -> ! {
             let _ = channel::send(sock, &Msg::SetupFailed(text));
             sys::exit_now(spec::exit::SETUP_FAILED)
         }
+        // --info-fd and --json-status-fd name this process and its namespaces, which the
+        // launcher reads once it is here (its own child made them, and is not in all).
+        let b = inh.spec.bwrap.as_ref();
+        if b.is_some_and(|b| b.info_fd.is_some() || b.json_status_fd.is_some())
+            && let Err(e) = sys::announce_self(sock, channel::JOINED)
+        {
+            let _ = channel::send(sock, &Msg::SetupFailed(e.to_string()));
+            sys::exit_now(spec::exit::SETUP_FAILED)
+        }
     }
     // bwrap mode without a pid namespace: bubblewrap's --info-fd child-pid is its task, so a
     // signal sent to that pid reaches the task; here it reaches this init, which passes it on
@@ -155,10 +168,8 @@ pub fn init(mut inh: Inherited) -> ! {
     // the task goes back to it before its execve (exec_task). With a pid namespace the pid is
     // a reaper that passes nothing on, under bubblewrap as here.
     let spec = inh.spec;
-    if spec.bwrap.as_ref().is_some_and(|b| b.userns_fd.is_none())
-        && !spec.ns.pid
-        && !spec.lockdown.as_pid_1
-    {
+    // (With --userns, this is the init that named itself to the launcher for child-pid.)
+    if spec.bwrap.is_some() && !spec.ns.pid && !spec.lockdown.as_pid_1 {
         let group = nix::unistd::getpgrp();
         if nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)).is_ok() {
             inh.caller_group = Some(group);
@@ -664,6 +675,7 @@ fn kept_fds(inh: &Inherited) -> Vec<i32> {
         keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
     }
     keep.extend(inh.relayed.iter().flatten().map(|f| f.as_raw_fd()));
+    keep.extend(inh.joined_procs.borrow().iter().map(|f| f.as_raw_fd()));
     for op in &inh.spec.fs {
         if let FsOp::BindFd { fd, .. } | FsOp::File { fd, .. } = op {
             keep.push(*fd);
