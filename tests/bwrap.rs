@@ -154,6 +154,7 @@ impl Case {
             .env("AIRLOCK_TEST_BW", launcher_words(imp, who))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.cwd);
+        let _steady = common::host_mounts_steady();
         run_bounded(c, self.deadline)
     }
 
@@ -3761,7 +3762,9 @@ fn a_symlink_on_a_destinations_path_cannot_misplace_a_mount_or_its_covers() {
     struct Unmount(PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+            let _ = common::change_host_mounts(|| {
+                Command::new("umount").arg("-l").arg(&self.0).status()
+            });
         }
     }
     let d = tmpdir(0o755);
@@ -3784,11 +3787,13 @@ fn a_symlink_on_a_destinations_path_cannot_misplace_a_mount_or_its_covers() {
     ] {
         std::os::unix::fs::symlink(target, img.join(link)).unwrap();
     }
-    let mounted = Command::new("mount")
-        .args(["-t", "proc", "proc"])
-        .arg(t.join("proc"))
-        .status()
-        .unwrap();
+    let mounted = common::change_host_mounts(|| {
+        Command::new("mount")
+            .args(["-t", "proc", "proc"])
+            .arg(t.join("proc"))
+            .status()
+            .unwrap()
+    });
     assert!(mounted.success());
     let _unmount = Unmount(t.join("proc"));
     let (img, t) = (img.to_str().unwrap(), t.to_str().unwrap());

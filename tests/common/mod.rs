@@ -309,6 +309,25 @@ pub fn wait_for_process(cmdline: &str, within: Duration) -> Proc {
     }
 }
 
+/// Tests of one binary run in parallel, and bubblewrap's `--bind / /` (or `--ro-bind / /`)
+/// copies the host's mount tree and then remounts each of its mounts read-only by path: a
+/// mount another test adds or removes meanwhile makes it fail ("Unable to apply mount flags:
+/// remount ...: No such file or directory", seen once in CI). A launcher run holds
+/// [`host_mounts_steady`] throughout; a test changes the host's mounts only inside
+/// [`change_host_mounts`], which waits for those runs to end and holds new ones back.
+static HOST_MOUNTS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Held while a launcher runs: no test mounts or unmounts on the host meanwhile.
+pub fn host_mounts_steady() -> std::sync::RwLockReadGuard<'static, ()> {
+    HOST_MOUNTS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Run `change` (a mount or unmount on the host) while no launcher runs in this test binary.
+pub fn change_host_mounts<T>(change: impl FnOnce() -> T) -> T {
+    let _only = HOST_MOUNTS.write().unwrap_or_else(|e| e.into_inner());
+    change()
+}
+
 /// A tracefs mounted (as root) on a 0700 temporary directory, unmounted (lazily) when dropped:
 /// the host's /sys/kernel/tracing may be an empty directory, nothing having mounted it there.
 pub struct Tracefs(tempfile::TempDir);
@@ -319,11 +338,13 @@ impl Tracefs {
             .prefix("airlock-tracefs-")
             .tempdir_in("/tmp")
             .unwrap();
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "tracefs", "nodev"])
-                .arg(d.path()),
-        );
+        change_host_mounts(|| {
+            run_ok(
+                Command::new("mount")
+                    .args(["-t", "tracefs", "nodev"])
+                    .arg(d.path()),
+            )
+        });
         Tracefs(d)
     }
 
@@ -357,7 +378,7 @@ impl Drop for TraceInstance {
 
 impl Drop for Tracefs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+        let _ = change_host_mounts(|| Command::new("umount").arg("-l").arg(self.0.path()).status());
     }
 }
 
