@@ -719,6 +719,8 @@ fn every_capability_reaches_no_further_than_under_bubblewrap() {
         .flat_map(|who| all.iter().map(move |set| (*who, *set)))
         .chain(root_only.iter().map(|set| (Launcher::Root, *set)));
     let mut airlock_oks = 0;
+    // Per check, whether bubblewrap's task ever did it: each probe's own control.
+    let mut bubblewrap_did = vec![false; names.len()];
     for (who, set) in runs {
         let args = with(
             &with(&["--ro-bind", "/", "/", "--proc", "/proc"], set),
@@ -744,16 +746,29 @@ fn every_capability_reaches_no_further_than_under_bubblewrap() {
         let listed = |v: &[(String, bool)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(listed(&theirs), names, "{}", ctx());
         assert_eq!(listed(&ours), names, "{}", ctx());
-        for ((name, theirs_ok), (_, ours_ok)) in theirs.iter().zip(&ours) {
+        for (i, ((name, theirs_ok), (_, ours_ok))) in theirs.iter().zip(&ours).enumerate() {
             assert!(
                 !ours_ok || *theirs_ok,
                 "airlock's task may {name}, bubblewrap's may not: {}",
                 ctx()
             );
             airlock_oks += usize::from(*ours_ok);
+            bubblewrap_did[i] |= *theirs_ok;
         }
     }
-    // The probe can see a permission: airlock's task mounts where its capabilities reach.
+    // Each probe can see a permission (a check that always fails would pass the comparison
+    // above whatever airlock allowed): bubblewrap's task did each somewhere in the sweep, and
+    // airlock's task does what its capabilities reach.
+    let never: Vec<&str> = names
+        .iter()
+        .zip(&bubblewrap_did)
+        .filter(|(_, did)| !**did)
+        .map(|(n, _)| *n)
+        .collect();
+    assert!(
+        never.is_empty(),
+        "checks bubblewrap's task never passed: {never:?}"
+    );
     assert!(airlock_oks > 0, "no check ever succeeded under airlock");
 }
 
