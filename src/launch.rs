@@ -398,7 +398,16 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // channel then says, read below), and is the one announced.
     let announced =
         match joins && io.is_some_and(|b| b.info_fd.is_some() || b.json_status_fd.is_some()) {
-            true => joined_init(parent_sock.as_fd()),
+            true => match joined_init(parent_sock.as_fd()) {
+                Ok(init) => init,
+                // It named itself, but not in a way read here: the run ends before the task,
+                // as bubblewrap's does when it cannot write the info document.
+                Err(e) => {
+                    let _ = kill(pid, Signal::SIGKILL);
+                    let _ = waitpid(pid, None);
+                    return Err(Failure::Setup(format!("step 1 read the init's pid: {e}")));
+                }
+            },
             false => Some(pid),
         };
     let status_fds = bwrap_status::Pending(
@@ -1341,8 +1350,9 @@ impl Outcome {
 }
 
 /// The pid of bwrap's --userns init, once it is in the namespaces it made: from its first
-/// message, a pidfd, if that is one (not consumed otherwise).
-fn joined_init(sock: std::os::fd::BorrowedFd) -> Option<Pid> {
+/// message, a pidfd, if that is one (not consumed otherwise: Ok(None), a setup failure the
+/// channel says). A pidfd message that cannot be read is an error, not an init unnamed.
+fn joined_init(sock: std::os::fd::BorrowedFd) -> Result<Option<Pid>, SysError> {
     use nix::sys::socket::{MsgFlags, recv};
     let mut tag = [0u8; 1];
     match recv(
@@ -1351,10 +1361,12 @@ fn joined_init(sock: std::os::fd::BorrowedFd) -> Option<Pid> {
         MsgFlags::MSG_PEEK,
     ) {
         Ok(1) if tag[0] == channel::JOINED => {}
-        _ => return None,
+        _ => return Ok(None),
     }
-    let pidfd = sys::recv_fd(sock).ok()?;
-    sys::pid_of_pidfd(pidfd.as_fd()).ok()
+    let pidfd = named(sys::recv_fd(sock), || {
+        "recvmsg(<channel>, <the init's pidfd>)".into()
+    })?;
+    sys::pid_of_pidfd(pidfd.as_fd()).map(Some)
 }
 
 /// bwrap's --info-fd and --json-status-fd: the sandbox's pid and namespaces once it exists,

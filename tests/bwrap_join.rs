@@ -507,3 +507,44 @@ fn sigterm_to_the_child_pid_of_a_joined_user_namespace_ends_the_task() {
         }
     }
 }
+
+/// With --userns and --info-fd, the launcher names the init from the pidfd the init sends
+/// once it is in its namespaces. A pidfd message that cannot be read (EIO injected by strace
+/// into the launcher's first recvmsg, which is that message) ends the run before the task,
+/// as a setup step's failure (bwrap mode: exit 1), where it used to go on with no info
+/// document. The control: the same line without the injection runs the task.
+#[test]
+fn an_unreadable_pidfd_from_a_joined_init_ends_the_run_before_its_task() {
+    let m = "39.01";
+    let h = Holder::new(Launcher::Root, &format!("exec unshare -U -r sleep {m}"), m);
+    for inject in [false, true] {
+        let strace = match inject {
+            true => "strace -o /dev/null -e trace=recvmsg -e inject=recvmsg:error=EIO:when=1",
+            false => "",
+        };
+        let line = format!(
+            "exec 5</proc/{}/ns/user 7>/dev/null; exec timeout 20 {strace} {} --userns 5 \
+             --info-fd 7 --ro-bind / / -- echo task ran",
+            h.pid,
+            ours()
+        );
+        let o = Command::new("bash")
+            .args(["-c", &line])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let (code, out, err) = (o.status.code(), stdout(&o), stderr(&o));
+        match inject {
+            false => assert_eq!((code, out.as_str()), (Some(0), "task ran\n"), "{err}"),
+            true => {
+                assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+                assert!(
+                    err.contains(
+                        "read the init's pid: recvmsg(<channel>, <the init's pidfd>): EIO"
+                    ),
+                    "{err}"
+                );
+            }
+        }
+    }
+}
