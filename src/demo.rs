@@ -141,10 +141,9 @@ const DEMO_DIRS: [&str; 2] = ["home", "cwd"];
 /// airlock-demo-KIND-PID-START-XXXXXX, START its start time, which tells it from a later
 /// process that reuses the pid.
 fn demo_tempdir(kind: &str) -> std::io::Result<tempfile::TempDir> {
-    let me = std::process::id();
-    let start = crate::limits::start_time(me).unwrap_or(0);
+    let tag = crate::limits::owner_tag(std::process::id());
     tempfile::Builder::new()
-        .prefix(&format!("airlock-demo-{kind}-{me}-{start}-"))
+        .prefix(&format!("airlock-demo-{kind}-{tag}-"))
         .tempdir()
 }
 
@@ -167,14 +166,7 @@ fn remove_left_by_dead_demos() {
         }) else {
             continue;
         };
-        let mut parts = rest.split('-');
-        let (Some(Ok(pid)), Some(Ok(start))) = (
-            parts.next().map(str::parse::<u32>),
-            parts.next().map(str::parse::<u64>),
-        ) else {
-            continue;
-        };
-        if start == 0 || crate::limits::start_time(pid) == Some(start) {
+        if !crate::limits::owner_gone(rest) {
             continue;
         }
         let path = e.path();

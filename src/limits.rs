@@ -259,7 +259,7 @@ fn writable(p: &Path) -> bool {
 
 /// A process's start time (clock ticks since boot), which tells a live launcher from a later
 /// process that reuses its pid.
-pub fn start_time(pid: u32) -> Option<u64> {
+fn start_time(pid: u32) -> Option<u64> {
     let stat = read_text(Path::new(&format!("/proc/{pid}/stat")))?;
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split(' ').nth(19)?.parse().ok()
@@ -280,15 +280,28 @@ pub fn remove_stale(parent: &Path) {
         return;
     }
     remove_named(parent, |name| {
-        let mut parts = name.strip_prefix("airlock-").unwrap_or("").split('-');
-        let (Some(Ok(pid)), Some(Ok(start))) = (
-            parts.next().map(str::parse::<u32>),
-            parts.next().map(str::parse::<u64>),
-        ) else {
-            return false;
-        };
-        start_time(pid) != Some(start)
+        name.strip_prefix("airlock-").is_some_and(owner_gone)
     });
+}
+
+/// PID-START for the process `pid`: what names a thing after the process that made it
+/// (cgroups here, the demo's temporary directories), told from a later one reusing the pid.
+pub fn owner_tag(pid: u32) -> String {
+    format!("{pid}-{}", start_time(pid).unwrap_or(0))
+}
+
+/// Whether the process an [`owner_tag`] at the start of `tagged` (PID-START-...) names has
+/// ended. Not for a tag that is not one, nor for a start of 0 (its maker could not read its
+/// own start time): those are never taken for a dead process's.
+pub fn owner_gone(tagged: &str) -> bool {
+    let mut parts = tagged.split('-');
+    let (Some(Ok(pid)), Some(Ok(start))) = (
+        parts.next().map(str::parse::<u32>),
+        parts.next().map(str::parse::<u64>),
+    ) else {
+        return false;
+    };
+    start != 0 && start_time(pid) != Some(start)
 }
 
 /// Remove the directories in `parent` whose names `doomed` picks (a cgroup holding a process
@@ -306,7 +319,7 @@ fn remove_named(parent: &Path, doomed: impl Fn(&str) -> bool) {
 
 /// How the names of the launcher `pid`'s cgroups begin: airlock-PID-START-.
 fn name_prefix(pid: u32) -> String {
-    format!("airlock-{pid}-{}-", start_time(pid).unwrap_or(0))
+    format!("airlock-{}-", owner_tag(pid))
 }
 
 /// The cgroup's name, after the launcher `pid`: given, since a root launcher's helper (another
