@@ -37,6 +37,18 @@ const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 /// A root filesystem with nothing but /usr and the usr-merge links.
 const MIN: &[&str] = common::MIN_ROOT;
 
+/// A line on which bubblewrap runs the task in a user namespace nested in the sandbox's (a
+/// sandbox uid other than 0 with --dev), as airlock has since 44138b5.
+const NESTED_BY_DEV: &[&str] = &[
+    "--unshare-all",
+    "--dev",
+    "/dev",
+    "--uid",
+    "1000",
+    "--gid",
+    "1000",
+];
+
 // ---------------------------------------------------------------------------------------------
 // Running one command line under one implementation
 
@@ -645,15 +657,7 @@ fn every_capability_reaches_no_further_than_under_bubblewrap() {
         &["--unshare-all", "--dev", "/dev"],
         &["--unshare-all", "--dev", "/dev", "--uid", "0", "--gid", "0"],
         &["--unshare-all", "--uid", "1000", "--gid", "1000"],
-        &[
-            "--unshare-all",
-            "--dev",
-            "/dev",
-            "--uid",
-            "1000",
-            "--gid",
-            "1000",
-        ],
+        NESTED_BY_DEV,
         &[
             "--unshare-all",
             "--dev",
@@ -2094,18 +2098,7 @@ fn die_with_parent() {
             (&[][..], "launcher"),
             (&["--unshare-pid"][..], "parent"),
             (&[][..], "parent"),
-            (
-                &[
-                    "--unshare-all",
-                    "--dev",
-                    "/dev",
-                    "--uid",
-                    "1000",
-                    "--gid",
-                    "1000",
-                ][..],
-                "launcher",
-            ),
+            (NESTED_BY_DEV, "launcher"),
             (&["--unshare-user", "--disable-userns"][..], "launcher"),
         ] {
             let args = with(&["--ro-bind", "/", "/", "--die-with-parent"], set);
