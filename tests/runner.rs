@@ -469,12 +469,18 @@ fn bad_input_names_are_refused() {
     }
 }
 
+/// A FIFO named `fifo` in `dir`, open to every user (mode 0666 whatever the umask).
+fn fifo_in(dir: &std::path::Path) -> std::path::PathBuf {
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    fifo
+}
+
 #[test]
 fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
     let dir = tmpdir();
-    let fifo = dir.path().join("fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
-    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let fifo = fifo_in(dir.path());
     let sub = dir.path().join("sub");
     std::fs::create_dir(&sub).unwrap();
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -534,9 +540,7 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
 #[test]
 fn an_input_fifo_is_refused_without_opening_it() {
     let dir = tmpdir();
-    let fifo = dir.path().join("fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
-    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let fifo = fifo_in(dir.path());
     let f = fifo.to_str().unwrap();
     for who in BOTH {
         // A host writer blocked opening the FIFO, as a reader's peer waits there.
