@@ -291,8 +291,9 @@ pub fn owner_tag(pid: u32) -> String {
 }
 
 /// Whether the process an [`owner_tag`] at the start of `tagged` (PID-START-...) names has
-/// ended. Not for a tag that is not one, nor for a start of 0 (its maker could not read its
-/// own start time): those are never taken for a dead process's.
+/// ended (a text that is not a tag: no). A start of 0 counts as ended: it is what a root
+/// launcher's helper writes when the launcher was SIGKILLed before the helper read its start
+/// time, and no live process starts at 0.
 pub fn owner_gone(tagged: &str) -> bool {
     let mut parts = tagged.split('-');
     let (Some(Ok(pid)), Some(Ok(start))) = (
@@ -301,7 +302,7 @@ pub fn owner_gone(tagged: &str) -> bool {
     ) else {
         return false;
     };
-    start != 0 && start_time(pid) != Some(start)
+    start_time(pid) != Some(start)
 }
 
 /// Remove the directories in `parent` whose names `doomed` picks (a cgroup holding a process
