@@ -1,8 +1,8 @@
 //! Resource limits: what was asked, what was applied, and by which mechanism.
 //!
 //! Memory and process count go to a cgroup when one can be had: a delegated cgroup v2 subtree
-//! (the caller's own cgroup already enables the `memory` and `pids` controllers for its
-//! children and is writable), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
+//! (the parent of the caller's own cgroup already enables the `memory` and `pids` controllers
+//! for its children and is writable: the run's cgroup goes beside the caller's), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
 //! as root, else rlimits (RLIMIT_DATA and RLIMIT_NPROC, per process / per sandbox user). CPU
 //! time, file size and open files are rlimits; the scratch size is the tmpfs `size=`. Every
 //! cgroup airlock creates is removed after the run; one left by a SIGKILLed airlock is removed
@@ -340,7 +340,8 @@ pub fn remove_own(parent: &Path, pid: u32) {
 
 /// Where memory and pids limits can go for this caller.
 pub enum Plan {
-    /// A delegated v2 cgroup (the caller's own) enabling memory and pids for its children.
+    /// A delegated v2 cgroup (the parent of the caller's own, or the root) enabling memory and
+    /// pids for its children.
     V2(PathBuf),
     /// v1 memory and pids hierarchies (root only).
     V1 {
@@ -369,18 +370,38 @@ impl Plan {
     }
 }
 
+/// Where a run's v2 cgroup can be made for a process in the cgroup `own`, if anywhere.
+///
+/// A v2 cgroup that holds processes cannot enable controllers for its children (the "no
+/// internal processes" rule; only the root cgroup is exempt), so a delegated subtree puts its
+/// processes in leaves: airlock's own cgroup is such a leaf, and its run's cgroup goes beside
+/// it, in the parent that enables `memory` and `pids` (what `own`'s `cgroup.controllers`
+/// lists). The caller must be able to make a directory there and, since the kernel checks the
+/// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`. In the
+/// root cgroup the run's cgroup goes below it, where the root enables both.
+fn v2_parent(mnt: &Path, own: &str) -> Option<PathBuf> {
+    let own_dir = joined(mnt, own);
+    let has_both = |file: &str| {
+        let ctrls = read_text(&own_dir.join(file)).unwrap_or_default();
+        let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
+        has("memory") && has("pids")
+    };
+    if own == "/" {
+        return (has_both("cgroup.subtree_control") && writable(&own_dir)).then_some(own_dir);
+    }
+    let parent = own_dir.parent()?.to_path_buf();
+    (has_both("cgroup.controllers") && writable(&parent) && writable(&parent.join("cgroup.procs")))
+        .then_some(parent)
+}
+
 pub fn detect(caller_is_root: bool) -> Plan {
     // /proc/self/cgroup is read once per launch; mountinfo only when there is a v2 path.
     let cgroups = read_text(Path::new("/proc/self/cgroup")).unwrap_or_default();
     if let Some(own) = own_cgroup(&cgroups, "")
         && let Some(mnt) = v2_mount()
+        && let Some(parent) = v2_parent(&mnt, &own)
     {
-        let parent = joined(&mnt, &own);
-        let ctrls = read_text(&parent.join("cgroup.subtree_control")).unwrap_or_default();
-        let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
-        if has("memory") && has("pids") && writable(&parent) {
-            return Plan::V2(parent);
-        }
+        return Plan::V2(parent);
     }
     if caller_is_root {
         let mem =
