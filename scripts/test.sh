@@ -30,6 +30,10 @@ fi
 # against airlock's drop-in bwrap; there, a client that cannot be installed fails the test.
 scripts/clients.sh
 export AIRLOCK_CLIENTS_REQUIRED=1
+# The virtual machine tests/cgroup_v2.rs boots (QEMU, busybox-static, Debian's kernel): the
+# dev VM's memory and pids controllers are cgroup v1's, so cgroup v2's limits are shown there.
+scripts/vm.sh
+export AIRLOCK_VM_REQUIRED=1
 
 # Every test runs against the binary the scripts ship (musl when available, see
 # scripts/target.sh), then against the static glibc one that a plain `cargo build` makes (the
