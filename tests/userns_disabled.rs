@@ -1,0 +1,107 @@
+//! Fail closed where the kernel refuses user namespaces, with the hint that names the switch.
+//! The dev VM's kernel has no `kernel.unprivileged_userns_clone` (a Debian and Ubuntu patch),
+//! and turning `user.max_user_namespaces` off there would change the host under every other
+//! test, so both are shown in a guest (tests/common/vm.rs) running Debian 12's own kernel:
+//! each switch is turned off, airlock is run as uid 65534 and as root, in its own mode and
+//! JSON mode and as bwrap, and the switch is turned back on.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::vm::{self, line};
+use serde_json::Value;
+
+/// `@@status NAME CODE`, `@@err NAME FIRST-LINE-OF-STDERR` and `@@json NAME REPORT` per run;
+/// `@@ran NAME yes` only when the task itself ran.
+const CASES: &str = r#"
+ln -s airlock /usr/bin/bwrap
+as_nobody() { su -s /bin/sh nobody -c "$*"; }
+try() {
+  name=$1; shift
+  "$@" > /tmp/out 2> /tmp/err
+  echo "@@status $name $?"
+  echo "@@err $name $(grep -m1 . /tmp/err)"
+  grep -q '^task-ran$' /tmp/out && echo "@@ran $name yes"
+  grep '^{' /tmp/out | sed "s/^/@@json $name /"
+}
+for who in nobody root; do
+  if [ $who = nobody ]; then as=as_nobody; else as="sh -c"; fi
+  echo 0 > /proc/sys/kernel/unprivileged_userns_clone
+  try clone_$who $as "airlock run -- echo task-ran"
+  try clone_json_$who $as "airlock run --json -- echo task-ran"
+  try clone_bwrap_$who $as "bwrap --ro-bind / / --unshare-user -- echo task-ran"
+  echo 1 > /proc/sys/kernel/unprivileged_userns_clone
+  echo 0 > /proc/sys/user/max_user_namespaces
+  try max_$who $as "airlock run -- echo task-ran"
+  echo 10000 > /proc/sys/user/max_user_namespaces
+  try again_$who $as "airlock run -- echo task-ran"
+done
+"#;
+
+fn console() -> Option<&'static str> {
+    static BOOT: OnceLock<Result<String, String>> = OnceLock::new();
+    vm::console(BOOT.get_or_init(|| vm::boot(CASES, &[])))
+}
+
+fn status(text: &str, name: &str) -> String {
+    line(text, "status", name)
+}
+
+/// The run failed at step 1 before its task, naming the call and the switch.
+fn assert_refused(text: &str, name: &str, switch: &str) {
+    let err = line(text, "err", name);
+    assert_eq!(status(text, name), "125", "{name}: {err}");
+    assert!(
+        err.contains("step 1") && err.contains("clone3(") && err.contains(switch),
+        "{name}: the message names the step, the call and {switch}: {err}"
+    );
+    assert!(
+        !text.lines().any(|l| l == format!("@@ran {name} yes")),
+        "{name}: the task ran"
+    );
+}
+
+#[test]
+fn unprivileged_userns_clone_off_stops_an_unprivileged_caller_naming_it() {
+    let Some(text) = console() else { return };
+    let switch = "kernel.unprivileged_userns_clone=0";
+    assert_refused(text, "clone_nobody", switch);
+    let json: Value = serde_json::from_str(&line(text, "json", "clone_json_nobody")).unwrap();
+    assert_eq!(json["error_kind"], "setup", "{json}");
+    assert_eq!(json["exit_code"], 125, "{json}");
+    assert!(json["error"].as_str().unwrap().contains(switch), "{json}");
+    // bwrap mode: a failure before the task, with the same cause named.
+    let err = line(text, "err", "clone_bwrap_nobody");
+    assert_eq!(status(text, "clone_bwrap_nobody"), "1", "{err}");
+    assert!(err.contains(switch), "bwrap mode names the switch: {err}");
+    // Root may still make user namespaces: the switch is about unprivileged callers.
+    for name in ["clone_root", "clone_bwrap_root"] {
+        assert_eq!(
+            status(text, name),
+            "0",
+            "{name}: {}",
+            line(text, "err", name)
+        );
+        assert!(
+            text.lines().any(|l| l == format!("@@ran {name} yes")),
+            "{name}"
+        );
+    }
+    let json: Value = serde_json::from_str(&line(text, "json", "clone_json_root")).unwrap();
+    assert_eq!(
+        (&json["exit_code"], &json["stdout"]),
+        (&0.into(), &"task-ran\n".into())
+    );
+}
+
+#[test]
+fn max_user_namespaces_zero_stops_every_caller_naming_it() {
+    let Some(text) = console() else { return };
+    for who in ["nobody", "root"] {
+        assert_refused(text, &format!("max_{who}"), "user.max_user_namespaces=0");
+        // The control: with the switch back on, the same line runs its task.
+        let again = format!("again_{who}");
+        assert_eq!(status(text, &again), "0", "{}", line(text, "err", &again));
+    }
+}
