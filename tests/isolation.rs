@@ -3829,6 +3829,68 @@ fn a_read_only_proc_sys_stops_airlock_run_and_bwrap_mode_runs_without_caps() {
     assert_eq!(stdout(&o), "task ran\n", "{}", show(&o));
 }
 
+/// Runs argv[3:] under a seccomp filter that answers errno argv[2] to syscall number argv[1]:
+/// what a container runtime's default profile does to clone3, unshare or the mount calls.
+const UNDER_FILTER: &str = "import ctypes, os, struct, sys
+nr, err = int(sys.argv[1]), int(sys.argv[2])
+prog = [(0x20, 0, 0, 0), (0x15, 0, 1, nr), (0x06, 0, 0, 0x50000 | err), (0x06, 0, 0, 0x7fff0000)]
+code = ctypes.create_string_buffer(b''.join(struct.pack('HBBI', *i) for i in prog))
+fprog = ctypes.create_string_buffer(struct.pack('HxxxxxxQ', len(prog), ctypes.addressof(code)))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, fprog, 0, 0) == 0
+os.execv(sys.argv[3], sys.argv[3:])";
+
+/// Started under a filter of its caller's that refuses a call a step needs (clone3 with ENOSYS
+/// or EPERM, the network namespace's unshare, open_tree), airlock fails that step before the
+/// task, and the hint says the caller's filter may be the cause rather than (for ENOSYS) that
+/// the kernel is too old. Control: the same filter on a syscall number no step makes.
+#[test]
+fn a_step_refused_by_the_callers_seccomp_filter_names_the_filter() {
+    let bin = binary().display().to_string();
+    let cases = [
+        (435, 38, "step 1 create namespaces: clone3("),
+        (435, 1, "step 1 create namespaces: clone3("),
+        (272, 1, "unshare(CLONE_NEWNET): EPERM"),
+        (428, 38, "step 5 copy host paths: open_tree("),
+    ];
+    for who in BOTH {
+        let run = |nr: u32, err: u32| {
+            let (nr, err) = (nr.to_string(), err.to_string());
+            let mut c = host_command(who, "/usr/bin/python3");
+            c.args([
+                "-c",
+                UNDER_FILTER,
+                &nr,
+                &err,
+                &bin,
+                "run",
+                "--",
+                "echo",
+                "task ran",
+            ]);
+            run_bounded(c, None, Duration::from_secs(30))
+        };
+        for (nr, err, step) in cases {
+            let r = run(nr, err);
+            let said = stderr(&r.out);
+            assert_eq!(r.code(), Some(125), "{who:?} {nr}/{err}: {}", r.show());
+            assert!(
+                !stdout(&r.out).contains("task ran"),
+                "{who:?} {nr}/{err}: {}",
+                r.show()
+            );
+            assert!(
+                said.contains(step)
+                    && said.contains("hint: airlock was started under a seccomp filter"),
+                "{who:?} {nr}/{err}: {said}"
+            );
+        }
+        let r = run(1000, 1);
+        assert_eq!(stdout(&r.out), "task ran\n", "{who:?}: {}", r.show());
+    }
+}
+
 /// A process as the host user `who` (the creator of a sandbox's user namespace) can make an
 /// inotify instance.
 const INOTIFY_PROBE: &str = "/usr/bin/python3 -c \"import ctypes, os

@@ -73,8 +73,26 @@ pub fn hint(err: &SysError) -> Option<String> {
                 .into(),
         );
     }
+    if (err.errno == Errno::ENOSYS || err.errno == Errno::EPERM) && under_seccomp_filter() {
+        return Some(
+            "airlock was started under a seccomp filter (Seccomp: 2 in /proc/self/status), \
+             which may refuse the call: a container runtime's default profile refuses clone3, \
+             unshare and the mount calls to a container without CAP_SYS_ADMIN; run airlock \
+             where they are allowed"
+                .into(),
+        );
+    }
     if err.errno == Errno::ENOSYS {
         return Some("airlock needs Linux 5.12 or newer (clone3, open_tree, mount_setattr)".into());
     }
     None
+}
+
+/// Whether this process runs under a seccomp filter, read before airlock installs its own (the
+/// last step before the task): one its caller started it under.
+fn under_seccomp_filter() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
+    })
 }
