@@ -15,9 +15,13 @@ set -euo pipefail
 
 PREFIX=${AIRLOCK_VM_PREFIX:-/opt/airlock-vm}
 
+# Debian's busybox (dynamic) and busybox-static both install /bin/busybox; the guest has no
+# libraries, so only the static one will do.
+static_busybox() {
+  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed'
+}
 installed() {
-  [ -x /usr/bin/qemu-system-x86_64 ] && [ -x /bin/busybox ] \
-    && /bin/busybox --list | grep -qx su && [ -s "$PREFIX/vmlinuz" ]
+  [ -x /usr/bin/qemu-system-x86_64 ] && static_busybox && [ -s "$PREFIX/vmlinuz" ]
 }
 
 if [[ ${1:-} == --check ]]; then
@@ -28,7 +32,7 @@ installed && exit 0
 export DEBIAN_FRONTEND=noninteractive
 need=()
 [ -x /usr/bin/qemu-system-x86_64 ] || need+=(qemu-system-x86)
-[ -x /bin/busybox ] && /bin/busybox --list | grep -qx su || need+=(busybox-static)
+static_busybox || need+=(busybox-static)
 kernel_pkg() {
   apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'
 }
