@@ -59,6 +59,13 @@ echo "@@in hostabs $(kernel_probe connect hostsock 2>&1)"
 /// Four sleeping processes, one of them orphaned (reparented to the sandbox's init).
 const SPIN: &str = "#!/bin/sh\nsleep 732 & sleep 732 & (sleep 732 &); sleep 732\n";
 
+/// Tries to start 60 sleeping processes (a shell that cannot fork exits), then counts the
+/// sandbox's processes without forking.
+const FORKS: &str = "#!/bin/sh
+sh -c 'i=0; while [ $i -lt 60 ]; do sleep 30 & i=$((i+1)); done' 2>/dev/null
+set -- /proc/[0-9]*; echo procs=$#
+";
+
 /// What a `--share-net` task reaches of the guest's own loopback and abstract sockets.
 const SHARED: &str = r#"#!/bin/sh
 kernel_probe connect hostsock
@@ -128,6 +135,19 @@ for nr in 428 429 435 436 437 442; do
 done
 # Without Landlock's calls, --share-net goes on and says what it could not scope.
 echo "@@enosys landlock $(as_nobody "kernel_probe enosys 444 -- airlock run --share-net -- kernel_probe connect hostsock" 2>&1 | tr '\n' ' ')"
+# Limits by rlimits (no cgroup mounted yet): RLIMIT_NPROC counts the sandbox user's processes.
+for who in root nobody; do
+  echo "@@rlimit $who $(as_$who "airlock run --json --pids 20 --memory 64m -- forks")"
+done
+# Limits by cgroup v1, as a host booted with it has them (root callers only).
+mount -t tmpfs -o mode=0755 cgroups /sys/fs/cgroup
+mkdir /sys/fs/cgroup/memory /sys/fs/cgroup/pids
+mount -t cgroup -o memory none /sys/fs/cgroup/memory
+mount -t cgroup -o pids none /sys/fs/cgroup/pids
+echo "@@v1 pids $(airlock run --json --pids 20 -- sh -c 'i=0; while [ $i -lt 60 ]; do sleep 30 & i=$((i+1)); done')"
+echo "@@v1 memory $(airlock run --json --memory 32m -- sh -c 'x=aaaaaaaa; while :; do x=$x$x; done')"
+echo "@@v1 cgroup $(airlock run --json -- cat /proc/self/cgroup)"
+echo "@@v1 left $(find /sys/fs/cgroup -name 'airlock-*' -type d | tr '\n' ' ')"
 # Debian's kernel has its own switch for unprivileged user namespaces (the dev VM's has none).
 echo 0 > /proc/sys/kernel/unprivileged_userns_clone
 echo "@@refused nobody-userns_clone $(as_nobody 'airlock run -- true' 2>&1 | tr '\n' ' ') rc=$(as_nobody 'airlock run -- true' >/dev/null 2>&1; echo $?)"
@@ -165,6 +185,7 @@ fn console() -> Option<&'static str> {
             &[
                 ("usr/bin/inside", Entry::File(0o755, INSIDE.as_bytes())),
                 ("usr/bin/spin", Entry::File(0o755, SPIN.as_bytes())),
+                ("usr/bin/forks", Entry::File(0o755, FORKS.as_bytes())),
                 ("usr/bin/shared", Entry::File(0o755, SHARED.as_bytes())),
                 (
                     "usr/bin/bwrap_line",
@@ -464,4 +485,41 @@ fn a_call_refused_with_enosys_fails_closed_blaming_the_filter_not_the_kernel() {
         l.contains("abstract unix sockets included") && l.ends_with("connect ok"),
         "{l}"
     );
+}
+
+/// Under rlimits (no cgroup), `--pids` bounds the sandbox's processes (RLIMIT_NPROC, counted
+/// per user namespace since 5.14); under cgroup v1 (a root caller), the run's cgroups hold
+/// both limits, its cgroup namespace is rooted in them, and they go with the run.
+#[test]
+fn limits_hold_by_rlimits_and_by_cgroup_v1() {
+    let Some(text) = console() else { return };
+    for who in WHO {
+        let r = json(text, "rlimit", who);
+        assert_eq!(
+            r["limits"]["pids"]["mechanism"], "rlimit (RLIMIT_NPROC, per sandbox user)",
+            "{who}: {r}"
+        );
+        let procs: u32 = r["stdout"]
+            .as_str()
+            .and_then(|s| s.trim().strip_prefix("procs="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{who}: {r}"));
+        assert!(
+            (10..=20).contains(&procs),
+            "{who}: {procs} processes under --pids 20"
+        );
+    }
+    for (name, hit) in [("pids", "pids"), ("memory", "memory")] {
+        let r = json(text, "v1", name);
+        assert_eq!(r["limits"]["memory"]["mechanism"], "cgroup v1", "{r}");
+        assert_eq!(r["limits"]["pids"]["mechanism"], "cgroup v1", "{r}");
+        assert_eq!(r["limit_hit"], hit, "{r}");
+    }
+    let r = json(text, "v1", "cgroup");
+    let own = r["stdout"].as_str().unwrap_or_default();
+    assert!(
+        own.lines().count() == 2 && own.lines().all(|l| l.ends_with(":/")),
+        "the task's cgroups are its namespace's roots: {r}"
+    );
+    assert_eq!(line(text, "v1", "left"), "", "cgroups left after the runs");
 }
