@@ -11,7 +11,7 @@
 //! - namespace, mount and the other refused calls refused (through the i386 and x32 entry
 //!   points too, which Debian's kernel has), terminal injection refused;
 //! - an input copied in and a result handed back; a timeout and a SIGKILLed launcher each
-//!   leave no process and no mount;
+//!   leave no process and no mount (bwrap mode's launcher too, with `--die-with-parent`);
 //! - what 6.1 lacks: Landlock's ABI there is 2, below the 6 that scopes abstract unix
 //!   sockets, so `--share-net` must say the host's are in reach (and they are);
 //! - Debian's own switch for unprivileged user namespaces, which the dev VM's kernel lacks,
@@ -105,6 +105,20 @@ echo input-data > /tmp/in.txt; chmod 644 /tmp/in.txt
 mounts() { cat /proc/mounts /proc/self/mountinfo | md5sum | cut -d' ' -f1; }
 mntns() { for p in /proc/[0-9]*; do readlink $p/ns/mnt; done 2>/dev/null | sort -u | wc -l; }
 echo "@@guest mntns $(mntns)"
+# The launcher ($3, the name it runs as) of a run ($2) of spin is SIGKILLed once the four
+# sleepers run; then no process of the run, and no mount, may be left.
+kill_launcher() {
+  m0=$(mounts)
+  as_${1#bwrap-} "$2" &
+  job=$!
+  for i in $(seq 200); do [ $(sleepers) -ge 4 ] && break; sleep 0.1; done
+  running=$(sleepers)
+  launcher=$(pidof $3 | tr ' ' '\n' | sort -n | head -n 1)
+  kill -9 $launcher
+  wait $job
+  for i in $(seq 100); do ps | grep -qE "[s]leep 732|[a]irlock|[b]wrap" || break; sleep 0.1; done
+  echo "@@kill $1 running=$running mntns=$(mntns) mounts_same=$([ "$m0" = "$(mounts)" ] && echo yes || echo no) left=$(ps | grep -E "[s]leep 732|[a]irlock|[b]wrap" | tr '\n' ';')"
+}
 for who in root nobody; do
   as_$who "airlock run -- inside" 2>&1 | sed "s/^@@in /@@in $who-/"
   as_$who "bwrap_line" 2>&1 | sed "s/^@@in /@@bwrap $who-/"
@@ -115,15 +129,8 @@ for who in root nobody; do
   m0=$(mounts)
   msg=$(as_$who "airlock run --timeout 2s -- spin" 2>&1); rc=$?
   echo "@@timeout $who rc=$rc left=$(sleepers) mounts_same=$([ "$m0" = "$(mounts)" ] && echo yes || echo no) $msg"
-  as_$who "airlock run -- spin" &
-  job=$!
-  for i in $(seq 200); do [ $(sleepers) -ge 4 ] && break; sleep 0.1; done
-  running=$(sleepers)
-  launcher=$(pidof airlock | tr ' ' '\n' | sort -n | head -n 1)
-  kill -9 $launcher
-  wait $job
-  for i in $(seq 100); do ps | grep -qE '[s]leep 732|[a]irlock' || break; sleep 0.1; done
-  echo "@@kill $who running=$running mntns=$(mntns) mounts_same=$([ "$m0" = "$(mounts)" ] && echo yes || echo no) left=$(ps | grep -E '[s]leep 732|[a]irlock' | tr '\n' ';')"
+  kill_launcher $who "airlock run -- spin" airlock
+  kill_launcher bwrap-$who "bwrap --ro-bind /usr /usr --symlink usr/bin /bin --proc /proc --dev /dev --unshare-all --die-with-parent -- spin" bwrap
 done
 # A call of the mount API, clone3 or close_range missing, as on kernels before them (a
 # seccomp filter of the probe's answers ENOSYS to it).
@@ -377,7 +384,7 @@ fn a_timeout_kills_a_tree_of_background_processes() {
 fn a_sigkilled_launcher_leaves_no_process_and_no_mount() {
     let Some(text) = console() else { return };
     let before = line(text, "guest", "mntns");
-    for who in WHO {
+    for who in ["root", "nobody", "bwrap-root", "bwrap-nobody"] {
         let l = line(text, "kill", who);
         assert_eq!(
             l,
