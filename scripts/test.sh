@@ -31,8 +31,9 @@ fi
 # against airlock's drop-in bwrap; there, a client that cannot be installed fails the test.
 scripts/clients.sh
 export AIRLOCK_CLIENTS_REQUIRED=1
-# The virtual machine tests/cgroup_v2.rs boots (QEMU, busybox-static, Debian's kernel): the
-# dev VM's memory and pids controllers are cgroup v1's, so cgroup v2's limits are shown there.
+# The virtual machine tests/cgroup_v2.rs and tests/older_kernel.rs boot (QEMU, busybox-static,
+# Debian 12's kernel 6.1): the dev VM's memory and pids controllers are cgroup v1's, so cgroup
+# v2's limits are shown there, and so is the boundary on a distribution's older kernel.
 scripts/vm.sh
 export AIRLOCK_VM_REQUIRED=1
 

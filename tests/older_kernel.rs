@@ -154,6 +154,11 @@ mount -t cgroup -o pids none /sys/fs/cgroup/pids
 echo "@@v1 pids $(airlock run --json --pids 20 -- sh -c 'i=0; while [ $i -lt 60 ]; do sleep 30 & i=$((i+1)); done')"
 echo "@@v1 memory $(airlock run --json --memory 32m -- sh -c 'x=aaaaaaaa; while :; do x=$x$x; done')"
 echo "@@v1 cgroup $(airlock run --json -- cat /proc/self/cgroup)"
+airlock run --memory 64m -- sleep 30 &
+job=$!
+for i in $(seq 200); do tcp=$(cat /sys/fs/cgroup/memory/airlock-*/memory.kmem.tcp.limit_in_bytes 2>/dev/null) && break; sleep 0.1; done
+echo "@@v1 tcp $tcp"
+kill $job; wait $job
 echo "@@v1 left $(find /sys/fs/cgroup -name 'airlock-*' -type d | tr '\n' ' ')"
 # Debian's kernel has its own switch for unprivileged user namespaces (the dev VM's has none).
 echo 0 > /proc/sys/kernel/unprivileged_userns_clone
@@ -527,6 +532,12 @@ fn limits_hold_by_rlimits_and_by_cgroup_v1() {
     assert!(
         own.lines().count() == 2 && own.lines().all(|l| l.ends_with(":/")),
         "the task's cgroups are its namespace's roots: {r}"
+    );
+    // Socket buffers count against --memory under v1 too: the run's own TCP limit is set.
+    assert_eq!(
+        line(text, "v1", "tcp"),
+        "67108864",
+        "memory.kmem.tcp.limit_in_bytes"
     );
     assert_eq!(line(text, "v1", "left"), "", "cgroups left after the runs");
 }
