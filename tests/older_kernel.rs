@@ -130,6 +130,8 @@ for who in root nobody; do
   msg=$(as_$who "airlock run --timeout 2s -- spin" 2>&1); rc=$?
   echo "@@timeout $who rc=$rc left=$(sleepers) mounts_same=$([ "$m0" = "$(mounts)" ] && echo yes || echo no) $msg"
   kill_launcher $who "airlock run -- spin" airlock
+  # Streams on the guest's console (ttyS0), a terminal: the task writes its line there itself.
+  as_$who "airlock run -- sh -c 'echo \"@@tty $who \$(tty) \$(kernel_probe terminal | tr \"\\n\" \";\")\"'" </dev/console >/dev/console 2>&1
   kill_launcher bwrap-$who "bwrap --ro-bind /usr /usr --symlink usr/bin /bin --proc /proc --dev /dev --unshare-all --die-with-parent -- spin" bwrap
 done
 # A call of the mount API, clone3 or close_range missing, as on kernels before them (a
@@ -358,6 +360,12 @@ fn namespace_mount_and_terminal_calls_are_refused() {
         assert_eq!(
             inside(text, who, "terminal"),
             "tiocsti EPERM;tioclinux EPERM;",
+            "{who}"
+        );
+        // On the guest's console, a real terminal the task finds by its name.
+        assert_eq!(
+            line(text, "tty", who),
+            "/dev/console tiocsti EPERM;tioclinux EPERM;",
             "{who}"
         );
     }
