@@ -9,14 +9,16 @@
 //!   no capabilities, `no_new_privs` and a seccomp filter, a fresh `/proc` whose pid 1 is
 //!   airlock's (non-dumpable) init, an environment built from nothing;
 //! - namespace, mount and the other refused calls refused (through the i386 and x32 entry
-//!   points too, which Debian's kernel has), terminal injection refused;
+//!   points too, which Debian's kernel has), terminal injection refused (on /dev/null and on
+//!   the guest's console, a real terminal);
 //! - an input copied in and a result handed back; a timeout and a SIGKILLed launcher each
 //!   leave no process and no mount (bwrap mode's launcher too, with `--die-with-parent`);
+//! - `--pids` under rlimits (RLIMIT_NPROC per user namespace) and both limits under cgroup v1;
 //! - what 6.1 lacks: Landlock's ABI there is 2, below the 6 that scopes abstract unix
 //!   sockets, so `--share-net` must say the host's are in reach (and they are);
 //! - Debian's own switch for unprivileged user namespaces, which the dev VM's kernel lacks,
-//!   and each call of the mount API, clone3 and close_range answering ENOSYS (as before the
-//!   kernel had it, or under a container's filter): the run fails closed, naming the step,
+//!   and each of clone3, close_range, openat2 and the mount API's calls answering ENOSYS (as
+//!   before the kernel had it, or under a container's filter): the run fails closed, naming the step,
 //!   the call and its path, with a hint.
 //!
 //! The probes that busybox cannot make come from tests/fixtures/kernel_probe.c, built with
@@ -134,8 +136,8 @@ for who in root nobody; do
   as_$who "airlock run -- sh -c 'echo \"@@tty $who \$(tty) \$(kernel_probe terminal | tr \"\\n\" \";\")\"'" </dev/console >/dev/console 2>&1
   kill_launcher bwrap-$who "bwrap --ro-bind /usr /usr --symlink usr/bin /bin --proc /proc --dev /dev --unshare-all --die-with-parent -- spin" bwrap
 done
-# A call of the mount API, clone3 or close_range missing, as on kernels before them (a
-# seccomp filter of the probe's answers ENOSYS to it).
+# A call of the mount API, clone3, close_range or openat2 missing, as on kernels before them
+# (a seccomp filter of the probe's answers ENOSYS to it).
 for nr in 428 429 435 436 437 442; do
   for who in root nobody; do
     run="kernel_probe enosys $nr -- airlock run --ro-bind /srv:/data -- true"
