@@ -73,26 +73,81 @@ pub fn hint(err: &SysError) -> Option<String> {
                 .into(),
         );
     }
-    if (err.errno == Errno::ENOSYS || err.errno == Errno::EPERM) && under_seccomp_filter() {
+    if err.errno == Errno::EPERM && crate::sys::seccomp_mode() == Some(2) {
         return Some(
-            "airlock was started under a seccomp filter (Seccomp: 2 in /proc/self/status), \
-             which may refuse the call: a container runtime's default profile refuses clone3, \
-             unshare and the mount calls to a container without CAP_SYS_ADMIN; run airlock \
-             where they are allowed"
+            "a seccomp filter airlock runs under (seccomp mode 2) may refuse the call: a \
+             container runtime's default profile refuses unshare and the mount calls to a \
+             container without CAP_SYS_ADMIN; run airlock where they are allowed"
                 .into(),
         );
     }
     if err.errno == Errno::ENOSYS {
-        return Some("airlock needs Linux 5.12 or newer (clone3, open_tree, mount_setattr)".into());
+        return Some(missing_call(
+            &crate::sys::kernel_release().unwrap_or_default(),
+            crate::sys::seccomp_mode(),
+        ));
     }
     None
 }
 
-/// Whether this process runs under a seccomp filter, read before airlock installs its own (the
-/// last step before the task): one its caller started it under.
-fn under_seccomp_filter() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
-    })
+/// The first release with every call airlock's launch needs (mount_setattr; clone3, open_tree,
+/// move_mount and close_range are older).
+const NEEDED: (u32, u32) = (5, 12);
+
+/// The hint for a call that answered ENOSYS, given the kernel's release and the seccomp mode of
+/// this process. A kernel as new as [`NEEDED`] has every call, so there a filter of the
+/// caller's answers for it (a container's profile: Docker's answers ENOSYS to clone3, as
+/// airlock's own policy does to a task), and "needs a newer kernel" would send the reader the
+/// wrong way.
+fn missing_call(release: &str, seccomp: Option<u32>) -> String {
+    let version = |r: &str| -> Option<(u32, u32)> {
+        let mut parts = r.split(|c: char| !c.is_ascii_digit());
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    let needs = format!(
+        "airlock needs Linux {}.{} or newer (clone3, open_tree, mount_setattr)",
+        NEEDED.0, NEEDED.1
+    );
+    match (version(release).map(|v| v >= NEEDED), seccomp) {
+        (Some(true), Some(mode)) if mode > 0 => format!(
+            "this kernel ({release}) has the call, but a seccomp filter airlock runs under \
+             refuses it (seccomp mode {mode}: a container's profile, or a sandbox around \
+             airlock): run airlock where clone3, open_tree, move_mount, mount_setattr and \
+             close_range are allowed"
+        ),
+        (Some(true), _) => format!(
+            "this kernel ({release}) answers ENOSYS to the call, though Linux {}.{} has every \
+             call airlock needs (clone3, open_tree, mount_setattr): was it built without it?",
+            NEEDED.0, NEEDED.1
+        ),
+        (Some(false), _) => format!("{needs}; this kernel is {release}"),
+        (None, _) => needs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enosys_blames_a_filter_on_a_kernel_that_has_the_calls_and_the_kernel_otherwise() {
+        let filtered = missing_call("6.1.0-57-amd64", Some(2));
+        assert!(
+            filtered.contains("a seccomp filter") && !filtered.contains("needs Linux"),
+            "{filtered}"
+        );
+        let old = missing_call("5.10.0-30-amd64", Some(2));
+        assert!(
+            old.contains("needs Linux 5.12 or newer") && old.contains("this kernel is 5.10.0"),
+            "{old}"
+        );
+        let bare = missing_call("6.18.44", Some(0));
+        assert!(
+            bare.contains("(6.18.44) answers ENOSYS") && !bare.contains("seccomp"),
+            "{bare}"
+        );
+        assert!(missing_call("", None).starts_with("airlock needs Linux 5.12"));
+        // Under no filter (the test runner's case) this process reads mode 0.
+        assert!(crate::sys::kernel_release().is_some_and(|r| !r.is_empty()));
+    }
 }
