@@ -379,7 +379,26 @@ impl Plan {
 /// lists). The caller must be able to make a directory there and, since the kernel checks the
 /// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`. In the
 /// root cgroup the run's cgroup goes below it, where the root enables both.
+///
+/// `own` is a path from the root of the caller's cgroup namespace, and the mount's paths start
+/// at the cgroup it was mounted from: the two agree in the initial namespace, checked only once
+/// a parent is found (one stat; no cost where v2 has no controllers). Elsewhere (a container)
+/// the mount table says where the mount starts: a cgroup2 mounted inside the namespace starts
+/// at its root, as the paths do; one mounted outside it (`unshare -C` under the host's mount:
+/// the table's root field reads `/..`) is above the namespace, where `own` names no directory
+/// of the mount, and gives no parent (rlimits). Taken as a path of the mount, `own` named
+/// another cgroup: with `nsdelegate` (systemd's mount) clone3 then refused it (ENOENT, exit 125),
+/// without, root's run was made in the host's root cgroup, outside the namespace's.
 fn v2_parent(mnt: &Path, own: &str) -> Option<PathBuf> {
+    let found = v2_parent_at(mnt, own)?;
+    if in_initial_cgroup_ns() {
+        return Some(found);
+    }
+    let inside = own_in_mount(&read_text(Path::new("/proc/self/mountinfo"))?, mnt, own)?;
+    v2_parent_at(mnt, &inside)
+}
+
+fn v2_parent_at(mnt: &Path, own: &str) -> Option<PathBuf> {
     let own_dir = joined(mnt, own);
     let has_both = |file: &str| {
         let ctrls = read_text(&own_dir.join(file)).unwrap_or_default();
@@ -392,6 +411,36 @@ fn v2_parent(mnt: &Path, own: &str) -> Option<PathBuf> {
     let parent = own_dir.parent()?.to_path_buf();
     (has_both("cgroup.controllers") && writable(&parent) && writable(&parent.join("cgroup.procs")))
         .then_some(parent)
+}
+
+/// Whether this process is in the initial cgroup namespace, whose inode number is fixed
+/// (PROC_CGROUP_INIT_INO, include/linux/proc_ns.h).
+fn in_initial_cgroup_ns() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/cgroup").is_ok_and(|m| m.ino() == 0xEFFF_FFFB)
+}
+
+/// `own` (a path from the root of this process's cgroup namespace) as a path of the cgroup2
+/// mount at `mnt`, from the root field of its line in `mountinfo` (the last one there, on
+/// top): None when the mount starts above the namespace's root (`/..`) or off `own`'s way, or
+/// `own` is above that root itself (a process moved out of it: `/../x`).
+fn own_in_mount(mountinfo: &str, mnt: &Path, own: &str) -> Option<String> {
+    let root = mountinfo.lines().rev().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut f = pre.split(' ');
+        let (root, at) = (f.nth(3)?, f.next()?);
+        (post.split(' ').next()? == "cgroup2" && Path::new(at) == mnt).then_some(root)
+    })?;
+    let up = |p: &str| p.split('/').any(|c| c == "..");
+    if up(root) || up(own) {
+        return None;
+    }
+    let rest = own.strip_prefix(root.trim_end_matches('/'))?;
+    match rest {
+        "" => Some("/".into()),
+        r if r.starts_with('/') => Some(r.into()),
+        _ => None,
+    }
 }
 
 pub fn detect(caller_is_root: bool) -> Plan {
@@ -581,6 +630,43 @@ mod tests {
 
     /// The task may not raise its own scheduling priority past the host's default, whatever
     /// the caller's limits allow: RLIMIT_RTPRIO 0, RLIMIT_NICE at most 20 (nice 0).
+    /// The caller's cgroup as a path of the cgroup2 mount, from a cgroup namespace: a mount
+    /// made inside it starts at its root; the host's, seen from inside, above it.
+    #[test]
+    fn a_cgroup_namespaces_path_is_found_in_the_mount_only_below_its_root() {
+        let line = |root: &str, at: &str, fs: &str| {
+            format!("25 23 0:22 {root} {at} rw,relatime - {fs} none rw,nsdelegate\n")
+        };
+        let mnt = Path::new("/sys/fs/cgroup");
+        let inside = line("/", "/sys/fs/cgroup", "cgroup2");
+        assert_eq!(own_in_mount(&inside, mnt, "/init"), Some("/init".into()));
+        assert_eq!(own_in_mount(&inside, mnt, "/"), Some("/".into()));
+        assert_eq!(own_in_mount(&inside, mnt, "/../x"), None);
+        // The host's mount, under which `unshare -C` was run in /a/leaf.
+        let above = line("/../..", "/sys/fs/cgroup", "cgroup2");
+        assert_eq!(own_in_mount(&above, mnt, "/"), None);
+        assert_eq!(own_in_mount(&above, mnt, "/leaf"), None);
+        // A subtree's mount: paths below its root only; the last mount at a place counts.
+        let sub = line("/c", "/sys/fs/cgroup", "cgroup2");
+        assert_eq!(own_in_mount(&sub, mnt, "/c/init"), Some("/init".into()));
+        assert_eq!(own_in_mount(&sub, mnt, "/c"), Some("/".into()));
+        assert_eq!(own_in_mount(&sub, mnt, "/cx/init"), None);
+        assert_eq!(own_in_mount(&(inside.clone() + &sub), mnt, "/init"), None);
+        assert_eq!(
+            own_in_mount(&(sub + &inside), mnt, "/init"),
+            Some("/init".into())
+        );
+        // Another place or another filesystem is no answer.
+        assert_eq!(
+            own_in_mount(&line("/", "/mnt", "cgroup2"), mnt, "/init"),
+            None
+        );
+        assert_eq!(
+            own_in_mount(&line("/", "/sys/fs/cgroup", "tmpfs"), mnt, "/"),
+            None
+        );
+    }
+
     #[test]
     fn no_raised_priority_is_allowed_to_the_task() {
         for mech in [Mechanism::Rlimit, Mechanism::CgroupV2] {

@@ -10,7 +10,13 @@
 //!   v2 cgroup that holds processes cannot enable controllers for its children;
 //! - uid 65534 under a parent it may not write, and root under one that enables `memory` but not
 //!   `pids`: rlimits, as the README says;
+//! - a caller in a cgroup namespace: root in the root cgroup's own; root and uid 65534 in a
+//!   container's (its cgroup2 mounted inside, its processes in a leaf), where the run's cgroup
+//!   goes beside that leaf; root in one made in a leaf under the host's mount, whose paths
+//!   start above the namespace's root: rlimits;
 //! - a launcher SIGKILLed mid-run: its cgroup is removed by the next run.
+//!
+//! cgroup2 is mounted as systemd mounts it (`nsdelegate,memory_recursiveprot`).
 //!
 //! The guest (tests/common/vm.rs) is booted once, runs every case and powers off; each test
 //! reads its lines of the guest's console.
@@ -33,7 +39,12 @@ const HOG: &str = "#!/bin/sh\nx=aaaaaaaa\nwhile :; do x=$x$x; done\n";
 /// cgroup was made.
 const CASES: &str = r#"
 CG=/sys/fs/cgroup
-mount -t cgroup2 none $CG
+# As systemd mounts it: a cgroup namespace is a delegation boundary (nsdelegate).
+mount -t cgroup2 -o nsdelegate,memory_recursiveprot none $CG
+# util-linux's unshare, as unshare-ul (-C: a cgroup namespace; busybox's has none), and its
+# libraries.
+ln -s usr/lib64 /lib64
+ln -s usr/lib /lib
 echo "+memory +pids" > $CG/cgroup.subtree_control
 left() { echo "@@left $1 $(find $CG -name 'airlock-*' -type d | tr '\n' ' ')"; }
 report() { name=$1; shift; echo "@@at $(cut -d" " -f1 /proc/uptime)"; echo "@@report $name $("$@")"; left $name; }
@@ -68,6 +79,30 @@ report root_leaf_memory airlock run --json --memory 32m -- hog
 report root_leaf_cgroupns airlock run --json -- cat /proc/self/cgroup
 kill_and_sweep root_leaf run_as_root
 
+# A cgroup namespace made in the leaf (unshare -C) under the host's mount: the caller's own
+# cgroup reads "/", and the mount starts above the namespace's root.
+report cgroupns_host_mount unshare-ul -C airlock run --json --pids 20 -- bomb
+mount -o remount none $CG
+report cgroupns_host_mount_no_nsdelegate unshare-ul -C airlock run --json --pids 20 -- bomb
+mount -o remount,nsdelegate,memory_recursiveprot none $CG
+# The root cgroup's own namespace: the host's mount starts at its root.
+echo $$ > $CG/cgroup.procs
+report cgroupns_at_root unshare-ul -C airlock run --json --pids 20 -- bomb
+# A container: a cgroup namespace rooted at its cgroup, cgroup2 mounted inside it, its
+# processes moved to a leaf, the controllers enabled for its children; airlock as root, then
+# as uid 65534 once the container's cgroups are that user's.
+mkdir $CG/box
+sh -c 'echo $$ > /sys/fs/cgroup/box/cgroup.procs && exec "$@"' sh unshare-ul -Cm sh -c '
+    umount /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup || exit
+    mkdir /sys/fs/cgroup/init && echo $$ > /sys/fs/cgroup/init/cgroup.procs || exit
+    echo "+memory +pids" > /sys/fs/cgroup/cgroup.subtree_control || exit
+    echo "@@report container_root $(airlock run --json --pids 20 -- bomb)"
+    chown 65534 /sys/fs/cgroup /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/init/cgroup.procs
+    echo "@@report container_user $(su -s /bin/sh nobody -c "airlock run --json --pids 20 -- bomb")"'
+left container_root
+left container_user
+echo $$ > $CG/a/leaf/cgroup.procs
+
 mkdir -p $CG/d
 chown 65534:65534 $CG/d $CG/d/cgroup.procs $CG/d/cgroup.subtree_control $CG/d/cgroup.threads
 echo "+memory +pids" > $CG/d/cgroup.subtree_control
@@ -89,6 +124,14 @@ echo $$ > $CG/c/leaf/cgroup.procs
 report root_no_pids_controller airlock run --json --pids 20 -- bomb
 "#;
 
+const LD: &str = "/lib64/ld-linux-x86-64.so.2";
+const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+/// A file of the host's, for the guest.
+fn host(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// The guest's console, once it has run every case (None: the VM's parts are missing).
 fn console() -> Option<&'static str> {
     static BOOT: OnceLock<Result<String, String>> = OnceLock::new();
@@ -98,6 +141,21 @@ fn console() -> Option<&'static str> {
             &[
                 ("usr/bin/bomb", Entry::File(0o755, BOMB.as_bytes())),
                 ("usr/bin/hog", Entry::File(0o755, HOG.as_bytes())),
+                (
+                    "usr/bin/unshare-ul",
+                    Entry::File(0o755, &host("/usr/bin/unshare")),
+                ),
+                ("usr/lib64", Entry::Dir),
+                (
+                    "usr/lib64/ld-linux-x86-64.so.2",
+                    Entry::File(0o755, &host(LD)),
+                ),
+                ("usr/lib", Entry::Dir),
+                ("usr/lib/x86_64-linux-gnu", Entry::Dir),
+                (
+                    "usr/lib/x86_64-linux-gnu/libc.so.6",
+                    Entry::File(0o755, &host(LIBC)),
+                ),
             ],
         )
     }))
@@ -196,5 +254,27 @@ fn a_sigkilled_launchers_cgroup_v2_is_removed_by_the_next_run() {
             "{name}: the killed launcher's cgroup, before the next run"
         );
         assert_nothing_left(text, name);
+    }
+}
+
+/// A caller in a cgroup namespace (a container's) names its cgroup from the namespace's root:
+/// under a cgroup2 mounted inside it, as a container mounts it, the run's cgroup v2 goes
+/// beside the container's leaf as on a host; under the host's mount, which starts above that
+/// root, the path names another cgroup, and the run takes rlimits rather than a cgroup
+/// outside its namespace (with nsdelegate, clone3 refused that one: exit 125).
+#[test]
+fn a_caller_in_a_cgroup_namespace_finds_its_own_cgroup() {
+    let Some(text) = console() else { return };
+    for name in ["cgroupns_host_mount", "cgroupns_host_mount_no_nsdelegate"] {
+        let r = report(text, name);
+        let (memory, pids, _) = limits(&r);
+        assert!(
+            r["exit_code"] != 125 && memory.starts_with("rlimit") && pids.starts_with("rlimit"),
+            "{name}: {r}"
+        );
+        assert_nothing_left(text, name);
+    }
+    for name in ["cgroupns_at_root", "container_root", "container_user"] {
+        assert_v2_hit(text, name, "pids");
     }
 }
