@@ -662,6 +662,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     } else {
         scratch_full.then_some("scratch_full")
     };
+    // What bounded memory and pids, for the report: the run's cgroup v2 and those above it.
+    let applied = match (&cgroup, &spec.output) {
+        (Some(c), Output::Json { .. }) => applied.map(|a| c.bounded(a)),
+        _ => applied,
+    };
     drop(cgroup);
     let files = match (&spec.output, sup.scratch.take()) {
         (Output::Json { max }, Some((fd, handed))) => {

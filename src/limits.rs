@@ -197,6 +197,8 @@ pub struct Cgroup {
     /// a write of another pid to cgroup.procs takes, which costs a whole RCU grace period
     /// (about 12 ms here) when launches are spaced.
     pub v1_tasks: Vec<OwnedFd>,
+    /// v2: where the cgroup2 is mounted, as far up as [`Cgroup::bounded`] looks.
+    v2_mount: Option<PathBuf>,
 }
 
 fn write(path: &Path, text: &str) -> Result<(), SysError> {
@@ -341,8 +343,11 @@ pub fn remove_own(parent: &Path, pid: u32) {
 /// Where memory and pids limits can go for this caller.
 pub enum Plan {
     /// A delegated v2 cgroup (the parent of the caller's own, or the root) enabling memory and
-    /// pids for its children.
-    V2(PathBuf),
+    /// pids for its children, in the cgroup2 mounted at `mount`.
+    V2 {
+        parent: PathBuf,
+        mount: PathBuf,
+    },
     /// v1 memory and pids hierarchies (root only).
     V1 {
         memory: PathBuf,
@@ -355,15 +360,24 @@ impl Plan {
     /// The directories this plan makes its cgroups in.
     pub fn parents(&self) -> Vec<PathBuf> {
         match self {
-            Plan::V2(parent) => vec![parent.clone()],
+            Plan::V2 { parent, .. } => vec![parent.clone()],
             Plan::V1 { memory, pids } => vec![memory.clone(), pids.clone()],
             Plan::Rlimits => vec![],
         }
     }
 
+    /// `l` (memory and pids as the run's cgroup will have them) bounded by the cgroups above
+    /// it, for `airlock explain`: see [`Cgroup::bounded`].
+    pub fn bounded(&self, l: Limits) -> Limits {
+        match self {
+            Plan::V2 { parent, mount } => v2_bounded(parent, mount, l),
+            _ => l,
+        }
+    }
+
     pub fn mechanism(&self) -> Mechanism {
         match self {
-            Plan::V2(_) => Mechanism::CgroupV2,
+            Plan::V2 { .. } => Mechanism::CgroupV2,
             Plan::V1 { .. } => Mechanism::CgroupV1,
             Plan::Rlimits => Mechanism::Rlimit,
         }
@@ -450,7 +464,7 @@ pub fn detect(caller_is_root: bool) -> Plan {
         && let Some(mnt) = v2_mount()
         && let Some(parent) = v2_parent(&mnt, &own)
     {
-        return Plan::V2(parent);
+        return Plan::V2 { parent, mount: mnt };
     }
     if caller_is_root {
         let mem =
@@ -473,7 +487,7 @@ impl Cgroup {
     /// (fail closed).
     pub fn create(plan: Plan, l: &Limits, pid: u32) -> Result<Option<Cgroup>, SysError> {
         match plan {
-            Plan::V2(parent) => {
+            Plan::V2 { parent, mount } => {
                 let dir = parent.join(unique_name(pid));
                 make_dir(&dir)?;
                 let mut cg = Cgroup {
@@ -481,6 +495,7 @@ impl Cgroup {
                     dirs: vec![dir.clone()],
                     v2_fd: None,
                     v1_tasks: vec![],
+                    v2_mount: Some(mount),
                 };
                 write(&dir.join("memory.max"), &l.memory.to_string())?;
                 // No swap beyond the limit; the file is absent only without swap accounting.
@@ -509,6 +524,7 @@ impl Cgroup {
                     dirs: vec![],
                     v2_fd: None,
                     v1_tasks: vec![],
+                    v2_mount: None,
                 };
                 make_dir(&mdir)?;
                 cg.dirs.push(mdir.clone());
@@ -542,6 +558,17 @@ impl Cgroup {
                 Ok(Some(cg))
             }
             Plan::Rlimits => Ok(None),
+        }
+    }
+
+    /// `l` with memory and pids as the run's cgroup v2 bounds them: its own `memory.max` and
+    /// `pids.max` as the kernel keeps them (memory in whole pages), or a lower one of a cgroup
+    /// above it up to the mount's root (a container's or a slice's), which bounds the run as
+    /// well. v1's is `l` as it is (not read: no cost on that path).
+    pub fn bounded(&self, l: Limits) -> Limits {
+        match (&self.v2_mount, self.dirs.first()) {
+            (Some(mount), Some(dir)) => v2_bounded(dir, mount, l),
+            _ => l,
         }
     }
 
@@ -604,6 +631,18 @@ impl Drop for Cgroup {
     fn drop(&mut self) {
         self.remove();
     }
+}
+
+/// `l` with memory and pids at most the `memory.max` and `pids.max` of `dir` and of each cgroup
+/// above it up to `mount`, the cgroup2's root (which has neither file; "max" is no bound).
+fn v2_bounded(dir: &Path, mount: &Path, mut l: Limits) -> Limits {
+    let max =
+        |d: &Path, file: &str| -> Option<u64> { read_text(&d.join(file))?.trim().parse().ok() };
+    for d in dir.ancestors().take_while(|d| d.starts_with(mount)) {
+        l.memory = l.memory.min(max(d, "memory.max").unwrap_or(u64::MAX));
+        l.pids = l.pids.min(max(d, "pids.max").unwrap_or(u64::MAX));
+    }
+    l
 }
 
 /// The report's `limits` object: for each limit, what was asked, what was applied and how.

@@ -14,6 +14,8 @@
 //!   container's (its cgroup2 mounted inside, its processes in a leaf), where the run's cgroup
 //!   goes beside that leaf; root in one made in a leaf under the host's mount, whose paths
 //!   start above the namespace's root: rlimits;
+//! - root in a leaf whose parent's `memory.max` and `pids.max` are below what the run asks:
+//!   the report's `applied` (and `airlock explain`'s) is the parent's;
 //! - a launcher SIGKILLed mid-run: its cgroup is removed by the next run.
 //!
 //! cgroup2 is mounted as systemd mounts it (`nsdelegate,memory_recursiveprot`).
@@ -102,6 +104,15 @@ sh -c 'echo $$ > /sys/fs/cgroup/box/cgroup.procs && exec "$@"' sh unshare-ul -Cm
 left container_root
 left container_user
 echo $$ > $CG/a/leaf/cgroup.procs
+
+# The leaf's parent bounds the run lower than it asks: 48 MiB of memory, 10 processes.
+echo 48M > $CG/a/memory.max
+echo 10 > $CG/a/pids.max
+report parent_bound_pids airlock run --json --memory 1g --pids 20 -- bomb
+report parent_bound_memory airlock run --json --memory 1g --pids 20 -- hog
+echo "@@explain parent_bound $(airlock explain --memory 1g --pids 20 -- true | grep -E '^  (memory|pids):' | tr '\n' ' ')"
+echo max > $CG/a/memory.max
+echo max > $CG/a/pids.max
 
 mkdir -p $CG/d
 chown 65534:65534 $CG/d $CG/d/cgroup.procs $CG/d/cgroup.subtree_control $CG/d/cgroup.threads
@@ -277,4 +288,34 @@ fn a_caller_in_a_cgroup_namespace_finds_its_own_cgroup() {
     for name in ["cgroupns_at_root", "container_root", "container_user"] {
         assert_v2_hit(text, name, "pids");
     }
+}
+
+/// Under a parent whose `memory.max` and `pids.max` are below what the run asks (a container's
+/// or a slice's limits), the report's `applied` is that bound, and the limit it hits is named.
+#[test]
+fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
+    let Some(text) = console() else { return };
+    for (name, hit) in [
+        ("parent_bound_pids", "pids"),
+        ("parent_bound_memory", "memory"),
+    ] {
+        assert_v2_hit(text, name, hit);
+        let r = report(text, name);
+        let l = &r["limits"];
+        assert_eq!(
+            (&l["memory"]["requested"], &l["pids"]["requested"]),
+            (&Value::from(1u64 << 30), &Value::from(20)),
+            "{name}: {r}"
+        );
+        assert_eq!(
+            (&l["memory"]["applied"], &l["pids"]["applied"]),
+            (&Value::from(48u64 << 20), &Value::from(10)),
+            "{name}: the parent's bounds: {r}"
+        );
+    }
+    let explained = line(text, "explain", "parent_bound");
+    assert_eq!(
+        explained, "memory: 50331648 (cgroup v2)   pids: 10 (cgroup v2)",
+        "airlock explain shows the parent's bounds"
+    );
 }
