@@ -16,6 +16,10 @@
 //!   start above the namespace's root: rlimits;
 //! - root in a leaf whose parent's `memory.max` and `pids.max` are below what the run asks:
 //!   the report's `applied` (and `airlock explain`'s) is the parent's;
+//! - an OOM in the run under a parent that kills as a group: one process of the task killed,
+//!   the caller untouched; a parent at its `cgroup.max.descendants`: the run fails closed;
+//! - 20 concurrent runs in one parent beside a longer one: each its own cgroup, the longer
+//!   one's never swept, nothing left;
 //! - a launcher SIGKILLed mid-run: its cgroup is removed by the next run.
 //!
 //! cgroup2 is mounted as systemd mounts it (`nsdelegate,memory_recursiveprot`).
@@ -113,6 +117,29 @@ report parent_bound_memory airlock run --json --memory 1g --pids 20 -- hog
 echo "@@explain parent_bound $(airlock explain --memory 1g --pids 20 -- true | grep -E '^  (memory|pids):' | tr '\n' ' ')"
 echo max > $CG/a/memory.max
 echo max > $CG/a/pids.max
+
+# An OOM in the run, under a parent that kills as a group (systemd's OOMPolicy=kill): the
+# largest process is killed, the task's shell goes on, and the caller (in the parent) lives.
+echo 1 > $CG/a/memory.oom.group
+report child_oom airlock run --json --memory 32m -- sh -c 'hog; echo $?'
+echo "@@alive child_oom $$"
+echo 0 > $CG/a/memory.oom.group
+# A parent that takes no more cgroups: the run fails closed, naming the step, call and path.
+echo 1 > $CG/a/cgroup.max.descendants
+report max_descendants airlock run --json -- true
+echo max > $CG/a/cgroup.max.descendants
+# 20 runs at once beside a longer one (a live neighbour, never swept), each in a cgroup of its
+# own; nothing is left once all have ended.
+airlock run -- sleep 5 &
+sleep 1
+echo "@@neighbour before $(find $CG -name 'airlock-*' -type d)"
+for i in $(seq 20); do
+  airlock run -- sh -c 'cat /proc/self/cgroup >/dev/null' || echo "@@failed concurrent $i" &
+done
+sleep 2
+echo "@@neighbour during $(find $CG/a -name 'airlock-*' -type d)"
+wait
+left concurrent
 
 mkdir -p $CG/d
 chown 65534:65534 $CG/d $CG/d/cgroup.procs $CG/d/cgroup.subtree_control $CG/d/cgroup.threads
@@ -318,4 +345,61 @@ fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
         explained, "memory: 50331648 (cgroup v2)   pids: 10 (cgroup v2)",
         "airlock explain shows the parent's bounds"
     );
+}
+
+/// The OOM killer ends the task's largest process, not the sandbox nor anything outside it: a
+/// shell whose child it killed goes on, and a parent that kills as a group on OOM
+/// (`memory.oom.group`) is not touched, since the OOM is the run's cgroup's.
+#[test]
+fn an_oom_in_the_run_kills_one_process_of_it() {
+    let Some(text) = console() else { return };
+    assert_v2_hit(text, "child_oom", "memory");
+    let r = report(text, "child_oom");
+    assert_eq!(
+        (&r["exit_code"], &r["stdout"]),
+        (&Value::from(0), &Value::from("137\n")),
+        "the shell saw its child killed and went on: {r}"
+    );
+    assert!(
+        !line(text, "alive", "child_oom").is_empty(),
+        "the caller outlived the OOM"
+    );
+}
+
+/// A parent at its `cgroup.max.descendants` refuses the run's cgroup (mkdir: EAGAIN): the run
+/// fails closed, saying the step, the call and the path, and leaves nothing.
+#[test]
+fn a_parent_that_takes_no_more_cgroups_fails_the_run_closed() {
+    let Some(text) = console() else { return };
+    let r = report(text, "max_descendants");
+    let error = r["error"].as_str().unwrap_or("");
+    assert!(
+        r["exit_code"] == 125
+            && error.starts_with("step 1 create cgroup: mkdir(\"/sys/fs/cgroup/a/airlock-")
+            && error.contains("EAGAIN"),
+        "{r}"
+    );
+    assert_nothing_left(text, "max_descendants");
+}
+
+/// Concurrent runs in one parent each get their own cgroup and remove it; the sweep of what
+/// killed launchers left never takes a live neighbour's.
+#[test]
+fn concurrent_runs_leave_nothing_and_never_sweep_a_live_neighbour() {
+    let Some(text) = console() else { return };
+    let before = line(text, "neighbour", "before");
+    assert!(
+        Path::new(&before).parent() == Some(Path::new("/sys/fs/cgroup/a")),
+        "the neighbour's cgroup: {before:?}"
+    );
+    let during = line(text, "neighbour", "during");
+    assert!(
+        during.split(' ').any(|d| d == before),
+        "the neighbour's cgroup {before} was swept while it ran: {during}"
+    );
+    assert!(
+        !text.contains("@@failed concurrent"),
+        "a concurrent run failed:\n{text}"
+    );
+    assert_nothing_left(text, "concurrent");
 }
