@@ -272,13 +272,14 @@ fn start_time(pid: u32) -> Option<u64> {
 /// this once its own sandbox is set up, while the task runs, not on the way to it.
 ///
 /// A cgroup directory's link count is 2 plus its subdirectories (the kernel keeps it so):
-/// when `parent` holds no subdirectory but this run's own cgroup, there is nothing to list.
+/// when `parent` holds no subdirectory but this run's own cgroup and `live` others known to
+/// be in use (under cgroup v2, the caller's own leaf beside it: 1), there is nothing to list.
 /// The listing, and its competition with the sandbox's start for two cores, cost a launch of
 /// `/bin/true` about 0.13 ms (500 interleaved launches as root). A link count the filesystem
 /// does not keep (1) or anything larger means a listing, as before.
-pub fn remove_stale(parent: &Path) {
+pub fn remove_stale(parent: &Path, live: u64) {
     use std::os::unix::fs::MetadataExt;
-    if fs::metadata(parent).is_ok_and(|m| matches!(m.nlink(), 2 | 3)) {
+    if fs::metadata(parent).is_ok_and(|m| (2..=3 + live).contains(&m.nlink())) {
         return;
     }
     remove_named(parent, |name| {
@@ -343,10 +344,12 @@ pub fn remove_own(parent: &Path, pid: u32) {
 /// Where memory and pids limits can go for this caller.
 pub enum Plan {
     /// A delegated v2 cgroup (the parent of the caller's own, or the root) enabling memory and
-    /// pids for its children, in the cgroup2 mounted at `mount`.
+    /// pids for its children, in the cgroup2 mounted at `mount`; `beside`: the caller's own
+    /// cgroup is one of those children (not the root itself).
     V2 {
         parent: PathBuf,
         mount: PathBuf,
+        beside: bool,
     },
     /// v1 memory and pids hierarchies (root only).
     V1 {
@@ -357,6 +360,15 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// How many subdirectories of [`Plan::parents`] other than the run's own are known to be
+    /// live: the caller's own cgroup, when the run's goes beside it (see [`remove_stale`]).
+    pub fn live_siblings(&self) -> u64 {
+        match self {
+            Plan::V2 { beside: true, .. } => 1,
+            _ => 0,
+        }
+    }
+
     /// The directories this plan makes its cgroups in.
     pub fn parents(&self) -> Vec<PathBuf> {
         match self {
@@ -370,7 +382,7 @@ impl Plan {
     /// it, for `airlock explain`: see [`Cgroup::bounded`].
     pub fn bounded(&self, l: Limits) -> Limits {
         match self {
-            Plan::V2 { parent, mount } => v2_bounded(parent, mount, l),
+            Plan::V2 { parent, mount, .. } => v2_bounded(parent, mount, l),
             _ => l,
         }
     }
@@ -403,7 +415,9 @@ impl Plan {
 /// of the mount, and gives no parent (rlimits). Taken as a path of the mount, `own` named
 /// another cgroup: with `nsdelegate` (systemd's mount) clone3 then refused it (ENOENT, exit 125),
 /// without, root's run was made in the host's root cgroup, outside the namespace's.
-fn v2_parent(mnt: &Path, own: &str) -> Option<PathBuf> {
+///
+/// Returns the parent, and whether the caller's cgroup is a child of it (not the root itself).
+fn v2_parent(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
     let found = v2_parent_at(mnt, own)?;
     if in_initial_cgroup_ns() {
         return Some(found);
@@ -412,7 +426,7 @@ fn v2_parent(mnt: &Path, own: &str) -> Option<PathBuf> {
     v2_parent_at(mnt, &inside)
 }
 
-fn v2_parent_at(mnt: &Path, own: &str) -> Option<PathBuf> {
+fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
     let own_dir = joined(mnt, own);
     let has_both = |file: &str| {
         let ctrls = read_text(&own_dir.join(file)).unwrap_or_default();
@@ -420,11 +434,12 @@ fn v2_parent_at(mnt: &Path, own: &str) -> Option<PathBuf> {
         has("memory") && has("pids")
     };
     if own == "/" {
-        return (has_both("cgroup.subtree_control") && writable(&own_dir)).then_some(own_dir);
+        return (has_both("cgroup.subtree_control") && writable(&own_dir))
+            .then_some((own_dir, false));
     }
     let parent = own_dir.parent()?.to_path_buf();
     (has_both("cgroup.controllers") && writable(&parent) && writable(&parent.join("cgroup.procs")))
-        .then_some(parent)
+        .then_some((parent, true))
 }
 
 /// Whether this process is in the initial cgroup namespace, whose inode number is fixed
@@ -462,9 +477,13 @@ pub fn detect(caller_is_root: bool) -> Plan {
     let cgroups = read_text(Path::new("/proc/self/cgroup")).unwrap_or_default();
     if let Some(own) = own_cgroup(&cgroups, "")
         && let Some(mnt) = v2_mount()
-        && let Some(parent) = v2_parent(&mnt, &own)
+        && let Some((parent, beside)) = v2_parent(&mnt, &own)
     {
-        return Plan::V2 { parent, mount: mnt };
+        return Plan::V2 {
+            parent,
+            mount: mnt,
+            beside,
+        };
     }
     if caller_is_root {
         let mem =
@@ -487,7 +506,7 @@ impl Cgroup {
     /// (fail closed).
     pub fn create(plan: Plan, l: &Limits, pid: u32) -> Result<Option<Cgroup>, SysError> {
         match plan {
-            Plan::V2 { parent, mount } => {
+            Plan::V2 { parent, mount, .. } => {
                 let dir = parent.join(unique_name(pid));
                 make_dir(&dir)?;
                 let mut cg = Cgroup {
