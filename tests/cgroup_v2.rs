@@ -8,7 +8,8 @@
 //! - root, then uid 65534, in a leaf of a subtree delegated to it (the parent enables both
 //!   controllers and is the caller's to write): the run's cgroup goes beside the leaf, since a
 //!   v2 cgroup that holds processes cannot enable controllers for its children;
-//! - uid 65534 under a parent it may not write, and root under one that enables `memory` but not
+//! - uid 65534 under a parent it may not write (neither a directory there nor its
+//!   `cgroup.procs`, or only one of the two), and root under one that enables `memory` but not
 //!   `pids`: rlimits, as the README says;
 //! - a caller in a cgroup namespace: root in the root cgroup's own; root and uid 65534 in a
 //!   container's (its cgroup2 mounted inside, its processes in a leaf), where the run's cgroup
@@ -163,6 +164,14 @@ mkdir -p $CG/b/leaf
 echo "+memory +pids" > $CG/b/cgroup.subtree_control
 echo $$ > $CG/b/leaf/cgroup.procs
 report user_not_delegated as_nobody airlock run --json --pids 20 -- bomb
+# Half delegated: uid 65534 may write the parent's cgroup.procs but not make a directory
+# there, then the other way round.
+chown 65534 $CG/b/cgroup.procs
+report user_procs_only as_nobody airlock run --json --pids 20 -- bomb
+chown 0 $CG/b/cgroup.procs
+chown 65534 $CG/b
+report user_dir_only as_nobody airlock run --json --pids 20 -- bomb
+chown 0 $CG/b
 
 mkdir -p $CG/c/leaf
 echo "+memory" > $CG/c/cgroup.subtree_control
@@ -277,7 +286,12 @@ fn an_unprivileged_caller_in_a_delegated_leaf_limits_by_cgroup_v2() {
 #[test]
 fn a_parent_not_delegated_or_without_pids_leaves_rlimits() {
     let Some(text) = console() else { return };
-    for name in ["user_not_delegated", "root_no_pids_controller"] {
+    for name in [
+        "user_not_delegated",
+        "user_procs_only",
+        "user_dir_only",
+        "root_no_pids_controller",
+    ] {
         let r = report(text, name);
         let (memory, pids, hit) = limits(&r);
         assert!(
