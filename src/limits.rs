@@ -686,8 +686,6 @@ mod tests {
     use super::*;
     use nix::sys::resource::Resource;
 
-    /// The task may not raise its own scheduling priority past the host's default, whatever
-    /// the caller's limits allow: RLIMIT_RTPRIO 0, RLIMIT_NICE at most 20 (nice 0).
     /// The caller's cgroup as a path of the cgroup2 mount, from a cgroup namespace: a mount
     /// made inside it starts at its root; the host's, seen from inside, above it.
     #[test]
@@ -725,6 +723,8 @@ mod tests {
         );
     }
 
+    /// The task may not raise its own scheduling priority past the host's default, whatever
+    /// the caller's limits allow: RLIMIT_RTPRIO 0, RLIMIT_NICE at most 20 (nice 0).
     #[test]
     fn no_raised_priority_is_allowed_to_the_task() {
         for mech in [Mechanism::Rlimit, Mechanism::CgroupV2] {
