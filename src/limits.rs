@@ -378,11 +378,20 @@ impl Plan {
         }
     }
 
-    /// `l` (memory and pids as the run's cgroup will have them) bounded by the cgroups above
-    /// it, for `airlock explain`: see [`Cgroup::bounded`].
+    /// `l` (memory and pids as the run's cgroup will have them: memory in whole pages, as the
+    /// kernel keeps `memory.max`) bounded by the cgroups above it, for `airlock explain`: see
+    /// [`Cgroup::bounded`].
     pub fn bounded(&self, l: Limits) -> Limits {
+        use nix::unistd::{SysconfVar, sysconf};
         match self {
-            Plan::V2 { parent, mount, .. } => v2_bounded(parent, mount, l),
+            Plan::V2 { parent, mount, .. } => {
+                let page = sysconf(SysconfVar::PAGE_SIZE)
+                    .ok()
+                    .flatten()
+                    .map_or(4096, |p| p as u64);
+                let memory = l.memory / page * page;
+                v2_bounded(parent, mount, Limits { memory, ..l })
+            }
             _ => l,
         }
     }

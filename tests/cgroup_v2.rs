@@ -118,6 +118,9 @@ report parent_bound_memory airlock run --json --memory 1g --pids 20 -- hog
 echo "@@explain parent_bound $(airlock explain --memory 1g --pids 20 -- true | grep -E '^  (memory|pids):' | tr '\n' ' ')"
 echo max > $CG/a/memory.max
 echo max > $CG/a/pids.max
+# A limit that is not whole pages: memory.max keeps whole pages, and both say so.
+report pages airlock run --json --memory 20000001 -- true
+echo "@@explain pages $(airlock explain --memory 20000001 -- true | grep -E '^  memory:')"
 
 # An OOM in the run, under a parent that kills as a group (systemd's OOMPolicy=kill): the
 # largest process is killed, the task's shell goes on, and the caller (in the parent) lives.
@@ -362,6 +365,15 @@ fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
             "{name}: the parent's bounds: {r}"
         );
     }
+    let r = report(text, "pages");
+    assert_eq!(
+        r["limits"]["memory"]["applied"], 19996672,
+        "20000001 bytes are 4882 whole pages: {r}"
+    );
+    assert_eq!(
+        line(text, "explain", "pages"),
+        "memory: 19996672 (cgroup v2)"
+    );
     let explained = line(text, "explain", "parent_bound");
     assert_eq!(
         explained, "memory: 50331648 (cgroup v2)   pids: 10 (cgroup v2)",
