@@ -30,7 +30,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         format!("uid {caller_uid} (the caller's own)")
     };
     let _ = writeln!(w, "command: {:?}", spec.argv);
-    let mech = crate::limits::detect(caller_is_root).mechanism();
+    let plan = crate::limits::detect(caller_is_root);
+    let mech = plan.mechanism();
     let mut made = vec!["one clone3"];
     if spec.ns.net {
         made.push("the network one made alongside, joined at step 10");
@@ -196,7 +197,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     }
     let _ = writeln!(w, "\nlimits:");
     let limits = spec.limits.unwrap_or_default();
-    let applied = crate::limits::applicable(&limits, mech);
+    let applied = plan.bounded(crate::limits::applicable(&limits, mech));
     if let Some(obj) = crate::limits::to_json(&limits, &applied, mech).as_object() {
         for (name, v) in obj {
             let _ = writeln!(

@@ -129,6 +129,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // What the limits come to under the caller's own rlimits (the report shows both).
     let applied = spec.limits.map(|l| limits::applicable(&l, mechanism));
     let cgroup_parents = plan.as_ref().map(|p| p.parents()).unwrap_or_default();
+    let live_siblings = plan.as_ref().map_or(0, |p| p.live_siblings());
     let launcher = std::process::id();
     let make_cgroup = |plan, l| {
         Cgroup::create(plan, l, launcher)
@@ -543,7 +544,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // Cgroups left by launchers killed mid-run are removed now, while the sandbox finishes
     // its setup, rather than on the way to it.
     for parent in &cgroup_parents {
-        limits::remove_stale(parent);
+        limits::remove_stale(parent, live_siblings);
     }
     let mut sup = Supervisor::new(pid, spec);
     let deadline = spec.timeout.map(|t| start + t);
@@ -661,6 +662,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         Some("file_size")
     } else {
         scratch_full.then_some("scratch_full")
+    };
+    // What bounded memory and pids, for the report: the run's cgroup v2 and those above it.
+    let applied = match (&cgroup, &spec.output) {
+        (Some(c), Output::Json { .. }) => applied.map(|a| c.bounded(a)),
+        _ => applied,
     };
     drop(cgroup);
     let files = match (&spec.output, sup.scratch.take()) {

@@ -197,6 +197,8 @@ pub struct Cgroup {
     /// a write of another pid to cgroup.procs takes, which costs a whole RCU grace period
     /// (about 12 ms here) when launches are spaced.
     pub v1_tasks: Vec<OwnedFd>,
+    /// v2: where the cgroup2 is mounted, as far up as [`Cgroup::bounded`] looks.
+    v2_mount: Option<PathBuf>,
 }
 
 fn write(path: &Path, text: &str) -> Result<(), SysError> {
@@ -270,13 +272,14 @@ fn start_time(pid: u32) -> Option<u64> {
 /// this once its own sandbox is set up, while the task runs, not on the way to it.
 ///
 /// A cgroup directory's link count is 2 plus its subdirectories (the kernel keeps it so):
-/// when `parent` holds no subdirectory but this run's own cgroup, there is nothing to list.
+/// when `parent` holds no subdirectory but this run's own cgroup and `live` others known to
+/// be in use (under cgroup v2, the caller's own leaf beside it: 1), there is nothing to list.
 /// The listing, and its competition with the sandbox's start for two cores, cost a launch of
 /// `/bin/true` about 0.13 ms (500 interleaved launches as root). A link count the filesystem
 /// does not keep (1) or anything larger means a listing, as before.
-pub fn remove_stale(parent: &Path) {
+pub fn remove_stale(parent: &Path, live: u64) {
     use std::os::unix::fs::MetadataExt;
-    if fs::metadata(parent).is_ok_and(|m| matches!(m.nlink(), 2 | 3)) {
+    if fs::metadata(parent).is_ok_and(|m| (2..=3 + live).contains(&m.nlink())) {
         return;
     }
     remove_named(parent, |name| {
@@ -341,8 +344,13 @@ pub fn remove_own(parent: &Path, pid: u32) {
 /// Where memory and pids limits can go for this caller.
 pub enum Plan {
     /// A delegated v2 cgroup (the parent of the caller's own, or the root) enabling memory and
-    /// pids for its children.
-    V2(PathBuf),
+    /// pids for its children, in the cgroup2 mounted at `mount`; `beside`: the caller's own
+    /// cgroup is one of those children (not the root itself).
+    V2 {
+        parent: PathBuf,
+        mount: PathBuf,
+        beside: bool,
+    },
     /// v1 memory and pids hierarchies (root only).
     V1 {
         memory: PathBuf,
@@ -352,18 +360,45 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// How many subdirectories of [`Plan::parents`] other than the run's own are known to be
+    /// live: the caller's own cgroup, when the run's goes beside it (see [`remove_stale`]).
+    pub fn live_siblings(&self) -> u64 {
+        match self {
+            Plan::V2 { beside: true, .. } => 1,
+            _ => 0,
+        }
+    }
+
     /// The directories this plan makes its cgroups in.
     pub fn parents(&self) -> Vec<PathBuf> {
         match self {
-            Plan::V2(parent) => vec![parent.clone()],
+            Plan::V2 { parent, .. } => vec![parent.clone()],
             Plan::V1 { memory, pids } => vec![memory.clone(), pids.clone()],
             Plan::Rlimits => vec![],
         }
     }
 
+    /// `l` (memory and pids as the run's cgroup will have them: memory in whole pages, as the
+    /// kernel keeps `memory.max`) bounded by the cgroups above it, for `airlock explain`: see
+    /// [`Cgroup::bounded`].
+    pub fn bounded(&self, l: Limits) -> Limits {
+        use nix::unistd::{SysconfVar, sysconf};
+        match self {
+            Plan::V2 { parent, mount, .. } => {
+                let page = sysconf(SysconfVar::PAGE_SIZE)
+                    .ok()
+                    .flatten()
+                    .map_or(4096, |p| p as u64);
+                let memory = l.memory / page * page;
+                v2_bounded(parent, mount, Limits { memory, ..l })
+            }
+            _ => l,
+        }
+    }
+
     pub fn mechanism(&self) -> Mechanism {
         match self {
-            Plan::V2(_) => Mechanism::CgroupV2,
+            Plan::V2 { .. } => Mechanism::CgroupV2,
             Plan::V1 { .. } => Mechanism::CgroupV1,
             Plan::Rlimits => Mechanism::Rlimit,
         }
@@ -379,7 +414,28 @@ impl Plan {
 /// lists). The caller must be able to make a directory there and, since the kernel checks the
 /// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`. In the
 /// root cgroup the run's cgroup goes below it, where the root enables both.
-fn v2_parent(mnt: &Path, own: &str) -> Option<PathBuf> {
+///
+/// `own` is a path from the root of the caller's cgroup namespace, and the mount's paths start
+/// at the cgroup it was mounted from: the two agree in the initial namespace, checked only once
+/// a parent is found (one stat; no cost where v2 has no controllers). Elsewhere (a container)
+/// the mount table says where the mount starts: a cgroup2 mounted inside the namespace starts
+/// at its root, as the paths do; one mounted outside it (`unshare -C` under the host's mount:
+/// the table's root field reads `/..`) is above the namespace, where `own` names no directory
+/// of the mount, and gives no parent (rlimits). Taken as a path of the mount, `own` named
+/// another cgroup: with `nsdelegate` (systemd's mount) clone3 then refused it (ENOENT, exit 125),
+/// without, root's run was made in the host's root cgroup, outside the namespace's.
+///
+/// Returns the parent, and whether the caller's cgroup is a child of it (not the root itself).
+fn v2_parent(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
+    let found = v2_parent_at(mnt, own)?;
+    if in_initial_cgroup_ns() {
+        return Some(found);
+    }
+    let inside = own_in_mount(&read_text(Path::new("/proc/self/mountinfo"))?, mnt, own)?;
+    v2_parent_at(mnt, &inside)
+}
+
+fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
     let own_dir = joined(mnt, own);
     let has_both = |file: &str| {
         let ctrls = read_text(&own_dir.join(file)).unwrap_or_default();
@@ -387,11 +443,42 @@ fn v2_parent(mnt: &Path, own: &str) -> Option<PathBuf> {
         has("memory") && has("pids")
     };
     if own == "/" {
-        return (has_both("cgroup.subtree_control") && writable(&own_dir)).then_some(own_dir);
+        return (has_both("cgroup.subtree_control") && writable(&own_dir))
+            .then_some((own_dir, false));
     }
     let parent = own_dir.parent()?.to_path_buf();
     (has_both("cgroup.controllers") && writable(&parent) && writable(&parent.join("cgroup.procs")))
-        .then_some(parent)
+        .then_some((parent, true))
+}
+
+/// Whether this process is in the initial cgroup namespace, whose inode number is fixed
+/// (PROC_CGROUP_INIT_INO, include/linux/proc_ns.h).
+fn in_initial_cgroup_ns() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/cgroup").is_ok_and(|m| m.ino() == 0xEFFF_FFFB)
+}
+
+/// `own` (a path from the root of this process's cgroup namespace) as a path of the cgroup2
+/// mount at `mnt`, from the root field of its line in `mountinfo` (the last one there, on
+/// top): None when the mount starts above the namespace's root (`/..`) or off `own`'s way, or
+/// `own` is above that root itself (a process moved out of it: `/../x`).
+fn own_in_mount(mountinfo: &str, mnt: &Path, own: &str) -> Option<String> {
+    let root = mountinfo.lines().rev().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut f = pre.split(' ');
+        let (root, at) = (f.nth(3)?, f.next()?);
+        (post.split(' ').next()? == "cgroup2" && Path::new(at) == mnt).then_some(root)
+    })?;
+    let up = |p: &str| p.split('/').any(|c| c == "..");
+    if up(root) || up(own) {
+        return None;
+    }
+    let rest = own.strip_prefix(root.trim_end_matches('/'))?;
+    match rest {
+        "" => Some("/".into()),
+        r if r.starts_with('/') => Some(r.into()),
+        _ => None,
+    }
 }
 
 pub fn detect(caller_is_root: bool) -> Plan {
@@ -399,9 +486,13 @@ pub fn detect(caller_is_root: bool) -> Plan {
     let cgroups = read_text(Path::new("/proc/self/cgroup")).unwrap_or_default();
     if let Some(own) = own_cgroup(&cgroups, "")
         && let Some(mnt) = v2_mount()
-        && let Some(parent) = v2_parent(&mnt, &own)
+        && let Some((parent, beside)) = v2_parent(&mnt, &own)
     {
-        return Plan::V2(parent);
+        return Plan::V2 {
+            parent,
+            mount: mnt,
+            beside,
+        };
     }
     if caller_is_root {
         let mem =
@@ -424,7 +515,7 @@ impl Cgroup {
     /// (fail closed).
     pub fn create(plan: Plan, l: &Limits, pid: u32) -> Result<Option<Cgroup>, SysError> {
         match plan {
-            Plan::V2(parent) => {
+            Plan::V2 { parent, mount, .. } => {
                 let dir = parent.join(unique_name(pid));
                 make_dir(&dir)?;
                 let mut cg = Cgroup {
@@ -432,6 +523,7 @@ impl Cgroup {
                     dirs: vec![dir.clone()],
                     v2_fd: None,
                     v1_tasks: vec![],
+                    v2_mount: Some(mount),
                 };
                 write(&dir.join("memory.max"), &l.memory.to_string())?;
                 // No swap beyond the limit; the file is absent only without swap accounting.
@@ -460,6 +552,7 @@ impl Cgroup {
                     dirs: vec![],
                     v2_fd: None,
                     v1_tasks: vec![],
+                    v2_mount: None,
                 };
                 make_dir(&mdir)?;
                 cg.dirs.push(mdir.clone());
@@ -493,6 +586,17 @@ impl Cgroup {
                 Ok(Some(cg))
             }
             Plan::Rlimits => Ok(None),
+        }
+    }
+
+    /// `l` with memory and pids as the run's cgroup v2 bounds them: its own `memory.max` and
+    /// `pids.max` as the kernel keeps them (memory in whole pages), or a lower one of a cgroup
+    /// above it up to the mount's root (a container's or a slice's), which bounds the run as
+    /// well. v1's is `l` as it is (not read: no cost on that path).
+    pub fn bounded(&self, l: Limits) -> Limits {
+        match (&self.v2_mount, self.dirs.first()) {
+            (Some(mount), Some(dir)) => v2_bounded(dir, mount, l),
+            _ => l,
         }
     }
 
@@ -557,6 +661,18 @@ impl Drop for Cgroup {
     }
 }
 
+/// `l` with memory and pids at most the `memory.max` and `pids.max` of `dir` and of each cgroup
+/// above it up to `mount`, the cgroup2's root (which has neither file; "max" is no bound).
+fn v2_bounded(dir: &Path, mount: &Path, mut l: Limits) -> Limits {
+    let max =
+        |d: &Path, file: &str| -> Option<u64> { read_text(&d.join(file))?.trim().parse().ok() };
+    for d in dir.ancestors().take_while(|d| d.starts_with(mount)) {
+        l.memory = l.memory.min(max(d, "memory.max").unwrap_or(u64::MAX));
+        l.pids = l.pids.min(max(d, "pids.max").unwrap_or(u64::MAX));
+    }
+    l
+}
+
 /// The report's `limits` object: for each limit, what was asked, what was applied and how.
 pub fn to_json(l: &Limits, applied: &Limits, mech: Mechanism) -> Value {
     let cg = |what: &str| match mech {
@@ -578,6 +694,43 @@ pub fn to_json(l: &Limits, applied: &Limits, mech: Mechanism) -> Value {
 mod tests {
     use super::*;
     use nix::sys::resource::Resource;
+
+    /// The caller's cgroup as a path of the cgroup2 mount, from a cgroup namespace: a mount
+    /// made inside it starts at its root; the host's, seen from inside, above it.
+    #[test]
+    fn a_cgroup_namespaces_path_is_found_in_the_mount_only_below_its_root() {
+        let line = |root: &str, at: &str, fs: &str| {
+            format!("25 23 0:22 {root} {at} rw,relatime - {fs} none rw,nsdelegate\n")
+        };
+        let mnt = Path::new("/sys/fs/cgroup");
+        let inside = line("/", "/sys/fs/cgroup", "cgroup2");
+        assert_eq!(own_in_mount(&inside, mnt, "/init"), Some("/init".into()));
+        assert_eq!(own_in_mount(&inside, mnt, "/"), Some("/".into()));
+        assert_eq!(own_in_mount(&inside, mnt, "/../x"), None);
+        // The host's mount, under which `unshare -C` was run in /a/leaf.
+        let above = line("/../..", "/sys/fs/cgroup", "cgroup2");
+        assert_eq!(own_in_mount(&above, mnt, "/"), None);
+        assert_eq!(own_in_mount(&above, mnt, "/leaf"), None);
+        // A subtree's mount: paths below its root only; the last mount at a place counts.
+        let sub = line("/c", "/sys/fs/cgroup", "cgroup2");
+        assert_eq!(own_in_mount(&sub, mnt, "/c/init"), Some("/init".into()));
+        assert_eq!(own_in_mount(&sub, mnt, "/c"), Some("/".into()));
+        assert_eq!(own_in_mount(&sub, mnt, "/cx/init"), None);
+        assert_eq!(own_in_mount(&(inside.clone() + &sub), mnt, "/init"), None);
+        assert_eq!(
+            own_in_mount(&(sub + &inside), mnt, "/init"),
+            Some("/init".into())
+        );
+        // Another place or another filesystem is no answer.
+        assert_eq!(
+            own_in_mount(&line("/", "/mnt", "cgroup2"), mnt, "/init"),
+            None
+        );
+        assert_eq!(
+            own_in_mount(&line("/", "/sys/fs/cgroup", "tmpfs"), mnt, "/"),
+            None
+        );
+    }
 
     /// The task may not raise its own scheduling priority past the host's default, whatever
     /// the caller's limits allow: RLIMIT_RTPRIO 0, RLIMIT_NICE at most 20 (nice 0).

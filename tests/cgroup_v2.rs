@@ -8,9 +8,22 @@
 //! - root, then uid 65534, in a leaf of a subtree delegated to it (the parent enables both
 //!   controllers and is the caller's to write): the run's cgroup goes beside the leaf, since a
 //!   v2 cgroup that holds processes cannot enable controllers for its children;
-//! - uid 65534 under a parent it may not write, and root under one that enables `memory` but not
+//! - uid 65534 under a parent it may not write (neither a directory there nor its
+//!   `cgroup.procs`, or only one of the two), and root under one that enables `memory` but not
 //!   `pids`: rlimits, as the README says;
+//! - a caller in a cgroup namespace: root in the root cgroup's own; root and uid 65534 in a
+//!   container's (its cgroup2 mounted inside, its processes in a leaf), where the run's cgroup
+//!   goes beside that leaf; root in one made in a leaf under the host's mount, whose paths
+//!   start above the namespace's root: rlimits;
+//! - root in a leaf whose parent's `memory.max` and `pids.max` are below what the run asks:
+//!   the report's `applied` (and `airlock explain`'s) is the parent's;
+//! - an OOM in the run under a parent that kills as a group: one process of the task killed,
+//!   the caller untouched; a parent at its `cgroup.max.descendants`: the run fails closed;
+//! - 20 concurrent runs in one parent beside a longer one: each its own cgroup, the longer
+//!   one's never swept, nothing left;
 //! - a launcher SIGKILLed mid-run: its cgroup is removed by the next run.
+//!
+//! cgroup2 is mounted as systemd mounts it (`nsdelegate,memory_recursiveprot`).
 //!
 //! The guest (tests/common/vm.rs) is booted once, runs every case and powers off; each test
 //! reads its lines of the guest's console.
@@ -33,7 +46,12 @@ const HOG: &str = "#!/bin/sh\nx=aaaaaaaa\nwhile :; do x=$x$x; done\n";
 /// cgroup was made.
 const CASES: &str = r#"
 CG=/sys/fs/cgroup
-mount -t cgroup2 none $CG
+# As systemd mounts it: a cgroup namespace is a delegation boundary (nsdelegate).
+mount -t cgroup2 -o nsdelegate,memory_recursiveprot none $CG
+# util-linux's unshare, as unshare-ul (-C: a cgroup namespace; busybox's has none), and its
+# libraries.
+ln -s usr/lib64 /lib64
+ln -s usr/lib /lib
 echo "+memory +pids" > $CG/cgroup.subtree_control
 left() { echo "@@left $1 $(find $CG -name 'airlock-*' -type d | tr '\n' ' ')"; }
 report() { name=$1; shift; echo "@@at $(cut -d" " -f1 /proc/uptime)"; echo "@@report $name $("$@")"; left $name; }
@@ -68,6 +86,73 @@ report root_leaf_memory airlock run --json --memory 32m -- hog
 report root_leaf_cgroupns airlock run --json -- cat /proc/self/cgroup
 kill_and_sweep root_leaf run_as_root
 
+# A cgroup namespace made in the leaf (unshare -C) under the host's mount: the caller's own
+# cgroup reads "/", and the mount starts above the namespace's root.
+report cgroupns_host_mount unshare-ul -C airlock run --json --pids 20 -- bomb
+mount -o remount none $CG
+report cgroupns_host_mount_no_nsdelegate unshare-ul -C airlock run --json --pids 20 -- bomb
+mount -o remount,nsdelegate,memory_recursiveprot none $CG
+# The root cgroup's own namespace: the host's mount starts at its root.
+echo $$ > $CG/cgroup.procs
+report cgroupns_at_root unshare-ul -C airlock run --json --pids 20 -- bomb
+# A container: a cgroup namespace rooted at its cgroup, cgroup2 mounted inside it, its
+# processes moved to a leaf, the controllers enabled for its children; airlock as root, then
+# as uid 65534 once the container's cgroups are that user's.
+mkdir $CG/box
+sh -c 'echo $$ > /sys/fs/cgroup/box/cgroup.procs && exec "$@"' sh unshare-ul -Cm sh -c '
+    umount /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup || exit
+    mkdir /sys/fs/cgroup/init && echo $$ > /sys/fs/cgroup/init/cgroup.procs || exit
+    echo "+memory +pids" > /sys/fs/cgroup/cgroup.subtree_control || exit
+    echo "@@report container_root $(airlock run --json --pids 20 -- bomb)"
+    chown 65534 /sys/fs/cgroup /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/init/cgroup.procs
+    echo "@@report container_user $(su -s /bin/sh nobody -c "airlock run --json --pids 20 -- bomb")"'
+left container_root
+left container_user
+echo $$ > $CG/a/leaf/cgroup.procs
+
+# The leaf's parent bounds the run lower than it asks: 48 MiB of memory, 10 processes.
+echo 48M > $CG/a/memory.max
+echo 10 > $CG/a/pids.max
+report parent_bound_pids airlock run --json --memory 1g --pids 20 -- bomb
+report parent_bound_memory airlock run --json --memory 1g --pids 20 -- hog
+echo "@@explain parent_bound $(airlock explain --memory 1g --pids 20 -- true | grep -E '^  (memory|pids):' | tr '\n' ' ')"
+echo max > $CG/a/memory.max
+echo max > $CG/a/pids.max
+# A limit that is not whole pages: memory.max keeps whole pages, and both say so.
+report pages airlock run --json --memory 20000001 -- true
+echo "@@explain pages $(airlock explain --memory 20000001 -- true | grep -E '^  memory:')"
+
+# An OOM in the run, under a parent that kills as a group (systemd's OOMPolicy=kill): the
+# largest process is killed, the task's shell goes on, and the caller (in the parent) lives.
+echo 1 > $CG/a/memory.oom.group
+report child_oom airlock run --json --memory 32m -- sh -c 'hog; echo $?'
+echo "@@alive child_oom $$"
+echo 0 > $CG/a/memory.oom.group
+# A parent that takes no more cgroups: the run fails closed, naming the step, call and path.
+echo 1 > $CG/a/cgroup.max.descendants
+report max_descendants airlock run --json -- true
+echo max > $CG/a/cgroup.max.descendants
+# 20 runs at once beside a longer one (a live neighbour, never swept), each in a cgroup of its
+# own; nothing is left once all have ended (the neighbour ends by SIGTERM once they have).
+airlock run -- sleep 600 &
+neighbour=$!
+for i in $(seq 200); do
+  where=$(find $CG -name 'airlock-*' -type d)
+  [ -n "$where" ] && break
+  sleep 0.1
+done
+echo "@@neighbour before $where"
+runs=
+for i in $(seq 20); do
+  { airlock run -- sh -c 'cat /proc/self/cgroup >/dev/null' || echo "@@failed concurrent $i"; } &
+  runs="$runs $!"
+done
+wait $runs
+echo "@@neighbour during $(find $CG -name 'airlock-*' -type d)"
+kill $neighbour
+wait
+left concurrent
+
 mkdir -p $CG/d
 chown 65534:65534 $CG/d $CG/d/cgroup.procs $CG/d/cgroup.subtree_control $CG/d/cgroup.threads
 echo "+memory +pids" > $CG/d/cgroup.subtree_control
@@ -82,12 +167,28 @@ mkdir -p $CG/b/leaf
 echo "+memory +pids" > $CG/b/cgroup.subtree_control
 echo $$ > $CG/b/leaf/cgroup.procs
 report user_not_delegated as_nobody airlock run --json --pids 20 -- bomb
+# Half delegated: uid 65534 may write the parent's cgroup.procs but not make a directory
+# there, then the other way round.
+chown 65534 $CG/b/cgroup.procs
+report user_procs_only as_nobody airlock run --json --pids 20 -- bomb
+chown 0 $CG/b/cgroup.procs
+chown 65534 $CG/b
+report user_dir_only as_nobody airlock run --json --pids 20 -- bomb
+chown 0 $CG/b
 
 mkdir -p $CG/c/leaf
 echo "+memory" > $CG/c/cgroup.subtree_control
 echo $$ > $CG/c/leaf/cgroup.procs
 report root_no_pids_controller airlock run --json --pids 20 -- bomb
 "#;
+
+const LD: &str = "/lib64/ld-linux-x86-64.so.2";
+const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+/// A file of the host's, for the guest.
+fn host(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
 
 /// The guest's console, once it has run every case (None: the VM's parts are missing).
 fn console() -> Option<&'static str> {
@@ -98,6 +199,21 @@ fn console() -> Option<&'static str> {
             &[
                 ("usr/bin/bomb", Entry::File(0o755, BOMB.as_bytes())),
                 ("usr/bin/hog", Entry::File(0o755, HOG.as_bytes())),
+                (
+                    "usr/bin/unshare-ul",
+                    Entry::File(0o755, &host("/usr/bin/unshare")),
+                ),
+                ("usr/lib64", Entry::Dir),
+                (
+                    "usr/lib64/ld-linux-x86-64.so.2",
+                    Entry::File(0o755, &host(LD)),
+                ),
+                ("usr/lib", Entry::Dir),
+                ("usr/lib/x86_64-linux-gnu", Entry::Dir),
+                (
+                    "usr/lib/x86_64-linux-gnu/libc.so.6",
+                    Entry::File(0o755, &host(LIBC)),
+                ),
             ],
         )
     }))
@@ -173,7 +289,12 @@ fn an_unprivileged_caller_in_a_delegated_leaf_limits_by_cgroup_v2() {
 #[test]
 fn a_parent_not_delegated_or_without_pids_leaves_rlimits() {
     let Some(text) = console() else { return };
-    for name in ["user_not_delegated", "root_no_pids_controller"] {
+    for name in [
+        "user_not_delegated",
+        "user_procs_only",
+        "user_dir_only",
+        "root_no_pids_controller",
+    ] {
         let r = report(text, name);
         let (memory, pids, hit) = limits(&r);
         assert!(
@@ -197,4 +318,122 @@ fn a_sigkilled_launchers_cgroup_v2_is_removed_by_the_next_run() {
         );
         assert_nothing_left(text, name);
     }
+}
+
+/// A caller in a cgroup namespace (a container's) names its cgroup from the namespace's root:
+/// under a cgroup2 mounted inside it, as a container mounts it, the run's cgroup v2 goes
+/// beside the container's leaf as on a host; under the host's mount, which starts above that
+/// root, the path names another cgroup, and the run takes rlimits rather than a cgroup
+/// outside its namespace (with nsdelegate, clone3 refused that one: exit 125).
+#[test]
+fn a_caller_in_a_cgroup_namespace_finds_its_own_cgroup() {
+    let Some(text) = console() else { return };
+    for name in ["cgroupns_host_mount", "cgroupns_host_mount_no_nsdelegate"] {
+        let r = report(text, name);
+        let (memory, pids, _) = limits(&r);
+        assert!(
+            r["exit_code"] != 125 && memory.starts_with("rlimit") && pids.starts_with("rlimit"),
+            "{name}: {r}"
+        );
+        assert_nothing_left(text, name);
+    }
+    for name in ["cgroupns_at_root", "container_root", "container_user"] {
+        assert_v2_hit(text, name, "pids");
+    }
+}
+
+/// Under a parent whose `memory.max` and `pids.max` are below what the run asks (a container's
+/// or a slice's limits), the report's `applied` is that bound, and the limit it hits is named.
+#[test]
+fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
+    let Some(text) = console() else { return };
+    for (name, hit) in [
+        ("parent_bound_pids", "pids"),
+        ("parent_bound_memory", "memory"),
+    ] {
+        assert_v2_hit(text, name, hit);
+        let r = report(text, name);
+        let l = &r["limits"];
+        assert_eq!(
+            (&l["memory"]["requested"], &l["pids"]["requested"]),
+            (&Value::from(1u64 << 30), &Value::from(20)),
+            "{name}: {r}"
+        );
+        assert_eq!(
+            (&l["memory"]["applied"], &l["pids"]["applied"]),
+            (&Value::from(48u64 << 20), &Value::from(10)),
+            "{name}: the parent's bounds: {r}"
+        );
+    }
+    let r = report(text, "pages");
+    assert_eq!(
+        r["limits"]["memory"]["applied"], 19996672,
+        "20000001 bytes are 4882 whole pages: {r}"
+    );
+    assert_eq!(
+        line(text, "explain", "pages"),
+        "memory: 19996672 (cgroup v2)"
+    );
+    let explained = line(text, "explain", "parent_bound");
+    assert_eq!(
+        explained, "memory: 50331648 (cgroup v2)   pids: 10 (cgroup v2)",
+        "airlock explain shows the parent's bounds"
+    );
+}
+
+/// The OOM killer ends the task's largest process, not the sandbox nor anything outside it: a
+/// shell whose child it killed goes on, and a parent that kills as a group on OOM
+/// (`memory.oom.group`) is not touched, since the OOM is the run's cgroup's.
+#[test]
+fn an_oom_in_the_run_kills_one_process_of_it() {
+    let Some(text) = console() else { return };
+    assert_v2_hit(text, "child_oom", "memory");
+    let r = report(text, "child_oom");
+    assert_eq!(
+        (&r["exit_code"], &r["stdout"]),
+        (&Value::from(0), &Value::from("137\n")),
+        "the shell saw its child killed and went on: {r}"
+    );
+    assert!(
+        !line(text, "alive", "child_oom").is_empty(),
+        "the caller outlived the OOM"
+    );
+}
+
+/// A parent at its `cgroup.max.descendants` refuses the run's cgroup (mkdir: EAGAIN): the run
+/// fails closed, saying the step, the call and the path, and leaves nothing.
+#[test]
+fn a_parent_that_takes_no_more_cgroups_fails_the_run_closed() {
+    let Some(text) = console() else { return };
+    let r = report(text, "max_descendants");
+    let error = r["error"].as_str().unwrap_or("");
+    assert!(
+        r["exit_code"] == 125
+            && error.starts_with("step 1 create cgroup: mkdir(\"/sys/fs/cgroup/a/airlock-")
+            && error.contains("EAGAIN"),
+        "{r}"
+    );
+    assert_nothing_left(text, "max_descendants");
+}
+
+/// Concurrent runs in one parent each get their own cgroup and remove it; the sweep of what
+/// killed launchers left never takes a live neighbour's.
+#[test]
+fn concurrent_runs_leave_nothing_and_never_sweep_a_live_neighbour() {
+    let Some(text) = console() else { return };
+    let before = line(text, "neighbour", "before");
+    assert!(
+        Path::new(&before).parent() == Some(Path::new("/sys/fs/cgroup/a")),
+        "the neighbour's cgroup: {before:?}"
+    );
+    let during = line(text, "neighbour", "during");
+    assert_eq!(
+        during, before,
+        "once the 20 runs had ended, only the neighbour's cgroup"
+    );
+    assert!(
+        !text.contains("@@failed concurrent"),
+        "a concurrent run failed:\n{text}"
+    );
+    assert_nothing_left(text, "concurrent");
 }
