@@ -499,9 +499,13 @@ pub fn detect(caller_is_root: bool) -> Plan {
             own_cgroup(&cgroups, "memory").map(|p| joined(Path::new("/sys/fs/cgroup/memory"), &p));
         let pids =
             own_cgroup(&cgroups, "pids").map(|p| joined(Path::new("/sys/fs/cgroup/pids"), &p));
+        // Root of another user namespace (a rootless container's) passes the check above but
+        // may not write the host's hierarchies: for it, as for any other caller, rlimits.
         if let (Some(memory), Some(pids)) = (mem, pids)
             && memory.join("memory.limit_in_bytes").exists()
             && pids.join("cgroup.procs").exists()
+            && writable(&memory)
+            && writable(&pids)
         {
             return Plan::V1 { memory, pids };
         }

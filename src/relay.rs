@@ -407,7 +407,19 @@ pub fn pipe(owner: Option<(u32, u32)>, ours_reads: bool) -> Result<(OwnedFd, Own
     )?;
     if let Some((uid, gid)) = owner {
         let (uid, gid) = (Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)));
-        named(nix::unistd::fchown(&ours, uid, gid), "fchown(<pipe>)")?;
+        nix::unistd::fchown(&ours, uid, gid).map_err(|errno| {
+            let hint = match errno {
+                Errno::EINVAL => format!(
+                    "; hint: the task's host uid and gid ({}:{}, --host-uid and --host-gid) are \
+                     not both mapped in the user namespace airlock runs in (/proc/self/uid_map \
+                     and gid_map), as under `unshare -r`",
+                    uid.map_or(0, |u| u.as_raw()),
+                    gid.map_or(0, |g| g.as_raw())
+                ),
+                _ => String::new(),
+            };
+            Failure::Setup(format!("step 1: fchown(<pipe>): {errno}{hint}"))
+        })?;
     }
     Ok((ours, theirs))
 }

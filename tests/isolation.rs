@@ -3892,6 +3892,63 @@ fn a_step_refused_by_the_callers_seccomp_filter_names_the_filter() {
     }
 }
 
+/// Runs argv[2:] as uid 0 of a new user namespace whose uid and gid maps are argv[1] (one
+/// line: inside, outside, count), written by this script's parent, host root.
+const IN_USERNS: &str = "import ctypes, os, sys
+r, w = os.pipe(); r2, w2 = os.pipe()
+pid = os.fork()
+if pid == 0:
+    assert ctypes.CDLL(None).unshare(0x10000000) == 0
+    os.write(w2, b'x'); os.read(r, 1)
+    os.setgid(0); os.setuid(0)
+    os.execv(sys.argv[2], sys.argv[2:])
+os.read(r2, 1)
+for f in ('uid_map', 'gid_map'):
+    open(f'/proc/{pid}/{f}', 'w').write(sys.argv[1])
+os.write(w, b'x')
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))";
+
+/// airlock run by root of another user namespace: a rootless container's (65536 ids mapped
+/// from 100000) runs its task, under rlimits, since that root may not write the host's cgroup
+/// v1 hierarchies (it failed closed at step 1's mkdir, EACCES, before); `unshare -r`'s (root
+/// alone mapped) cannot map the task's default host ids and fails at step 1 saying so.
+#[test]
+fn root_of_a_rootless_containers_user_namespace_runs_under_rlimits() {
+    let bin = binary().display().to_string();
+    let run = |map: &str, args: &[&str]| {
+        let mut c = Command::new("/usr/bin/python3");
+        c.args(["-c", IN_USERNS, map, &bin]).args(args);
+        run_bounded(c, None, Duration::from_secs(30))
+    };
+    let status = "grep CapEff /proc/self/status";
+    let r = run(
+        "0 100000 65536",
+        &["run", "--json", "--", "sh", "-c", status],
+    );
+    let report = r.report();
+    assert_eq!(report["exit_code"], 0, "{}", r.show());
+    assert_eq!(
+        report["stdout"],
+        "CapEff:\t0000000000000000\n",
+        "{}",
+        r.show()
+    );
+    for limit in ["memory", "pids"] {
+        let mech = report["limits"][limit]["mechanism"].as_str().unwrap_or("");
+        assert!(mech.starts_with("rlimit"), "{limit}: {}", r.show());
+    }
+    let r = run("0 100000 1", &["run", "--", "echo", "task ran"]);
+    assert_eq!(r.code(), Some(125), "{}", r.show());
+    assert!(!stdout(&r.out).contains("task ran"), "{}", r.show());
+    assert!(
+        stderr(&r.out).contains("fchown(<pipe>): EINVAL")
+            && stderr(&r.out)
+                .contains("(65534:65534, --host-uid and --host-gid) are not both mapped"),
+        "{}",
+        r.show()
+    );
+}
+
 /// A process as the host user `who` (the creator of a sandbox's user namespace) can make an
 /// inotify instance.
 const INOTIFY_PROBE: &str = "/usr/bin/python3 -c \"import ctypes, os
