@@ -36,7 +36,7 @@ use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Value, json};
 
-use common::{Launcher, remove_left_by_dead_processes, stderr, stdout};
+use common::{Launcher, assert_none_left, remove_left_by_dead_processes, stderr, stdout};
 
 const DEFAULT_PREFIX: &str = "/opt/airlock-clients";
 /// Seconds one client run may take (killed by `timeout` after that).
@@ -1726,6 +1726,85 @@ fn ansible_runner_as_shipped_fails_like_bubblewrap_as_root() {
 #[test]
 fn ansible_runner_as_shipped_fails_like_bubblewrap_as_uid_65534() {
     ansible_runner_as_shipped(Launcher::Unprivileged);
+}
+
+/// ansible-runner's job timeout: past `job_timeout` it SIGKILLs the process group of the bwrap it
+/// started (the session leader of its pty), and records the run as timed out (rc 254). Under
+/// airlock's bwrap as under bubblewrap the playbook's task (a long `sleep`, in a session of its
+/// own, out of reach of that signal) must not survive it: it ends with the sandbox's pid
+/// namespace (`--unshare-pid`), whose init dies with the bwrap that was killed
+/// (`--die-with-parent` in bubblewrap; always in airlock).
+fn ansible_runner_timeout(who: Launcher) {
+    let test = format!("ansible-runner job_timeout, as {}", who_name(who));
+    let Some(_) = need_clients(&test) else {
+        return;
+    };
+    let through = ansible_with_lib_fix();
+    let mut runs = Vec::new();
+    if Path::new(SYSTEM_BWRAP).exists() {
+        runs.push(("bubblewrap", system_bwrap_dir()));
+    }
+    runs.push(("airlock", airlock_bwrap_dir()));
+    for (n, (bwrap, dir)) in runs.into_iter().enumerate() {
+        let (sb, mut cmd) = ansible_setup(who);
+        // A sleep no other run has: `sleep 2999.<who><n><pid>`.
+        let marker = format!(
+            "2999.{}{n}{}",
+            if who == Launcher::Root { 1 } else { 2 },
+            std::process::id()
+        );
+        let playbook = format!(
+            "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n    \
+             - name: outlast the job timeout\n      ansible.builtin.command: setsid --wait sleep {marker}\n"
+        );
+        let env = sb.ws().join("env");
+        std::fs::create_dir(&env).unwrap();
+        for (p, text) in [
+            (sb.ws().join("project/sleep.yml"), playbook),
+            (env.join("settings"), "job_timeout: 3\n".to_string()),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            chmod(&p, 0o644);
+        }
+        if who == Launcher::Unprivileged {
+            chown_nobody(&env);
+        }
+        for a in cmd.iter_mut().filter(|a| *a == "site.yml") {
+            *a = "sleep.yml".into();
+        }
+        let t = run_client_through(who, &sb, dir, &cmd, false, &through);
+        let what = format!("{test}, {bwrap}'s bwrap");
+        if bwrap == "airlock" {
+            assert_airlock_ran(&t);
+        }
+        assert!(
+            stdout(&t.out).contains("TASK [outlast the job timeout]"),
+            "{what}: the playbook did not reach its task:\n{}",
+            t.show()
+        );
+        assert_eq!(
+            ansible_artifacts(&sb),
+            ("timeout".to_string(), "254".to_string()),
+            "{what}:\n{}",
+            t.show()
+        );
+        assert_eq!(t.out.status.code(), Some(254), "{what}:\n{}", t.show());
+        assert_none_left(
+            &format!("sleep {marker}"),
+            std::time::Duration::from_secs(10),
+            &what,
+        );
+    }
+}
+
+#[test]
+fn ansible_runner_timeout_ends_the_playbook_as_root() {
+    ansible_runner_timeout(Launcher::Root);
+}
+
+#[test]
+fn ansible_runner_timeout_ends_the_playbook_as_uid_65534() {
+    ansible_runner_timeout(Launcher::Unprivileged);
 }
 
 // ---------------------------------------------------------------------------------------------
