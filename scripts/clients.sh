@@ -10,7 +10,8 @@
 #   - strace (the tests check which bwrap binary really ran), curl (a probe inside srt), and
 #     Debian's bubblewrap (the reference the captured command lines are replayed against).
 # Versions are pinned to the ones the fixtures in tests/fixtures/clients/ were captured with;
-# SRT_VERSION / CODEX_VERSION / ANSIBLE_RUNNER_VERSION override. Idempotent: what is there already is not fetched again.
+# SRT_VERSION / CODEX_VERSION / ANSIBLE_RUNNER_VERSION override. Idempotent: what is there
+# already is not fetched again.
 # Run as root. Bounded: each install step has a deadline.
 #   scripts/clients.sh          install what is missing
 #   scripts/clients.sh --check  exit 0 when everything is installed, 1 otherwise
@@ -32,7 +33,8 @@ missing_debs() {
   echo "${need[@]}"
 }
 
-# Debian packages installed without their recommends (ansible's would add a compiler chain).
+# Debian packages installed without their recommends (ansible's bring 34 more packages here:
+# kerberos, winrm, libcloud and cloud SDK modules no local playbook needs).
 missing_debs_lean() {
   local need=()
   command -v ansible-runner >/dev/null || need+=("python3-ansible-runner=$ANSIBLE_RUNNER_VERSION")
