@@ -6,7 +6,15 @@
 #   - busybox-static: the guest's whole userland (a shell, su, mount), next to airlock's own
 #     static binary;
 #   - Debian 12's own kernel (the package linux-image-amd64 depends on), unpacked, not
-#     installed: its vmlinuz alone, copied to $PREFIX/vmlinuz.
+#     installed: its vmlinuz alone, copied to $PREFIX/vmlinuz;
+#   - other distributions' current kernels, the same way, as $PREFIX/vmlinuz-NAME: debian11,
+#     Debian 11's 5.10, older than airlock supports (tests/unsupported_kernel.rs); ubuntu2204
+#     and ubuntu2404, the generic kernels of Ubuntu 22.04 (5.15) and 24.04 (6.8)
+#     (tests/ubuntu_kernels.rs). apt itself fetches and verifies them, with a sources list,
+#     lists, cache and status of its own in a temporary directory: the host's apt
+#     configuration is neither read for sources nor changed. Debian's archive is verified by
+#     debian-archive-keyring; Ubuntu's by the keys of Debian's ubuntu-keyring package (from
+#     bookworm-backports, so verified by Debian's keys too), unpacked there, not installed.
 # Run as root. Idempotent: what is there already is not fetched again. Bounded: each step has
 # a deadline.
 #   scripts/vm.sh          install what is missing
@@ -20,8 +28,23 @@ PREFIX=${AIRLOCK_VM_PREFIX:-/opt/airlock-vm}
 static_busybox() {
   dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed'
 }
+DEBIAN_KEYS=/usr/share/keyrings/debian-archive-keyring.gpg
+# For each other kernel: its NAME, the meta-package that depends on it, and the sources.list
+# line of its archive, signed by Debian's keys or Ubuntu's (both words are replaced).
+OTHERS=(
+  debian11 linux-image-amd64 "deb [signed-by=DEBIAN_KEYS] http://deb.debian.org/debian bullseye main"
+  ubuntu2204 linux-image-generic "deb [signed-by=UBUNTU_KEYS] http://archive.ubuntu.com/ubuntu jammy-updates main"
+  ubuntu2404 linux-image-generic "deb [signed-by=UBUNTU_KEYS] http://archive.ubuntu.com/ubuntu noble-updates main"
+)
+others_installed() {
+  local i
+  for ((i = 0; i < ${#OTHERS[@]}; i += 3)); do
+    [ -s "$PREFIX/vmlinuz-${OTHERS[i]}" ] || return 1
+  done
+}
 installed() {
-  [ -x /usr/bin/qemu-system-x86_64 ] && static_busybox && [ -s "$PREFIX/vmlinuz" ]
+  [ -x /usr/bin/qemu-system-x86_64 ] && static_busybox && [ -s "$PREFIX/vmlinuz" ] &&
+    others_installed
 }
 
 if [[ ${1:-} == --check ]]; then
@@ -43,19 +66,80 @@ if [ ${#need[@]} -gt 0 ]; then
   timeout 900 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# apt's download sandbox user (_apt) must reach the lists and the packages' directories.
+chmod 0755 "$work"
+
+# An apt of its own in $work/$1, reading only the sources.list line $2: its lists, cache and
+# (empty) status are there, the host's sources, preferences and status are not read, and
+# nothing of the host's apt is changed. Sets the array apt; updates the lists.
+private_apt() {
+  local dir=$work/$1
+  mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/deb"
+  chown _apt "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/deb"
+  echo "$2" > "$dir/sources.list"
+  : > "$dir/status"
+  apt=(-qq -o Dir::Etc::SourceList="$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null
+    -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache"
+    -o Dir::State::status="$dir/status" -o APT::Architectures=amd64)
+  timeout 600 apt-get "${apt[@]}" update
+}
+
+# Download the package $2 with the private apt of $1 into $work/$1/deb (the only .deb there).
+download() {
+  (cd "$work/$1/deb" && timeout 900 apt-get "${apt[@]}" download "$2")
+}
+
+# The package the meta-package $1 depends on first whose name starts with $2.
+depends() {
+  timeout 60 apt-cache "${apt[@]}" depends "$1" | awk -v p="Depends: $2" 'index($0, p) {print $2; exit}'
+}
+
+# The vmlinuz of the kernel package $2, downloaded into $work/$1/deb, installed as $3 (and the
+# package's name as $3.package).
+unpack() {
+  local dir=$work/$1/deb
+  dpkg-deb --fsys-tarfile "$dir"/*.deb | tar -x -C "$dir" --wildcards './boot/vmlinuz-*'
+  mkdir -p "$PREFIX"
+  install -m 0644 "$dir"/boot/vmlinuz-* "$3.new"
+  echo "$2" > "$3.package"
+  mv "$3.new" "$3"
+}
+
 if [ ! -s "$PREFIX/vmlinuz" ]; then
   pkg=$(kernel_pkg)
   [ -n "$pkg" ] || { echo "vm.sh: apt knows no package linux-image-amd64 depends on" >&2; exit 1; }
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-  # apt's download sandbox user must be able to write where the package goes.
-  chmod 0777 "$work"
-  (cd "$work" && timeout 900 apt-get download -qq "$pkg")
-  deb=$(ls "$work"/*.deb)
-  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work" --wildcards './boot/vmlinuz-*'
-  mkdir -p "$PREFIX"
-  cp "$work"/boot/vmlinuz-* "$PREFIX/vmlinuz.new"
-  echo "$pkg" > "$PREFIX/kernel-package"
-  mv "$PREFIX/vmlinuz.new" "$PREFIX/vmlinuz"
+  mkdir -p "$work/debian12/deb"
+  chown _apt "$work/debian12/deb"
+  (cd "$work/debian12/deb" && timeout 900 apt-get download -qq "$pkg")
+  unpack debian12 "$pkg" "$PREFIX/vmlinuz"
+  mv "$PREFIX/vmlinuz.package" "$PREFIX/kernel-package"
 fi
+
+# Ubuntu's archive keys, from Debian's own ubuntu-keyring package (bookworm-backports, which
+# debian-archive-keyring verifies); unpacked into $work, not installed.
+ubuntu_keyring=$work/ubuntu-keyring/deb/usr/share/keyrings/ubuntu-archive-keyring.gpg
+fetch_ubuntu_keyring() {
+  [ -s "$ubuntu_keyring" ] && return
+  private_apt ubuntu-keyring "deb [signed-by=$DEBIAN_KEYS] http://deb.debian.org/debian bookworm-backports main"
+  download ubuntu-keyring ubuntu-keyring
+  dpkg-deb -x "$work"/ubuntu-keyring/deb/*.deb "$work/ubuntu-keyring/deb"
+  [ -s "$ubuntu_keyring" ] || { echo "vm.sh: no $ubuntu_keyring in ubuntu-keyring" >&2; exit 1; }
+}
+
+for ((i = 0; i < ${#OTHERS[@]}; i += 3)); do
+  name=${OTHERS[i]} meta=${OTHERS[i + 1]} source=${OTHERS[i + 2]}
+  [ -s "$PREFIX/vmlinuz-$name" ] && continue
+  if [[ $source == *UBUNTU_KEYS* ]]; then
+    fetch_ubuntu_keyring
+    source=${source//UBUNTU_KEYS/$ubuntu_keyring}
+  fi
+  private_apt "$name" "${source//DEBIAN_KEYS/$DEBIAN_KEYS}"
+  pkg=$(depends "$meta" linux-image-)
+  [ -n "$pkg" ] || { echo "vm.sh: $name's archive has no package $meta depends on" >&2; exit 1; }
+  download "$name" "$pkg"
+  unpack "$name" "$pkg" "$PREFIX/vmlinuz-$name"
+done
 installed

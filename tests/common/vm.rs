@@ -95,11 +95,11 @@ struct Parts {
     busybox: PathBuf,
 }
 
-fn parts() -> Result<Parts, String> {
+fn parts(kernel: &str) -> Result<Parts, String> {
     let prefix = std::env::var_os("AIRLOCK_VM_PREFIX").unwrap_or("/opt/airlock-vm".into());
     let p = Parts {
         qemu: "/usr/bin/qemu-system-x86_64".into(),
-        kernel: Path::new(&prefix).join("vmlinuz"),
+        kernel: Path::new(&prefix).join(kernel),
         busybox: "/bin/busybox".into(),
     };
     for f in [&p.qemu, &p.kernel, &p.busybox] {
@@ -114,7 +114,17 @@ fn parts() -> Result<Parts, String> {
 /// run `cases` (shell, after `PRELUDE`) as its root; return its console once every case ran.
 /// Err when the VM's parts are missing.
 pub fn boot(cases: &str, files: &[(&str, Entry)]) -> Result<String, String> {
-    let p = parts()?;
+    boot_vmlinuz("vmlinuz", cases, files)
+}
+
+/// As [`boot`], with another kernel than Debian 12's: `name` is one scripts/vm.sh installs as
+/// `vmlinuz-NAME` (`debian11`: Debian 11's 5.10).
+pub fn boot_kernel(name: &str, cases: &str, files: &[(&str, Entry)]) -> Result<String, String> {
+    boot_vmlinuz(&format!("vmlinuz-{name}"), cases, files)
+}
+
+fn boot_vmlinuz(kernel: &str, cases: &str, files: &[(&str, Entry)]) -> Result<String, String> {
+    let p = parts(kernel)?;
     let airlock = std::fs::read(env!("CARGO_BIN_EXE_airlock")).unwrap();
     assert!(
         !dynamic(&airlock),
