@@ -1032,7 +1032,9 @@ pub fn message(e: &StepError) -> String {
         let src = call.split('"').nth(1).unwrap_or("");
         // No bubblewrap words to keep here: bubblewrap, binding as it goes, does not fail.
         let hint = match e.err.errno {
-            Errno::EMFILE => crate::boundary::hint(&e.err).map(|h| format!("; hint: {h}")),
+            Errno::EMFILE | Errno::ENOSYS => {
+                crate::boundary::hint(&e.err).map(|h| format!("; hint: {h}"))
+            }
             _ => None,
         };
         return format!(
@@ -1161,7 +1163,17 @@ pub fn message(e: &StepError) -> String {
             .unwrap_or("");
         return format!("Can't set hostname to {name}: {errno}");
     }
-    format!("{}: {errno}", call.replace("\"/newroot", "\""))
+    // A call bubblewrap does not make (mount_setattr, clone3, close_range: a kernel too old
+    // for airlock, or a filter around it): no words of its to keep, and the hint says which.
+    let hint = match e.err.errno {
+        Errno::ENOSYS => crate::boundary::hint(&e.err).map(|h| format!("; hint: {h}")),
+        _ => None,
+    };
+    format!(
+        "{}: {errno}{}",
+        call.replace("\"/newroot", "\""),
+        hint.unwrap_or_default()
+    )
 }
 
 /// An octal mode (`0755`, `0000`) as C's printf prints it with "%#o", as bubblewrap names a

@@ -1,0 +1,137 @@
+//! A kernel older than airlock supports, in a virtual machine: Debian 11's own 5.10
+//! (scripts/vm.sh fetches it), which lacks `mount_setattr` (Linux 5.12). airlock must fail
+//! closed there before the task runs (exit 125; bwrap mode 1, as bubblewrap), naming the step,
+//! the call and the kernel it needs, and leave no process, mount or cgroup behind, as root and
+//! as uid 65534, in its own mode, JSON mode and bwrap mode. The guest boots once
+//! (tests/common/vm.rs); each test reads its lines.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::vm::{self, line};
+use serde_json::Value;
+
+/// `@@status NAME CODE`, `@@err NAME STDERR` (lines joined by `|`), `@@json NAME REPORT`,
+/// `@@ran NAME yes` only when the task ran (it prints `task-ran`), `@@left NAME ...` what the
+/// run left.
+const CASES: &str = r#"
+echo "@@kernel release $(uname -r)"
+ln -s airlock /usr/bin/bwrap
+as_nobody() { su -s /bin/sh nobody -c "$*"; }
+# cgroup v2 with the memory and pids controllers for children, so that a root run with limits
+# makes a cgroup of its own, which must go with it.
+mkdir -p /sys/fs/cgroup
+mount -t cgroup2 none /sys/fs/cgroup
+echo "+memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
+echo "@@guest controllers $(cat /sys/fs/cgroup/cgroup.subtree_control)"
+echo "@@guest plan $(airlock explain --memory 64m -- true | grep -E '^  memory: ')"
+mounts() { cat /proc/mounts /proc/self/mountinfo | md5sum | cut -d' ' -f1; }
+mntns() { for p in /proc/[0-9]*; do readlink $p/ns/mnt; done 2>/dev/null | sort -u | wc -l; }
+cgroups() { find /sys/fs/cgroup -mindepth 1 -type d | tr '\n' ' '; }
+try() {
+  name=$1; shift
+  m0=$(mounts); n0=$(mntns); c0=$(cgroups)
+  "$@" > /tmp/out 2> /tmp/err
+  echo "@@status $name $?"
+  echo "@@err $name $(tr '\n' '|' < /tmp/err)"
+  grep -q '^task-ran$' /tmp/out && echo "@@ran $name yes"
+  grep '^{' /tmp/out | sed "s/^/@@json $name /"
+  echo "@@left $name procs=$(ps | grep -cE '[a]irlock|[b]wrap') mounts_same=$([ "$m0" = "$(mounts)" ] && echo yes || echo no) mntns_same=$([ "$n0" = "$(mntns)" ] && echo yes || echo no) cgroups=$(cgroups)"
+}
+for who in root nobody; do
+  if [ $who = nobody ]; then as=as_nobody; else as="sh -c"; fi
+  try run_$who $as "airlock run -- echo task-ran"
+  try limits_$who $as "airlock run --memory 64m --pids 50 -- echo task-ran"
+  try json_$who $as "airlock run --json -- echo task-ran"
+  try bwrap_$who $as "bwrap --ro-bind / / --unshare-all --die-with-parent -- echo task-ran"
+  try bwrap_plain_$who $as "bwrap --ro-bind / / -- echo task-ran"
+done
+"#;
+
+fn console() -> Option<&'static str> {
+    static BOOT: OnceLock<Result<String, String>> = OnceLock::new();
+    vm::console(BOOT.get_or_init(|| vm::boot_kernel("debian11", CASES, &[])))
+}
+
+fn status(text: &str, name: &str) -> String {
+    line(text, "status", name)
+}
+
+/// The run stopped with `code` and these words before its task ran, and left nothing.
+fn assert_failed_closed(text: &str, name: &str, code: &str, words: &[&str]) {
+    let err = line(text, "err", name);
+    assert_eq!(status(text, name), code, "{name}: {err}");
+    for w in words {
+        assert!(err.contains(w), "{name}: no {w:?} in {err}");
+    }
+    assert!(
+        !text.lines().any(|l| l == format!("@@ran {name} yes")),
+        "{name}: the task ran"
+    );
+    assert_eq!(
+        line(text, "left", name),
+        "procs=0 mounts_same=yes mntns_same=yes cgroups=",
+        "{name}: what the run left"
+    );
+}
+
+#[test]
+fn the_guest_runs_debian_11s_kernel_5_10() {
+    let Some(text) = console() else { return };
+    let k = line(text, "kernel", "release");
+    assert!(k.starts_with("5.10."), "the guest's kernel: {k}");
+    // The control for the cgroup case: a root run with limits plans a cgroup v2 of its own.
+    assert_eq!(line(text, "guest", "controllers"), "memory pids");
+    assert_eq!(line(text, "guest", "plan"), "memory: 67108864 (cgroup v2)");
+}
+
+/// mount_setattr (5.12) answers ENOSYS at step 5, the first call 5.10 lacks: the message
+/// names the step, the call and the kernel airlock needs, for every caller and with limits (a
+/// root caller's cgroup, made at step 1, goes with the run).
+#[test]
+fn airlock_run_fails_closed_naming_the_step_the_call_and_the_kernel_it_needs() {
+    let Some(text) = console() else { return };
+    let kernel = line(text, "kernel", "release");
+    let this = format!("this kernel is {kernel}");
+    let words = [
+        "airlock: setup failed: step 5 copy host paths: mount_setattr(",
+        "ENOSYS",
+        "hint: airlock needs Linux 5.12 or newer",
+        &this,
+    ];
+    for who in ["root", "nobody"] {
+        assert_failed_closed(text, &format!("run_{who}"), "125", &words);
+        assert_failed_closed(text, &format!("limits_{who}"), "125", &words);
+        let name = format!("json_{who}");
+        assert_failed_closed(text, &name, "125", &[]);
+        let json: Value = serde_json::from_str(&line(text, "json", &name)).unwrap();
+        assert_eq!(json["error_kind"], "setup", "{json}");
+        assert_eq!(json["exit_code"], 125, "{json}");
+        let error = json["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("step 5 copy host paths: mount_setattr(")
+                && error.contains("needs Linux 5.12 or newer")
+                && error.contains(&this),
+            "{json}"
+        );
+    }
+}
+
+/// bubblewrap itself runs on 5.10; airlock's bwrap builds the same boundary as airlock run and
+/// so needs 5.12 too: it fails before the task (bubblewrap's status 1), saying why.
+#[test]
+fn bwrap_mode_fails_closed_with_the_same_hint() {
+    let Some(text) = console() else { return };
+    let kernel = line(text, "kernel", "release");
+    let this = format!("this kernel is {kernel}");
+    let words = [
+        "bwrap: mount_setattr(",
+        "Function not implemented; hint: airlock needs Linux 5.12 or newer",
+        &this,
+    ];
+    for who in ["root", "nobody"] {
+        assert_failed_closed(text, &format!("bwrap_{who}"), "1", &words);
+        assert_failed_closed(text, &format!("bwrap_plain_{who}"), "1", &words);
+    }
+}
