@@ -22,41 +22,21 @@
 //!   namespaces, which the dev VM's kernel lacks, is tests/userns_disabled.rs's.)
 //!
 //! The probes that busybox cannot make come from tests/fixtures/kernel_probe.c, built with
-//! `musl-gcc -static` (scripts/test.sh installs musl-tools). The guest boots once; each test
+//! `musl-gcc -static` (scripts/test.sh installs musl-tools; tests/common/guest_probe.rs builds it
+//! and holds the guest's setup and the probes it shares with tests/ubuntu_kernels.rs). The guest
+//! boots once; each test
 //! reads its lines of the guest's console.
 
 mod common;
 
 use std::sync::OnceLock;
 
+use common::guest_probe::{INSIDE, SETUP, probe, results};
 use common::vm::{self, Entry, line};
 use serde_json::Value;
 
 /// The two callers each case runs as.
 const WHO: [&str; 2] = ["root", "nobody"];
-
-/// Run in `airlock run` (and in part in bwrap mode): one `@@in NAME ...` line per probe.
-const INSIDE: &str = r#"#!/bin/sh
-echo "@@in found $(find / -path /proc -prune -o -name '*secret*' -print 2>/dev/null | tr '\n' ' ')"
-echo "@@in netdev $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
-echo "@@in iplink $(ip -o link 2>&1 | cut -d: -f2 | tr -d ' ' | tr '\n' ' ')"
-echo "@@in tcp $(kernel_probe tcp 8080 2>&1)"
-echo "@@in status $(grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status | tr -s '\t ' ' ' | tr '\n' ';')"
-echo "@@in pid1 $(cat /proc/1/comm)"
-cat /proc/1/environ >/dev/null 2>&1; echo "@@in init_environ rc=$?"
-echo "@@in id $(id -u)"
-echo "@@in env $(env | sort | tr '\n' ' ')"
-echo "@@in escape $(kernel_probe escape 2>&1 | tr '\n' ';')"
-echo "@@in abis $(kernel_probe other_abis 2>&1 | tr '\n' ';')"
-echo "@@in terminal $(kernel_probe terminal </dev/null 2>&1 | tr '\n' ';')"
-unshare -U true 2>/dev/null; echo "@@in bb_unshare rc=$?"
-mkdir -p /work/m; mount -t tmpfs none /work/m 2>/dev/null; echo "@@in bb_mount rc=$?"
-echo "@@in write $(for f in /usr/x /etc/x /x /dev/x /proc/x /proc/sys/user/max_inotify_instances /work/x; do touch $f 2>/dev/null && echo $f; done | tr '\n' ' ')"
-echo "@@in keys $(wc -c < /proc/keys) $(wc -c < /proc/key-users) $(grep -c ' /proc/key' /proc/self/mounts)"
-touch /work/s; chmod 4755 /work/s 2>/dev/null; chmod 2755 /work/s 2>/dev/null; echo "@@in setid $(stat -c %A /work/s)"
-echo "@@in inotify $(cat /proc/sys/user/max_inotify_instances /proc/sys/user/max_inotify_watches | tr '\n' ' ')"
-echo "@@in hostabs $(kernel_probe connect hostsock 2>&1)"
-"#;
 
 /// Four sleeping processes, one of them orphaned (reparented to the sandbox's init).
 const SPIN: &str = "#!/bin/sh\nsleep 732 & sleep 732 & (sleep 732 &); sleep 732\n";
@@ -92,18 +72,6 @@ echo "@@kernel release $(uname -r)"
 as_nobody() { su -s /bin/sh nobody -c "$*"; }
 as_root() { sh -c "$*"; }
 sleepers() { ps | grep -c '[s]leep 732'; }
-# Secrets where a host keeps them, readable by uid 65534 too: only the boundary hides them.
-mkdir -p /root /home/u /srv
-for d in /root /home/u /srv /tmp /etc; do echo topsecret > $d/secret; chmod 644 $d/secret; done
-chmod 755 /root
-ip link set lo up
-httpd -p 127.0.0.1:8080 -h /srv
-kernel_probe listen hostsock /tmp/listening &
-for i in $(seq 100); do [ -e /tmp/listening ] && break; sleep 0.1; done
-# The controls: from the guest itself, both are reached.
-echo "@@guest tcp $(kernel_probe tcp 8080)"
-echo "@@guest hostabs $(kernel_probe connect hostsock)"
-echo input-data > /tmp/in.txt; chmod 644 /tmp/in.txt
 mounts() { cat /proc/mounts /proc/self/mountinfo | md5sum | cut -d' ' -f1; }
 mntns() { for p in /proc/[0-9]*; do readlink $p/ns/mnt; done 2>/dev/null | sort -u | wc -l; }
 echo "@@guest mntns $(mntns)"
@@ -166,32 +134,13 @@ kill $job; wait $job
 echo "@@v1 left $(find /sys/fs/cgroup -name 'airlock-*' -type d | tr '\n' ' ')"
 "#;
 
-/// The probe, built for the guest (static: it has no libraries).
-fn probe() -> Result<Vec<u8>, String> {
-    let dir = common::tmpdir();
-    let out = dir.path().join("kernel_probe");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernel_probe.c");
-    let built = std::process::Command::new("musl-gcc")
-        .args(["-static", "-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(src)
-        .output()
-        .map_err(|e| format!("musl-gcc: {e}: install musl-tools (scripts/test.sh does)"))?;
-    assert!(
-        built.status.success(),
-        "musl-gcc failed: {}",
-        common::stderr(&built)
-    );
-    Ok(std::fs::read(&out).unwrap())
-}
-
 /// The guest's console, once it has run every case (None: the VM's parts are missing).
 fn console() -> Option<&'static str> {
     static BOOT: OnceLock<Result<String, String>> = OnceLock::new();
     vm::console(BOOT.get_or_init(|| {
         let probe = probe()?;
         vm::boot(
-            CASES,
+            &format!("{SETUP}{CASES}"),
             &[
                 ("usr/bin/inside", Entry::File(0o755, INSIDE.as_bytes())),
                 ("usr/bin/spin", Entry::File(0o755, SPIN.as_bytes())),
@@ -215,14 +164,6 @@ fn inside(text: &str, who: &str, name: &str) -> String {
 fn json(text: &str, kind: &str, who: &str) -> Value {
     let l = line(text, kind, who);
     serde_json::from_str(&l).unwrap_or_else(|e| panic!("{kind} {who}: {e}: {l:?}"))
-}
-
-/// `NAME RESULT;` pairs of a probe's line.
-fn results(l: &str) -> Vec<(String, String)> {
-    l.split(';')
-        .filter_map(|p| p.trim().split_once(' '))
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
 }
 
 #[test]

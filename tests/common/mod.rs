@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 mod bounded;
 #[allow(unused_imports)] // not every test file runs programs bounded
 pub use bounded::*;
+pub mod guest_probe;
 pub mod vm;
 
 /// Who launches airlock.
