@@ -14,7 +14,9 @@
 #     lists, cache and status of its own in a temporary directory: the host's apt
 #     configuration is neither read for sources nor changed. Debian's archive is verified by
 #     debian-archive-keyring; Ubuntu's by the keys of Debian's ubuntu-keyring package (from
-#     bookworm-backports, so verified by Debian's keys too), unpacked there, not installed.
+#     bookworm-backports, so verified by Debian's keys too), unpacked there, not installed;
+#   - Debian 12's apparmor_parser (from the package apparmor, unpacked), which loads a profile
+#     in the Ubuntu 24.04 guest, as $PREFIX/apparmor_parser.
 # Run as root. Idempotent: what is there already is not fetched again. Bounded: each step has
 # a deadline.
 #   scripts/vm.sh          install what is missing
@@ -44,7 +46,7 @@ others_installed() {
 }
 installed() {
   [ -x /usr/bin/qemu-system-x86_64 ] && static_busybox && [ -s "$PREFIX/vmlinuz" ] &&
-    others_installed
+    others_installed && [ -s "$PREFIX/apparmor_parser" ]
 }
 
 if [[ ${1:-} == --check ]]; then
@@ -59,7 +61,10 @@ static_busybox || need+=(busybox-static)
 kernel_pkg() {
   apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'
 }
-if [ ${#need[@]} -gt 0 ] || [ -z "$(kernel_pkg)" ]; then
+apparmor_known() {
+  [ -s "$PREFIX/apparmor_parser" ] || apt-cache show apparmor >/dev/null 2>&1
+}
+if [ ${#need[@]} -gt 0 ] || [ -z "$(kernel_pkg)" ] || ! apparmor_known; then
   timeout 600 apt-get update -qq
 fi
 if [ ${#need[@]} -gt 0 ]; then
@@ -116,6 +121,19 @@ if [ ! -s "$PREFIX/vmlinuz" ]; then
   (cd "$work/debian12/deb" && timeout 900 apt-get download -qq "$pkg")
   unpack debian12 "$pkg" "$PREFIX/vmlinuz"
   mv "$PREFIX/vmlinuz.package" "$PREFIX/kernel-package"
+fi
+
+# Debian 12's apparmor_parser, unpacked from its package, not installed: linked to libc alone,
+# it runs in the Ubuntu 24.04 guest (given the host's loader and libc) to load a profile.
+if [ ! -s "$PREFIX/apparmor_parser" ]; then
+  mkdir -p "$work/apparmor/deb"
+  chown _apt "$work/apparmor/deb"
+  (cd "$work/apparmor/deb" && timeout 900 apt-get download -qq apparmor)
+  dpkg-deb --fsys-tarfile "$work"/apparmor/deb/*.deb |
+    tar -x -C "$work/apparmor" --wildcards './*sbin/apparmor_parser'
+  mkdir -p "$PREFIX"
+  install -m 0755 "$work"/apparmor/*sbin/apparmor_parser "$PREFIX/apparmor_parser.new"
+  mv "$PREFIX/apparmor_parser.new" "$PREFIX/apparmor_parser"
 fi
 
 # Ubuntu's archive keys, from Debian's own ubuntu-keyring package (bookworm-backports, which

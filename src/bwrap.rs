@@ -1144,8 +1144,11 @@ pub fn message(e: &StepError) -> String {
     if e.step == crate::boundary::NESTED_USERNS_STEP {
         return "creation of new user namespaces was not disabled as requested".into();
     }
+    // bubblewrap's words, then the hint (Ubuntu 24.04's AppArmor, whose unprivileged_userns
+    // profile leaves the new user namespace without the capabilities to write the maps).
     if e.step.starts_with("2 write id maps") {
-        return format!("setting up uid map: {errno}");
+        let hint = crate::boundary::hint(&e.err).map(|h| format!("; hint: {h}"));
+        return format!("setting up uid map: {errno}{}", hint.unwrap_or_default());
     }
     // The launcher's helper made the namespace and brought its loopback up: bubblewrap's words
     // for whichever part failed.

@@ -447,7 +447,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             .unwrap_or_default();
         if spec.bwrap.is_some() {
             return Err(Failure::Setup(format!(
-                "setting up uid map: {}",
+                "setting up uid map: {}{hint}",
                 e.errno.desc()
             )));
         }

@@ -51,17 +51,64 @@ if [ -e $sysctl ]; then
   for who in nobody root; do
     try open_$who as_$who "airlock run -- echo task-ran"
   done
+  if aa_parser -K -a /usr/lib/aa/unprivileged_userns > /tmp/aaout 2>&1; then
+    echo "@@apparmor loaded $(cat /sys/kernel/security/apparmor/profiles | tr '\n' ';')"
+    echo 1 > $sysctl
+    echo "@@apparmor unshare_policy $(as_nobody 'unshare -U sh -c "grep -E ^CapEff /proc/self/status; cat /proc/self/attr/current; echo deny > /proc/self/setgroups && echo setgroups-ok; echo 0 65534 1 > /proc/self/uid_map && echo map-ok"' 2>&1 | tr '\n' ';')"
+    for who in nobody root; do
+      try policy_$who as_$who "airlock run -- echo task-ran"
+      try policy_json_$who as_$who "airlock run --json -- echo task-ran"
+      try policy_bwrap_$who as_$who "bwrap --ro-bind / / --unshare-user -- echo task-ran"
+    done
+    echo 0 > $sysctl
+  else
+    echo "@@apparmor loaded failed $(tr '\n' ';' < /tmp/aaout)"
+  fi
 fi
 "#;
 
+/// A stand-in for the profile Ubuntu 24.04's AppArmor policy loads under that name: with it
+/// loaded, the kernel lets an unprivileged caller make its user namespace, confined by the
+/// profile, which denies every capability (written for Debian 12's apparmor_parser, 3.0).
+const PROFILE: &str = "profile unprivileged_userns {
+  file,
+  network,
+  signal,
+  ptrace,
+  unix,
+  mount,
+  umount,
+  pivot_root,
+  audit deny capability,
+}
+";
+
+/// apparmor_parser, through the host's loader and libc (it needs no other library).
+const AA: &str = "#!/bin/sh
+exec /usr/lib/aa/ld-linux-x86-64.so.2 --library-path /usr/lib/aa /usr/lib/aa/apparmor_parser \"$@\"
+";
+
 fn boot(kernel: &str) -> Result<String, String> {
     let probe = probe()?;
+    let ld = std::fs::read("/lib64/ld-linux-x86-64.so.2").unwrap();
+    let libc = std::fs::read("/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+    let parser = std::fs::read(vm::part("apparmor_parser")?).unwrap();
     vm::boot_kernel(
         kernel,
         &format!("{SETUP}{CASES}"),
         &[
             ("usr/bin/inside", Entry::File(0o755, INSIDE.as_bytes())),
             ("usr/bin/kernel_probe", Entry::File(0o755, &probe)),
+            ("usr/lib", Entry::Dir),
+            ("usr/lib/aa", Entry::Dir),
+            ("usr/lib/aa/ld-linux-x86-64.so.2", Entry::File(0o755, &ld)),
+            ("usr/lib/aa/libc.so.6", Entry::File(0o755, &libc)),
+            ("usr/lib/aa/apparmor_parser", Entry::File(0o755, &parser)),
+            (
+                "usr/lib/aa/unprivileged_userns",
+                Entry::File(0o644, PROFILE.as_bytes()),
+            ),
+            ("usr/bin/aa_parser", Entry::File(0o755, AA.as_bytes())),
         ],
     )
 }
@@ -182,4 +229,55 @@ fn apparmors_userns_restriction_stops_an_unprivileged_caller_naming_it() {
     }
     let json: Value = serde_json::from_str(&line(text, "json", "restrict_json_root")).unwrap();
     assert_eq!(json["stdout"], "task-ran\n", "{json}");
+}
+
+/// The same switch with the stand-in for Ubuntu's `unprivileged_userns` profile loaded, as on
+/// Ubuntu 24.04 as shipped: the unprivileged caller's user namespace is made, but confined and
+/// without capabilities its id maps cannot be written (the kernel refuses even opening
+/// `setgroups`: EACCES). airlock stops at step 2 with the same hint, in JSON mode too; bwrap
+/// mode keeps bubblewrap's words ("setting up uid map: Permission denied", which clients match)
+/// and adds the hint. Root is not restricted.
+#[test]
+fn with_ubuntus_unprivileged_userns_profile_the_maps_fail_naming_the_switch() {
+    let Some(text) = noble() else { return };
+    assert_eq!(
+        line(text, "apparmor", "loaded"),
+        "unprivileged_userns (enforce);"
+    );
+    // The control: busybox's unshare gets the confined namespace, and no map.
+    let unshare = line(text, "apparmor", "unshare_policy");
+    assert!(
+        unshare.starts_with("CapEff:")
+            && unshare.contains("0000000000000000;unprivileged_userns (enforce);")
+            && !unshare.contains("map-ok"),
+        "{unshare}"
+    );
+    let switch = "hint: AppArmor restricts unprivileged user namespaces \
+                  (kernel.apparmor_restrict_unprivileged_userns=1)";
+    let err = line(text, "err", "policy_nobody");
+    assert_eq!(status(text, "policy_nobody"), "125", "{err}");
+    assert!(
+        err.starts_with("airlock: setup failed: step 2 write id maps: ") && err.contains(switch),
+        "{err}"
+    );
+    assert!(!ran(text, "policy_nobody"));
+    let json: Value = serde_json::from_str(&line(text, "json", "policy_json_nobody")).unwrap();
+    assert_eq!(json["exit_code"], 125, "{json}");
+    assert!(json["error"].as_str().unwrap().contains(switch), "{json}");
+    let err = line(text, "err", "policy_bwrap_nobody");
+    assert_eq!(status(text, "policy_bwrap_nobody"), "1", "{err}");
+    assert!(
+        err.starts_with("bwrap: setting up uid map: Permission denied; ") && err.contains(switch),
+        "{err}"
+    );
+    assert!(!ran(text, "policy_bwrap_nobody"));
+    for name in ["policy_root", "policy_bwrap_root"] {
+        assert_eq!(
+            status(text, name),
+            "0",
+            "{name}: {}",
+            line(text, "err", name)
+        );
+        assert!(ran(text, name), "{name}");
+    }
 }

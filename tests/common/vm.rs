@@ -110,6 +110,16 @@ fn parts(kernel: &str) -> Result<Parts, String> {
     Ok(p)
 }
 
+/// Another file scripts/vm.sh installs (`apparmor_parser`), or Err when it is missing.
+pub fn part(name: &str) -> Result<PathBuf, String> {
+    let prefix = std::env::var_os("AIRLOCK_VM_PREFIX").unwrap_or("/opt/airlock-vm".into());
+    let path = Path::new(&prefix).join(name);
+    match path.exists() {
+        true => Ok(path),
+        false => Err(format!("{} is missing: run scripts/vm.sh", path.display())),
+    }
+}
+
 /// Boot the guest with `files` (paths relative to its root; `/usr/bin` is on its PATH) and
 /// run `cases` (shell, after `PRELUDE`) as its root; return its console once every case ran.
 /// Err when the VM's parts are missing.
