@@ -33,7 +33,9 @@ scripts/clients.sh
 export AIRLOCK_CLIENTS_REQUIRED=1
 # The virtual machine tests/cgroup_v2.rs and tests/older_kernel.rs boot (QEMU, busybox-static,
 # Debian 12's kernel 6.1): the dev VM's memory and pids controllers are cgroup v1's, so cgroup
-# v2's limits are shown there, and so is the boundary on a distribution's older kernel.
+# v2's limits are shown there, and so is the boundary on a distribution's older kernel; and
+# the other kernels tests/ubuntu_kernels.rs and tests/unsupported_kernel.rs boot (Ubuntu
+# 22.04's 5.15 and 24.04's 6.8, Debian 11's 5.10), with Debian 12's apparmor_parser.
 scripts/vm.sh
 export AIRLOCK_VM_REQUIRED=1
 
