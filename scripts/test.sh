@@ -36,6 +36,11 @@ export AIRLOCK_CLIENTS_REQUIRED=1
 # v2's limits are shown there, and so is the boundary on a distribution's older kernel.
 scripts/vm.sh
 export AIRLOCK_VM_REQUIRED=1
+# A Debian 12 image run by rootful podman (runc), which tests/containers.rs runs airlock in:
+# what a container's default confinement refuses, and the boundary under the options that
+# lift it (about 2 s; the image is built once, cached under /opt/airlock-containers).
+scripts/containers.sh
+export AIRLOCK_CONTAINERS_REQUIRED=1
 
 # Every test runs against the binary the scripts ship (musl when available, see
 # scripts/target.sh), then against the static glibc one that a plain `cargo build` makes (the
