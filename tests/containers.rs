@@ -9,6 +9,9 @@
 //! - the default seccomp profile, which refuses sethostname (step 10) to a container without
 //!   CAP_SYS_ADMIN (it allows clone3, unshare and the mount calls).
 //!
+//! A profile shaped as Docker's (clone3 answering ENOSYS, unshare and the mount calls EPERM;
+//! written here, Docker's own is not installed) stops airlock at step 1, naming the filter.
+//!
 //! With `--security-opt unmask=/proc/*` and either `--security-opt seccomp=unconfined` (root)
 //! or `--cap-add SYS_ADMIN` (a non-root container user), a run works and its boundary holds:
 //! the container's files outside the system paths are not seen, only a loopback, no
@@ -16,7 +19,7 @@
 //! environment not passed, limits by rlimits (the container's cgroup v1 is read-only) and
 //! nothing left in the container.
 //!
-//! Four containers, about a second each. Without podman or the image the tests say so and
+//! Five containers, about 2.5 s in all. Without podman or the image the tests say so and
 //! pass, unless AIRLOCK_CONTAINERS_REQUIRED is set (scripts/test.sh sets it).
 
 mod common;
@@ -246,4 +249,52 @@ fn unmasked_with_sys_admin_a_non_root_user_runs_inside_its_boundary() {
         return;
     };
     boundary_holds(&text, "1000");
+}
+
+/// A seccomp profile of the shape of Docker's default for a container without CAP_SYS_ADMIN,
+/// as far as airlock's launch meets it: clone3 answers ENOSYS (so that a libc falls back to
+/// clone), the namespace and mount calls EPERM.
+const DOCKER_SHAPED: &str = r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+  {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+  {"names": ["unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "move_mount",
+             "mount_setattr", "fsopen", "sethostname"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}
+]}"#;
+
+#[test]
+fn a_docker_shaped_profile_fails_closed_at_step_1_naming_the_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    std::fs::write(&profile, DOCKER_SHAPED).unwrap();
+    let seccomp = format!("seccomp={}", profile.display());
+    let opts = [
+        "--security-opt",
+        "unmask=/proc/*",
+        "--security-opt",
+        &seccomp,
+    ];
+    let Some(text) = container(&opts, FAILING) else {
+        return;
+    };
+    assert_eq!(line(&text, "rc"), "125", "{text}");
+    let err = line(&text, "err");
+    assert!(
+        err.contains("step 1 create namespaces: clone3(")
+            && err.contains("ENOSYS")
+            && err.contains("a seccomp filter airlock runs under refuses it")
+            && err.contains("--security-opt seccomp=unconfined"),
+        "{err}"
+    );
+    assert_eq!(line(&text, "jrc"), "125", "{text}");
+    // bubblewrap (clone, not clone3) gets further and fails at its first mount call; airlock's
+    // bwrap mode fails at clone3: both exit 1 before the command runs.
+    assert_eq!(line(&text, "brc"), "1", "{text}");
+    assert!(
+        line(&text, "bwrap").contains("Operation not permitted"),
+        "{text}"
+    );
+    assert_eq!(line(&text, "arc"), "1", "{text}");
+    assert!(
+        line(&text, "abwrap").contains("Creating new namespace failed"),
+        "{text}"
+    );
 }

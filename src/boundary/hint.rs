@@ -99,10 +99,10 @@ fn filter_refused(call: &str) -> String {
     let name = call.split('(').next().unwrap_or(call);
     format!(
         "a seccomp filter airlock runs under (seccomp mode 2) may refuse {name}: a container \
-         runtime's default profile refuses it, with unshare, the mount calls and sethostname, \
-         to a container without CAP_SYS_ADMIN; run the container with --security-opt \
-         seccomp=unconfined or --cap-add SYS_ADMIN (airlock drops every capability before \
-         the task runs)"
+         runtime's default profile refuses some calls (Docker's unshare and the mount calls, \
+         podman's sethostname) to a container without CAP_SYS_ADMIN; run the container with \
+         --security-opt seccomp=unconfined or --cap-add SYS_ADMIN (airlock drops every \
+         capability before the task runs)"
     )
 }
 
@@ -129,7 +129,7 @@ fn missing_call(release: &str, seccomp: Option<u32>) -> String {
             "this kernel ({release}) has the call, but a seccomp filter airlock runs under \
              refuses it (seccomp mode {mode}: a container's profile, or a sandbox around \
              airlock): run airlock where clone3, open_tree, move_mount, mount_setattr and \
-             close_range are allowed"
+             close_range are allowed (a container: --security-opt seccomp=unconfined)"
         ),
         (Some(true), _) => format!(
             "this kernel ({release}) answers ENOSYS to the call, though Linux {}.{} has every \
@@ -172,7 +172,9 @@ mod tests {
     fn enosys_blames_a_filter_on_a_kernel_that_has_the_calls_and_the_kernel_otherwise() {
         let filtered = missing_call("6.1.0-57-amd64", Some(2));
         assert!(
-            filtered.contains("a seccomp filter") && !filtered.contains("needs Linux"),
+            filtered.contains("a seccomp filter")
+                && filtered.contains("--security-opt seccomp=unconfined")
+                && !filtered.contains("needs Linux"),
             "{filtered}"
         );
         let old = missing_call("5.10.0-30-amd64", Some(2));
