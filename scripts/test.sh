@@ -38,7 +38,7 @@ scripts/vm.sh
 export AIRLOCK_VM_REQUIRED=1
 # A Debian 12 image run by rootful podman (runc), which tests/containers.rs runs airlock in:
 # what a container's default confinement refuses, and the boundary under the options that
-# lift it (about 2 s; the image is built once, cached under /opt/airlock-containers).
+# lift it (about 4 s; the image is built once, cached under /opt/airlock-containers).
 scripts/containers.sh
 export AIRLOCK_CONTAINERS_REQUIRED=1
 
