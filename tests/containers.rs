@@ -19,8 +19,8 @@
 //! environment not passed, limits by rlimits (the container's cgroup v1 is read-only) and
 //! nothing left in the container.
 //!
-//! Five containers, one at a time, about 4 s in all. Without podman or the image the tests say so and
-//! pass, unless AIRLOCK_CONTAINERS_REQUIRED is set (scripts/test.sh sets it).
+//! Five containers, one at a time, about 4 s in all. Without podman or the image the tests
+//! say so and pass, unless AIRLOCK_CONTAINERS_REQUIRED is set (scripts/test.sh sets it).
 
 mod common;
 
