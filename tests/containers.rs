@@ -19,7 +19,7 @@
 //! environment not passed, limits by rlimits (the container's cgroup v1 is read-only) and
 //! nothing left in the container.
 //!
-//! Five containers, one at a time, about 4 s in all. Without podman or the image the tests
+//! Six containers, one at a time, about 5 s in all. Without podman or the image the tests
 //! say so and pass, unless AIRLOCK_CONTAINERS_REQUIRED is set (scripts/test.sh sets it).
 
 mod common;
@@ -207,7 +207,7 @@ rm /tmp/report.json /tmp/err /tmp/container-secret
 echo "@@left $(ls -A /tmp /dev/shm | tr "\n" " ") $(find /sys/fs/cgroup -name 'airlock-*' | tr "\n" " ")"
 "#;
 
-fn boundary_holds(text: &str, who: &str) {
+fn boundary_holds(text: &str, who: &str, memory: &str) {
     assert_eq!(line(text, "who"), who, "{text}");
     assert_eq!(line(text, "rc"), "0", "{text}");
     assert!(!text.contains("@@seen"), "{text}");
@@ -223,8 +223,7 @@ fn boundary_holds(text: &str, who: &str) {
         !env.contains("CONTAINER_SECRET") && !env.contains("HOSTNAME") && env.contains("PATH"),
         "{env}"
     );
-    // The container's cgroup v1 hierarchies are mounted read-only: rlimits.
-    assert!(line(text, "memory").contains("RLIMIT_DATA"), "{text}");
+    assert!(line(text, "memory").contains(memory), "{text}");
     let left = line(text, "left");
     assert_eq!(
         left.split_whitespace().collect::<Vec<_>>(),
@@ -244,7 +243,8 @@ fn unmasked_and_unconfined_root_runs_inside_its_boundary() {
     let Some(text) = container(&opts, PROBES) else {
         return;
     };
-    boundary_holds(&text, "0");
+    // The container's cgroup v1 hierarchies are mounted read-only: rlimits.
+    boundary_holds(&text, "0", "RLIMIT_DATA");
 }
 
 #[test]
@@ -260,7 +260,7 @@ fn unmasked_with_sys_admin_a_non_root_user_runs_inside_its_boundary() {
     let Some(text) = container(&opts, PROBES) else {
         return;
     };
-    boundary_holds(&text, "1000");
+    boundary_holds(&text, "1000", "RLIMIT_DATA");
 }
 
 /// A seccomp profile of the shape of Docker's default for a container without CAP_SYS_ADMIN,
@@ -309,4 +309,24 @@ fn a_docker_shaped_profile_fails_closed_at_step_1_naming_the_filter() {
         line(&text, "abwrap").contains("Creating new namespace failed"),
         "{text}"
     );
+}
+
+#[test]
+fn privileged_root_gets_the_containers_own_cgroup_v1() {
+    // --privileged mounts the hierarchies writable, each rooted at the container's cgroup,
+    // which /proc/self/cgroup names from the host's root: airlock once took rlimits there.
+    let script = format!(
+        "{PROBES}\nairlock run --pids 8 -- sh -c 'i=0; while [ $i -lt 20 ]; do sleep 5 & \
+         i=$((i+1)); done' 2>/tmp/e; echo \"@@pids $?\"; echo \"@@pidserr $(tr '\\n' ' ' </tmp/e)\"\n\
+         echo \"@@cgleft $(find /sys/fs/cgroup -name 'airlock-*' | tr '\\n' ' ')\""
+    );
+    let Some(text) = container(&["--privileged"], &script) else {
+        return;
+    };
+    boundary_holds(&text, "0", "\"mechanism\":\"cgroup v1\"");
+    assert!(
+        line(&text, "pidserr").contains("process limit (--pids)"),
+        "{text}"
+    );
+    assert_eq!(line(&text, "cgleft"), "", "{text}");
 }
