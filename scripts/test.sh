@@ -38,6 +38,11 @@ export AIRLOCK_CLIENTS_REQUIRED=1
 # 22.04's 5.15 and 24.04's 6.8, Debian 11's 5.10), with Debian 12's apparmor_parser.
 scripts/vm.sh
 export AIRLOCK_VM_REQUIRED=1
+# A Debian 12 image run by rootful podman (runc), which tests/containers.rs runs airlock in:
+# what a container's default confinement refuses, and the boundary under the options that
+# lift it (about 4 s; the image is built once, cached under /opt/airlock-containers).
+scripts/containers.sh
+export AIRLOCK_CONTAINERS_REQUIRED=1
 
 # Every test runs against the binary the scripts ship (musl when available, see
 # scripts/target.sh), then against the static glibc one that a plain `cargo build` makes (the

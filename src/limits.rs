@@ -463,11 +463,16 @@ fn in_initial_cgroup_ns() -> bool {
 /// top): None when the mount starts above the namespace's root (`/..`) or off `own`'s way, or
 /// `own` is above that root itself (a process moved out of it: `/../x`).
 fn own_in_mount(mountinfo: &str, mnt: &Path, own: &str) -> Option<String> {
+    own_in_mount_of(mountinfo, "cgroup2", mnt, own)
+}
+
+/// [`own_in_mount`] for a mount of the filesystem type `fstype` (`cgroup` for a v1 hierarchy).
+fn own_in_mount_of(mountinfo: &str, fstype: &str, mnt: &Path, own: &str) -> Option<String> {
     let root = mountinfo.lines().rev().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
         let mut f = pre.split(' ');
         let (root, at) = (f.nth(3)?, f.next()?);
-        (post.split(' ').next()? == "cgroup2" && Path::new(at) == mnt).then_some(root)
+        (post.split(' ').next()? == fstype && Path::new(at) == mnt).then_some(root)
     })?;
     let up = |p: &str| p.split('/').any(|c| c == "..");
     if up(root) || up(own) {
@@ -495,16 +500,27 @@ pub fn detect(caller_is_root: bool) -> Plan {
         };
     }
     if caller_is_root {
-        let mem =
-            own_cgroup(&cgroups, "memory").map(|p| joined(Path::new("/sys/fs/cgroup/memory"), &p));
-        let pids =
-            own_cgroup(&cgroups, "pids").map(|p| joined(Path::new("/sys/fs/cgroup/pids"), &p));
+        // The caller's cgroup in a v1 hierarchy: its path under the hierarchy's mount, or,
+        // where the mount's root is below the hierarchy's (a container's bind of its own
+        // cgroup, as podman's under cgroup v1, where /proc/self/cgroup still names it from the
+        // host's root), the path from the mount's root (mountinfo read only then).
+        let v1 = |ctrl: &str, file: &str| -> Option<PathBuf> {
+            let base = Path::new("/sys/fs/cgroup").join(ctrl);
+            let own = own_cgroup(&cgroups, ctrl)?;
+            let direct = joined(&base, &own);
+            if direct.join(file).exists() {
+                return Some(direct);
+            }
+            let mountinfo = read_text(Path::new("/proc/self/mountinfo"))?;
+            let inside = joined(&base, &own_in_mount_of(&mountinfo, "cgroup", &base, &own)?);
+            inside.join(file).exists().then_some(inside)
+        };
         // Root of another user namespace (a rootless container's) passes the check above but
         // may not write the host's hierarchies: for it, as for any other caller, rlimits.
-        if let (Some(memory), Some(pids)) = (mem, pids)
-            && memory.join("memory.limit_in_bytes").exists()
-            && pids.join("cgroup.procs").exists()
-            && writable(&memory)
+        if let (Some(memory), Some(pids)) = (
+            v1("memory", "memory.limit_in_bytes"),
+            v1("pids", "cgroup.procs"),
+        ) && writable(&memory)
             && writable(&pids)
         {
             return Plan::V1 { memory, pids };
@@ -708,6 +724,17 @@ mod tests {
         };
         let mnt = Path::new("/sys/fs/cgroup");
         let inside = line("/", "/sys/fs/cgroup", "cgroup2");
+        // A v1 hierarchy bound from a container's own cgroup (podman under cgroup v1).
+        let v1 = "97 93 0:32 /libpod_parent/libpod-ab /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        let memory = Path::new("/sys/fs/cgroup/memory");
+        assert_eq!(
+            own_in_mount_of(v1, "cgroup", memory, "/libpod_parent/libpod-ab"),
+            Some("/".into())
+        );
+        assert_eq!(
+            own_in_mount_of(v1, "cgroup2", memory, "/libpod_parent/libpod-ab"),
+            None
+        );
         assert_eq!(own_in_mount(&inside, mnt, "/init"), Some("/init".into()));
         assert_eq!(own_in_mount(&inside, mnt, "/"), Some("/".into()));
         assert_eq!(own_in_mount(&inside, mnt, "/../x"), None);

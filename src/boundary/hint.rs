@@ -51,11 +51,7 @@ pub fn hint(err: &SysError) -> Option<String> {
         );
     }
     if err.call.starts_with("mount(\"proc\"") && err.errno == Errno::EPERM {
-        return Some(
-            "the kernel refuses a new /proc when the host's /proc is partly hidden \
-             (as inside some containers)"
-                .into(),
-        );
+        return Some(PROC_HIDDEN.into());
     }
     if err.call.starts_with("seccomp(") && err.call.ends_with(&format!("(errno {ENOTSUPP})")) {
         return Some(
@@ -74,12 +70,7 @@ pub fn hint(err: &SysError) -> Option<String> {
         );
     }
     if err.errno == Errno::EPERM && crate::sys::seccomp_mode() == Some(2) {
-        return Some(
-            "a seccomp filter airlock runs under (seccomp mode 2) may refuse the call: a \
-             container runtime's default profile refuses unshare and the mount calls to a \
-             container without CAP_SYS_ADMIN; run airlock where they are allowed"
-                .into(),
-        );
+        return Some(filter_refused(&err.call));
     }
     if err.errno == Errno::ENOSYS {
         return Some(missing_call(
@@ -88,6 +79,31 @@ pub fn hint(err: &SysError) -> Option<String> {
         ));
     }
     None
+}
+
+/// The hint for a new /proc the kernel refused (EPERM): it mounts one in a user namespace only
+/// where the caller's /proc is fully visible, and a container runtime hides parts of it by
+/// mounting over them (podman's masked paths: /proc/kcore, /proc/keys, /proc/timer_list...).
+/// Measured with podman 4.3 (runc), rootful: its default masks gave this EPERM, with or without
+/// `--security-opt seccomp=unconfined` or `--cap-add SYS_ADMIN`; `unmask=/proc/*` removed it.
+const PROC_HIDDEN: &str = "the kernel refuses a new /proc where the caller's /proc is partly \
+     hidden by mounts over it, as a container runtime hides parts of it (masked paths): run the \
+     container with them unmasked (podman: --security-opt unmask=/proc/*; Docker: \
+     --security-opt systempaths=unconfined)";
+
+/// The hint for a call that answered EPERM while this process runs under a seccomp filter of
+/// its caller's, naming the call. podman's default profile (containers-common) allows clone3,
+/// unshare and the mount calls, but sethostname only to a container with CAP_SYS_ADMIN (step
+/// 10 failed there); Docker's refuses unshare and the mount calls too.
+fn filter_refused(call: &str) -> String {
+    let name = call.split('(').next().unwrap_or(call);
+    format!(
+        "a seccomp filter airlock runs under (seccomp mode 2) may refuse {name}: a container \
+         runtime's default profile refuses some calls (Docker's unshare and the mount calls, \
+         podman's sethostname) to a container without CAP_SYS_ADMIN; run the container with \
+         --security-opt seccomp=unconfined or --cap-add SYS_ADMIN (airlock drops every \
+         capability before the task runs)"
+    )
 }
 
 /// The first release with every call airlock's launch needs (mount_setattr; clone3, open_tree,
@@ -113,7 +129,7 @@ fn missing_call(release: &str, seccomp: Option<u32>) -> String {
             "this kernel ({release}) has the call, but a seccomp filter airlock runs under \
              refuses it (seccomp mode {mode}: a container's profile, or a sandbox around \
              airlock): run airlock where clone3, open_tree, move_mount, mount_setattr and \
-             close_range are allowed"
+             close_range are allowed (a container: --security-opt seccomp=unconfined)"
         ),
         (Some(true), _) => format!(
             "this kernel ({release}) answers ENOSYS to the call, though Linux {}.{} has every \
@@ -130,10 +146,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_filter_refusing_a_call_is_named_with_the_container_options_that_allow_it() {
+        // podman's default profile refuses sethostname (step 10) to a container without
+        // CAP_SYS_ADMIN; the hint once named only unshare and the mount calls.
+        let h = filter_refused("sethostname(\"airlock\")");
+        assert!(
+            h.contains("refuse sethostname:")
+                && h.contains("--security-opt seccomp=unconfined")
+                && h.contains("--cap-add SYS_ADMIN"),
+            "{h}"
+        );
+        assert!(filter_refused("unshare(CLONE_NEWNS)").contains("refuse unshare:"));
+        let proc = hint(&SysError {
+            call: "mount(\"proc\", \"/newroot/proc\", \"proc\", MsFlags(0x0), None)".into(),
+            errno: Errno::EPERM,
+        })
+        .unwrap_or_default();
+        assert!(
+            proc.contains("unmask=/proc/*") && proc.contains("systempaths=unconfined"),
+            "{proc}"
+        );
+    }
+
+    #[test]
     fn enosys_blames_a_filter_on_a_kernel_that_has_the_calls_and_the_kernel_otherwise() {
         let filtered = missing_call("6.1.0-57-amd64", Some(2));
         assert!(
-            filtered.contains("a seccomp filter") && !filtered.contains("needs Linux"),
+            filtered.contains("a seccomp filter")
+                && filtered.contains("--security-opt seccomp=unconfined")
+                && !filtered.contains("needs Linux"),
             "{filtered}"
         );
         let old = missing_call("5.10.0-30-amd64", Some(2));
