@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what tests/cgroup_v2.rs boots: a small virtual machine in which cgroup v2 owns the
-# memory and pids controllers, as on most Linux hosts today. The dev VM cannot show that path:
-# its controllers are bound to cgroup v1 hierarchies, and its cgroup v2 hierarchy has none.
+# Installs the small virtual machines the guest tests boot (tests/common/vm.rs): cgroup v2
+# owning the memory and pids controllers, as on most Linux hosts today (tests/cgroup_v2.rs;
+# the dev VM binds them to cgroup v1 and its v2 hierarchy has none), and distributions'
+# kernels other than the dev VM's (older_kernel.rs, userns_disabled.rs, ubuntu_kernels.rs,
+# unsupported_kernel.rs).
 #   - QEMU (Debian's qemu-system-x86), run with its own CPU emulator (TCG): no /dev/kvm needed;
 #   - busybox-static: the guest's whole userland (a shell, su, mount), next to airlock's own
 #     static binary;
