@@ -2,7 +2,8 @@
 //!
 //! Memory and process count go to a cgroup when one can be had: a delegated cgroup v2 subtree
 //! (the parent of the caller's own cgroup already enables the `memory` and `pids` controllers
-//! for its children and is writable: the run's cgroup goes beside the caller's), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
+//! for its children and is writable, and the caller's own sets no limit: the run's cgroup goes
+//! beside the caller's), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
 //! as root, else rlimits (RLIMIT_DATA and RLIMIT_NPROC, per process / per sandbox user). CPU
 //! time, file size and open files are rlimits; the scratch size is the tmpfs `size=`. Every
 //! cgroup airlock creates is removed after the run; one left by a SIGKILLed airlock is removed
@@ -227,10 +228,19 @@ fn own_cgroup(text: &str, controller: &str) -> Option<String> {
 /// A kernel-generated text file (procfs, cgroupfs), which reports no size: read with one
 /// page-sized buffer first rather than std's small growing reads (seven calls for mountinfo).
 fn read_text(path: &Path) -> Option<String> {
+    read_text_or_absent(path).ok().flatten()
+}
+
+/// [`read_text`], telling a file that does not exist (None) from one that cannot be read.
+fn read_text_or_absent(path: &Path) -> Result<Option<String>, ()> {
     use std::io::Read;
+    let mut file = match fs::File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        f => f.map_err(drop)?,
+    };
     let mut text = String::with_capacity(4096);
-    fs::File::open(path).ok()?.read_to_string(&mut text).ok()?;
-    Some(text)
+    file.read_to_string(&mut text).map_err(drop)?;
+    Ok(Some(text))
 }
 
 /// Where the cgroup v2 hierarchy is mounted: at one of the usual places (pure v2 or hybrid),
@@ -412,7 +422,8 @@ impl Plan {
 /// processes in leaves: airlock's own cgroup is such a leaf, and its run's cgroup goes beside
 /// it, in the parent that enables `memory` and `pids` (what `own`'s `cgroup.controllers`
 /// lists). The caller must be able to make a directory there and, since the kernel checks the
-/// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`. In the
+/// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`; and the
+/// leaf must set no limit of its own ([`UNSET`]), which the run's cgroup would escape. In the
 /// root cgroup the run's cgroup goes below it, where the root enables both.
 ///
 /// `own` is a path from the root of the caller's cgroup namespace, and the mount's paths start
@@ -447,8 +458,39 @@ fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
             .then_some((own_dir, false));
     }
     let parent = own_dir.parent()?.to_path_buf();
-    (has_both("cgroup.controllers") && writable(&parent) && writable(&parent.join("cgroup.procs")))
-        .then_some((parent, true))
+    (has_both("cgroup.controllers")
+        && writable(&parent)
+        && writable(&parent.join("cgroup.procs"))
+        && sets_no_limit(&own_dir))
+    .then_some((parent, true))
+}
+
+/// The caller's own cgroup's limits, as the files read when none is set: the first word of
+/// each (`cpu.max` reads "max 100000"; `io.max` and the cpusets are empty). A run's cgroup made
+/// beside the caller's leaf is outside that leaf, so a limit set on it (`systemd-run --scope -p
+/// MemoryMax=512M airlock run ...`, a scope's `TasksMax=`, `CPUQuota=` or `AllowedCPUs=`) would
+/// not bound the task, which could then use as much as `--memory` and `--pids` allow; under
+/// rlimits the task stays in the leaf, bounded by it.
+const UNSET: [(&str, &str); 7] = [
+    ("memory.max", "max"),
+    ("memory.high", "max"),
+    ("pids.max", "max"),
+    ("cpu.max", "max"),
+    ("io.max", ""),
+    ("cpuset.cpus", ""),
+    ("cpuset.mems", ""),
+];
+
+/// Whether the cgroup `dir` sets none of the limits in [`UNSET`]: a file absent (its
+/// controller not enabled there) sets none; one that cannot be read counts as set.
+fn sets_no_limit(dir: &Path) -> bool {
+    UNSET
+        .iter()
+        .all(|(file, unset)| match read_text_or_absent(&dir.join(file)) {
+            Ok(Some(text)) => text.split_whitespace().next().unwrap_or("") == *unset,
+            Ok(None) => true,
+            Err(()) => false,
+        })
 }
 
 /// Whether this process is in the initial cgroup namespace, whose inode number is fixed

@@ -17,6 +17,7 @@
 //!   start above the namespace's root: rlimits;
 //! - root in a leaf whose parent's `memory.max` and `pids.max` are below what the run asks:
 //!   the report's `applied` (and `airlock explain`'s) is the parent's;
+//! - root in a leaf that sets a `pids.max` of its own: rlimits, the task kept in the leaf;
 //! - an OOM in the run under a parent that kills as a group: one process of the task killed,
 //!   the caller untouched; a parent at its `cgroup.max.descendants`: the run fails closed;
 //! - 20 concurrent runs in one parent beside a longer one: each its own cgroup, the longer
@@ -118,6 +119,12 @@ report parent_bound_memory airlock run --json --memory 1g --pids 20 -- hog
 echo "@@explain parent_bound $(airlock explain --memory 1g --pids 20 -- true | grep -E '^  (memory|pids):' | tr '\n' ' ')"
 echo max > $CG/a/memory.max
 echo max > $CG/a/pids.max
+# The caller's own leaf limits itself (a scope's TasksMax=20): a cgroup beside the leaf would
+# escape that, so the run takes rlimits and its task stays in the leaf, whose limit it hits.
+echo 20 > $CG/a/leaf/pids.max
+report leaf_bound_pids airlock run --json --pids 100 -- bomb
+echo "@@leaf leaf_bound_pids $(grep '^max ' $CG/a/leaf/pids.events)"
+echo max > $CG/a/leaf/pids.max
 # A limit that is not whole pages: memory.max keeps whole pages, and both say so.
 report pages airlock run --json --memory 20000001 -- true
 echo "@@explain pages $(airlock explain --memory 20000001 -- true | grep -E '^  memory:')"
@@ -379,6 +386,28 @@ fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
         explained, "memory: 50331648 (cgroup v2)   pids: 10 (cgroup v2)",
         "airlock explain shows the parent's bounds"
     );
+}
+
+/// A caller whose own cgroup sets a limit (`systemd-run --scope -p TasksMax=20 airlock run`)
+/// keeps its task in it: a run's cgroup beside the leaf would be bounded by none of the
+/// leaf's limits, so the run takes rlimits, and the task runs into the leaf's `pids.max`.
+#[test]
+fn a_caller_whose_own_cgroup_v2_sets_limits_keeps_the_task_in_it() {
+    let Some(text) = console() else { return };
+    let r = report(text, "leaf_bound_pids");
+    let (memory, pids, _) = limits(&r);
+    assert!(
+        memory.starts_with("rlimit") && pids.starts_with("rlimit"),
+        "leaf_bound_pids: {r}"
+    );
+    let hits = line(text, "leaf", "leaf_bound_pids");
+    assert!(
+        hits.strip_prefix("max ")
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n > 0),
+        "the task's forks ran into the leaf's pids.max 20: pids.events reads {hits:?}\n{r}"
+    );
+    assert_nothing_left(text, "leaf_bound_pids");
 }
 
 /// The OOM killer ends the task's largest process, not the sandbox nor anything outside it: a
