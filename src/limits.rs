@@ -269,6 +269,17 @@ fn writable(p: &Path) -> bool {
     nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
+/// Whether `p` is the caller's alone: owned by its effective uid and writable by no group or
+/// other user. Root may write a parent delegated to another user, who could then remove the
+/// run's empty cgroup between its mkdir and the writes of its limits, make one of the same
+/// name (whose files would be that user's), and raise the limits root wrote; or move the
+/// task's processes out to a cgroup of its own through the parent's `cgroup.procs`.
+fn callers(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(p)
+        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0)
+}
+
 /// A process's start time (clock ticks since boot), which tells a live launcher from a later
 /// process that reuses its pid.
 fn start_time(pid: u32) -> Option<u64> {
@@ -422,7 +433,8 @@ impl Plan {
 /// processes in leaves: airlock's own cgroup is such a leaf, and its run's cgroup goes beside
 /// it, in the parent that enables `memory` and `pids` (what `own`'s `cgroup.controllers`
 /// lists). The caller must be able to make a directory there and, since the kernel checks the
-/// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`; and the
+/// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`; both
+/// must be the caller's alone ([`callers`]), not another user's it may write as root; and the
 /// leaf must set no limit of its own ([`UNSET`]), which the run's cgroup would escape. In the
 /// root cgroup the run's cgroup goes below it, where the root enables both.
 ///
@@ -454,13 +466,16 @@ fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
         has("memory") && has("pids")
     };
     if own == "/" {
-        return (has_both("cgroup.subtree_control") && writable(&own_dir))
+        return (has_both("cgroup.subtree_control") && writable(&own_dir) && callers(&own_dir))
             .then_some((own_dir, false));
     }
     let parent = own_dir.parent()?.to_path_buf();
+    let procs = parent.join("cgroup.procs");
     (has_both("cgroup.controllers")
         && writable(&parent)
-        && writable(&parent.join("cgroup.procs"))
+        && writable(&procs)
+        && callers(&parent)
+        && callers(&procs)
         && sets_no_limit(&own_dir))
     .then_some((parent, true))
 }

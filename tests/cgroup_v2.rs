@@ -10,7 +10,7 @@
 //!   v2 cgroup that holds processes cannot enable controllers for its children;
 //! - uid 65534 under a parent it may not write (neither a directory there nor its
 //!   `cgroup.procs`, or only one of the two), and root under one that enables `memory` but not
-//!   `pids`: rlimits, as the README says;
+//!   `pids`, or under one delegated to another user (uid 65534): rlimits, as the README says;
 //! - a caller in a cgroup namespace: root in the root cgroup's own; root and uid 65534 in a
 //!   container's (its cgroup2 mounted inside, its processes in a leaf), where the run's cgroup
 //!   goes beside that leaf; root in one made in a leaf under the host's mount, whose paths
@@ -160,6 +160,14 @@ kill $neighbour
 wait
 left concurrent
 
+# A parent delegated to another user (uid 65534), which root may write: that user could
+# replace the run's cgroup before its limits are written, or move its processes out.
+mkdir -p $CG/f/leaf
+echo "+memory +pids" > $CG/f/cgroup.subtree_control
+chown 65534 $CG/f $CG/f/cgroup.procs
+echo $$ > $CG/f/leaf/cgroup.procs
+report root_other_users_parent airlock run --json --pids 20 -- bomb
+
 mkdir -p $CG/d
 chown 65534:65534 $CG/d $CG/d/cgroup.procs $CG/d/cgroup.subtree_control $CG/d/cgroup.threads
 echo "+memory +pids" > $CG/d/cgroup.subtree_control
@@ -301,6 +309,7 @@ fn a_parent_not_delegated_or_without_pids_leaves_rlimits() {
         "user_procs_only",
         "user_dir_only",
         "root_no_pids_controller",
+        "root_other_users_parent",
     ] {
         let r = report(text, name);
         let (memory, pids, hit) = limits(&r);
