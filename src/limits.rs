@@ -793,6 +793,44 @@ mod tests {
         );
     }
 
+    /// A leaf's files as the kernel writes them when nothing is set (cpu.max keeps its period)
+    /// set no limit; any one set, as systemd's MemoryMax=, TasksMax=, CPUQuota=, IOReadBandwidthMax=
+    /// or AllowedCPUs= writes it, does; a file absent (controller off) sets none.
+    #[test]
+    fn a_leaf_sets_a_limit_when_any_of_its_files_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let unset = [
+            ("memory.max", "max\n"),
+            ("memory.high", "max\n"),
+            ("pids.max", "max\n"),
+            ("cpu.max", "max 100000\n"),
+            ("io.max", ""),
+            ("cpuset.cpus", "\n"),
+        ];
+        for (f, text) in unset {
+            fs::write(dir.path().join(f), text).unwrap();
+        }
+        assert!(sets_no_limit(dir.path()));
+        for (f, text) in [
+            ("memory.max", "536870912\n"),
+            ("memory.high", "268435456\n"),
+            ("pids.max", "20\n"),
+            ("cpu.max", "50000 100000\n"),
+            ("io.max", "8:0 rbps=1048576 wbps=max riops=max wiops=max\n"),
+            ("cpuset.cpus", "0-1\n"),
+            ("cpuset.mems", "0\n"),
+        ] {
+            let before = fs::read_to_string(dir.path().join(f)).ok();
+            fs::write(dir.path().join(f), text).unwrap();
+            assert!(!sets_no_limit(dir.path()), "{f} {text:?}");
+            match before {
+                Some(b) => fs::write(dir.path().join(f), b).unwrap(),
+                None => fs::remove_file(dir.path().join(f)).unwrap(),
+            }
+        }
+        assert!(sets_no_limit(dir.path()));
+    }
+
     /// The task may not raise its own scheduling priority past the host's default, whatever
     /// the caller's limits allow: RLIMIT_RTPRIO 0, RLIMIT_NICE at most 20 (nice 0).
     #[test]
