@@ -2,7 +2,7 @@
 //!
 //! Memory and process count go to a cgroup when one can be had: a delegated cgroup v2 subtree
 //! (the parent of the caller's own cgroup already enables the `memory` and `pids` controllers
-//! for its children and is writable, and the caller's own sets no limit: the run's cgroup goes
+//! for its children and is writable, and the caller's own sets no tighter limit: the run's cgroup goes
 //! beside the caller's), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
 //! as root, else rlimits (RLIMIT_DATA and RLIMIT_NPROC, per process / per sandbox user). CPU
 //! time, file size and open files are rlimits; the scratch size is the tmpfs `size=`. Every
@@ -435,7 +435,8 @@ impl Plan {
 /// lists). The caller must be able to make a directory there and, since the kernel checks the
 /// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`; both
 /// must be the caller's alone ([`callers`]), not another user's it may write as root; and the
-/// leaf must set no limit of its own ([`UNSET`]), which the run's cgroup would escape. In the
+/// leaf must bound its processes no tighter than the run's cgroup will ([`no_tighter_than`]),
+/// since the run's cgroup is outside it. In the
 /// root cgroup the run's cgroup goes below it, where the root enables both.
 ///
 /// `own` is a path from the root of the caller's cgroup namespace, and the mount's paths start
@@ -449,16 +450,16 @@ impl Plan {
 /// without, root's run was made in the host's root cgroup, outside the namespace's.
 ///
 /// Returns the parent, and whether the caller's cgroup is a child of it (not the root itself).
-fn v2_parent(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
-    let found = v2_parent_at(mnt, own)?;
+fn v2_parent(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
+    let found = v2_parent_at(mnt, own, l)?;
     if in_initial_cgroup_ns() {
         return Some(found);
     }
     let inside = own_in_mount(&read_text(Path::new("/proc/self/mountinfo"))?, mnt, own)?;
-    v2_parent_at(mnt, &inside)
+    v2_parent_at(mnt, &inside, l)
 }
 
-fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
+fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
     let own_dir = joined(mnt, own);
     let has_both = |file: &str| {
         let ctrls = read_text(&own_dir.join(file)).unwrap_or_default();
@@ -476,36 +477,39 @@ fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
         && writable(&procs)
         && callers(&parent)
         && callers(&procs)
-        && sets_no_limit(&own_dir))
+        && no_tighter_than(&own_dir, l))
     .then_some((parent, true))
 }
 
-/// The caller's own cgroup's limits, as the files read when none is set: the first word of
-/// each (`cpu.max` reads "max 100000"; `io.max` and the cpusets are empty). A run's cgroup made
-/// beside the caller's leaf is outside that leaf, so a limit set on it (`systemd-run --scope -p
-/// MemoryMax=512M airlock run ...`, a scope's `TasksMax=`, `CPUQuota=` or `AllowedCPUs=`) would
-/// not bound the task, which could then use as much as `--memory` and `--pids` allow; under
-/// rlimits the task stays in the leaf, bounded by it.
-const UNSET: [(&str, &str); 7] = [
-    ("memory.max", "max"),
-    ("memory.high", "max"),
-    ("pids.max", "max"),
-    ("cpu.max", "max"),
-    ("io.max", ""),
-    ("cpuset.cpus", ""),
-    ("cpuset.mems", ""),
-];
-
-/// Whether the cgroup `dir` sets none of the limits in [`UNSET`]: a file absent (its
-/// controller not enabled there) sets none; one that cannot be read counts as set.
-fn sets_no_limit(dir: &Path) -> bool {
-    UNSET
-        .iter()
-        .all(|(file, unset)| match read_text_or_absent(&dir.join(file)) {
-            Ok(Some(text)) => text.split_whitespace().next().unwrap_or("") == *unset,
+/// Whether the caller's own cgroup `dir` bounds its processes no tighter than the run's cgroup
+/// `l` asks for would: its `memory.max` and `memory.high` at least `l.memory`, its `pids.max`
+/// at least `l.pids` ("max": no bound), and no CPU, I/O or CPU-set limit (`cpu.max` reads "max
+/// PERIOD", `io.max` and the cpusets are empty when unset). A run's cgroup made beside the
+/// caller's leaf is outside it, so a tighter limit there (`systemd-run --scope -p TasksMax=20
+/// airlock run --pids 100`, `-p MemoryMax=`, `CPUQuota=`, `AllowedCPUs=`) would not bound the
+/// task; under rlimits the task stays in the leaf, bounded by it. systemd's default `TasksMax=`
+/// of a service or scope (15% of the kernel's pid limit) is above the default `--pids`. A file
+/// absent (its controller not enabled there) sets no bound; one that cannot be read, one.
+fn no_tighter_than(dir: &Path, l: &Limits) -> bool {
+    // Each file, the first word it reads when unset, and the least bound it may read instead.
+    let files = [
+        ("memory.max", "max", Some(l.memory)),
+        ("memory.high", "max", Some(l.memory)),
+        ("pids.max", "max", Some(l.pids)),
+        ("cpu.max", "max", None),
+        ("io.max", "", None),
+        ("cpuset.cpus", "", None),
+        ("cpuset.mems", "", None),
+    ];
+    files.iter().all(|&(file, unset, least)| {
+        let loose =
+            |v: &str| v == unset || least.is_some_and(|n| v.parse::<u64>().is_ok_and(|x| x >= n));
+        match read_text_or_absent(&dir.join(file)) {
+            Ok(Some(text)) => loose(text.split_whitespace().next().unwrap_or("")),
             Ok(None) => true,
             Err(()) => false,
-        })
+        }
+    })
 }
 
 /// Whether this process is in the initial cgroup namespace, whose inode number is fixed
@@ -538,12 +542,13 @@ fn own_in_mount(mountinfo: &str, mnt: &Path, own: &str) -> Option<String> {
     }
 }
 
-pub fn detect(caller_is_root: bool) -> Plan {
+/// Where the limits `l` can go for this caller.
+pub fn detect(caller_is_root: bool, l: &Limits) -> Plan {
     // /proc/self/cgroup is read once per launch; mountinfo only when there is a v2 path.
     let cgroups = read_text(Path::new("/proc/self/cgroup")).unwrap_or_default();
     if let Some(own) = own_cgroup(&cgroups, "")
         && let Some(mnt) = v2_mount()
-        && let Some((parent, beside)) = v2_parent(&mnt, &own)
+        && let Some((parent, beside)) = v2_parent(&mnt, &own, l)
     {
         return Plan::V2 {
             parent,
@@ -793,28 +798,35 @@ mod tests {
         );
     }
 
-    /// A leaf's files as the kernel writes them when nothing is set (cpu.max keeps its period)
-    /// set no limit; any one set, as systemd's MemoryMax=, TasksMax=, CPUQuota=, IOReadBandwidthMax=
-    /// or AllowedCPUs= writes it, does; a file absent (controller off) sets none.
+    /// A leaf's files as the kernel writes them when nothing is set (cpu.max keeps its period),
+    /// or with memory and pids bounds no tighter than the run's (systemd's default TasksMax=),
+    /// leave the run beside it; any tighter bound, or a CPU, I/O or CPU-set limit, as systemd's
+    /// MemoryMax=, TasksMax=, CPUQuota=, IOReadBandwidthMax= or AllowedCPUs= writes it, does
+    /// not; a file absent (controller off) sets no bound.
     #[test]
-    fn a_leaf_sets_a_limit_when_any_of_its_files_says_so() {
+    fn a_leaf_bounding_tighter_than_the_run_keeps_it() {
         let dir = tempfile::tempdir().unwrap();
-        let unset = [
+        let l = Limits {
+            memory: 1 << 30,
+            pids: 100,
+            ..Limits::default()
+        };
+        let loose = [
             ("memory.max", "max\n"),
-            ("memory.high", "max\n"),
-            ("pids.max", "max\n"),
+            ("memory.high", "1073741824\n"),
+            ("pids.max", "4915\n"),
             ("cpu.max", "max 100000\n"),
             ("io.max", ""),
             ("cpuset.cpus", "\n"),
         ];
-        for (f, text) in unset {
+        for (f, text) in loose {
             fs::write(dir.path().join(f), text).unwrap();
         }
-        assert!(sets_no_limit(dir.path()));
+        assert!(no_tighter_than(dir.path(), &l));
         for (f, text) in [
             ("memory.max", "536870912\n"),
-            ("memory.high", "268435456\n"),
-            ("pids.max", "20\n"),
+            ("memory.high", "1073737728\n"),
+            ("pids.max", "99\n"),
             ("cpu.max", "50000 100000\n"),
             ("io.max", "8:0 rbps=1048576 wbps=max riops=max wiops=max\n"),
             ("cpuset.cpus", "0-1\n"),
@@ -822,13 +834,13 @@ mod tests {
         ] {
             let before = fs::read_to_string(dir.path().join(f)).ok();
             fs::write(dir.path().join(f), text).unwrap();
-            assert!(!sets_no_limit(dir.path()), "{f} {text:?}");
+            assert!(!no_tighter_than(dir.path(), &l), "{f} {text:?}");
             match before {
                 Some(b) => fs::write(dir.path().join(f), b).unwrap(),
                 None => fs::remove_file(dir.path().join(f)).unwrap(),
             }
         }
-        assert!(sets_no_limit(dir.path()));
+        assert!(no_tighter_than(dir.path(), &l));
     }
 
     /// The task may not raise its own scheduling priority past the host's default, whatever

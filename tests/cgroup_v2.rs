@@ -17,7 +17,8 @@
 //!   start above the namespace's root: rlimits;
 //! - root in a leaf whose parent's `memory.max` and `pids.max` are below what the run asks:
 //!   the report's `applied` (and `airlock explain`'s) is the parent's;
-//! - root in a leaf that sets a `pids.max` of its own: rlimits, the task kept in the leaf;
+//! - root in a leaf whose own `pids.max` is below the run's: rlimits, the task kept in the
+//!   leaf; above it: the run's cgroup beside the leaf;
 //! - an OOM in the run under a parent that kills as a group: one process of the task killed,
 //!   the caller untouched; a parent at its `cgroup.max.descendants`: the run fails closed;
 //! - 20 concurrent runs in one parent beside a longer one: each its own cgroup, the longer
@@ -119,11 +120,15 @@ report parent_bound_memory airlock run --json --memory 1g --pids 20 -- hog
 echo "@@explain parent_bound $(airlock explain --memory 1g --pids 20 -- true | grep -E '^  (memory|pids):' | tr '\n' ' ')"
 echo max > $CG/a/memory.max
 echo max > $CG/a/pids.max
-# The caller's own leaf limits itself (a scope's TasksMax=20): a cgroup beside the leaf would
-# escape that, so the run takes rlimits and its task stays in the leaf, whose limit it hits.
+# The caller's own leaf bounds itself tighter than the run asks (a scope's TasksMax=20 under
+# --pids 100): a cgroup beside the leaf would escape that, so the run takes rlimits and its task
+# stays in the leaf, whose limit it hits.
 echo 20 > $CG/a/leaf/pids.max
 report leaf_bound_pids airlock run --json --pids 100 -- bomb
 echo "@@leaf leaf_bound_pids $(grep '^max ' $CG/a/leaf/pids.events)"
+# A leaf bound looser than the run's (systemd's default TasksMax= of a scope): beside it.
+echo 200 > $CG/a/leaf/pids.max
+report leaf_looser_pids airlock run --json --pids 20 -- bomb
 echo max > $CG/a/leaf/pids.max
 # A limit that is not whole pages: memory.max keeps whole pages, and both say so.
 report pages airlock run --json --memory 20000001 -- true
@@ -397,11 +402,12 @@ fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
     );
 }
 
-/// A caller whose own cgroup sets a limit (`systemd-run --scope -p TasksMax=20 airlock run`)
-/// keeps its task in it: a run's cgroup beside the leaf would be bounded by none of the
-/// leaf's limits, so the run takes rlimits, and the task runs into the leaf's `pids.max`.
+/// A caller whose own cgroup bounds it tighter than the run asks (`systemd-run --scope -p
+/// TasksMax=20 airlock run --pids 100`) keeps its task in it: a run's cgroup beside the leaf
+/// would be bounded by none of the leaf's limits, so the run takes rlimits, and the task runs
+/// into the leaf's `pids.max`. Control: a leaf bound looser than the run's leaves it beside.
 #[test]
-fn a_caller_whose_own_cgroup_v2_sets_limits_keeps_the_task_in_it() {
+fn a_caller_whose_own_cgroup_v2_bounds_it_tighter_keeps_the_task_in_it() {
     let Some(text) = console() else { return };
     let r = report(text, "leaf_bound_pids");
     let (memory, pids, _) = limits(&r);
@@ -417,6 +423,7 @@ fn a_caller_whose_own_cgroup_v2_sets_limits_keeps_the_task_in_it() {
         "the task's forks ran into the leaf's pids.max 20: pids.events reads {hits:?}\n{r}"
     );
     assert_nothing_left(text, "leaf_bound_pids");
+    assert_v2_hit(text, "leaf_looser_pids", "pids");
 }
 
 /// The OOM killer ends the task's largest process, not the sandbox nor anything outside it: a
