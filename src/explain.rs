@@ -30,7 +30,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
         format!("uid {caller_uid} (the caller's own)")
     };
     let _ = writeln!(w, "command: {:?}", spec.argv);
-    let plan = crate::limits::detect(caller_is_root);
+    let plan = crate::limits::detect(caller_is_root, &spec.limits.unwrap_or_default());
     let mech = plan.mechanism();
     let mut made = vec!["one clone3"];
     if spec.ns.net {

@@ -124,7 +124,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // a v1 one is made after clone3, while the init builds the sandbox (by the network
     // namespace's helper, on the other core, when there is one), and joined by the init
     // before it starts the task.
-    let plan = spec.limits.map(|_| limits::detect(caller_is_root));
+    let plan = spec.limits.map(|l| limits::detect(caller_is_root, &l));
     let mechanism = plan.as_ref().map_or(Mechanism::Rlimit, |p| p.mechanism());
     // What the limits come to under the caller's own rlimits (the report shows both).
     let applied = spec.limits.map(|l| limits::applicable(&l, mechanism));

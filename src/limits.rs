@@ -2,7 +2,8 @@
 //!
 //! Memory and process count go to a cgroup when one can be had: a delegated cgroup v2 subtree
 //! (the parent of the caller's own cgroup already enables the `memory` and `pids` controllers
-//! for its children and is writable: the run's cgroup goes beside the caller's), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
+//! for its children and is writable, and the caller's own sets no tighter limit: the run's cgroup goes
+//! beside the caller's), else cgroup v1 `memory` and `pids` hierarchies when airlock runs
 //! as root, else rlimits (RLIMIT_DATA and RLIMIT_NPROC, per process / per sandbox user). CPU
 //! time, file size and open files are rlimits; the scratch size is the tmpfs `size=`. Every
 //! cgroup airlock creates is removed after the run; one left by a SIGKILLed airlock is removed
@@ -227,10 +228,19 @@ fn own_cgroup(text: &str, controller: &str) -> Option<String> {
 /// A kernel-generated text file (procfs, cgroupfs), which reports no size: read with one
 /// page-sized buffer first rather than std's small growing reads (seven calls for mountinfo).
 fn read_text(path: &Path) -> Option<String> {
+    read_text_or_absent(path).ok().flatten()
+}
+
+/// [`read_text`], telling a file that does not exist (None) from one that cannot be read.
+fn read_text_or_absent(path: &Path) -> Result<Option<String>, ()> {
     use std::io::Read;
+    let mut file = match fs::File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        f => f.map_err(drop)?,
+    };
     let mut text = String::with_capacity(4096);
-    fs::File::open(path).ok()?.read_to_string(&mut text).ok()?;
-    Some(text)
+    file.read_to_string(&mut text).map_err(drop)?;
+    Ok(Some(text))
 }
 
 /// Where the cgroup v2 hierarchy is mounted: at one of the usual places (pure v2 or hybrid),
@@ -257,6 +267,17 @@ fn joined(base: &Path, rel: &str) -> PathBuf {
 
 fn writable(p: &Path) -> bool {
     nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+/// Whether `p` is the caller's alone: owned by its effective uid and writable by no group or
+/// other user. Root may write a parent delegated to another user, who could then remove the
+/// run's empty cgroup between its mkdir and the writes of its limits, make one of the same
+/// name (whose files would be that user's), and raise the limits root wrote; or move the
+/// task's processes out to a cgroup of its own through the parent's `cgroup.procs`.
+fn callers(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(p)
+        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0)
 }
 
 /// A process's start time (clock ticks since boot), which tells a live launcher from a later
@@ -412,7 +433,10 @@ impl Plan {
 /// processes in leaves: airlock's own cgroup is such a leaf, and its run's cgroup goes beside
 /// it, in the parent that enables `memory` and `pids` (what `own`'s `cgroup.controllers`
 /// lists). The caller must be able to make a directory there and, since the kernel checks the
-/// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`. In the
+/// common ancestor of the cgroups a process moves between, to write its `cgroup.procs`; both
+/// must be the caller's alone ([`callers`]), not another user's it may write as root; and the
+/// leaf must bound its processes no tighter than the run's cgroup will ([`no_tighter_than`]),
+/// since the run's cgroup is outside it. In the
 /// root cgroup the run's cgroup goes below it, where the root enables both.
 ///
 /// `own` is a path from the root of the caller's cgroup namespace, and the mount's paths start
@@ -426,16 +450,16 @@ impl Plan {
 /// without, root's run was made in the host's root cgroup, outside the namespace's.
 ///
 /// Returns the parent, and whether the caller's cgroup is a child of it (not the root itself).
-fn v2_parent(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
-    let found = v2_parent_at(mnt, own)?;
+fn v2_parent(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
+    let found = v2_parent_at(mnt, own, l)?;
     if in_initial_cgroup_ns() {
         return Some(found);
     }
     let inside = own_in_mount(&read_text(Path::new("/proc/self/mountinfo"))?, mnt, own)?;
-    v2_parent_at(mnt, &inside)
+    v2_parent_at(mnt, &inside, l)
 }
 
-fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
+fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
     let own_dir = joined(mnt, own);
     let has_both = |file: &str| {
         let ctrls = read_text(&own_dir.join(file)).unwrap_or_default();
@@ -443,12 +467,49 @@ fn v2_parent_at(mnt: &Path, own: &str) -> Option<(PathBuf, bool)> {
         has("memory") && has("pids")
     };
     if own == "/" {
-        return (has_both("cgroup.subtree_control") && writable(&own_dir))
+        return (has_both("cgroup.subtree_control") && writable(&own_dir) && callers(&own_dir))
             .then_some((own_dir, false));
     }
     let parent = own_dir.parent()?.to_path_buf();
-    (has_both("cgroup.controllers") && writable(&parent) && writable(&parent.join("cgroup.procs")))
-        .then_some((parent, true))
+    let procs = parent.join("cgroup.procs");
+    (has_both("cgroup.controllers")
+        && writable(&parent)
+        && writable(&procs)
+        && callers(&parent)
+        && callers(&procs)
+        && no_tighter_than(&own_dir, l))
+    .then_some((parent, true))
+}
+
+/// Whether the caller's own cgroup `dir` bounds its processes no tighter than the run's cgroup
+/// `l` asks for would: its `memory.max` and `memory.high` at least `l.memory`, its `pids.max`
+/// at least `l.pids` ("max": no bound), and no CPU, I/O or CPU-set limit (`cpu.max` reads "max
+/// PERIOD", `io.max` and the cpusets are empty when unset). A run's cgroup made beside the
+/// caller's leaf is outside it, so a tighter limit there (`systemd-run --scope -p TasksMax=20
+/// airlock run --pids 100`, `-p MemoryMax=`, `CPUQuota=`, `AllowedCPUs=`) would not bound the
+/// task; under rlimits the task stays in the leaf, bounded by it. systemd's default `TasksMax=`
+/// of a service or scope (15% of the kernel's pid limit) is above the default `--pids`. A file
+/// absent (its controller not enabled there) sets no bound; one that cannot be read, one.
+fn no_tighter_than(dir: &Path, l: &Limits) -> bool {
+    // Each file, the first word it reads when unset, and the least bound it may read instead.
+    let files = [
+        ("memory.max", "max", Some(l.memory)),
+        ("memory.high", "max", Some(l.memory)),
+        ("pids.max", "max", Some(l.pids)),
+        ("cpu.max", "max", None),
+        ("io.max", "", None),
+        ("cpuset.cpus", "", None),
+        ("cpuset.mems", "", None),
+    ];
+    files.iter().all(|&(file, unset, least)| {
+        let loose =
+            |v: &str| v == unset || least.is_some_and(|n| v.parse::<u64>().is_ok_and(|x| x >= n));
+        match read_text_or_absent(&dir.join(file)) {
+            Ok(Some(text)) => loose(text.split_whitespace().next().unwrap_or("")),
+            Ok(None) => true,
+            Err(()) => false,
+        }
+    })
 }
 
 /// Whether this process is in the initial cgroup namespace, whose inode number is fixed
@@ -486,12 +547,13 @@ fn own_in_mount_of(mountinfo: &str, fstype: &str, mnt: &Path, own: &str) -> Opti
     }
 }
 
-pub fn detect(caller_is_root: bool) -> Plan {
+/// Where the limits `l` can go for this caller.
+pub fn detect(caller_is_root: bool, l: &Limits) -> Plan {
     // /proc/self/cgroup is read once per launch; mountinfo only when there is a v2 path.
     let cgroups = read_text(Path::new("/proc/self/cgroup")).unwrap_or_default();
     if let Some(own) = own_cgroup(&cgroups, "")
         && let Some(mnt) = v2_mount()
-        && let Some((parent, beside)) = v2_parent(&mnt, &own)
+        && let Some((parent, beside)) = v2_parent(&mnt, &own, l)
     {
         return Plan::V2 {
             parent,
@@ -761,6 +823,51 @@ mod tests {
             own_in_mount(&line("/", "/sys/fs/cgroup", "tmpfs"), mnt, "/"),
             None
         );
+    }
+
+    /// A leaf's files as the kernel writes them when nothing is set (cpu.max keeps its period),
+    /// or with memory and pids bounds no tighter than the run's (systemd's default TasksMax=),
+    /// leave the run beside it; any tighter bound, or a CPU, I/O or CPU-set limit, as systemd's
+    /// MemoryMax=, TasksMax=, CPUQuota=, IOReadBandwidthMax= or AllowedCPUs= writes it, does
+    /// not; a file absent (controller off) sets no bound.
+    #[test]
+    fn a_leaf_bounding_tighter_than_the_run_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Limits {
+            memory: 1 << 30,
+            pids: 100,
+            ..Limits::default()
+        };
+        let loose = [
+            ("memory.max", "max\n"),
+            ("memory.high", "1073741824\n"),
+            ("pids.max", "4915\n"),
+            ("cpu.max", "max 100000\n"),
+            ("io.max", ""),
+            ("cpuset.cpus", "\n"),
+        ];
+        for (f, text) in loose {
+            fs::write(dir.path().join(f), text).unwrap();
+        }
+        assert!(no_tighter_than(dir.path(), &l));
+        for (f, text) in [
+            ("memory.max", "536870912\n"),
+            ("memory.high", "1073737728\n"),
+            ("pids.max", "99\n"),
+            ("cpu.max", "50000 100000\n"),
+            ("io.max", "8:0 rbps=1048576 wbps=max riops=max wiops=max\n"),
+            ("cpuset.cpus", "0-1\n"),
+            ("cpuset.mems", "0\n"),
+        ] {
+            let before = fs::read_to_string(dir.path().join(f)).ok();
+            fs::write(dir.path().join(f), text).unwrap();
+            assert!(!no_tighter_than(dir.path(), &l), "{f} {text:?}");
+            match before {
+                Some(b) => fs::write(dir.path().join(f), b).unwrap(),
+                None => fs::remove_file(dir.path().join(f)).unwrap(),
+            }
+        }
+        assert!(no_tighter_than(dir.path(), &l));
     }
 
     /// The task may not raise its own scheduling priority past the host's default, whatever

@@ -10,13 +10,15 @@
 //!   v2 cgroup that holds processes cannot enable controllers for its children;
 //! - uid 65534 under a parent it may not write (neither a directory there nor its
 //!   `cgroup.procs`, or only one of the two), and root under one that enables `memory` but not
-//!   `pids`: rlimits, as the README says;
+//!   `pids`, or under one delegated to another user (uid 65534): rlimits, as the README says;
 //! - a caller in a cgroup namespace: root in the root cgroup's own; root and uid 65534 in a
 //!   container's (its cgroup2 mounted inside, its processes in a leaf), where the run's cgroup
 //!   goes beside that leaf; root in one made in a leaf under the host's mount, whose paths
 //!   start above the namespace's root: rlimits;
 //! - root in a leaf whose parent's `memory.max` and `pids.max` are below what the run asks:
 //!   the report's `applied` (and `airlock explain`'s) is the parent's;
+//! - root in a leaf whose own `pids.max` is below the run's: rlimits, the task kept in the
+//!   leaf; above it: the run's cgroup beside the leaf;
 //! - an OOM in the run under a parent that kills as a group: one process of the task killed,
 //!   the caller untouched; a parent at its `cgroup.max.descendants`: the run fails closed;
 //! - 20 concurrent runs in one parent beside a longer one: each its own cgroup, the longer
@@ -118,6 +120,16 @@ report parent_bound_memory airlock run --json --memory 1g --pids 20 -- hog
 echo "@@explain parent_bound $(airlock explain --memory 1g --pids 20 -- true | grep -E '^  (memory|pids):' | tr '\n' ' ')"
 echo max > $CG/a/memory.max
 echo max > $CG/a/pids.max
+# The caller's own leaf bounds itself tighter than the run asks (a scope's TasksMax=20 under
+# --pids 100): a cgroup beside the leaf would escape that, so the run takes rlimits and its task
+# stays in the leaf, whose limit it hits.
+echo 20 > $CG/a/leaf/pids.max
+report leaf_bound_pids airlock run --json --pids 100 -- bomb
+echo "@@leaf leaf_bound_pids $(grep '^max ' $CG/a/leaf/pids.events)"
+# A leaf bound looser than the run's (systemd's default TasksMax= of a scope): beside it.
+echo 200 > $CG/a/leaf/pids.max
+report leaf_looser_pids airlock run --json --pids 20 -- bomb
+echo max > $CG/a/leaf/pids.max
 # A limit that is not whole pages: memory.max keeps whole pages, and both say so.
 report pages airlock run --json --memory 20000001 -- true
 echo "@@explain pages $(airlock explain --memory 20000001 -- true | grep -E '^  memory:')"
@@ -152,6 +164,14 @@ echo "@@neighbour during $(find $CG -name 'airlock-*' -type d)"
 kill $neighbour
 wait
 left concurrent
+
+# A parent delegated to another user (uid 65534), which root may write: that user could
+# replace the run's cgroup before its limits are written, or move its processes out.
+mkdir -p $CG/f/leaf
+echo "+memory +pids" > $CG/f/cgroup.subtree_control
+chown 65534 $CG/f $CG/f/cgroup.procs
+echo $$ > $CG/f/leaf/cgroup.procs
+report root_other_users_parent airlock run --json --pids 20 -- bomb
 
 mkdir -p $CG/d
 chown 65534:65534 $CG/d $CG/d/cgroup.procs $CG/d/cgroup.subtree_control $CG/d/cgroup.threads
@@ -294,6 +314,7 @@ fn a_parent_not_delegated_or_without_pids_leaves_rlimits() {
         "user_procs_only",
         "user_dir_only",
         "root_no_pids_controller",
+        "root_other_users_parent",
     ] {
         let r = report(text, name);
         let (memory, pids, hit) = limits(&r);
@@ -379,6 +400,30 @@ fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
         explained, "memory: 50331648 (cgroup v2)   pids: 10 (cgroup v2)",
         "airlock explain shows the parent's bounds"
     );
+}
+
+/// A caller whose own cgroup bounds it tighter than the run asks (`systemd-run --scope -p
+/// TasksMax=20 airlock run --pids 100`) keeps its task in it: a run's cgroup beside the leaf
+/// would be bounded by none of the leaf's limits, so the run takes rlimits, and the task runs
+/// into the leaf's `pids.max`. Control: a leaf bound looser than the run's leaves it beside.
+#[test]
+fn a_caller_whose_own_cgroup_v2_bounds_it_tighter_keeps_the_task_in_it() {
+    let Some(text) = console() else { return };
+    let r = report(text, "leaf_bound_pids");
+    let (memory, pids, _) = limits(&r);
+    assert!(
+        memory.starts_with("rlimit") && pids.starts_with("rlimit"),
+        "leaf_bound_pids: {r}"
+    );
+    let hits = line(text, "leaf", "leaf_bound_pids");
+    assert!(
+        hits.strip_prefix("max ")
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n > 0),
+        "the task's forks ran into the leaf's pids.max 20: pids.events reads {hits:?}\n{r}"
+    );
+    assert_nothing_left(text, "leaf_bound_pids");
+    assert_v2_hit(text, "leaf_looser_pids", "pids");
 }
 
 /// The OOM killer ends the task's largest process, not the sandbox nor anything outside it: a
