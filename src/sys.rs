@@ -941,19 +941,8 @@ pub fn start_elsewhere(pid: Pid, cpus: &nix::sched::CpuSet) {
 /// The kernel's release (`uname -r`), read without a path: a failed step's hint asks for it
 /// where the init's /proc is covered (steps 7-8).
 pub fn kernel_release() -> Option<String> {
-    // SAFETY: utsname is arrays of bytes, for which all zeroes is a value.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: uname fills the struct it is given, which lives through the call.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    let bytes: Vec<u8> = u
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    let u = nix::sys::utsname::uname().ok()?;
+    Some(u.release().to_string_lossy().into_owned())
 }
 
 /// This process's seccomp mode (0 none, 1 strict, 2 filter; PR_GET_SECCOMP), read without a
