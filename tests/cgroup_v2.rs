@@ -57,7 +57,6 @@ ln -s usr/lib /lib
 echo "+memory +pids" > $CG/cgroup.subtree_control
 left() { echo "@@left $1 $(find $CG -name 'airlock-*' -type d | tr '\n' ' ')"; }
 report() { name=$1; shift; echo "@@at $(cut -d" " -f1 /proc/uptime)"; echo "@@report $name $("$@")"; left $name; }
-as_nobody() { su -s /bin/sh nobody -c "$*"; }
 # The run's cgroup while its task sleeps; then its launcher is SIGKILLed, and the next run
 # (as $1) removes what it left.
 kill_and_sweep() {
@@ -76,7 +75,6 @@ kill_and_sweep() {
   "$@" "airlock run -- true"
   left $name
 }
-run_as_root() { sh -c "$*"; }
 
 report root_cgroup_pids airlock run --json --pids 20 -- bomb
 
@@ -86,7 +84,7 @@ echo $$ > $CG/a/leaf/cgroup.procs
 report root_leaf_pids airlock run --json --pids 20 -- bomb
 report root_leaf_memory airlock run --json --memory 32m -- hog
 report root_leaf_cgroupns airlock run --json -- cat /proc/self/cgroup
-kill_and_sweep root_leaf run_as_root
+kill_and_sweep root_leaf as_root
 
 # A cgroup namespace made in the leaf (unshare -C) under the host's mount: the caller's own
 # cgroup reads "/", and the mount starts above the namespace's root.

@@ -20,16 +20,6 @@ use serde_json::Value;
 const CASES: &str = r#"
 echo "@@kernel release $(uname -r)"
 ln -s airlock /usr/bin/bwrap
-as_nobody() { su -s /bin/sh nobody -c "$*"; }
-as_root() { sh -c "$*"; }
-try() {
-  name=$1; shift
-  "$@" > /tmp/out 2> /tmp/err
-  echo "@@status $name $?"
-  echo "@@err $name $(tr '\n' '|' < /tmp/err)"
-  grep -q '^task-ran$' /tmp/out && echo "@@ran $name yes"
-  grep '^{' /tmp/out | sed "s/^/@@json $name /"
-}
 for who in root nobody; do
   as_$who "airlock run -- inside" 2>&1 | sed "s/^@@in /@@in $who-/"
   echo "@@json $who $(as_$who 'airlock run --json --input in.txt=/tmp/in.txt -- sh -c "tr a-z A-Z < in.txt > out.txt"')"
@@ -150,6 +140,10 @@ fn assert_the_boundary_holds(text: &str, release: &str) {
     }
 }
 
+/// airlock's hint where Ubuntu's AppArmor switch restricts unprivileged user namespaces.
+const APPARMOR_HINT: &str = "hint: AppArmor restricts unprivileged user namespaces \
+                             (kernel.apparmor_restrict_unprivileged_userns=1)";
+
 #[test]
 fn the_boundary_holds_on_ubuntu_22_04s_kernel_5_15() {
     let Some(text) = jammy() else { return };
@@ -190,26 +184,27 @@ fn apparmors_userns_restriction_stops_an_unprivileged_caller_naming_it() {
         line(text, "apparmor", "unshare"),
         "unshare: unshare(0x10000000): Permission denied;"
     );
-    let switch = "hint: AppArmor restricts unprivileged user namespaces \
-                  (kernel.apparmor_restrict_unprivileged_userns=1)";
     let err = line(text, "err", "restrict_nobody");
     assert_eq!(status(text, "restrict_nobody"), "125", "{err}");
     assert!(
         err.starts_with("airlock: setup failed: step 1 create namespaces: clone3(")
             && err.contains("EACCES")
-            && err.contains(switch),
+            && err.contains(APPARMOR_HINT),
         "{err}"
     );
     assert!(!ran(text, "restrict_nobody"));
     let json: Value = serde_json::from_str(&line(text, "json", "restrict_json_nobody")).unwrap();
     assert_eq!(json["error_kind"], "setup", "{json}");
     assert_eq!(json["exit_code"], 125, "{json}");
-    assert!(json["error"].as_str().unwrap().contains(switch), "{json}");
+    assert!(
+        json["error"].as_str().unwrap().contains(APPARMOR_HINT),
+        "{json}"
+    );
     let err = line(text, "err", "restrict_bwrap_nobody");
     assert_eq!(status(text, "restrict_bwrap_nobody"), "1", "{err}");
     assert!(
         err.starts_with("bwrap: Creating new namespace failed: Permission denied")
-            && err.contains(switch),
+            && err.contains(APPARMOR_HINT),
         "{err}"
     );
     assert!(!ran(text, "restrict_bwrap_nobody"));
@@ -252,22 +247,25 @@ fn with_ubuntus_unprivileged_userns_profile_the_maps_fail_naming_the_switch() {
             && !unshare.contains("map-ok"),
         "{unshare}"
     );
-    let switch = "hint: AppArmor restricts unprivileged user namespaces \
-                  (kernel.apparmor_restrict_unprivileged_userns=1)";
     let err = line(text, "err", "policy_nobody");
     assert_eq!(status(text, "policy_nobody"), "125", "{err}");
     assert!(
-        err.starts_with("airlock: setup failed: step 2 write id maps: ") && err.contains(switch),
+        err.starts_with("airlock: setup failed: step 2 write id maps: ")
+            && err.contains(APPARMOR_HINT),
         "{err}"
     );
     assert!(!ran(text, "policy_nobody"));
     let json: Value = serde_json::from_str(&line(text, "json", "policy_json_nobody")).unwrap();
     assert_eq!(json["exit_code"], 125, "{json}");
-    assert!(json["error"].as_str().unwrap().contains(switch), "{json}");
+    assert!(
+        json["error"].as_str().unwrap().contains(APPARMOR_HINT),
+        "{json}"
+    );
     let err = line(text, "err", "policy_bwrap_nobody");
     assert_eq!(status(text, "policy_bwrap_nobody"), "1", "{err}");
     assert!(
-        err.starts_with("bwrap: setting up uid map: Permission denied; ") && err.contains(switch),
+        err.starts_with("bwrap: setting up uid map: Permission denied; ")
+            && err.contains(APPARMOR_HINT),
         "{err}"
     );
     assert!(!ran(text, "policy_bwrap_nobody"));

@@ -18,7 +18,6 @@ use serde_json::Value;
 const CASES: &str = r#"
 echo "@@kernel release $(uname -r)"
 ln -s airlock /usr/bin/bwrap
-as_nobody() { su -s /bin/sh nobody -c "$*"; }
 # cgroup v2 with the memory and pids controllers for children, so that a root run with limits
 # makes a cgroup of its own, which must go with it.
 mkdir -p /sys/fs/cgroup
@@ -29,23 +28,19 @@ echo "@@guest plan $(airlock explain --memory 64m -- true | grep -E '^  memory: 
 mounts() { cat /proc/mounts /proc/self/mountinfo | md5sum | cut -d' ' -f1; }
 mntns() { for p in /proc/[0-9]*; do readlink $p/ns/mnt; done 2>/dev/null | sort -u | wc -l; }
 cgroups() { find /sys/fs/cgroup -mindepth 1 -type d | tr '\n' ' '; }
-try() {
-  name=$1; shift
+# The prelude's try, and then what the run left: `@@left NAME ...`.
+try_left() {
   m0=$(mounts); n0=$(mntns); c0=$(cgroups)
-  "$@" > /tmp/out 2> /tmp/err
-  echo "@@status $name $?"
-  echo "@@err $name $(tr '\n' '|' < /tmp/err)"
-  grep -q '^task-ran$' /tmp/out && echo "@@ran $name yes"
-  grep '^{' /tmp/out | sed "s/^/@@json $name /"
+  try "$@"
   echo "@@left $name procs=$(ps | grep -cE '[a]irlock|[b]wrap') mounts_same=$([ "$m0" = "$(mounts)" ] && echo yes || echo no) mntns_same=$([ "$n0" = "$(mntns)" ] && echo yes || echo no) cgroups=$(cgroups)"
 }
 for who in root nobody; do
   if [ $who = nobody ]; then as=as_nobody; else as="sh -c"; fi
-  try run_$who $as "airlock run -- echo task-ran"
-  try limits_$who $as "airlock run --memory 64m --pids 50 -- echo task-ran"
-  try json_$who $as "airlock run --json -- echo task-ran"
-  try bwrap_$who $as "bwrap --ro-bind / / --unshare-all --die-with-parent -- echo task-ran"
-  try bwrap_plain_$who $as "bwrap --ro-bind / / -- echo task-ran"
+  try_left run_$who $as "airlock run -- echo task-ran"
+  try_left limits_$who $as "airlock run --memory 64m --pids 50 -- echo task-ran"
+  try_left json_$who $as "airlock run --json -- echo task-ran"
+  try_left bwrap_$who $as "bwrap --ro-bind / / --unshare-all --die-with-parent -- echo task-ran"
+  try_left bwrap_plain_$who $as "bwrap --ro-bind / / -- echo task-ran"
 done
 "#;
 

@@ -12,19 +12,9 @@ use std::sync::OnceLock;
 use common::vm::{self, line};
 use serde_json::Value;
 
-/// `@@status NAME CODE`, `@@err NAME FIRST-LINE-OF-STDERR` and `@@json NAME REPORT` per run;
-/// `@@ran NAME yes` only when the task itself ran.
+/// Each run through the prelude's `try` (tests/common/vm.rs).
 const CASES: &str = r#"
 ln -s airlock /usr/bin/bwrap
-as_nobody() { su -s /bin/sh nobody -c "$*"; }
-try() {
-  name=$1; shift
-  "$@" > /tmp/out 2> /tmp/err
-  echo "@@status $name $?"
-  echo "@@err $name $(grep -m1 . /tmp/err)"
-  grep -q '^task-ran$' /tmp/out && echo "@@ran $name yes"
-  grep '^{' /tmp/out | sed "s/^/@@json $name /"
-}
 for who in nobody root; do
   if [ $who = nobody ]; then as=as_nobody; else as="sh -c"; fi
   echo 0 > /proc/sys/kernel/unprivileged_userns_clone

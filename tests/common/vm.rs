@@ -22,14 +22,27 @@ mkdir -p /newroot/proc /newroot/sys /newroot/dev /newroot/tmp
 exec switch_root /newroot /cases
 "#;
 
-/// What the cases' script starts with, in the guest's tmpfs root.
-const PRELUDE: &str = "#!/bin/sh
+/// What the cases' script starts with, in the guest's tmpfs root: the mounts, and the shell
+/// functions the cases share.
+const PRELUDE: &str = r#"#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 chmod 1777 /tmp
 cd /tmp
-";
+as_nobody() { su -s /bin/sh nobody -c "$*"; }
+as_root() { sh -c "$*"; }
+# try NAME CMD...: `@@status NAME CODE`, `@@err NAME STDERR` (lines joined by |), `@@ran NAME
+# yes` when the task printed a line `task-ran`, and `@@json NAME REPORT` for a JSON line.
+try() {
+  name=$1; shift
+  "$@" > /tmp/out 2> /tmp/err
+  echo "@@status $name $?"
+  echo "@@err $name $(tr '\n' '|' < /tmp/err)"
+  grep -q '^task-ran$' /tmp/out && echo "@@ran $name yes"
+  grep '^{' /tmp/out | sed "s/^/@@json $name /"
+}
+"#;
 
 /// Printed once every case has run.
 const DONE: &str = "@@done";
