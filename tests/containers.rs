@@ -75,6 +75,11 @@ fn container(opts: &[&str], script: &str) -> Option<String> {
         &name,
         "--runtime",
         "runc",
+        // No container network: podman's bridge (netavark) turns on the host's IPv4
+        // forwarding, which new network namespaces, airlock's included, inherit, and adds
+        // firewall chains; airlock's sandbox has its own loopback anyway.
+        "--network",
+        "none",
         "--ulimit",
     ]
     .iter()

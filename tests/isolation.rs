@@ -1058,9 +1058,17 @@ for path, _ in pairs:
 /// (`unshare -Urn`), where each write goes through (to that namespace's values only).
 #[test]
 fn the_sandbox_s_own_kernel_settings_cannot_be_changed() {
+    // A new network namespace starts with the host's IPv4 settings (the kernel's default,
+    // net.core.devconf_inherit_init_net=0), forwarding included: a host that forwards (a
+    // container host's bridge turns it on) gives the sandbox 1, which it must not change.
+    let forward = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap();
+    let (forward, other) = match forward.trim() {
+        "0" => ("0", "1"),
+        _ => ("1", "0"),
+    };
     let settings = [
         ("/proc/sys/user/max_inotify_instances", "1000", "16"),
-        ("/proc/sys/net/ipv4/ip_forward", "1", "0"),
+        ("/proc/sys/net/ipv4/ip_forward", other, forward),
         ("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0", "1024"),
     ];
     let args: Vec<String> = settings
