@@ -2106,11 +2106,14 @@ echo "netdevs=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '
 echo "dev=$(ls /dev 2>&1 | tr '\n' ' ')"
 echo "own-pidns=$(test $$ -lt 10 && echo yes || echo no)"
 for v in SANDBOX_RUNTIME TMPDIR HTTP_PROXY; do echo "env $v=${!v}"; done
-w() { if [ -d "$1" ]; then (: > "$1/.replay-w") 2>/dev/null && { rm -f "$1/.replay-w"; echo rw; } || echo ro;
+w() { if [ -d "$1" ]; then t="$1/.replay-w.$(id -u).$RANDOM$RANDOM"; (: > "$t") 2>/dev/null && { rm -f "$t"; echo rw; } || echo ro;
       elif [ -f "$1" ]; then (: >> "$1") 2>/dev/null && echo rw || echo ro; else echo -; fi; }
 r() { if [ -d "$1" ]; then ls "$1" >/dev/null 2>&1 && echo r || echo no-r; elif [ -e "$1" ]; then head -c1 "$1" >/dev/null 2>&1 && echo r || echo no-r; else echo -; fi; }
 for p in "$b/ws" "$b/home" "$b/outside" /etc /usr /tmp /proc/sys; do echo "path $p: $(stat -c '%F %a' "$p" 2>&1) $(w "$p") $(r "$p")"; done
 # Not its mode: bubblewrap's --dev makes /dev/shm a 0755 directory, airlock mounts a 1777 tmpfs.
+# w's file is named per uid and run: with --dev-bind /dev (ansible-runner's line) /dev/shm is
+# the host's, where the root and uid 65534 replays ran at once and one's file, sticky, made
+# the other's write fail (read as "ro" in CI at 81323ea).
 echo "path /dev/shm: $(stat -c '%F' /dev/shm 2>&1) $(w /dev/shm) $(r /dev/shm)"
 "#,
     );
