@@ -273,6 +273,24 @@ fn the_environment_is_built_from_nothing() {
 fn namespace_mount_and_terminal_calls_are_refused() {
     let Some(text) = console() else { return };
     for who in WHO {
+        // The control: the same probe from the guest, outside any sandbox, makes namespaces
+        // and mounts, as the same user (the later calls run chrooted into /work, where a new
+        // user namespace, ptrace of pid 1 and the rest are not the boundary's doing).
+        let outside = results(&line(text, "guest", &format!("escape-{who}")));
+        for call in [
+            "unshare_user",
+            "unshare_mount",
+            "unshare_net",
+            "mount_tmpfs",
+            "remount_root_rw",
+            "chroot",
+            "fsopen",
+        ] {
+            assert!(
+                outside.iter().any(|(c, r)| c == call && r == "ok"),
+                "{who}: {call} did not succeed outside the sandbox: {outside:?}"
+            );
+        }
         let escape = results(&inside(text, who, "escape"));
         assert_eq!(escape.len(), 22, "{who}: {escape:?}");
         for (call, r) in &escape {

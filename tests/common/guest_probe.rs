@@ -17,6 +17,11 @@ for i in $(seq 100); do [ -e /tmp/listening ] && break; sleep 0.1; done
 # The controls: from the guest itself, both are reached.
 echo "@@guest tcp $(kernel_probe tcp 8080)"
 echo "@@guest hostabs $(kernel_probe connect hostsock)"
+# The escape calls' control: from the guest, as root and as uid 65534, the probe's first user
+# namespace gives it the rights the rest need (all in namespaces of its own, gone with it).
+mkdir -p /work
+echo "@@guest escape-root $(kernel_probe escape 2>&1 | tr '\n' ';')"
+echo "@@guest escape-nobody $(su -s /bin/sh nobody -c 'kernel_probe escape' 2>&1 | tr '\n' ';')"
 echo input-data > /tmp/in.txt; chmod 644 /tmp/in.txt
 "#;
 
