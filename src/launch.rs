@@ -358,7 +358,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             (pid, pidfd)
         }
     };
-    drop(child_sock);
+    // The init's end of the channel stays open here too until the handovers below are sent,
+    // so that no send meets that end as the kernel releases it. An init failing in setup
+    // as the launcher sent lost its report so on Debian 11's 5.10 (CI read `sendmsg(<channel>,
+    // 'n'): ENOTCONN` for step 5's failure; 1 run in 150 there, loaded): now its report stays
+    // queued here, and the sends go to a live socket.
+    let mut init_end = Some(child_sock);
     drop(inputs);
     drop(joined_procs);
     drop(task_ends);
@@ -399,7 +404,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // channel then says, read below), and is the one announced.
     let announced =
         match joins && io.is_some_and(|b| b.info_fd.is_some() || b.json_status_fd.is_some()) {
-            true => match joined_init(parent_sock.as_fd()) {
+            true => match joined_init(parent_sock.as_fd(), init_end.take()) {
                 Ok(init) => init,
                 // It named itself, but not in a way read here: the run ends before the task,
                 // as bubblewrap's does when it cannot write the info document.
@@ -453,17 +458,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
         return Err(Failure::Setup(format!("step 2 {step}: {e}{hint}")));
     }
-    // If the init already died (EPIPE, ECONNRESET), the wait below reports why. Any other
-    // failure leaves it waiting for the maps forever: it is ended, and the run fails with the
-    // send's error rather than hang.
+    // Sent to an init that already ended, this stays queued at its end (held open above), and
+    // the wait below reads its report. A failed send leaves the init waiting for the maps
+    // forever: it is ended, and the run fails with the send's error (unless the init reported
+    // first) rather than hang.
     let mut handover_failed = None;
-    if !maps_by_init
-        && let Err(e) = channel::send(parent_sock.as_fd(), &Msg::MapsReady)
-        && !matches!(
-            e.errno,
-            nix::errno::Errno::EPIPE | nix::errno::Errno::ECONNRESET
-        )
-    {
+    if !maps_by_init && let Err(e) = channel::send(parent_sock.as_fd(), &Msg::MapsReady) {
         let _ = kill(pid, Signal::SIGKILL);
         handover_failed = Some(("the id maps", e));
     }
@@ -493,8 +493,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         // How the helper ended, should it have ended before it reported the cgroup.
         let helper_failed = sent.as_ref().err().map(ToString::to_string);
         if let Err(e) = sent.or_else(|e| channel::send(sock, &Msg::NetNs(Err(e)))) {
-            // The init would wait for it forever: end it. If it had already failed (its end
-            // closed), its own report, read below, says why.
+            // The init would wait for it forever: end it. If it had already failed, its own
+            // report, read below, says why.
             let _ = kill(pid, Signal::SIGKILL);
             handover_failed = Some(("the network namespace", e));
         }
@@ -540,6 +540,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             }
         }
     }
+
+    // Handed over: an init that ends now closes the channel, which the wait below sees.
+    drop(init_end);
 
     // Cgroups left by launchers killed mid-run are removed now, while the sandbox finishes
     // its setup, rather than on the way to it.
@@ -1358,8 +1361,13 @@ impl Outcome {
 /// The pid of bwrap's --userns init, once it is in the namespaces it made: from its first
 /// message, a pidfd, if that is one (not consumed otherwise: Ok(None), a setup failure the
 /// channel says). A pidfd message that cannot be read is an error, not an init unnamed.
-fn joined_init(sock: std::os::fd::BorrowedFd) -> Result<Option<Pid>, SysError> {
+fn joined_init(
+    sock: std::os::fd::BorrowedFd,
+    init_end: Option<OwnedFd>,
+) -> Result<Option<Pid>, SysError> {
     use nix::sys::socket::{MsgFlags, recv};
+    // Closed first: the read below waits for the init's message or for its end to close.
+    drop(init_end);
     let mut tag = [0u8; 1];
     match recv(
         std::os::fd::AsRawFd::as_raw_fd(&sock),
