@@ -578,12 +578,16 @@ pub fn detect(caller_is_root: bool, l: &Limits) -> Plan {
             inside.join(file).exists().then_some(inside)
         };
         // Root of another user namespace (a rootless container's) passes the check above but
-        // may not write the host's hierarchies: for it, as for any other caller, rlimits.
+        // may not write the host's hierarchies: for it, as for any other caller, rlimits. So
+        // for root in cgroups delegated to another user, who could replace the run's cgroup
+        // (made below the caller's) between its mkdir and its limits ([`callers`]).
         if let (Some(memory), Some(pids)) = (
             v1("memory", "memory.limit_in_bytes"),
             v1("pids", "cgroup.procs"),
         ) && writable(&memory)
             && writable(&pids)
+            && callers(&memory)
+            && callers(&pids)
         {
             return Plan::V1 { memory, pids };
         }

@@ -1736,6 +1736,67 @@ fn root_task_runs_in_the_runs_own_cgroups_and_sees_it_as_its_root() {
     }
 }
 
+/// As root, the run's cgroups v1 go below the caller's own only where those are root's alone.
+/// In cgroups delegated to another user (chowned to uid 65534, as a session's are), that user
+/// could remove the run's empty cgroup between its mkdir and the writes of its limits and make
+/// one of its own in its place: there the limits are rlimits, as the report says. Control: the
+/// same cgroups owned by root get cgroup v1.
+#[test]
+fn root_in_cgroups_delegated_to_another_user_gets_rlimits() {
+    struct Dirs(Vec<PathBuf>);
+    impl Drop for Dirs {
+        fn drop(&mut self) {
+            for d in &self.0 {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+    for (owner, memory, pids) in [
+        (0, "cgroup v1", "cgroup v1"),
+        (
+            65534,
+            "rlimit (RLIMIT_DATA, per process)",
+            "rlimit (RLIMIT_NPROC, per sandbox user)",
+        ),
+    ] {
+        let name = format!("delegated-test-{}-{owner}", std::process::id());
+        let dirs = Dirs(
+            ["memory", "pids"]
+                .iter()
+                .map(|c| Path::new("/sys/fs/cgroup").join(c).join(&name))
+                .collect(),
+        );
+        for d in &dirs.0 {
+            std::fs::create_dir(d).unwrap();
+            for p in [d.clone(), d.join("cgroup.procs"), d.join("tasks")] {
+                std::os::unix::fs::chown(&p, Some(owner), Some(owner)).unwrap();
+            }
+        }
+        // The shell joins both cgroups, then becomes the launcher.
+        let script = format!(
+            "for d in {} {}; do echo $$ > $d/cgroup.procs || exit 99; done; \
+             exec {} run --json --memory 64m --pids 50 -- true",
+            dirs.0[0].display(),
+            dirs.0[1].display(),
+            binary().display()
+        );
+        let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+        let what = format!("owner {owner}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{what}");
+        let rep = report(&out);
+        assert_eq!(
+            rep["limits"]["memory"]["mechanism"],
+            json!(memory),
+            "{what}\n{rep}"
+        );
+        assert_eq!(
+            rep["limits"]["pids"]["mechanism"],
+            json!(pids),
+            "{what}\n{rep}"
+        );
+    }
+}
+
 #[test]
 fn root_cgroups_are_removed_after_every_kind_of_end() {
     let m = mark("root_cgroups_are_removed_after_every_kind_of_end");
