@@ -144,10 +144,18 @@ report max_descendants airlock run --json -- true
 echo max > $CG/a/cgroup.max.descendants
 # 20 runs at once beside a longer one (a live neighbour, never swept), each in a cgroup of its
 # own; nothing is left once all have ended (the neighbour ends by SIGTERM once they have).
+# Beside them, two empty cgroups named as a launcher names its own: one after this shell,
+# alive (as a launcher's before its init joins: the sweep must leave it), one after a
+# process gone (this pid, another start time: the sweep must remove it).
+start=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)
+fake_live=$CG/a/airlock-$$-$start-9
+fake_gone=$CG/a/airlock-$$-1-9
+mkdir $fake_live $fake_gone
+echo "@@fake live $fake_live"
 airlock run -- sleep 600 &
 neighbour=$!
 for i in $(seq 200); do
-  where=$(find $CG -name 'airlock-*' -type d)
+  where=$(find $CG -name 'airlock-*' -type d | grep -v -- '-9$')
   [ -n "$where" ] && break
   sleep 0.1
 done
@@ -158,9 +166,11 @@ for i in $(seq 20); do
   runs="$runs $!"
 done
 wait $runs
-echo "@@neighbour during $(find $CG -name 'airlock-*' -type d)"
+echo "@@neighbour during $(find $CG -name 'airlock-*' -type d | grep -v -- '-9$')"
+echo "@@fake after $(find $CG -name 'airlock-*-9' -type d | tr '\n' ' ')"
 kill $neighbour
 wait
+rmdir $fake_live $fake_gone 2>/dev/null
 left concurrent
 
 # A parent delegated to another user (uid 65534), which root may write: that user could
@@ -460,7 +470,9 @@ fn a_parent_that_takes_no_more_cgroups_fails_the_run_closed() {
 }
 
 /// Concurrent runs in one parent each get their own cgroup and remove it; the sweep of what
-/// killed launchers left never takes a live neighbour's.
+/// killed launchers left never takes a live neighbour's: neither the running one's (which the
+/// kernel would refuse anyway: it holds a process) nor an empty one named after a live
+/// process, while it removes one named after a process gone (the control).
 #[test]
 fn concurrent_runs_leave_nothing_and_never_sweep_a_live_neighbour() {
     let Some(text) = console() else { return };
@@ -477,6 +489,13 @@ fn concurrent_runs_leave_nothing_and_never_sweep_a_live_neighbour() {
     assert!(
         !text.contains("@@failed concurrent"),
         "a concurrent run failed:\n{text}"
+    );
+    let live = line(text, "fake", "live");
+    assert!(live.starts_with("/sys/fs/cgroup/a/airlock-"), "{live:?}");
+    assert_eq!(
+        line(text, "fake", "after"),
+        live,
+        "after the sweeps: the empty cgroup of a live process stays, that of one gone goes"
     );
     assert_nothing_left(text, "concurrent");
 }
