@@ -10,7 +10,7 @@ mod common;
 use std::sync::OnceLock;
 
 use common::guest_probe::{INSIDE, SETUP, assert_key_claims, probe};
-use common::vm::{self, Entry, line};
+use common::vm::{self, Entry, assert_json_setup_failed, assert_ran, assert_stopped, line};
 use serde_json::Value;
 
 /// `@@in WHO-NAME ...` (the probes) and `@@json WHO REPORT` per caller; where the AppArmor
@@ -113,14 +113,6 @@ fn noble() -> Option<&'static str> {
     vm::console(BOOT.get_or_init(|| boot("ubuntu2404")))
 }
 
-fn status(text: &str, name: &str) -> String {
-    line(text, "status", name)
-}
-
-fn ran(text: &str, name: &str) -> bool {
-    text.lines().any(|l| l == format!("@@ran {name} yes"))
-}
-
 /// airlock run works, as root and as uid 65534, and the key claims hold; an input goes in and a
 /// result comes back.
 fn assert_the_boundary_holds(text: &str, release: &str) {
@@ -184,44 +176,30 @@ fn apparmors_userns_restriction_stops_an_unprivileged_caller_naming_it() {
         line(text, "apparmor", "unshare"),
         "unshare: unshare(0x10000000): Permission denied;"
     );
-    let err = line(text, "err", "restrict_nobody");
-    assert_eq!(status(text, "restrict_nobody"), "125", "{err}");
-    assert!(
-        err.starts_with("airlock: setup failed: step 1 create namespaces: clone3(")
-            && err.contains("EACCES")
-            && err.contains(APPARMOR_HINT),
-        "{err}"
+    assert_stopped(
+        text,
+        "restrict_nobody",
+        "125",
+        "airlock: setup failed: step 1 create namespaces: clone3(",
+        &["EACCES", APPARMOR_HINT],
     );
-    assert!(!ran(text, "restrict_nobody"));
-    let json: Value = serde_json::from_str(&line(text, "json", "restrict_json_nobody")).unwrap();
-    assert_eq!(json["error_kind"], "setup", "{json}");
-    assert_eq!(json["exit_code"], 125, "{json}");
-    assert!(
-        json["error"].as_str().unwrap().contains(APPARMOR_HINT),
-        "{json}"
+    assert_json_setup_failed(text, "restrict_json_nobody", &[APPARMOR_HINT]);
+    assert_stopped(
+        text,
+        "restrict_bwrap_nobody",
+        "1",
+        "bwrap: Creating new namespace failed: Permission denied",
+        &[APPARMOR_HINT],
     );
-    let err = line(text, "err", "restrict_bwrap_nobody");
-    assert_eq!(status(text, "restrict_bwrap_nobody"), "1", "{err}");
-    assert!(
-        err.starts_with("bwrap: Creating new namespace failed: Permission denied")
-            && err.contains(APPARMOR_HINT),
-        "{err}"
+    assert_ran(
+        text,
+        &[
+            "restrict_root",
+            "restrict_bwrap_root",
+            "open_nobody",
+            "open_root",
+        ],
     );
-    assert!(!ran(text, "restrict_bwrap_nobody"));
-    for name in [
-        "restrict_root",
-        "restrict_bwrap_root",
-        "open_nobody",
-        "open_root",
-    ] {
-        assert_eq!(
-            status(text, name),
-            "0",
-            "{name}: {}",
-            line(text, "err", name)
-        );
-        assert!(ran(text, name), "{name}");
-    }
     let json: Value = serde_json::from_str(&line(text, "json", "restrict_json_root")).unwrap();
     assert_eq!(json["stdout"], "task-ran\n", "{json}");
 }
@@ -247,35 +225,20 @@ fn with_ubuntus_unprivileged_userns_profile_the_maps_fail_naming_the_switch() {
             && !unshare.contains("map-ok"),
         "{unshare}"
     );
-    let err = line(text, "err", "policy_nobody");
-    assert_eq!(status(text, "policy_nobody"), "125", "{err}");
-    assert!(
-        err.starts_with("airlock: setup failed: step 2 write id maps: ")
-            && err.contains(APPARMOR_HINT),
-        "{err}"
+    assert_stopped(
+        text,
+        "policy_nobody",
+        "125",
+        "airlock: setup failed: step 2 write id maps: ",
+        &[APPARMOR_HINT],
     );
-    assert!(!ran(text, "policy_nobody"));
-    let json: Value = serde_json::from_str(&line(text, "json", "policy_json_nobody")).unwrap();
-    assert_eq!(json["exit_code"], 125, "{json}");
-    assert!(
-        json["error"].as_str().unwrap().contains(APPARMOR_HINT),
-        "{json}"
+    assert_json_setup_failed(text, "policy_json_nobody", &[APPARMOR_HINT]);
+    assert_stopped(
+        text,
+        "policy_bwrap_nobody",
+        "1",
+        "bwrap: setting up uid map: Permission denied; ",
+        &[APPARMOR_HINT],
     );
-    let err = line(text, "err", "policy_bwrap_nobody");
-    assert_eq!(status(text, "policy_bwrap_nobody"), "1", "{err}");
-    assert!(
-        err.starts_with("bwrap: setting up uid map: Permission denied; ")
-            && err.contains(APPARMOR_HINT),
-        "{err}"
-    );
-    assert!(!ran(text, "policy_bwrap_nobody"));
-    for name in ["policy_root", "policy_bwrap_root"] {
-        assert_eq!(
-            status(text, name),
-            "0",
-            "{name}: {}",
-            line(text, "err", name)
-        );
-        assert!(ran(text, name), "{name}");
-    }
+    assert_ran(text, &["policy_root", "policy_bwrap_root"]);
 }

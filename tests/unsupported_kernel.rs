@@ -10,8 +10,7 @@ mod common;
 use std::sync::OnceLock;
 
 use common::guest_probe::probe;
-use common::vm::{self, Entry, line};
-use serde_json::Value;
+use common::vm::{self, Entry, assert_json_setup_failed, assert_stopped, line};
 
 /// `@@status NAME CODE`, `@@err NAME STDERR` (lines joined by `|`), `@@json NAME REPORT`,
 /// `@@ran NAME yes` only when the task ran (it prints `task-ran`), `@@left NAME ...` what the
@@ -61,21 +60,9 @@ fn console() -> Option<&'static str> {
     }))
 }
 
-fn status(text: &str, name: &str) -> String {
-    line(text, "status", name)
-}
-
 /// The run stopped with `code` and these words before its task ran, and left nothing.
 fn assert_failed_closed(text: &str, name: &str, code: &str, words: &[&str]) {
-    let err = line(text, "err", name);
-    assert_eq!(status(text, name), code, "{name}: {err}");
-    for w in words {
-        assert!(err.contains(w), "{name}: no {w:?} in {err}");
-    }
-    assert!(
-        !text.lines().any(|l| l == format!("@@ran {name} yes")),
-        "{name}: the task ran"
-    );
+    assert_stopped(text, name, code, "", words);
     assert_eq!(
         line(text, "left", name),
         "procs=0 mounts_same=yes mntns_same=yes cgroups=",
@@ -114,14 +101,12 @@ fn airlock_run_fails_closed_naming_the_step_the_call_and_the_kernel_it_needs() {
         assert_failed_closed(text, &format!("late_{who}"), "125", &words);
         let name = format!("json_{who}");
         assert_failed_closed(text, &name, "125", &[]);
-        let json: Value = serde_json::from_str(&line(text, "json", &name)).unwrap();
-        assert_eq!(json["error_kind"], "setup", "{json}");
-        assert_eq!(json["exit_code"], 125, "{json}");
-        let error = json["error"].as_str().unwrap();
+        let json = assert_json_setup_failed(text, &name, &["needs Linux 5.12 or newer", &this]);
         assert!(
-            error.starts_with("step 5 copy host paths: mount_setattr(")
-                && error.contains("needs Linux 5.12 or newer")
-                && error.contains(&this),
+            json["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("step 5 copy host paths: mount_setattr("),
             "{json}"
         );
     }

@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::vm::{self, line};
+use common::vm::{self, assert_json_setup_failed, assert_ran, assert_stopped, line};
 use serde_json::Value;
 
 /// Each run through the prelude's `try` (tests/common/vm.rs).
@@ -34,22 +34,10 @@ fn console() -> Option<&'static str> {
     vm::console(BOOT.get_or_init(|| vm::boot(CASES, &[])))
 }
 
-fn status(text: &str, name: &str) -> String {
-    line(text, "status", name)
-}
-
 /// The run failed at step 1 before its task, naming the call and the switch.
 fn assert_refused(text: &str, name: &str, switch: &str) {
-    let err = line(text, "err", name);
-    assert_eq!(status(text, name), "125", "{name}: {err}");
-    assert!(
-        err.contains("step 1") && err.contains("clone3(") && err.contains(switch),
-        "{name}: the message names the step, the call and {switch}: {err}"
-    );
-    assert!(
-        !text.lines().any(|l| l == format!("@@ran {name} yes")),
-        "{name}: the task ran"
-    );
+    let start = "airlock: setup failed: step 1 create namespaces: clone3(";
+    assert_stopped(text, name, "125", start, &[switch]);
 }
 
 #[test]
@@ -57,27 +45,11 @@ fn unprivileged_userns_clone_off_stops_an_unprivileged_caller_naming_it() {
     let Some(text) = console() else { return };
     let switch = "kernel.unprivileged_userns_clone=0";
     assert_refused(text, "clone_nobody", switch);
-    let json: Value = serde_json::from_str(&line(text, "json", "clone_json_nobody")).unwrap();
-    assert_eq!(json["error_kind"], "setup", "{json}");
-    assert_eq!(json["exit_code"], 125, "{json}");
-    assert!(json["error"].as_str().unwrap().contains(switch), "{json}");
+    assert_json_setup_failed(text, "clone_json_nobody", &[switch]);
     // bwrap mode: a failure before the task, with the same cause named.
-    let err = line(text, "err", "clone_bwrap_nobody");
-    assert_eq!(status(text, "clone_bwrap_nobody"), "1", "{err}");
-    assert!(err.contains(switch), "bwrap mode names the switch: {err}");
+    assert_stopped(text, "clone_bwrap_nobody", "1", "bwrap: ", &[switch]);
     // Root may still make user namespaces: the switch is about unprivileged callers.
-    for name in ["clone_root", "clone_bwrap_root"] {
-        assert_eq!(
-            status(text, name),
-            "0",
-            "{name}: {}",
-            line(text, "err", name)
-        );
-        assert!(
-            text.lines().any(|l| l == format!("@@ran {name} yes")),
-            "{name}"
-        );
-    }
+    assert_ran(text, &["clone_root", "clone_bwrap_root"]);
     let json: Value = serde_json::from_str(&line(text, "json", "clone_json_root")).unwrap();
     assert_eq!(
         (&json["exit_code"], &json["stdout"]),
@@ -91,7 +63,6 @@ fn max_user_namespaces_zero_stops_every_caller_naming_it() {
     for who in ["nobody", "root"] {
         assert_refused(text, &format!("max_{who}"), "user.max_user_namespaces=0");
         // The control: with the switch back on, the same line runs its task.
-        let again = format!("again_{who}");
-        assert_eq!(status(text, &again), "0", "{}", line(text, "err", &again));
+        assert_ran(text, &[&format!("again_{who}")]);
     }
 }

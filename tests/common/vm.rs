@@ -231,3 +231,40 @@ pub fn line(text: &str, kind: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no line {head:?} in the guest's console:\n{text}"));
     l[head.len()..].trim().to_string()
 }
+
+/// Whether the case `name` ran its task: the prelude's `try` prints `@@ran NAME yes` when the
+/// task printed `task-ran`.
+pub fn ran(text: &str, name: &str) -> bool {
+    text.lines().any(|l| l == format!("@@ran {name} yes"))
+}
+
+/// Each case ended 0 and ran its task (the control of a refused case).
+pub fn assert_ran(text: &str, names: &[&str]) {
+    for name in names {
+        let err = line(text, "err", name);
+        assert_eq!(line(text, "status", name), "0", "{name}: {err}");
+        assert!(ran(text, name), "{name}: the task did not run");
+    }
+}
+
+/// The case ended with `code` before its task ran, its stderr beginning with `start` and
+/// holding each of `words`.
+pub fn assert_stopped(text: &str, name: &str, code: &str, start: &str, words: &[&str]) {
+    let err = line(text, "err", name);
+    assert_eq!(line(text, "status", name), code, "{name}: {err}");
+    assert!(
+        err.starts_with(start) && words.iter().all(|w| err.contains(w)),
+        "{name}: not {start:?} with {words:?}: {err}"
+    );
+    assert!(!ran(text, name), "{name}: the task ran");
+}
+
+/// The case's JSON report: a setup failure (exit 125) whose error holds each of `words`.
+pub fn assert_json_setup_failed(text: &str, name: &str, words: &[&str]) -> serde_json::Value {
+    let json: serde_json::Value = serde_json::from_str(&line(text, "json", name)).unwrap();
+    assert_eq!(json["error_kind"], "setup", "{name}: {json}");
+    assert_eq!(json["exit_code"], 125, "{name}: {json}");
+    let error = json["error"].as_str().unwrap_or_default();
+    assert!(words.iter().all(|w| error.contains(w)), "{name}: {json}");
+    json
+}
