@@ -361,8 +361,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // The init's end of the channel stays open here too until the handovers below are sent,
     // so that no send meets that end as the kernel releases it. An init failing in setup
     // as the launcher sent lost its report so on Debian 11's 5.10 (CI read `sendmsg(<channel>,
-    // 'n'): ENOTCONN` for step 5's failure; 1 run in 150 there, loaded): now its report stays
-    // queued here, and the sends go to a live socket.
+    // 'n'): ENOTCONN` for step 5's failure; 3 runs in 1000 there, loaded): now its report
+    // stays queued here, and the sends go to a live socket.
     let mut init_end = Some(child_sock);
     drop(inputs);
     drop(joined_procs);
