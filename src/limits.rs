@@ -461,23 +461,26 @@ fn v2_parent(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
 
 fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
     let own_dir = joined(mnt, own);
-    let has_both = |file: &str| {
-        let ctrls = read_text(&own_dir.join(file)).unwrap_or_default();
+    let ctrls = |file: &str| read_text(&own_dir.join(file)).unwrap_or_default();
+    let has_both = |ctrls: &str| {
         let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
         has("memory") && has("pids")
     };
     if own == "/" {
-        return (has_both("cgroup.subtree_control") && writable(&own_dir) && callers(&own_dir))
-            .then_some((own_dir, false));
+        return (has_both(&ctrls("cgroup.subtree_control"))
+            && writable(&own_dir)
+            && callers(&own_dir))
+        .then_some((own_dir, false));
     }
     let parent = own_dir.parent()?.to_path_buf();
     let procs = parent.join("cgroup.procs");
-    (has_both("cgroup.controllers")
+    let controllers = ctrls("cgroup.controllers");
+    (has_both(&controllers)
         && writable(&parent)
         && writable(&procs)
         && callers(&parent)
         && callers(&procs)
-        && no_tighter_than(&own_dir, l))
+        && no_tighter_than(&own_dir, l, &controllers))
     .then_some((parent, true))
 }
 
@@ -490,7 +493,11 @@ fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
 /// task; under rlimits the task stays in the leaf, bounded by it. systemd's default `TasksMax=`
 /// of a service or scope (15% of the kernel's pid limit) is above the default `--pids`. A file
 /// absent (its controller not enabled there) sets no bound; one that cannot be read, one.
-fn no_tighter_than(dir: &Path, l: &Limits) -> bool {
+///
+/// The limits the run's cgroup sets none of (`hugetlb.SIZE.max`, `misc.max`, `rdma.max`) must
+/// be unset in the leaf (every value "max") where its `controllers` offer them: those are read
+/// only then, the huge page sizes from a listing of the leaf.
+fn no_tighter_than(dir: &Path, l: &Limits, controllers: &str) -> bool {
     // Each file, the first word it reads when unset, and the least bound it may read instead.
     let files = [
         ("memory.max", "max", Some(l.memory)),
@@ -501,15 +508,42 @@ fn no_tighter_than(dir: &Path, l: &Limits) -> bool {
         ("cpuset.cpus", "", None),
         ("cpuset.mems", "", None),
     ];
-    files.iter().all(|&(file, unset, least)| {
+    let bounded = files.iter().any(|&(file, unset, least)| {
         let loose =
             |v: &str| v == unset || least.is_some_and(|n| v.parse::<u64>().is_ok_and(|x| x >= n));
         match read_text_or_absent(&dir.join(file)) {
-            Ok(Some(text)) => loose(text.split_whitespace().next().unwrap_or("")),
-            Ok(None) => true,
-            Err(()) => false,
+            Ok(Some(text)) => !loose(text.split_whitespace().next().unwrap_or("")),
+            Ok(None) => false,
+            Err(()) => true,
         }
-    })
+    });
+    if bounded {
+        return false;
+    }
+    let on = |c: &str| controllers.split_whitespace().any(|x| x == c);
+    // Every value "max" (`KEY max`, `DEVICE hca_handle=max ...` after the key when `keyed`).
+    let unset = |file: &str, keyed: bool| match read_text_or_absent(&dir.join(file)) {
+        Ok(Some(text)) => text.lines().all(|line| {
+            let mut words = line.split_whitespace();
+            if keyed {
+                words.next();
+            }
+            words.all(|w| w.rsplit('=').next() == Some("max"))
+        }),
+        Ok(None) => true,
+        Err(()) => false,
+    };
+    let huge_pages_unset = || {
+        fs::read_dir(dir).is_ok_and(|entries| {
+            entries.flatten().all(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                !(name.starts_with("hugetlb.") && name.ends_with(".max")) || unset(&name, false)
+            })
+        })
+    };
+    (!on("misc") || unset("misc.max", true))
+        && (!on("rdma") || unset("rdma.max", true))
+        && (!on("hugetlb") || huge_pages_unset())
 }
 
 /// Whether this process is in the initial cgroup namespace, whose inode number is fixed
@@ -833,7 +867,8 @@ mod tests {
     /// or with memory and pids bounds no tighter than the run's (systemd's default TasksMax=),
     /// leave the run beside it; any tighter bound, or a CPU, I/O or CPU-set limit, as systemd's
     /// MemoryMax=, TasksMax=, CPUQuota=, IOReadBandwidthMax= or AllowedCPUs= writes it, does
-    /// not; a file absent (controller off) sets no bound.
+    /// not; a file absent (controller off) sets no bound. Huge pages, misc and RDMA limits, which
+    /// the run's cgroup sets none of, count where the leaf's controllers offer them.
     #[test]
     fn a_leaf_bounding_tighter_than_the_run_keeps_it() {
         let dir = tempfile::tempdir().unwrap();
@@ -853,25 +888,53 @@ mod tests {
         for (f, text) in loose {
             fs::write(dir.path().join(f), text).unwrap();
         }
-        assert!(no_tighter_than(dir.path(), &l));
-        for (f, text) in [
-            ("memory.max", "536870912\n"),
-            ("memory.high", "1073737728\n"),
-            ("pids.max", "99\n"),
-            ("cpu.max", "50000 100000\n"),
-            ("io.max", "8:0 rbps=1048576 wbps=max riops=max wiops=max\n"),
-            ("cpuset.cpus", "0-1\n"),
-            ("cpuset.mems", "0\n"),
+        let ctrls = "cpuset cpu io memory hugetlb pids rdma misc";
+        assert!(no_tighter_than(dir.path(), &l, ctrls));
+        // The limits the run's cgroup does not set, unset as the kernel writes them.
+        let unset = [
+            ("hugetlb.2MB.max", "max\n"),
+            ("hugetlb.1GB.max", "max\n"),
+            ("hugetlb.2MB.rsvd.max", "max\n"),
+            ("misc.max", "sev max\nsev_es max\n"),
+            ("rdma.max", "mlx5_0 hca_handle=max hca_object=max\n"),
+        ];
+        for (f, text) in unset {
+            fs::write(dir.path().join(f), text).unwrap();
+        }
+        assert!(no_tighter_than(dir.path(), &l, ctrls));
+        // Each tighter bound keeps the run in the leaf; `offered`: read only where the leaf's
+        // controllers offer it (the limits the run's cgroup does not set).
+        for (f, text, offered) in [
+            ("memory.max", "536870912\n", false),
+            ("memory.high", "1073737728\n", false),
+            ("pids.max", "99\n", false),
+            ("cpu.max", "50000 100000\n", false),
+            (
+                "io.max",
+                "8:0 rbps=1048576 wbps=max riops=max wiops=max\n",
+                false,
+            ),
+            ("cpuset.cpus", "0-1\n", false),
+            ("cpuset.mems", "0\n", false),
+            ("hugetlb.1GB.max", "0\n", true),
+            ("hugetlb.2MB.rsvd.max", "4194304\n", true),
+            ("misc.max", "sev 4\nsev_es max\n", true),
+            ("rdma.max", "mlx5_0 hca_handle=2 hca_object=max\n", true),
         ] {
             let before = fs::read_to_string(dir.path().join(f)).ok();
             fs::write(dir.path().join(f), text).unwrap();
-            assert!(!no_tighter_than(dir.path(), &l), "{f} {text:?}");
+            assert!(!no_tighter_than(dir.path(), &l, ctrls), "{f} {text:?}");
+            assert_eq!(
+                no_tighter_than(dir.path(), &l, "memory pids"),
+                offered,
+                "{f} {text:?} without its controller"
+            );
             match before {
                 Some(b) => fs::write(dir.path().join(f), b).unwrap(),
                 None => fs::remove_file(dir.path().join(f)).unwrap(),
             }
         }
-        assert!(no_tighter_than(dir.path(), &l));
+        assert!(no_tighter_than(dir.path(), &l, ctrls));
     }
 
     /// The task may not raise its own scheduling priority past the host's default, whatever

@@ -128,6 +128,18 @@ echo "@@leaf leaf_bound_pids $(grep '^max ' $CG/a/leaf/pids.events)"
 echo 200 > $CG/a/leaf/pids.max
 report leaf_looser_pids airlock run --json --pids 20 -- bomb
 echo max > $CG/a/leaf/pids.max
+# A limit the run's cgroup does not set: the leaf's huge pages (systemd has no setting for it,
+# a delegated manager may write it). Unset, the run goes beside the leaf (the control); bound,
+# it would escape it there, so it takes rlimits.
+echo "+hugetlb" > $CG/cgroup.subtree_control
+echo "+hugetlb" > $CG/a/cgroup.subtree_control
+echo "@@leaf controllers $(cat $CG/a/leaf/cgroup.controllers)"
+report leaf_hugetlb_unset airlock run --json --pids 20 -- bomb
+echo 0 > $CG/a/leaf/hugetlb.2MB.max
+echo "@@leaf hugetlb $(cat $CG/a/leaf/hugetlb.2MB.max)"
+report leaf_hugetlb_bound airlock run --json -- true
+echo max > $CG/a/leaf/hugetlb.2MB.max
+echo "-hugetlb" > $CG/a/cgroup.subtree_control
 # A limit that is not whole pages: memory.max keeps whole pages, and both say so.
 report pages airlock run --json --memory 20000001 -- true
 echo "@@explain pages $(airlock explain --memory 20000001 -- true | grep -E '^  memory:')"
@@ -413,7 +425,9 @@ fn the_limits_a_parent_cgroup_v2_sets_lower_are_the_applied_ones() {
 /// A caller whose own cgroup bounds it tighter than the run asks (`systemd-run --scope -p
 /// TasksMax=20 airlock run --pids 100`) keeps its task in it: a run's cgroup beside the leaf
 /// would be bounded by none of the leaf's limits, so the run takes rlimits, and the task runs
-/// into the leaf's `pids.max`. Control: a leaf bound looser than the run's leaves it beside.
+/// into the leaf's `pids.max`. Control: a leaf bound looser than the run's leaves it beside. So
+/// for a limit the run's cgroup sets none of: the leaf's `hugetlb.2MB.max` at 0 (rlimits), and
+/// unset (beside).
 #[test]
 fn a_caller_whose_own_cgroup_v2_bounds_it_tighter_keeps_the_task_in_it() {
     let Some(text) = console() else { return };
@@ -432,6 +446,18 @@ fn a_caller_whose_own_cgroup_v2_bounds_it_tighter_keeps_the_task_in_it() {
     );
     assert_nothing_left(text, "leaf_bound_pids");
     assert_v2_hit(text, "leaf_looser_pids", "pids");
+    // A leaf's huge pages bound, which the run's cgroup does not set: rlimits; unset, beside.
+    let ctrls = line(text, "leaf", "controllers");
+    assert!(ctrls.split(' ').any(|c| c == "hugetlb"), "{ctrls}");
+    assert_v2_hit(text, "leaf_hugetlb_unset", "pids");
+    assert_eq!(line(text, "leaf", "hugetlb"), "0");
+    let r = report(text, "leaf_hugetlb_bound");
+    let (memory, pids, _) = limits(&r);
+    assert!(
+        memory.starts_with("rlimit") && pids.starts_with("rlimit") && r["exit_code"] == 0,
+        "leaf_hugetlb_bound: {r}"
+    );
+    assert_nothing_left(text, "leaf_hugetlb_bound");
 }
 
 /// The OOM killer ends the task's largest process, not the sandbox nor anything outside it: a
