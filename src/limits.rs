@@ -877,6 +877,8 @@ mod tests {
             pids: 100,
             ..Limits::default()
         };
+        // Unset, or looser than the run's, as the kernel writes them; the limits the run's
+        // cgroup does not set (huge pages, misc, RDMA) unset.
         let loose = [
             ("memory.max", "max\n"),
             ("memory.high", "1073741824\n"),
@@ -884,23 +886,16 @@ mod tests {
             ("cpu.max", "max 100000\n"),
             ("io.max", ""),
             ("cpuset.cpus", "\n"),
-        ];
-        for (f, text) in loose {
-            fs::write(dir.path().join(f), text).unwrap();
-        }
-        let ctrls = "cpuset cpu io memory hugetlb pids rdma misc";
-        assert!(no_tighter_than(dir.path(), &l, ctrls));
-        // The limits the run's cgroup does not set, unset as the kernel writes them.
-        let unset = [
             ("hugetlb.2MB.max", "max\n"),
             ("hugetlb.1GB.max", "max\n"),
             ("hugetlb.2MB.rsvd.max", "max\n"),
             ("misc.max", "sev max\nsev_es max\n"),
             ("rdma.max", "mlx5_0 hca_handle=max hca_object=max\n"),
         ];
-        for (f, text) in unset {
+        for (f, text) in loose {
             fs::write(dir.path().join(f), text).unwrap();
         }
+        let ctrls = "cpuset cpu io memory hugetlb pids rdma misc";
         assert!(no_tighter_than(dir.path(), &l, ctrls));
         // Each tighter bound keeps the run in the leaf; `offered`: read only where the leaf's
         // controllers offer it (the limits the run's cgroup does not set).
