@@ -138,8 +138,7 @@ pub fn run(json_out: bool) -> i32 {
 const DEMO_DIRS: [&str; 2] = ["home", "cwd"];
 
 /// A demo's temporary directory of `kind`, named after this process:
-/// airlock-demo-KIND-PID-START-XXXXXX, START its start time, which tells it from a later
-/// process that reuses the pid.
+/// airlock-demo-KIND-PID-START-PIDNS-XXXXXX (see [`crate::limits::owner_tag`]).
 fn demo_tempdir(kind: &str) -> std::io::Result<tempfile::TempDir> {
     let tag = crate::limits::owner_tag(std::process::id());
     tempfile::Builder::new()
@@ -166,10 +165,10 @@ fn remove_left_by_dead_demos() {
         }) else {
             continue;
         };
-        if !crate::limits::owner_gone(rest) {
+        let path = e.path();
+        if !crate::limits::left_behind(rest, &path) {
             continue;
         }
-        let path = e.path();
         if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me) {
             let _ = std::fs::remove_dir_all(&path);
         }

@@ -289,8 +289,8 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// Remove cgroups left by airlock processes that no longer exist (SIGKILLed mid-run). A
-/// cgroup is named airlock-PID-START-N after the launcher that made it. The launcher calls
-/// this once its own sandbox is set up, while the task runs, not on the way to it.
+/// cgroup is named airlock-PID-START-PIDNS-N after the launcher that made it. The launcher
+/// calls this once its own sandbox is set up, while the task runs, not on the way to it.
 ///
 /// A cgroup directory's link count is 2 plus its subdirectories (the kernel keeps it so):
 /// when `parent` holds no subdirectory but this run's own cgroup and `live` others known to
@@ -303,46 +303,70 @@ pub fn remove_stale(parent: &Path, live: u64) {
     if fs::metadata(parent).is_ok_and(|m| (2..=3 + live).contains(&m.nlink())) {
         return;
     }
-    remove_named(parent, |name| {
-        name.strip_prefix("airlock-").is_some_and(owner_gone)
+    remove_named(parent, |name, path| {
+        name.strip_prefix("airlock-")
+            .is_some_and(|tagged| left_behind(tagged, path))
     });
 }
 
-/// PID-START for the process `pid`: what names a thing after the process that made it
-/// (cgroups here, the demo's temporary directories), told from a later one reusing the pid.
+/// PID-START-PIDNS for the process `pid` of this process's pid namespace: what names a thing
+/// after the process that made it (cgroups here, the demo's temporary directories). START
+/// tells it from a later process that reuses the pid; PIDNS (the namespace's inode number)
+/// tells whose pid it is, as launchers in other pid namespaces (containers) may share a cgroup
+/// parent or a temporary directory with this one.
 pub fn owner_tag(pid: u32) -> String {
-    format!("{pid}-{}", start_time(pid).unwrap_or(0))
+    format!("{pid}-{}-{}", start_time(pid).unwrap_or(0), own_pidns())
 }
 
-/// Whether the process an [`owner_tag`] at the start of `tagged` (PID-START-...) names has
-/// ended (a text that is not a tag: no). A start of 0 counts as ended: it is what a root
-/// launcher's helper writes when the launcher was SIGKILLed before the helper read its start
-/// time, and no live process starts at 0.
-pub fn owner_gone(tagged: &str) -> bool {
-    let mut parts = tagged.split('-');
-    let (Some(Ok(pid)), Some(Ok(start))) = (
-        parts.next().map(str::parse::<u32>),
-        parts.next().map(str::parse::<u64>),
-    ) else {
+/// This process's pid namespace: the inode number of `/proc/self/ns/pid` (0 if unreadable).
+fn own_pidns() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// How long a thing tagged by a process of another pid namespace must have gone unchanged
+/// before it counts as left behind. Its pid means nothing here, so its age decides: a
+/// launcher's cgroup is empty only from its mkdir until the sandbox's init joins it (a few
+/// milliseconds), and a demo's directories live for its few seconds. A launcher stopped for
+/// longer between the two fails closed when its init cannot join.
+const FOREIGN_STALE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether the process an [`owner_tag`] at the start of `tagged` (PID-START-PIDNS-...) names
+/// has ended, for a thing at `path` named after it (a text that is not a tag: no). A start of
+/// 0 counts as ended: it is what a root launcher's helper writes when the launcher was
+/// SIGKILLed before the helper read its start time, and no live process starts at 0. A tag
+/// from another pid namespace (or from an airlock before the namespace was in the tag) counts
+/// as ended once `path` has not changed for [`FOREIGN_STALE`].
+pub fn left_behind(tagged: &str, path: &Path) -> bool {
+    let mut parts = tagged.split('-').map(str::parse::<u64>);
+    let (Some(Ok(pid)), Some(Ok(start)), Some(Ok(pidns))) =
+        (parts.next(), parts.next(), parts.next())
+    else {
         return false;
     };
-    start_time(pid) != Some(start)
+    if pidns == own_pidns() {
+        return u32::try_from(pid).map_or(true, |pid| start_time(pid) != Some(start));
+    }
+    fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= FOREIGN_STALE))
 }
 
-/// Remove the directories in `parent` whose names `doomed` picks (a cgroup holding a process
-/// refuses, and stays).
-fn remove_named(parent: &Path, doomed: impl Fn(&str) -> bool) {
+/// Remove the directories in `parent` that `doomed` picks by name and path (a cgroup holding
+/// a process refuses, and stays).
+fn remove_named(parent: &Path, doomed: impl Fn(&str, &Path) -> bool) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
     for e in entries.flatten() {
-        if e.file_name().to_str().is_some_and(&doomed) {
-            let _ = fs::remove_dir(e.path());
+        let path = e.path();
+        if e.file_name().to_str().is_some_and(|n| doomed(n, &path)) {
+            let _ = fs::remove_dir(path);
         }
     }
 }
 
-/// How the names of the launcher `pid`'s cgroups begin: airlock-PID-START-.
+/// How the names of the launcher `pid`'s cgroups begin: airlock-PID-START-PIDNS-.
 fn name_prefix(pid: u32) -> String {
     format!("airlock-{}-", owner_tag(pid))
 }
@@ -359,7 +383,7 @@ fn unique_name(pid: u32) -> String {
 /// helper that ended before it reported may have made (no process is in them yet).
 pub fn remove_own(parent: &Path, pid: u32) {
     let prefix = name_prefix(pid);
-    remove_named(parent, |name| name.starts_with(&prefix));
+    remove_named(parent, |name, _| name.starts_with(&prefix));
 }
 
 /// Where memory and pids limits can go for this caller.

@@ -160,8 +160,9 @@ echo max > $CG/a/cgroup.max.descendants
 # alive (as a launcher's before its init joins: the sweep must leave it), one after a
 # process gone (this pid, another start time: the sweep must remove it).
 start=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)
-fake_live=$CG/a/airlock-$$-$start-9
-fake_gone=$CG/a/airlock-$$-1-9
+pidns=$(readlink /proc/$$/ns/pid | tr -dc 0-9)
+fake_live=$CG/a/airlock-$$-$start-$pidns-9
+fake_gone=$CG/a/airlock-$$-1-$pidns-9
 mkdir $fake_live $fake_gone
 echo "@@fake live $fake_live"
 airlock run -- sleep 600 &

@@ -349,7 +349,7 @@ fn airlock_cgroups() -> BTreeSet<PathBuf> {
     found
 }
 
-/// The launcher pid in an `airlock-PID-N` name.
+/// The launcher pid in an `airlock-PID-START-PIDNS-N` name.
 fn cgroup_pid(p: &Path) -> Option<u32> {
     p.file_name()?
         .to_str()?
@@ -1658,7 +1658,7 @@ fn cpu_time_of_what_the_task_left_is_not_the_tasks() {
 /// As root on this cgroup v1 host, the task runs inside the run's own memory and pids cgroups
 /// (made by the launcher's helper while the init builds the sandbox, joined by the init before
 /// it starts the task): seen from the host, both lines of its /proc/PID/cgroup name
-/// airlock-PID-START-N, PID the launcher's (the helper's would read as a dead launcher's to the
+/// airlock-PID-START-PIDNS-N, PID the launcher's (the helper's would read as a dead launcher's to the
 /// next run's sweep of stale cgroups).
 /// Its cgroup namespace is rooted there, so the task itself reads "/" in both lines and learns
 /// neither the name nor the launcher's host pid in it. Controls: the same lines of a host
@@ -1716,7 +1716,7 @@ fn root_task_runs_in_the_runs_own_cgroups_and_sees_it_as_its_root() {
         let name = l.rsplit('/').next().unwrap();
         let parts: Vec<&str> = name.split('-').collect();
         assert!(
-            parts.len() == 4
+            parts.len() == 5
                 && parts[0] == "airlock"
                 && parts[1..].iter().all(|p| p.parse::<u64>().is_ok()),
             "the task's cgroup line {l:?}, read from the host, names no run cgroup"
@@ -1795,6 +1795,117 @@ fn root_in_cgroups_delegated_to_another_user_gets_rlimits() {
             "{what}\n{rep}"
         );
     }
+}
+
+/// A run sweeps the empty cgroups of launchers that are gone from its cgroup parent, and only
+/// those. A name carries the launcher's pid namespace: a pid from another namespace (a launcher
+/// in another container sharing the parent) means nothing here, so such a cgroup goes only
+/// once 60 s old; before, a live launcher's empty cgroup there, named after a pid this
+/// namespace reads as gone, was removed under it. Controls: a gone launcher of this
+/// namespace's cgroup goes, a live one's stays.
+#[test]
+fn the_sweep_removes_gone_launchers_cgroups_and_leaves_other_pid_namespaces_young_ones() {
+    use std::os::unix::fs::MetadataExt;
+    struct Dirs(Vec<PathBuf>);
+    impl Drop for Dirs {
+        fn drop(&mut self) {
+            for d in self.0.iter().rev() {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+    let start_of = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        rest.split(' ').nth(19).unwrap().parse().unwrap()
+    };
+    let ns = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
+    let me = std::process::id();
+    let not_pid1s = start_of(1) + 12345;
+    let name = format!("sweep-test-{me}");
+    let parents: Vec<PathBuf> = ["memory", "pids"]
+        .iter()
+        .map(|c| Path::new("/sys/fs/cgroup").join(c).join(&name))
+        .collect();
+    let mut dirs = Dirs(parents.clone());
+    for d in &parents {
+        std::fs::create_dir(d).unwrap();
+    }
+    let fakes = [
+        (
+            "gone here",
+            format!("airlock-1-{not_pid1s}-{ns}-9"),
+            false,
+            false,
+        ),
+        (
+            "live here",
+            format!("airlock-{me}-{}-{ns}-9", start_of(me)),
+            false,
+            true,
+        ),
+        (
+            "another namespace's, young",
+            format!("airlock-1-{not_pid1s}-{}-9", ns + 1),
+            false,
+            true,
+        ),
+        (
+            "another namespace's, 2 minutes old",
+            format!("airlock-1-{not_pid1s}-{}-8", ns + 1),
+            true,
+            false,
+        ),
+    ];
+    for (_, fake, old, _) in &fakes {
+        let d = parents[0].join(fake);
+        std::fs::create_dir(&d).unwrap();
+        if *old {
+            let touched = Command::new("touch")
+                .args(["-d", "-120 seconds"])
+                .arg(&d)
+                .status()
+                .unwrap();
+            assert!(touched.success());
+        }
+        dirs.0.push(d);
+    }
+    // The shell joins both parents, then becomes the launcher.
+    let script = format!(
+        "for d in {} {}; do echo $$ > $d/cgroup.procs || exit 99; done; \
+         exec {} run --json -- true",
+        parents[0].display(),
+        parents[1].display(),
+        binary().display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let what = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{what}");
+    assert_eq!(
+        report(&out)["limits"]["memory"]["mechanism"],
+        json!("cgroup v1"),
+        "{what}"
+    );
+    let found: Vec<String> = fakes
+        .iter()
+        .map(|(what, fake, _, stays)| {
+            let there = parents[0].join(fake).exists();
+            format!(
+                "{what}: {}",
+                if there == *stays {
+                    "as expected"
+                } else if there {
+                    "STAYED"
+                } else {
+                    "REMOVED"
+                }
+            )
+        })
+        .collect();
+    assert!(
+        found.iter().all(|f| f.ends_with("as expected")),
+        "after a run's sweep: {found:?}"
+    );
 }
 
 #[test]

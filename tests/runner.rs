@@ -2985,7 +2985,7 @@ fn sigkill_of_airlock_at_any_moment_leaves_nothing_behind() {
     );
 }
 
-/// Cgroup directories named for one of the airlock processes `pids` (`airlock-PID-N`, see
+/// Cgroup directories named for one of the airlock processes `pids` (`airlock-PID-START-PIDNS-N`, see
 /// src/limits.rs) anywhere under /sys/fs/cgroup.
 fn cgroups_of(pids: &[u32]) -> Vec<PathBuf> {
     fn walk(dir: &Path, depth: usize, pids: &[u32], found: &mut Vec<PathBuf>) {
