@@ -390,11 +390,13 @@ pub fn remove_own(parent: &Path, pid: u32) {
 pub enum Plan {
     /// A delegated v2 cgroup (the parent of the caller's own, or the root) enabling memory and
     /// pids for its children, in the cgroup2 mounted at `mount`; `beside`: the caller's own
-    /// cgroup is one of those children (not the root itself).
+    /// cgroup is one of those children (not the root itself), whose CPU and I/O shares the
+    /// run's cgroup takes: `shares` (see [`leaf_shares`]).
     V2 {
         parent: PathBuf,
         mount: PathBuf,
         beside: bool,
+        shares: Shares,
     },
     /// v1 memory and pids hierarchies (root only).
     V1 {
@@ -474,7 +476,7 @@ impl Plan {
 /// without, root's run was made in the host's root cgroup, outside the namespace's.
 ///
 /// Returns the parent, and whether the caller's cgroup is a child of it (not the root itself).
-fn v2_parent(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
+fn v2_parent(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool, Shares)> {
     let found = v2_parent_at(mnt, own, l)?;
     if in_initial_cgroup_ns() {
         return Some(found);
@@ -483,7 +485,7 @@ fn v2_parent(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
     v2_parent_at(mnt, &inside, l)
 }
 
-fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
+fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool, Shares)> {
     let own_dir = joined(mnt, own);
     let ctrls = |file: &str| read_text(&own_dir.join(file)).unwrap_or_default();
     let has_both = |ctrls: &str| {
@@ -494,7 +496,7 @@ fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
         return (has_both(&ctrls("cgroup.subtree_control"))
             && writable(&own_dir)
             && callers(&own_dir))
-        .then_some((own_dir, false));
+        .then_some((own_dir, false, vec![]));
     }
     let parent = own_dir.parent()?.to_path_buf();
     let procs = parent.join("cgroup.procs");
@@ -505,7 +507,41 @@ fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool)> {
         && callers(&parent)
         && callers(&procs)
         && no_tighter_than(&own_dir, l, &controllers))
-    .then_some((parent, true))
+    .then(|| (parent, true, leaf_shares(&own_dir, &controllers)))
+}
+
+/// Lines to write to a run's v2 cgroup's files: (file, line).
+pub type Shares = Vec<(&'static str, String)>;
+
+/// The caller's leaf `dir`'s CPU and I/O shares that differ from a new cgroup's, where its
+/// `controllers` offer them: its `cpu.weight` (100 unset), `cpu.idle` (0), `cpu.uclamp.max`
+/// (max), and each line of `io.weight` and `io.bfq.weight` (`default 100` alone unset; a
+/// device's weight is a line of its own). A run's cgroup made beside the leaf starts with the
+/// defaults, so a task launched from a low-weight or idle scope (`systemd-run --scope -p
+/// CPUWeight=20`) would otherwise compete with the leaf's siblings at the default weight; the
+/// run's cgroup is given these lines instead (the kernel takes one line per write). These are
+/// shares, not bounds ([`no_tighter_than`] compares those): repeated rather than a reason for
+/// rlimits. A file that cannot be read is left at the default.
+fn leaf_shares(dir: &Path, controllers: &str) -> Shares {
+    let on = |c: &str| controllers.split_whitespace().any(|x| x == c);
+    let mut shares = Vec::new();
+    for (controller, file, unset) in [
+        ("cpu", "cpu.weight", "100"),
+        ("cpu", "cpu.idle", "0"),
+        ("cpu", "cpu.uclamp.max", "max"),
+        ("io", "io.weight", "default 100"),
+        ("io", "io.bfq.weight", "default 100"),
+    ] {
+        if !on(controller) {
+            continue;
+        }
+        if let Some(text) = read_text(&dir.join(file))
+            && text.trim() != unset
+        {
+            shares.extend(text.lines().map(|line| (file, line.trim().to_string())));
+        }
+    }
+    shares
 }
 
 /// Whether the caller's own cgroup `dir` bounds its processes no tighter than the run's cgroup
@@ -611,12 +647,13 @@ pub fn detect(caller_is_root: bool, l: &Limits) -> Plan {
     let cgroups = read_text(Path::new("/proc/self/cgroup")).unwrap_or_default();
     if let Some(own) = own_cgroup(&cgroups, "")
         && let Some(mnt) = v2_mount()
-        && let Some((parent, beside)) = v2_parent(&mnt, &own, l)
+        && let Some((parent, beside, shares)) = v2_parent(&mnt, &own, l)
     {
         return Plan::V2 {
             parent,
             mount: mnt,
             beside,
+            shares,
         };
     }
     if caller_is_root {
@@ -659,7 +696,12 @@ impl Cgroup {
     /// (fail closed).
     pub fn create(plan: Plan, l: &Limits, pid: u32) -> Result<Option<Cgroup>, SysError> {
         match plan {
-            Plan::V2 { parent, mount, .. } => {
+            Plan::V2 {
+                parent,
+                mount,
+                shares,
+                ..
+            } => {
                 let dir = parent.join(unique_name(pid));
                 make_dir(&dir)?;
                 let mut cg = Cgroup {
@@ -676,6 +718,9 @@ impl Cgroup {
                     _ => {}
                 }
                 write(&dir.join("pids.max"), &l.pids.to_string())?;
+                for (file, line) in &shares {
+                    write(&dir.join(file), line)?;
+                }
                 let flags = nix::fcntl::OFlag::O_PATH
                     | nix::fcntl::OFlag::O_DIRECTORY
                     | nix::fcntl::OFlag::O_CLOEXEC;

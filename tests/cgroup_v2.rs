@@ -140,6 +140,28 @@ echo "@@leaf hugetlb $(cat $CG/a/leaf/hugetlb.2MB.max)"
 report leaf_hugetlb_bound airlock run --json -- true
 echo max > $CG/a/leaf/hugetlb.2MB.max
 echo "-hugetlb" > $CG/a/cgroup.subtree_control
+# The leaf's CPU and I/O shares (a scope's CPUWeight= and IOWeight=): a run's cgroup beside it
+# takes them, not a new cgroup's defaults (100).
+echo "+cpu +io" > $CG/cgroup.subtree_control
+echo "+cpu +io" > $CG/a/cgroup.subtree_control
+echo 20 > $CG/a/leaf/cpu.weight
+echo "default 30" > $CG/a/leaf/io.weight
+echo "@@shares leaf $(cat $CG/a/leaf/cpu.weight) $(head -n1 $CG/a/leaf/io.weight)"
+airlock run --json -- sleep 600 > /tmp/shares.json &
+sharer=$!
+for i in $(seq 200); do
+  where=$(find $CG/a -maxdepth 1 -name 'airlock-*' -type d)
+  [ -n "$where" ] && break
+  sleep 0.1
+done
+echo "@@shares run $(cat $where/cpu.weight) $(head -n1 $where/io.weight)"
+kill $sharer
+wait $sharer
+echo "@@report shares $(cat /tmp/shares.json)"
+echo 100 > $CG/a/leaf/cpu.weight
+echo "default 100" > $CG/a/leaf/io.weight
+echo "-cpu -io" > $CG/a/cgroup.subtree_control
+left shares
 # A limit that is not whole pages: memory.max keeps whole pages, and both say so.
 report pages airlock run --json --memory 20000001 -- true
 echo "@@explain pages $(airlock explain --memory 20000001 -- true | grep -E '^  memory:')"
@@ -459,6 +481,24 @@ fn a_caller_whose_own_cgroup_v2_bounds_it_tighter_keeps_the_task_in_it() {
         "leaf_hugetlb_bound: {r}"
     );
     assert_nothing_left(text, "leaf_hugetlb_bound");
+}
+
+/// A run's cgroup made beside the caller's leaf takes the leaf's CPU and I/O shares (a
+/// scope's `CPUWeight=20`, `IOWeight=30`), not a new cgroup's defaults of 100: a task
+/// launched from a low-priority scope stays low-priority. It still runs under cgroup v2.
+#[test]
+fn a_run_beside_the_callers_leaf_takes_its_cpu_and_io_shares() {
+    let Some(text) = console() else { return };
+    for (name, what) in [
+        ("leaf", "the leaf, set"),
+        ("run", "the run's cgroup beside it"),
+    ] {
+        assert_eq!(line(text, "shares", name), "20 default 30", "{what}");
+    }
+    let r = report(text, "shares");
+    let (memory, pids, _) = limits(&r);
+    assert!(memory == "cgroup v2" && pids == "cgroup v2", "shares: {r}");
+    assert_nothing_left(text, "shares");
 }
 
 /// The OOM killer ends the task's largest process, not the sandbox nor anything outside it: a
