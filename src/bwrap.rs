@@ -353,10 +353,10 @@ fn octal(opt: &str, v: &str) -> Result<u32, UsageError> {
     }
 }
 
-/// A capability as libcap's cap_from_name reads it for bubblewrap, and more leniently for
-/// names: `ALL`; a number (strtoul in base 0 up to the first character that is not a digit,
-/// below 64; one the kernel does not define is nothing); a name, with or without `CAP_`, in
-/// any case.
+/// A capability as libcap's cap_from_name reads it for bubblewrap: `ALL`; a number (strtoul in
+/// base 0 up to the first character that is not a digit, below 64; one the kernel does not
+/// define is nothing); a name with its `CAP_`, in any case (`net_raw` is unknown there, so a
+/// line that runs here runs under bubblewrap too).
 fn cap_name(v: &str) -> Result<Vec<caps::Capability>, UsageError> {
     if v.eq_ignore_ascii_case("ALL") {
         return Ok(caps::all().into_iter().collect());
@@ -379,15 +379,16 @@ fn cap_name(v: &str) -> Result<Vec<caps::Capability>, UsageError> {
         };
     }
     let name = v.to_ascii_uppercase();
-    let name = if name.starts_with("CAP_") {
-        name
-    } else {
-        format!("CAP_{name}")
-    };
+    if !name.starts_with("CAP_") {
+        return err(format!("unknown cap: {v}"));
+    }
     name.parse::<caps::Capability>()
         .map(|c| vec![c])
         .map_err(|_| UsageError(format!("unknown cap: {v}")))
 }
+
+const OVERLAY_SRC_WAITS: &str = "--overlay-src must be followed by another --overlay-src or one \
+     of --overlay, --tmp-overlay, or --ro-overlay";
 
 /// Parse bubblewrap's command line (without the program name).
 pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
@@ -438,10 +439,24 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         };
     }
 
+    // The option read last, and whether an --args descriptor's words are still being read.
+    let mut prev = String::new();
+    let mut in_args = false;
     while let Some(arg) = queue.pop_front() {
         let from_file = queue.len() + 1 > outer;
         outer = outer.min(queue.len());
         floor = if from_file { outer } else { 0 };
+        // bubblewrap refuses an --overlay-src followed by anything but another or an overlay,
+        // checked once each option is done; an --args is done once its descriptor's words are.
+        let args_done = in_args && !from_file;
+        in_args &= from_file;
+        if !overlay_sources.is_empty()
+            && (args_done || (prev != "--overlay-src" && prev != "--args"))
+        {
+            return err(OVERLAY_SRC_WAITS);
+        }
+        in_args |= arg == "--args";
+        prev.clone_from(&arg);
         let a = arg.as_str();
         if a.starts_with("--") && queue.len() - floor < arguments_of(a) && arguments_of(a) > 1 {
             return Err(too_few_arguments(a));
@@ -729,10 +744,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
         return err("--perms must be followed by an option that creates a file");
     }
     if !overlay_sources.is_empty() {
-        return err(
-            "--overlay-src must be followed by another --overlay-src or one of --overlay, \
-             --tmp-overlay, or --ro-overlay",
-        );
+        return err(OVERLAY_SRC_WAITS);
     }
     if total > MAX_ARGS {
         return err("Exceeded maximum number of arguments");
