@@ -150,6 +150,12 @@ impl Case {
     }
 
     fn run(&self, imp: Imp, who: Launcher) -> Res {
+        let _steady = common::host_mounts_steady();
+        self.run_unguarded(imp, who)
+    }
+
+    /// [`Case::run`] for a test that holds [`common::change_host_mounts`] itself.
+    fn run_unguarded(&self, imp: Imp, who: Launcher) -> Res {
         let mut c = Command::new("bash");
         c.arg("-c")
             .arg(format!(
@@ -166,7 +172,6 @@ impl Case {
             .env("AIRLOCK_TEST_BW", launcher_words(imp, who))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.cwd);
-        let _steady = common::host_mounts_steady();
         run_bounded(c, self.deadline)
     }
 
@@ -509,6 +514,56 @@ cat /proc/sys/user/max_user_namespaces";
             );
         }
     }
+}
+
+/// A mount the host makes after the sandbox started does not reach it. bubblewrap makes its
+/// mounts slaves of the host's, so a filesystem mounted later below a bound path appears in
+/// its sandbox with the host mount's own flags: under `--ro-bind / /` its task wrote to it.
+/// airlock's mounts are private copies, read-only, nosuid and nodev as set up. (The host's
+/// unmounts do not reach it either; a sandbox keeps what it was given until it ends.)
+#[test]
+fn a_host_mount_made_after_the_start_does_not_reach_the_sandbox() {
+    let shared = tmpdir(0o755);
+    let out = tmpdir(0o755);
+    let d = shared.path().display().to_string();
+    let script = r#"mount -t tmpfs -o mode=755 none "$D" && mount --make-shared "$D" && mkdir "$D/sub" || exit 90
+$BW --ro-bind / / --dev /dev --proc /proc -- sh -c '
+  echo started
+  i=0; while [ ! -e "$D/ready" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+  [ -e "$D/sub/marker" ] && echo seen || echo "not seen"
+  touch "$D/sub/x" 2>/dev/null && echo written || echo "not written"' > "$O/out" &
+i=0; while ! grep -q started "$O/out" && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+mount -t tmpfs -o mode=1777 none "$D/sub" && touch "$D/sub/marker" "$D/ready" || exit 91
+wait $!
+code=$?
+cat "$O/out"
+umount "$D/sub"; umount "$D"
+exit $code"#;
+    let c = case(&[])
+        .script(script)
+        .env("D", &d)
+        .env("O", &out.path().display().to_string());
+    for who in BOTH {
+        let [b, a] = common::change_host_mounts(|| IMPS.map(|imp| c.run_unguarded(imp, who)));
+        assert_eq!(
+            (b.code, b.stdout.as_str()),
+            (0, "started\nseen\nwritten\n"),
+            "{who:?} bubblewrap (the control)\n{}",
+            b.show()
+        );
+        assert_eq!(
+            (a.code, a.stdout.as_str()),
+            (0, "started\nnot seen\nnot written\n"),
+            "{who:?} airlock\n{}",
+            a.show()
+        );
+    }
+    assert!(
+        !std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains(&d),
+        "the test's mounts are gone"
+    );
 }
 
 /// The capabilities --cap-add keeps reach what bubblewrap's reach, never more. bubblewrap
