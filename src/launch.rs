@@ -48,6 +48,9 @@ pub struct Outcome {
     pub stdout: Capture,
     pub stderr: Capture,
     pub files: Files,
+    /// A streamed run: writing the task's output to the caller's stdout or stderr failed (a
+    /// full disk, an I/O error), so not all of it was delivered (relay.rs said what failed).
+    pub output_lost: bool,
 }
 
 /// A run that did not start the task.
@@ -573,6 +576,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         feed.finish();
     }
     let cut = relays.iter().any(relay::Relay::cut);
+    let output_lost = relays.iter().any(relay::Relay::failed);
     for (fd, cap) in [(&out_r, &mut sup.stdout), (&err_r, &mut sup.stderr)] {
         if let Some(fd) = fd {
             while cap.read_from(fd.as_fd()) == Pipe::Open {}
@@ -694,6 +698,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         stdout: sup.stdout,
         stderr: sup.stderr,
         files,
+        output_lost,
     })
 }
 

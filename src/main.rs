@@ -63,8 +63,9 @@ Exit status:
            a bind below one or in /dev/pts, a file bound over a directory or a directory
            over a file, inputs larger than scratch (in bytes, pages or inodes),
            --host-uid/--host-gid naming another id from a caller other than root, a
-           directory or a listening socket on a standard stream; or the JSON report could
-           not be written whole to stdout (airlock says so on stderr, with the run's status)
+           directory or a listening socket on a standard stream; or the JSON report, or a
+           streamed run's output, could not be written whole (airlock says so on stderr,
+           with the run's status)
   124      the timeout fired; the whole sandbox was killed
   125      an isolation step failed (the message names the step, the syscall, the path and
            the errno); the task never ran
@@ -1063,6 +1064,16 @@ fn run(args: RunArgs) -> i32 {
             // where stderr has room (it may be the full pipe of a caller that reads nothing).
             if let Some(hit) = outcome.limit_hit {
                 relay::say_if_room(&format!("airlock: {}\n", limit_notice(hit, spec.timeout)));
+            }
+            // Output that could not be written whole, as a JSON report that could not be
+            // (emit_report): the caller must not take the status for delivered output.
+            if outcome.output_lost {
+                relay::say_if_room(&format!(
+                    "airlock: the task's output was not delivered whole (the run's exit status \
+                     was {})\n",
+                    outcome.exit_code()
+                ));
+                return exit::USAGE;
             }
             outcome.exit_code()
         }

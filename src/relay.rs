@@ -46,10 +46,17 @@
 //!   task's pipe and taken out of the socket only as far as the task has read, as a stdin
 //!   pipe is, with no control buffer, so descriptors in flight are closed by the kernel. A
 //!   listening socket is refused (exit 2): a pipe cannot accept connections;
+//! - a character device other than a terminal or /dev/null reaches the task as a pipe too: it
+//!   would reopen with whatever access the device's permissions give the task's host uid (a
+//!   caller's write-only `2>/dev/kmsg` reopened for reading gave the host's kernel log, which
+//!   the policy's refusal of `syslog` keeps from the task). A stdin device is read as it comes
+//!   (what the task did not read of the last chunk is lost, as a device's reads cannot be put
+//!   back); an output device is written as a file is, without --file-size, which the kernel
+//!   applies to regular files only;
 //! - a directory on any stream is refused (exit 2).
 //!
-//! Character devices go through as they are: /dev/null gives nothing, and a terminal is the
-//! caller's own (README, "Known limits"). bwrap mode passes every stream through, as
+//! Terminals and /dev/null go through as they are: /dev/null gives nothing, and a terminal is
+//! the caller's own (README, "Known limits"). bwrap mode passes every stream through, as
 //! bubblewrap does.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -122,6 +129,9 @@ pub struct Relay {
     max: Option<u64>,
     /// The output went past `max`, and the rest was dropped.
     cut: bool,
+    /// Writing to the caller's stream failed (a full disk, an I/O error, a device that takes
+    /// nothing): what the task wrote after it was not delivered.
+    failed: bool,
     buf: Vec<u8>,
 }
 
@@ -211,6 +221,10 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
         // the task accept connections its network namespace keeps from it; it cannot be
         // relayed, and is refused.
         let sock = kind == SFlag::S_IFSOCK;
+        // A character device but a terminal or /dev/null (see the module's comment).
+        let device = kind == SFlag::S_IFCHR
+            && st.st_rdev != nix::sys::stat::makedev(1, 3)
+            && !nix::unistd::isatty(fd).unwrap_or(false);
         if sock
             && nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::AcceptConn)
                 .unwrap_or(false)
@@ -225,7 +239,7 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
         }
         let mut append = false;
         let relayed = match stream {
-            _ if to_pipe || sock => true,
+            _ if to_pipe || sock || device => true,
             0 => kind == SFlag::S_IFREG || kind == SFlag::S_IFBLK,
             _ if kind != SFlag::S_IFREG => false,
             _ => {
@@ -259,7 +273,7 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
         }
         let (ours, theirs) = pipe(owner, stream != 0)?;
         if stream == 0 {
-            let start = match to_pipe || sock {
+            let start = match to_pipe || sock || device {
                 true => None,
                 false => nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).ok(),
             };
@@ -288,8 +302,9 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
                 held: (0, 0),
                 most: usize::MAX,
                 moved: 0,
-                max,
+                max: max.filter(|_| !device),
                 cut: false,
+                failed: false,
                 buf: Vec::new(),
             });
         }
@@ -449,6 +464,11 @@ impl Relay {
         self.cut
     }
 
+    /// Writing the task's output to the caller's stream failed (not a reader that left).
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
     /// Move what is ready (up to 1 MiB), without blocking on the pipe. The relay is done (its pipe end
     /// dropped) at the pipe's end (every writer in the sandbox gone), at the --file-size cut,
     /// or on an error writing the caller's file; those two are reported on airlock's stderr.
@@ -492,6 +512,7 @@ impl Relay {
                     ));
                 }
                 Err(e) => {
+                    self.failed = true;
                     say_if_room(&format!(
                         "airlock: {name} of the task: writing its file failed: {}\n",
                         e.desc()
@@ -534,6 +555,7 @@ impl Relay {
                 }
                 Err(Errno::EPIPE) => break,
                 Err(e) => {
+                    self.failed = true;
                     say_if_room(&format!(
                         "airlock: {} of the task: writing to its pipe failed: {}\n",
                         NAMES[self.stream as usize],
@@ -611,6 +633,7 @@ impl Relay {
                 Err(Errno::EMSGSIZE) if upto - from > 1 => self.most = (upto - from) / 2,
                 Err(Errno::EPIPE | Errno::ECONNRESET) => break,
                 Err(e) => {
+                    self.failed = true;
                     say_if_room(&format!(
                         "airlock: {name} of the task: writing to its socket failed: {}\n",
                         e.desc()

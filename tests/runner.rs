@@ -1440,15 +1440,82 @@ fn a_report_that_cannot_be_written_is_said_not_lost() {
             );
         }
         // The reader is gone before the report is written: EPIPE, and the task's status.
-        let o = Command::new("bash")
-            .args(["-c", "\"$@\" | true; echo ${PIPESTATUS[0]}", "bash"])
-            .args(as_user(who))
-            .arg(binary())
-            .args(["run", "--json", "--", "sh", "-c", "sleep 0.5; exit 3"])
+        assert_reader_gone_keeps_the_status(who, &["--json"]);
+    }
+}
+
+/// `airlock run FLAGS -- sh -c 'sleep 0.5; echo hi; exit 3' | true`: the reader is gone before
+/// anything is written, which is no failure: airlock exits 3, the task's status, silently.
+fn assert_reader_gone_keeps_the_status(who: Launcher, flags: &[&str]) {
+    let o = Command::new("bash")
+        .args(["-c", "\"$@\" | true; echo ${PIPESTATUS[0]}", "bash"])
+        .args(as_user(who))
+        .arg(binary())
+        .arg("run")
+        .args(flags)
+        .args(["--", "sh", "-c", "sleep 0.5; echo hi; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n", "{who:?}: {o:?}");
+    assert!(o.stderr.is_empty(), "{who:?}: {o:?}");
+}
+
+/// A streamed run whose output cannot be written to the caller's stdout (a full device or
+/// disk: the relay's write fails) says so on stderr with the run's status and exits 2, as a
+/// JSON report that cannot be written does: never a silent 0 with the output lost. (On
+/// /dev/full, which airlock passed through until a review, the task's own write failed.) A
+/// reader that left (`| true`) is no failure: the task's own status stays.
+#[test]
+fn streamed_output_that_cannot_be_written_is_said_not_lost() {
+    for who in BOTH {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let o = airlock(who, &["run", "--", "sh", "-c", "echo hi"])
+            .stdout(full)
+            .stderr(Stdio::piped())
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n", "{who:?}: {o:?}");
-        assert!(o.stderr.is_empty(), "{who:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{who:?}: {err}");
+        assert!(
+            err.contains("stdout of the task: writing its file failed: No space left on device")
+                && err.contains("not delivered whole (the run's exit status was 0)"),
+            "{who:?}: {err}"
+        );
+        assert_reader_gone_keeps_the_status(who, &[]);
+    }
+}
+
+/// A character device on a standard stream, other than a terminal or /dev/null, reaches the
+/// task as a relayed pipe, as a file does: the task could otherwise reopen it through
+/// /proc/self/fd/N with whatever its permissions give (a write-only `2>/dev/kmsg` reopened for
+/// reading gave the host's kernel log where `dmesg_restrict` is 0). Here stdin is /dev/zero
+/// and stderr /dev/zero opened write-only: the task's stdin is a pipe, and its stderr reopened
+/// for reading gives nothing (before: /dev/zero itself, and 3 bytes read from it).
+#[test]
+fn a_character_device_on_a_stream_is_relayed() {
+    let script = "import os\n\
+        print(os.readlink('/proc/self/fd/0')[:6])\n\
+        fd = os.open('/proc/self/fd/2', os.O_RDONLY | os.O_NONBLOCK)\n\
+        try:\n    print(len(os.read(fd, 3)))\n\
+        except BlockingIOError:\n    print('nothing')\n";
+    for who in BOTH {
+        let zero_w = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/zero")
+            .unwrap();
+        let o = airlock(who, &["run", "--", "python3", "-c", script])
+            .stdin(std::fs::File::open("/dev/zero").unwrap())
+            .stderr(zero_w)
+            .output()
+            .unwrap();
+        assert_eq!(
+            (o.status.code(), String::from_utf8_lossy(&o.stdout).as_ref()),
+            (Some(0), "pipe:[\nnothing\n"),
+            "{who:?}"
+        );
     }
 }
 
