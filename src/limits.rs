@@ -101,16 +101,14 @@ pub fn raise_soft_to_hard(r: nix::sys::resource::Resource) -> Result<(u64, u64),
 /// The limits as they apply: the sandbox's init has no privilege over the host, so it can
 /// lower an rlimit but never raise it above the caller's own hard limit. Each rlimit the run
 /// sets is therefore at most the caller's (a cgroup's memory and pids limits are not
-/// rlimits). The report shows both what was asked and this.
+/// rlimits). `RLIMIT_CPU` counts whole seconds: the CPU time applies rounded down to them
+/// (1999 ms is 1 s). The report shows both what was asked and this.
 pub fn applicable(l: &Limits, mech: Mechanism) -> Limits {
     use nix::sys::resource::Resource;
     let at_most = |v: u64, r| v.min(caller_hard(r));
     let cpu_hard = caller_hard(Resource::RLIMIT_CPU);
     let mut a = Limits {
-        cpu_time: match l.cpu_time.as_secs().max(1) > cpu_hard {
-            true => Duration::from_secs(cpu_hard.max(1)),
-            false => l.cpu_time,
-        },
+        cpu_time: Duration::from_secs(l.cpu_time.as_secs().max(1).min(cpu_hard.max(1))),
         file_size: at_most(l.file_size, Resource::RLIMIT_FSIZE),
         nofile: at_most(l.nofile, Resource::RLIMIT_NOFILE),
         ..*l

@@ -2390,6 +2390,21 @@ fn the_callers_lower_hard_rlimits_cap_the_runs() {
             "{who:?}"
         );
         assert_eq!(limits["cpu_time_ms"]["applied"], json!(100_000), "{who:?}");
+        // RLIMIT_CPU counts whole seconds: a request applies rounded down, and the report says
+        // what applies (it said the request, 1999 and 5500, until a review).
+        for (limit, asked, applied, seen) in [
+            ("", "1999ms", 1000, "1\n"),
+            ("prlimit --cpu=5:5 ", "5500ms", 5000, "5\n"),
+        ] {
+            let run = format!("{limit}{bin} run --json --cpu-time {asked} -- sh -c 'ulimit -St'");
+            let out = host_sh(who, &run);
+            let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(
+                (&rep["stdout"], &rep["limits"]["cpu_time_ms"]["applied"]),
+                (&json!(seen), &json!(applied)),
+                "{who:?} {run}: {rep}"
+            );
+        }
     }
 }
 
