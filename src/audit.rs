@@ -503,10 +503,24 @@ const HOST_SOCKETS: &[(&str, &str)] = &[
     ("/run/user/*/podman/podman.sock", "Podman"),
     ("/run/libvirt/libvirt-sock", "libvirt"),
     ("/run/snapd.socket", "snapd"),
+    ("/run/crio/crio.sock", "CRI-O"),
+    ("/run/k3s/containerd/containerd.sock", "containerd"),
+    ("/run/buildkit/buildkitd.sock", "BuildKit"),
+    ("/var/snap/lxd/common/lxd/unix.socket", "LXD"),
+    ("/var/lib/lxd/unix.socket", "LXD"),
+    ("/var/lib/incus/unix.socket", "Incus"),
+    ("/run/incus/unix.socket", "Incus"),
+    ("/var/lib/kubelet/pod-resources", "the kubelet"),
+    // Services that act as the peer's uid, which a root caller's task has: the journal takes
+    // log lines as any unit's, Tailscale's daemon reconfigures the host's network.
+    ("/run/systemd/journal", "the systemd journal"),
+    ("/run/tailscale/tailscaled.sock", "tailscaled"),
     // An X server takes keystrokes for the caller's terminals (a local user is often let in
     // by uid, `xhost +SI:localuser:NAME`); an agent signs with the caller's keys.
     ("/tmp/.X11-unix", "an X server"),
     ("/tmp/ssh-*", "an ssh-agent"),
+    ("/run/user/*/ssh-agent.socket", "an ssh-agent"),
+    ("/run/user/*/gcr", "an ssh-agent"),
     ("/run/user/*/gnupg", "gpg-agent"),
     ("/run/user/*/keyring", "GNOME Keyring's agents"),
     // The desktop's display and media servers: a Wayland compositor shows the client's
@@ -590,14 +604,15 @@ fn home_credentials() -> impl Iterator<Item = (String, &'static str)> {
 
 /// The credentials of HOME_CREDENTIALS a mount source holds or is, each with where it lies
 /// inside the tree (see `socket_in`). A source in the caller's home (`~/.aws`, `$HOME`) is
-/// taken to be in any user's; one this audit cannot know, to be `/` (as `host_tree` does).
+/// taken to be in any user's; one this audit cannot know, as `held_tree` takes it.
 fn credentials_in(source: &str) -> Held {
     if is_public_beside_credentials(source) {
         return Vec::new();
     }
-    let tree = match host_path(source) {
+    let widest = without_trailing_variables(source).unwrap_or_else(|| source.to_string());
+    let tree = match host_path(&widest) {
         HostPath::InHome(below) => format!("/home/*{below}"),
-        _ => match host_tree(source) {
+        _ => match held_tree(source) {
             Some(tree) => tree,
             None => return Vec::new(),
         },
@@ -1049,13 +1064,41 @@ const HOST_DEVICES: &[(&str, &str)] = &[
     // show and read, written and read from the sandbox.
     ("/dev/vcs*", "a console's screen"),
     ("/dev/pts", "the host's terminals"),
+    // The virtual consoles and serial lines themselves, and the console: a task writes to
+    // the screen someone logs in at (a fake login prompt) and reads the keys typed there.
+    // (`/dev/tty` alone is the caller's own terminal, see `host_device`.)
+    ("/dev/tty*", "a host terminal"),
+    ("/dev/console", "a host terminal"),
+    // SCSI generic nodes (`/dev/sg0`, not `/dev/sgx_enclave`) send raw commands to disks;
+    // USB devices, raw.
+    ("/dev/sg0*", "a disk"),
+    ("/dev/sg1*", "a disk"),
+    ("/dev/sg2*", "a disk"),
+    ("/dev/sg3*", "a disk"),
+    ("/dev/sg4*", "a disk"),
+    ("/dev/sg5*", "a disk"),
+    ("/dev/sg6*", "a disk"),
+    ("/dev/sg7*", "a disk"),
+    ("/dev/sg8*", "a disk"),
+    ("/dev/sg9*", "a disk"),
+    ("/dev/bus", "USB devices"),
+    // The kernel's log (read where dmesg is restricted, and written as the kernel), a
+    // watchdog that reboots the machine once opened and left, firmware's memory.
+    ("/dev/kmsg", "the kernel's log"),
+    ("/dev/watchdog*", "the machine's watchdog"),
+    ("/dev/nvram", "firmware memory"),
 ];
 
 /// What host device a `--dev-bind` source is, if HOST_DEVICES lists it or a directory of it.
+/// `/dev/tty` is not: it opens the opener's own controlling terminal, the caller's, which the
+/// task reaches through its standard streams anyway.
 fn host_device(source: &str) -> Option<&'static str> {
     let HostPath::Known(path) = host_path(source) else {
         return None;
     };
+    if path == "/dev/tty" {
+        return None;
+    }
     let names = path_parts(&path);
     HOST_DEVICES.iter().find_map(|(device, what)| {
         let patterns = path_parts(device);
@@ -1067,17 +1110,20 @@ fn host_device(source: &str) -> Option<&'static str> {
 /// (`""`: the source is one); empty when it holds none. A socket is also looked for through
 /// the HOST_LINKS that lead to it (see `host_spellings`).
 fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
-    let Some(tree) = host_tree(source).or_else(|| variable_spelling(source)) else {
-        return Vec::new();
-    };
+    let spelt = variable_spelling(source);
+    let tree = held_tree(source);
     let mut found: Vec<String> = Vec::new();
     // A socket named by a variable is in no host path, and a host path in no variable.
-    for socket in sockets
-        .iter()
-        .filter(|s| s.starts_with('$') == tree.starts_with('$'))
-    {
-        for path in host_spellings(socket, &tree) {
-            if let Some(inside) = socket_in(&tree, &path)
+    for socket in sockets {
+        let tree = match socket.starts_with('$') {
+            true => spelt.as_ref(),
+            false => tree.as_ref(),
+        };
+        let Some(tree) = tree else {
+            continue;
+        };
+        for path in host_spellings(socket, tree) {
+            if let Some(inside) = socket_in(tree, &path)
                 && !found.contains(&inside)
             {
                 found.push(inside);
@@ -1086,6 +1132,69 @@ fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
     }
     found
 }
+
+/// The host tree a mount source may show, to find what it holds (sockets, credentials, the
+/// host's proc): `host_tree`'s, and where that cannot be known, the widest it may be. A
+/// source that ends in variables is taken to be what is left when they are empty (`"/$DIR"`
+/// is `/`, `"$HOME/$SUB"` the home); one whose whole value this audit cannot know is `/`: `.`
+/// and `..` (the caller's working directory, or above it), a lone variable other than
+/// `$HOME` (`"$PWD"`, `"$FOO"`; not one that names a socket, SOCKET_VARIABLES), as
+/// `host_tree` takes `/proc/PID/root`. A variable of KNOWN_VARIABLES stands for its place
+/// (`"$XDG_RUNTIME_DIR/bus"` is `/run/user/*/bus`). `None` for a home (see
+/// `credentials_in`) and for a path below an unknown place (`src`, `"$FOO/cache"`).
+fn held_tree(source: &str) -> Option<String> {
+    let source = without_trailing_variables(source).unwrap_or_else(|| source.to_string());
+    if let Some(spelt) = variable_spelling(&source) {
+        let (name, rest) = spelt[1..].split_once('/').unwrap_or((&spelt[1..], ""));
+        if let Some((_, place)) = KNOWN_VARIABLES.iter().find(|(n, _)| *n == name) {
+            return Some(normalize_path(&format!("{place}/{rest}")));
+        }
+        if SOCKET_VARIABLES.iter().any(|(n, _)| *n == name) {
+            return None;
+        }
+    }
+    match host_path(&source) {
+        HostPath::Known(path) => Some(path),
+        HostPath::InHome(_) => None,
+        HostPath::Unknown(_) => {
+            let n = normalize_path(&source);
+            let lone_variable = variable_spelling(&source).is_some_and(|v| !v[1..].contains('/'));
+            let whole = source.starts_with('/')
+                || n == "."
+                || n == ".."
+                || n.starts_with("../")
+                || lone_variable;
+            whole.then(|| "/".to_string())
+        }
+    }
+}
+
+/// A mount source as a finding names it: with the tree it is taken to be where `held_tree`
+/// widens it, and why (`$PWD (taken to be /: its value comes from the caller's
+/// environment)`).
+fn shown_source(source: &str) -> String {
+    if let Some(widest) = without_trailing_variables(source) {
+        return format!("{source} (taken to be {widest}: the variable it ends in may be empty)");
+    }
+    let held = held_tree(source);
+    let Some(tree) = held.as_ref().filter(|_| held != host_tree(source)) else {
+        return source.to_string();
+    };
+    let known = variable_spelling(source).is_some_and(|v| {
+        let name = v[1..].split('/').next().unwrap_or("");
+        KNOWN_VARIABLES.iter().any(|(n, _)| *n == name)
+    });
+    let why = match host_path(source) {
+        _ if known => "the variable names that place",
+        HostPath::Unknown(why) => why,
+        _ => "this audit cannot know it",
+    };
+    format!("{source} (taken to be {tree}: {why})")
+}
+
+/// Variables whose value is a known place on every host that sets them, for `held_tree`:
+/// the user's runtime directory (the XDG base directory specification; systemd-logind's).
+const KNOWN_VARIABLES: &[(&str, &str)] = &[("XDG_RUNTIME_DIR", "/run/user/*")];
 
 /// A source that starts with a variable, spelt `$NAME/rest` (`${NAME}` unbraced), normalised,
 /// to find the sockets HOST_SOCKETS names by a variable.
@@ -1483,7 +1592,8 @@ fn report_held(
     let sources = distinct(through.iter().map(|(source, _)| source.as_str()));
     let verb = if sources.len() == 1 { "holds" } else { "hold" };
     if !held.is_empty() {
-        let mounts = format!("mounts {}, which {verb}", sources.join(", "));
+        let shown: Vec<String> = sources.iter().map(|s| shown_source(s)).collect();
+        let mounts = format!("mounts {}, which {verb}", shown.join(", "));
         audit.finding(rule, say(&mounts, held), distinct_raws(through).join(" "));
     }
 }
@@ -1497,7 +1607,10 @@ fn report_docker_socket(through: &[(String, String)], audit: &mut Audit) {
     let message = match sources.as_slice() {
         [] => return,
         all if all.iter().all(is_socket) => "mounts the Docker socket".to_string(),
-        [one] => format!("mounts {one}, which holds the Docker socket"),
+        [one] => format!(
+            "mounts {}, which holds the Docker socket",
+            shown_source(one)
+        ),
         many => format!("mounts the Docker socket through {}", many.join(", ")),
     };
     audit.finding("docker-socket", message, raws.join(" "));
@@ -2453,7 +2566,7 @@ fn expose_inside(
 /// bubblewrap's own), is it. Empty for any other source, `/proc/cpuinfo` or `/proc/sys`
 /// included: they show the machine, not its processes.
 fn host_proc_in(source: &str) -> Vec<String> {
-    let Some(tree) = host_tree(source) else {
+    let Some(tree) = held_tree(source) else {
         return Vec::new();
     };
     if let Some(rest) = rest_below("/proc", &tree) {
@@ -3617,10 +3730,16 @@ mod tests {
             let audit = docker_variant(&[], &[opt]);
             // A home also hands over its credentials (read-only too: see
             // `home_credentials_read_only_too`).
-            let home = if source == "/home/dev" {
-                &["host-credentials"][..]
-            } else {
-                &[]
+            // A lone variable may be `/` (see `held_tree`): all it may hold.
+            let home = match source {
+                "/home/dev" => &["host-credentials"][..],
+                "$PWD" => &[
+                    "docker-socket",
+                    "host-socket",
+                    "host-proc",
+                    "host-credentials",
+                ][..],
+                _ => &[],
             };
             assert_eq!(
                 rules(&audit.findings),
@@ -4606,6 +4725,11 @@ mod tests {
             "--ro-bind /run/user/1000/docker.sock /var/run/docker.sock",
             "--ro-bind /run/user/1000 /run/user/1000",
             "--ro-bind /run/user /run/user",
+            // What this audit cannot know is taken to be `/` (see `held_tree`).
+            "--ro-bind . /x",
+            "--ro-bind .. /x",
+            "--ro-bind '$PWD' /x",
+            "--ro-bind '/$DIR' /x",
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(count(&audit.findings, "docker-socket"), 1, "{opt}");
@@ -4624,11 +4748,13 @@ mod tests {
         for fine in [
             "--ro-bind /run/user/1000/x /x",
             "--ro-bind /usr /usr",
-            "--ro-bind . /x",
+            "--ro-bind ./src /x",
+            "--ro-bind \"$FOO/cache\" /x",
             "--ro-bind /var /var",
             "--ro-bind /var /v",
         ] {
-            assert!(bwrap_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+            let audit = bwrap_variant(&[], &[fine]);
+            assert_eq!(count(&audit.findings, "docker-socket"), 0, "{fine}");
         }
         // One way out is one finding, naming every option that opens it.
         for (opts, message) in [
@@ -5053,7 +5179,7 @@ mod tests {
             (
                 "--ro-bind /run/user/1000 /run/user/1000",
                 "mounts /run/user/1000, which holds the socket of a D-Bus session bus, a \
-                 user's systemd, Podman, gpg-agent, GNOME Keyring's agents",
+                 user's systemd, Podman, an ssh-agent, gpg-agent, GNOME Keyring's agents",
             ),
             (
                 "--ro-bind /run/user/1000/bus /bus",
@@ -5080,6 +5206,29 @@ mod tests {
                 "--ro-bind /run/containerd /c",
                 "mounts /run/containerd, which holds the socket of containerd",
             ),
+            // A review's finds: managers that start privileged containers, and agents.
+            (
+                "--ro-bind /run/k3s/containerd/containerd.sock /c",
+                "mounts /run/k3s/containerd/containerd.sock, which holds the socket of \
+                 containerd",
+            ),
+            (
+                "--ro-bind /var/snap/lxd/common/lxd/unix.socket /l",
+                "mounts /var/snap/lxd/common/lxd/unix.socket, which holds the socket of LXD",
+            ),
+            (
+                "--ro-bind /run/crio /c",
+                "mounts /run/crio, which holds the socket of CRI-O",
+            ),
+            (
+                "--ro-bind /run/user/1000/gcr/ssh /a",
+                "mounts /run/user/1000/gcr/ssh, which holds the socket of an ssh-agent",
+            ),
+            (
+                "--ro-bind '$XDG_RUNTIME_DIR/bus' /bus",
+                "mounts $XDG_RUNTIME_DIR/bus (taken to be /run/user/*/bus: the variable names \
+                 that place), which holds the socket of a D-Bus session bus",
+            ),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             let found = only(&audit.findings, "host-socket");
@@ -5104,8 +5253,26 @@ mod tests {
                 (&["--ro-bind /run/user /u", "--tmpfs /u/1000"], false),
                 (&["--ro-bind /run/user /u", "--tmpfs /u"], true),
                 (&["--ro-bind / /", "--tmpfs /run"], false),
-                (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], true),
-                (&["--ro-bind / /", "--tmpfs /var/run", "--tmpfs /tmp"], true),
+                (&["--ro-bind / /", "--tmpfs /run", "--tmpfs /tmp"], false),
+                (
+                    &[
+                        "--ro-bind / /",
+                        "--tmpfs /run",
+                        "--tmpfs /tmp",
+                        "--tmpfs /var",
+                    ],
+                    true,
+                ),
+                (
+                    &[
+                        "--ro-bind / /",
+                        "--tmpfs /var/run",
+                        "--tmpfs /tmp",
+                        "--tmpfs /var/lib",
+                        "--tmpfs /var/snap",
+                    ],
+                    true,
+                ),
                 (&["--ro-bind /run /var/run", "--tmpfs /run"], false),
             ],
         );
@@ -5170,8 +5337,8 @@ mod tests {
         let runtime = bwrap_variant(&[], &["--ro-bind /run/user/1000 /u"]);
         assert!(only(&runtime.findings, "host-socket").message.starts_with(
             "mounts /run/user/1000, which holds the socket of a D-Bus session bus, a \
-                 user's systemd, Podman, gpg-agent, GNOME Keyring's agents, a Wayland \
-                 compositor, PulseAudio, PipeWire: "
+                 user's systemd, Podman, an ssh-agent, gpg-agent, GNOME Keyring's agents, a \
+                 Wayland compositor, PulseAudio, PipeWire: "
         ));
         // Hidden by a later mount where it lands; a socket a cover leaves is still named,
         // and the one it hides is not.
@@ -5194,7 +5361,7 @@ mod tests {
         assert_each_clean(&[
             "--ro-bind /run/user/1000/pipewire.conf /x",
             "--ro-bind /run/user/1000/pulsex /x",
-            "--ro-bind \"$SSH_AUTH_SOCK_DIR\" /x",
+            "--ro-bind \"$SSH_AUTH_SOCK_DIR/x\" /x",
             "--setenv SSH_AUTH_SOCK /agent",
             "--setenv SSH_AUTH_SOCK relative/agent",
             "--setenv SSH_AUTH_SOCKET /agent --ro-bind /srv/a /agent",
@@ -5255,7 +5422,7 @@ mod tests {
             "--ro-bind /proc/cpuinfo /cpuinfo",
             "--ro-bind /proc/sys /s",
             "--ro-bind /usr /proc",
-            "--ro-bind . /x",
+            "--ro-bind src /x",
             "--ro-bind /procfs /x",
             "--overlay-src /proc --tmp-overlay /x",
         ]);
@@ -5512,6 +5679,15 @@ mod tests {
             ("--dev-bind /dev/sr0 /dev/sr0", "a disk"),
             ("--dev-bind /dev/bsg/0:0:0:0 /b", "a disk"),
             ("--dev-bind /dev/cpu/0/msr /m", "CPU registers"),
+            // A review's finds: a task wrote a login prompt to tty1 under bubblewrap.
+            ("--dev-bind /dev/tty1 /dev/tty1", "a host terminal"),
+            ("--dev-bind /dev/ttyS0 /dev/ttyS0", "a host terminal"),
+            ("--dev-bind /dev/console /dev/console", "a host terminal"),
+            ("--dev-bind /dev/sg0 /dev/sg0", "a disk"),
+            ("--dev-bind /dev/bus/usb /dev/bus/usb", "USB devices"),
+            ("--dev-bind /dev/kmsg /dev/kmsg", "the kernel's log"),
+            ("--dev-bind /dev/watchdog0 /w", "the machine's watchdog"),
+            ("--dev-bind /dev/nvram /n", "firmware memory"),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");

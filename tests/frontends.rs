@@ -1771,7 +1771,15 @@ fn audit_bwrap_var_run_is_the_host_link_to_run() {
         } else {
             format!("failed: {}", stderr(&out))
         };
-        results.push((ran, audit_reports(&options, "host-socket")));
+        // The bus this probe reaches, of the sockets the audit names (a bind of / also holds
+        // the places other hosts keep LXD's and the kubelet's in /var).
+        let names_the_bus = audited_findings(&options).iter().any(|f| {
+            f["rule"] == "host-socket"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("a D-Bus session bus"))
+        });
+        results.push((ran, names_the_bus));
     }
     drop(listener);
     let failed =
