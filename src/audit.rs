@@ -2225,6 +2225,16 @@ fn parse_bwrap(args: &[String]) -> Result<Vec<BwrapOption<'_>>, String> {
         let values = args.get(i + 1..i + 1 + arity).ok_or_else(|| {
             format!("bwrap option {arg} needs {arity} argument(s), the line ends first")
         })?;
+        // bubblewrap refuses such a name (setenv(3) does: `bwrap: setenv failed`). Not printed:
+        // `--setenv GITHUB_TOKEN=ghp_... 1`, a docker-style slip, holds the value.
+        if matches!(arg, "--setenv" | "--unsetenv")
+            && (values[0].is_empty() || values[0].contains('='))
+        {
+            return Err(format!(
+                "bwrap option {arg} takes a name that is empty or holds '=', which bubblewrap \
+                 refuses (setenv failed); it is not printed, as it may hold a value"
+            ));
+        }
         options.push(BwrapOption {
             name: arg,
             args: values,
@@ -2629,8 +2639,9 @@ const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
 ];
 
 /// Why a `--setenv NAME VALUE` looks like a credential (`"name"` or `"value"`), if it does:
-/// a credential's name, a well-known token format, a PEM private key, a JSON Web Token, or
-/// a URL with a password (`postgres://user:pw@host`).
+/// a credential's name, a well-known token format or a JSON Web Token anywhere in the value
+/// (`Bearer ghp_...`, `https://ghp_...@github.com/o/r`, a token with a space after it), a PEM
+/// private key, or a URL with a password (`postgres://user:pw@host`).
 fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     let upper = name.to_ascii_uppercase();
     if CREDENTIAL_NAME_PARTS
@@ -2642,19 +2653,23 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     {
         return Some("name");
     }
-    let token_chars = value
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    let known_format = CREDENTIAL_VALUE_PREFIXES
-        .iter()
-        .any(|(prefix, len)| value.starts_with(prefix) && value.len() >= *len && token_chars);
+    // The value's words: runs of the characters a token is made of (a JWT's also `.` and `=`).
+    let words = |more: &'static [u8]| {
+        value.split(move |c: char| {
+            !(c.is_ascii_alphanumeric()
+                || c == '_'
+                || c == '-'
+                || (c.is_ascii() && more.contains(&(c as u8))))
+        })
+    };
+    let known_format = words(b"").any(|word| {
+        CREDENTIAL_VALUE_PREFIXES
+            .iter()
+            .any(|(prefix, len)| word.starts_with(prefix) && word.len() >= *len)
+    });
     let private_key = value.contains("-----BEGIN") && value.contains("PRIVATE KEY");
-    let jwt = value.starts_with("eyJ")
-        && value.split('.').count() == 3
-        && value.len() >= 30
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-.=".contains(&b));
+    let jwt = words(b".=")
+        .any(|word| word.starts_with("eyJ") && word.split('.').count() == 3 && word.len() >= 30);
     let url_password = value.split_once("://").is_some_and(|(_, rest)| {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         authority
@@ -5467,6 +5482,16 @@ mod tests {
                 "value",
             ),
             ("X", jwt, "value"),
+            // A token inside the value (a review's finds): after a scheme, as a URL's user,
+            // with a space after it, in a header.
+            ("X", &*format!("Bearer {github}"), "value"),
+            ("X", &*format!("https://{github}@github.com/o/r"), "value"),
+            ("X", &*format!("{github} "), "value"),
+            (
+                "GIT_CONFIG_VALUE_0",
+                &*format!("Authorization: Bearer {jwt}"),
+                "value",
+            ),
             (
                 "KEY",
                 "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n",
@@ -5995,6 +6020,19 @@ mod tests {
             "not a docker run/create command line: it starts with sudo docker"
         );
         assert!(audit_bwrap(&[]).is_err());
+        // A name bubblewrap refuses (setenv failed), which a docker-style slip fills with the
+        // value: refused, and not printed.
+        for line in [
+            "bwrap --setenv GITHUB_TOKEN=ghp_secret 1 -- sh",
+            "bwrap --unsetenv A=ghp_secret -- sh",
+            "bwrap --setenv '' x -- sh",
+        ] {
+            let e = audit_bwrap(&words(line)).unwrap_err();
+            assert!(
+                e.contains("setenv failed") && !e.contains("secret"),
+                "{line}: {e}"
+            );
+        }
     }
 
     // ----- reading command lines -------------------------------------------------------------
