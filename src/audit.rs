@@ -1901,6 +1901,23 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
     let run = parse_docker_run(docker_run_args(argv)?)?;
     let mut audit = Audit::default();
 
+    // An option this audit does not know, written without `=value`, is read as a flag; were
+    // it valued, its value would be the image, and the options after it (`--privileged`)
+    // the container's command: unread. Said, not passed clean.
+    for o in run.options.iter() {
+        if o.value.is_none() && docker_takes_value(&o.name).is_none() {
+            audit.finding(
+                "unknown-option",
+                format!(
+                    "{} is no docker run option this audit knows: read as a flag, so were it to \
+                     take a value, the image and the options after it would be read wrong",
+                    o.raw
+                ),
+                o.raw.clone(),
+            );
+        }
+    }
+
     // `-e NAME` and `--env-file` hand the container the host's values; `-e NAME=VALUE` sets
     // one written on the line, a finding only where it looks like a credential (`-e
     // LANG=C.UTF-8` is none). A value is never printed: the report may end up in a log.
@@ -4299,9 +4316,20 @@ mod tests {
 
     #[test]
     fn docker_unknown_options() {
-        // Unknown with '=' is valued, without is a flag: both keep the image in place.
+        // Unknown with '=' is valued: the image stays in place.
         assert_eq!(docker_variant(&[], &["--future-opt=x"]), Audit::default());
-        assert_eq!(docker_variant(&[], &["--future-flag"]), Audit::default());
+        // Without, it is read as a flag, and said: were it valued, `--privileged` after it
+        // would be the container's command (a review's find: `--bogus VAL --privileged`
+        // passed clean).
+        for (opts, unknown) in [
+            (&["--future-flag"][..], "--future-flag"),
+            (&["--bogus", "--privileged"], "--bogus"),
+            (&["-Q"], "-Q"),
+        ] {
+            let audit = docker_variant(&[], opts);
+            let found = only(&audit.findings, "unknown-option");
+            assert_eq!(found.arg, unknown, "{opts:?}");
+        }
     }
 
     #[test]
