@@ -2042,6 +2042,17 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             "pid" | "ipc" | "uts" | "userns" | "cgroupns" => option.name.as_str(),
             _ => continue,
         };
+        if let Some(other) = option.value().strip_prefix("container:") {
+            // As a --pidns or --userns descriptor in a bwrap line: another's, unseen.
+            audit.finding(
+                "host-namespace",
+                format!(
+                    "joins the {namespace} namespace of container {other}, which this audit \
+                     cannot see (it may be the host's)"
+                ),
+                &option.raw,
+            );
+        }
         if option.value() == "host" {
             audit.finding(
                 "host-namespace",
@@ -4114,12 +4125,20 @@ mod tests {
         // --network host is one finding, under network-not-none only.
         let net = docker_variant(&["--network none"], &["--network=host"]);
         assert_eq!(rules(&net.findings), ["network-not-none"]);
-        for fine in [
-            "--ipc=private",
-            "--pid=container:other",
-            "--cgroupns=private",
-        ] {
+        for fine in ["--ipc=private", "--cgroupns=private"] {
             assert!(docker_variant(&[], &[fine]).findings.is_empty(), "{fine}");
+        }
+        // Another container's, which may be the host's (a review's find: it passed clean).
+        for other in ["--pid=container:other", "--ipc container:other"] {
+            let audit = docker_variant(&[], &[other]);
+            let found = only(&audit.findings, "host-namespace");
+            assert!(
+                found
+                    .message
+                    .contains("of container other, which this audit cannot see"),
+                "{other}: {}",
+                found.message
+            );
         }
     }
 
