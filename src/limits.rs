@@ -117,7 +117,23 @@ pub fn applicable(l: &Limits, mech: Mechanism) -> Limits {
         a.memory = at_most(l.memory, Resource::RLIMIT_DATA);
         a.pids = at_most(l.pids, Resource::RLIMIT_NPROC);
     }
+    // The kernel keeps both in whole pages: tmpfs rounds its size up, a v1 memory limit is
+    // rounded down (a v2 one is, in `Plan::bounded`).
+    let page = page_size();
+    a.scratch_size = l.scratch_size.div_ceil(page) * page;
+    if mech == Mechanism::CgroupV1 {
+        a.memory = l.memory / page * page;
+    }
     a
+}
+
+/// The page size (4096 where sysconf cannot tell).
+fn page_size() -> u64 {
+    use nix::unistd::{SysconfVar, sysconf};
+    sysconf(SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |p| p as u64)
 }
 
 /// The rlimits the sandbox's init sets before it starts the task (inherited by every process
@@ -427,13 +443,9 @@ impl Plan {
     /// kernel keeps `memory.max`) bounded by the cgroups above it, for `airlock explain`: see
     /// [`Cgroup::bounded`].
     pub fn bounded(&self, l: Limits) -> Limits {
-        use nix::unistd::{SysconfVar, sysconf};
         match self {
             Plan::V2 { parent, mount, .. } => {
-                let page = sysconf(SysconfVar::PAGE_SIZE)
-                    .ok()
-                    .flatten()
-                    .map_or(4096, |p| p as u64);
+                let page = page_size();
                 let memory = l.memory / page * page;
                 v2_bounded(parent, mount, Limits { memory, ..l })
             }

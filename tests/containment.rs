@@ -2392,6 +2392,27 @@ fn the_callers_lower_hard_rlimits_cap_the_runs() {
             "{who:?}"
         );
         assert_eq!(limits["cpu_time_ms"]["applied"], json!(100_000), "{who:?}");
+        // The scratch tmpfs's size is whole pages, rounded up (stat -f inside agrees), and a
+        // cgroup v1 memory limit rounded down; an rlimit is taken as it is. The report said
+        // the request for both until a review.
+        let run = format!(
+            "{bin} run --json --scratch-size 5000000 --memory 20000001 -- \
+             stat -f -c %b*%S /work"
+        );
+        let rep: Value = serde_json::from_slice(&host_sh(who, &run).stdout).unwrap();
+        let memory = match who {
+            Launcher::Root => 19_996_672,
+            Launcher::Unprivileged => 20_000_001,
+        };
+        assert_eq!(
+            (
+                &rep["stdout"],
+                &rep["limits"]["scratch_size"]["applied"],
+                &rep["limits"]["memory"]["applied"]
+            ),
+            (&json!("1221*4096\n"), &json!(5_001_216), &json!(memory)),
+            "{who:?}: {rep}"
+        );
         // RLIMIT_CPU counts whole seconds: a request applies rounded down, and the report says
         // what applies (it said the request, 1999 and 5500, until a review).
         for (limit, asked, applied, seen) in [
