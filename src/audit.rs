@@ -1153,20 +1153,15 @@ fn held_tree(source: &str) -> Option<String> {
             return None;
         }
     }
-    match host_path(&source) {
-        HostPath::Known(path) => Some(path),
-        HostPath::InHome(_) => None,
-        HostPath::Unknown(_) => {
-            let n = normalize_path(&source);
-            let lone_variable = variable_spelling(&source).is_some_and(|v| !v[1..].contains('/'));
-            let whole = source.starts_with('/')
-                || n == "."
-                || n == ".."
-                || n.starts_with("../")
-                || lone_variable;
-            whole.then(|| "/".to_string())
-        }
-    }
+    // What host_tree leaves out of an unknown source: one whose whole value is unknown.
+    host_tree(&source).or_else(|| {
+        let HostPath::Unknown(_) = host_path(&source) else {
+            return None;
+        };
+        let n = normalize_path(&source);
+        let lone_variable = variable_spelling(&source).is_some_and(|v| !v[1..].contains('/'));
+        (n == "." || n == ".." || n.starts_with("../") || lone_variable).then(|| "/".to_string())
+    })
 }
 
 /// A mount source as a finding names it: with the tree it is taken to be where `held_tree`

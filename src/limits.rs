@@ -499,7 +499,7 @@ fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool, Sha
     let own_dir = joined(mnt, own);
     let ctrls = |file: &str| read_text(&own_dir.join(file)).unwrap_or_default();
     let has_both = |ctrls: &str| {
-        let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
+        let has = |c: &str| offers(ctrls, c);
         has("memory") && has("pids")
     };
     if own == "/" {
@@ -520,6 +520,11 @@ fn v2_parent_at(mnt: &Path, own: &str, l: &Limits) -> Option<(PathBuf, bool, Sha
     .then(|| (parent, true, leaf_shares(&own_dir, &controllers)))
 }
 
+/// Whether a `cgroup.controllers` (or `cgroup.subtree_control`) text lists `controller`.
+fn offers(controllers: &str, controller: &str) -> bool {
+    controllers.split_whitespace().any(|x| x == controller)
+}
+
 /// Lines to write to a run's v2 cgroup's files: (file, line).
 pub type Shares = Vec<(&'static str, String)>;
 
@@ -533,7 +538,7 @@ pub type Shares = Vec<(&'static str, String)>;
 /// shares, not bounds ([`no_tighter_than`] compares those): repeated rather than a reason for
 /// rlimits. A file that cannot be read is left at the default.
 fn leaf_shares(dir: &Path, controllers: &str) -> Shares {
-    let on = |c: &str| controllers.split_whitespace().any(|x| x == c);
+    let on = |c: &str| offers(controllers, c);
     let mut shares = Vec::new();
     for (controller, file, unset) in [
         ("cpu", "cpu.weight", "100"),
@@ -590,7 +595,7 @@ fn no_tighter_than(dir: &Path, l: &Limits, controllers: &str) -> bool {
     if bounded {
         return false;
     }
-    let on = |c: &str| controllers.split_whitespace().any(|x| x == c);
+    let on = |c: &str| offers(controllers, c);
     // Every value "max" (`KEY max`, `DEVICE hca_handle=max ...` after the key when `keyed`).
     let unset = |file: &str, keyed: bool| match read_text_or_absent(&dir.join(file)) {
         Ok(Some(text)) => text.lines().all(|line| {

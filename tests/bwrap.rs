@@ -566,6 +566,69 @@ exit $code"#;
     );
 }
 
+/// Capabilities --cap-add keeps act only on what the sandbox's own namespaces hold, never on
+/// the host's (airlock always makes a user namespace; the README's list of differences). As
+/// root without --unshare-user, bubblewrap's task (the control: the same probe, same line)
+/// binds a port below 1024 on the host's loopback with CAP_NET_BIND_SERVICE and makes a
+/// device node with CAP_MKNOD; airlock's gets EACCES and EPERM.
+#[test]
+fn kept_capabilities_never_act_on_the_host() {
+    // A port below 1024 free on the host's loopback now (bound and closed at once).
+    let port = (600..1000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("no free port below 1024 on loopback");
+    let bind = format!(
+        "import socket\n\
+         s = socket.socket()\n\
+         try:\n    s.bind(('127.0.0.1', {port})); print('bound')\n\
+         except OSError as e:\n    print('bind', e.errno)\n\
+         s.close()"
+    );
+    let line = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--cap-drop",
+        "ALL",
+    ];
+    let cases = [
+        (
+            "CAP_NET_BIND_SERVICE",
+            format!("python3 -c \"{bind}\""),
+            "bound\n",
+            "bind 13\n",
+        ),
+        (
+            "CAP_MKNOD",
+            "mknod /tmp/n c 1 3 2>/dev/null && echo made || echo refused".to_string(),
+            "made\n",
+            "refused\n",
+        ),
+    ];
+    for (cap, probe, under_bwrap, under_airlock) in cases {
+        let c = case(&with(&line, &["--cap-add", cap])).sh(&probe);
+        let [b, a] = c.run_all(Launcher::Root);
+        assert_eq!(
+            (b.code, b.stdout.as_str()),
+            (0, under_bwrap),
+            "bubblewrap (the control), {cap}\n{}",
+            b.show()
+        );
+        assert_eq!(
+            (a.code, a.stdout.as_str()),
+            (0, under_airlock),
+            "airlock, {cap}\n{}",
+            a.show()
+        );
+    }
+}
+
 /// The capabilities --cap-add keeps reach what bubblewrap's reach, never more. bubblewrap
 /// runs the task in a user namespace nested in the sandbox's where it mapped the caller to
 /// root to mount --dev's devpts (a sandbox uid or gid other than 0 with --dev: uid 65534's

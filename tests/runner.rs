@@ -1502,18 +1502,29 @@ fn a_character_device_on_a_stream_is_relayed() {
         try:\n    print(len(os.read(fd, 3)))\n\
         except BlockingIOError:\n    print('nothing')\n";
     for who in BOTH {
-        let zero_w = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/zero")
-            .unwrap();
-        let o = airlock(who, &["run", "--", "python3", "-c", script])
-            .stdin(std::fs::File::open("/dev/zero").unwrap())
-            .stderr(zero_w)
-            .output()
-            .unwrap();
+        // The same probe on the host, same streams (the control): the device itself, read.
+        let run = |mut c: Command| {
+            let zero_w = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/zero")
+                .unwrap();
+            let o = c
+                .stdin(std::fs::File::open("/dev/zero").unwrap())
+                .stderr(zero_w)
+                .output()
+                .unwrap();
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            )
+        };
+        let mut host = Command::new("setpriv");
+        host.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["/usr/bin/python3", "-c", script]);
+        assert_eq!(run(host), (Some(0), "/dev/z\n3\n".into()), "host control");
         assert_eq!(
-            (o.status.code(), String::from_utf8_lossy(&o.stdout).as_ref()),
-            (Some(0), "pipe:[\nnothing\n"),
+            run(airlock(who, &["run", "--", "python3", "-c", script])),
+            (Some(0), "pipe:[\nnothing\n".into()),
             "{who:?}"
         );
     }
