@@ -243,7 +243,21 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     s
 }
 
-/// The policy grouped by the group name each rule's comment starts with.
+/// An argument condition as its comment in the policy states it, without the comment's
+/// explanation: "domain != AF_UNIX 1" of "domain != AF_UNIX 1", "request == TIOCSTI 0x5412"
+/// of "request == TIOCSTI 0x5412 (decimal 21522); dword because ...".
+fn condition(comment: &str) -> &str {
+    let end = [";", ", ", " (decimal", " (the ", " (unchanged"]
+        .iter()
+        .filter_map(|cut| comment.find(cut))
+        .min()
+        .unwrap_or(comment.len());
+    &comment[..end]
+}
+
+/// The policy grouped by the group name each rule's comment starts with; a rule with
+/// argument conditions is shown with them (`socket(domain == AF_INET 2 and ...)`), rules
+/// apart by "; ".
 fn seccomp_summary() -> Vec<String> {
     let v: Value = serde_json::from_str(POLICY_JSON).unwrap_or(Value::Null);
     let mut out = Vec::new();
@@ -261,10 +275,13 @@ fn seccomp_summary() -> Vec<String> {
                 .map(|(g, _)| g)
                 .unwrap_or("other")
                 .to_string();
-            let label = if rule.get("args").is_some() {
-                format!("{name}(some args)")
-            } else {
+            let conditions: Vec<&str> = (rule["args"].as_array().into_iter().flatten())
+                .map(|arg| condition(arg["comment"].as_str().unwrap_or("?")))
+                .collect();
+            let label = if conditions.is_empty() {
                 name.to_string()
+            } else {
+                format!("{name}({})", conditions.join(" and "))
             };
             match groups.iter_mut().find(|(g, _)| *g == group) {
                 Some((_, names)) => {
@@ -276,7 +293,7 @@ fn seccomp_summary() -> Vec<String> {
             }
         }
         for (g, names) in groups {
-            out.push(format!("{action} {g}: {}", names.join(", ")));
+            out.push(format!("{action} {g}: {}", names.join("; ")));
         }
     }
     let (name, nr) = crate::seccomp::NEWEST_REVIEWED;

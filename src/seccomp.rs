@@ -889,6 +889,19 @@ mod tests {
             let got = policy::run(&reference(super::PROGRAM), prlimit64, audit.audit(), args);
             assert_eq!(got, want, "prlimit64(0, {resource}, {new_limit:#x})");
         }
+        // AF_INET's obsolete SOCK_PACKET type, which the kernel turns into a packet socket,
+        // is refused whatever flags ride in the type; TCP and UDP sockets are not.
+        let socket = if audit == Arch::X86_64 { 41 } else { 198 };
+        for (domain, ty, want) in [
+            (2, 10, 0x0005_0001),
+            (2, 10 | 0o2_000_000 | 0o4_000, 0x0005_0001),
+            (2, 1, policy::RET_ALLOW),
+            (2, 2 | 0o2_000_000, policy::RET_ALLOW),
+        ] {
+            let args = [domain, ty, 0, 0, 0, 0];
+            let got = policy::run(&reference(super::PROGRAM), socket, audit.audit(), args);
+            assert_eq!(got, want, "socket({domain}, {ty:#o}, 0)");
+        }
         // Every call above mseal (462) answers ENOSYS: on 6.18 that is setxattrat..
         // file_setattr (463-469), which the policy has not been reviewed against. Moving the
         // line is a decision, so a new seccompiler table cannot move it unseen.

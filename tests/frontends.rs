@@ -2289,12 +2289,27 @@ fn explain_describes_the_boundary_for_both_launchers() {
                 .find(|l| l.starts_with(&prefix))
                 .unwrap_or_else(|| panic!("{who:?}: no line {prefix:?}: {eperm:#?}"));
             let listed: Vec<&str> = line[prefix.len()..]
-                .split(", ")
-                .map(|n| n.trim_end_matches("(some args)"))
+                .split("; ")
+                .map(|n| n.split('(').next().unwrap_or(n))
                 .collect();
             for n in names {
                 assert!(listed.contains(&n.as_str()), "{who:?}: {n} not in {line}");
             }
+        }
+        // A rule's argument conditions are shown as the policy states them, so that the
+        // auditor sees which calls of a syscall are refused.
+        for rule in [
+            "socket(domain == AF_INET 2 and type & SOCK_TYPE_MASK 0xf == SOCK_PACKET 10)",
+            "ioctl(request == TIOCSTI 0x5412)",
+            "chown(owner != -1 and owner != 1000)",
+        ] {
+            assert!(
+                eperm.iter().any(|l| l
+                    .split(": ")
+                    .nth(1)
+                    .is_some_and(|r| r.split("; ").any(|r| r == rule))),
+                "{who:?}: no rule {rule}: {eperm:#?}"
+            );
         }
         assert!(
             text.lines().any(|l| l.trim() == "everything else: allowed"),
