@@ -1280,9 +1280,11 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
             Err(crate::launch::Failure::Exec(_, why)) => {
                 die(&format!("execvp {}: {why}", spec.argv[0]))
             }
-            Err(crate::launch::Failure::Setup(msg)) | Err(crate::launch::Failure::Usage(msg)) => {
-                die(&msg)
-            }
+            Err(
+                crate::launch::Failure::Setup(msg)
+                | crate::launch::Failure::Usage(msg)
+                | crate::launch::Failure::SetupTimedOut(msg),
+            ) => die(&msg),
         }
     }
 }

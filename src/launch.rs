@@ -60,6 +60,9 @@ pub enum Failure {
     Usage(String),
     /// An isolation step failed (exit 125).
     Setup(String),
+    /// The timeout fired before the task started (exit 124): setup, which copies the
+    /// inputs, took longer.
+    SetupTimedOut(String),
     /// The command could not be executed (126) or was not found (127).
     Exec(i32, String),
 }
@@ -586,6 +589,18 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
 
     if let Some(msg) = sup.setup_failed {
         return Err(Failure::Setup(msg));
+    }
+    if sup.setup_timed_out && sup.exec_failed.is_none() {
+        let copies = match spec.inputs.len() {
+            0 => String::new(),
+            1 => ", which copies the input into scratch,".into(),
+            n => format!(", which copies the {n} inputs into scratch,"),
+        };
+        return Err(Failure::SetupTimedOut(format!(
+            "the timeout ({:?}) fired before the task started: setup{copies} took longer; \
+             the whole sandbox was killed",
+            spec.timeout.unwrap_or_default()
+        )));
     }
     if let Some((what, e)) = handover_failed {
         return Err(Failure::Setup(format!("step 1 hand over {what}: {e}")));
@@ -1124,6 +1139,8 @@ struct Supervisor {
     /// A SIGXCPU was forwarded (airlock run: `kill -XCPU`, or airlock's own RLIMIT_CPU): a
     /// task it ends did not run into its CPU time limit.
     sent_xcpu: bool,
+    /// The deadline fired while the init had not yet started the task.
+    setup_timed_out: bool,
 }
 
 impl Supervisor {
@@ -1148,6 +1165,7 @@ impl Supervisor {
             forwarded: None,
             interrupted: false,
             sent_xcpu: false,
+            setup_timed_out: false,
         }
     }
 
@@ -1178,6 +1196,9 @@ impl Supervisor {
             {
                 if deadline.is_some_and(|d| d <= now) {
                     timed_out = true;
+                    // The init starts the task as its only child (step 13): without one it
+                    // is still setting up. Asked before the kill, on this path alone.
+                    self.setup_timed_out = self.task_end.is_none() && !sys::has_children(self.pid);
                 }
                 let _ = kill(self.pid, Signal::SIGKILL);
                 kill_at = None;

@@ -63,10 +63,12 @@ Exit status:
            a bind below one or in /dev/pts, a file bound over a directory or a directory
            over a file, inputs larger than scratch (in bytes, pages or inodes),
            --host-uid/--host-gid naming another id from a caller other than root, a
-           directory or a listening socket on a standard stream; or the JSON report, or a
+           directory, an O_PATH descriptor or a listening socket on a standard stream, a
+           closed stdout under --json; or the JSON report, or a
            streamed run's output, could not be written whole (airlock says so on stderr,
            with the run's status)
-  124      the timeout fired; the whole sandbox was killed
+  124      the timeout fired; the whole sandbox was killed (before the task started
+           if setup, which copies the inputs, took the whole timeout: airlock says so)
   125      an isolation step failed (the message names the step, the syscall, the path and
            the errno); the task never ran
   126      the command was found but cannot be executed, or a path to it (one with a /)
@@ -103,7 +105,8 @@ JSON report (--json, --request), every key present every time:
                     like a credential, a writable bind, a bound socket or a bind holding
                     host sockets, a bind holding a home's credentials, --share-net and
                     what of the host it hands over), as said on stderr
-On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N}.
+On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N},
+KIND one of usage, setup, setup_timeout, command_not_found, command_not_executable.
 
 JSON request (--request FILE, - for stdin):
   {\"command\": \"python3\", \"args\": [\"probe.py\"], \"inputs\": {\"probe.py\": \"...\"},
@@ -1008,6 +1011,12 @@ fn install_bwrap(dir: &std::path::Path, force: bool) -> i32 {
 
 fn run(args: RunArgs) -> i32 {
     let json_mode = args.json || args.request.is_some();
+    // Closed, stdout became /dev/null at airlock's start (sys::process_start): the report
+    // would be lost without a word, so the task does not run.
+    if json_mode && sys::closed_at_start(1) {
+        crate::say!("airlock: stdout is closed: the JSON report would have nowhere to go");
+        return exit::USAGE;
+    }
     let mut spec = match spec_from_args(&args) {
         Ok(s) => s,
         Err(e) => return fail(json_mode, &launch::Failure::Usage(e.0)),

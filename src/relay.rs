@@ -202,6 +202,16 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
         let fd = std_stream(stream);
         let st = named(nix::sys::stat::fstat(fd), "fstat")?;
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        // An O_PATH descriptor names a file without opening it: the task could not read or
+        // write it, but could open its file through /proc/self/fd.
+        if crate::sys::path_only_at_start(stream) {
+            return Err(Failure::Usage(format!(
+                "{} is an O_PATH descriptor, which can be neither read nor written: give the \
+                 task a file opened for {}, a pipe, a socket or a terminal",
+                NAMES[i],
+                ["reading", "writing", "writing"][i]
+            )));
+        }
         if kind == SFlag::S_IFDIR {
             return Err(Failure::Usage(format!(
                 "{} is a directory: airlock run takes files, pipes, sockets and terminals as \

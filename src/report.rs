@@ -367,6 +367,7 @@ pub fn failure_json(f: &Failure) -> (Value, i32) {
     let (kind, msg, code) = match f {
         Failure::Usage(m) => ("usage", m.as_str(), exit::USAGE),
         Failure::Setup(m) => ("setup", m.as_str(), exit::SETUP_FAILED),
+        Failure::SetupTimedOut(m) => ("setup_timeout", m.as_str(), exit::TIMEOUT),
         Failure::Exec(c, m) => (
             if *c == exit::NOT_FOUND {
                 "command_not_found"

@@ -539,8 +539,17 @@ fn process_start() {
         PollFd::new(unsafe { BorrowedFd::borrow_raw(fd) }, PollFlags::empty())
     });
     let mut polled = std_fds;
+    // POLLNVAL also stands for an open O_PATH descriptor, which F_GETFD then finds open (the
+    // stream checks refuse it as a stream: relay::plan).
+    let nval = |p: &PollFd| p.revents().is_some_and(|r| r.contains(PollFlags::POLLNVAL));
     let is_closed: [bool; 3] = match poll(&mut polled, PollTimeout::ZERO) {
-        Ok(_) => polled.map(|p| p.revents().is_some_and(|r| r.contains(PollFlags::POLLNVAL))),
+        Ok(_) => [0, 1, 2].map(|fd| {
+            let path_only = nval(&polled[fd as usize]) && !closed(fd);
+            if path_only {
+                STD_AT_START.fetch_or(PATH_ONLY << fd, std::sync::atomic::Ordering::Relaxed);
+            }
+            nval(&polled[fd as usize]) && !path_only
+        }),
         Err(_) => [0, 1, 2].map(closed),
     };
     for (fd, is_closed) in (0..3).zip(is_closed) {
@@ -553,6 +562,7 @@ fn process_start() {
                 Ok(null) if null.as_raw_fd() == fd => std::mem::forget(null),
                 _ => exit_now(crate::spec::exit::SETUP_FAILED),
             }
+            STD_AT_START.fetch_or(CLOSED << fd, std::sync::atomic::Ordering::Relaxed);
         }
     }
     for (sig, caller) in SELF_IGNORED.iter().zip(&CALLER_IGNORED) {
@@ -562,6 +572,23 @@ fn process_start() {
             std::sync::atomic::Ordering::Relaxed,
         );
     }
+}
+
+/// What process_start found of descriptors 0-2, bit N of each group for descriptor N:
+/// closed (/dev/null since), or an O_PATH descriptor.
+static STD_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+const CLOSED: u8 = 1;
+const PATH_ONLY: u8 = 1 << 3;
+
+/// Whether standard stream `fd` was closed when airlock started (it is /dev/null since).
+pub fn closed_at_start(fd: i32) -> bool {
+    STD_AT_START.load(std::sync::atomic::Ordering::Relaxed) & (CLOSED << fd) != 0
+}
+
+/// Whether standard stream `fd` is an O_PATH descriptor (poll finds it invalid, F_GETFD
+/// open), which names a file without opening it.
+pub fn path_only_at_start(fd: i32) -> bool {
+    STD_AT_START.load(std::sync::atomic::Ordering::Relaxed) & (PATH_ONLY << fd) != 0
 }
 
 /// The signals airlock ignores for itself from its start: a closed output (SIGPIPE) and the
@@ -642,6 +669,14 @@ pub fn wait_readable(fd: BorrowedFd, wait: Option<std::time::Duration>) -> SysRe
             Err(e) => return named(Err(e), || format!("poll({}, POLLIN)", fd.as_raw_fd())),
         }
     }
+}
+
+/// Whether process `pid` (a child of this one) has a child of its own: its
+/// /proc/PID/task/PID/children, which the kernel fills for its main thread, is not empty.
+/// Unreadable, it is taken to have one.
+pub fn has_children(pid: Pid) -> bool {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    std::fs::read(path).map_or(true, |ids| !ids.is_empty())
 }
 
 /// Descriptor 0, 1 or 2 of this process.

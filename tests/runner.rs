@@ -3287,7 +3287,8 @@ fn run_help_documents_every_exit_code_and_report_key() {
             "a file bound over a directory",
             "pages",
             "--host-uid",
-            "a directory or a listening socket on a standard stream",
+            "a directory, an O_PATH descriptor or a listening socket on a standard stream",
+            "a closed stdout under",
         ] {
             let plain = |t: &str| t.replace('`', "");
             assert!(
@@ -3966,5 +3967,120 @@ fn the_readmes_python_and_node_examples_run_as_written() {
                 run.show()
             );
         }
+    }
+}
+
+/// The caller of `airlock run` with standard streams airlock cannot use (python, `argv[1]`
+/// airlock, `argv[2]` a directory every launcher may write): each case's task would touch a
+/// file there, so the marker says whether it ran. One line per case.
+const UNUSABLE_STREAMS: &str = r#"
+import os, subprocess, sys
+airlock, out = sys.argv[1], sys.argv[2]
+path = os.open('/etc/hostname', os.O_PATH)
+readable = os.open('/etc/hostname', os.O_RDONLY)
+def case(name, flags, said, **kw):
+    argv = [airlock, 'run'] + flags + ['--bind', f'{out}:/out', '--', 'touch', f'/out/{name}']
+    p = subprocess.run(argv, stderr=subprocess.PIPE, timeout=60, **kw)
+    ran = os.path.exists(os.path.join(out, name))
+    print(f'{name}: status={p.returncode} said={said in p.stderr.decode()} ran={ran}')
+case('path-stdin', [], 'stdin is an O_PATH descriptor', stdin=path)
+case('path-stdout', [], 'stdout is an O_PATH descriptor', stdout=path)
+case('read-stdin', [], '', stdin=readable)
+closed = lambda: os.close(1)
+case('closed-json', ['--json'], 'stdout is closed: the JSON report would have nowhere to go',
+     stdin=subprocess.DEVNULL, preexec_fn=closed)
+case('closed-plain', [], '', stdin=subprocess.DEVNULL, preexec_fn=closed)
+case('open-json', ['--json'], '', stdout=subprocess.DEVNULL)
+"#;
+
+/// Standard streams airlock cannot use are refused before the task runs (exit 2, the stream
+/// named): an O_PATH descriptor (it names a file without opening it: the task could not read
+/// or write it, but could open the file through /proc/self/fd) on stdin or stdout, and under
+/// --json a stdout the caller closed (the report would go nowhere). Controls: a file opened
+/// for reading on stdin runs, a closed stdout without --json runs (the task's is /dev/null,
+/// as documented), and --json with an open stdout runs. On the unfixed code an O_PATH stream
+/// was taken for a closed one and airlock exited 125 without a word, and --json with a closed
+/// stdout ran the task, wrote its report to /dev/null and exited 0.
+#[test]
+fn streams_airlock_cannot_use_are_refused_before_the_task_runs() {
+    let bin = common::binary().display().to_string();
+    for who in BOTH {
+        let dir = tmpdir_named(Path::new("/var/tmp"), "airlock-streams-");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let out = dir.path().display().to_string();
+        let o = host_command(who, PYTHON)
+            .args(["-c", UNUSABLE_STREAMS, &bin, &out])
+            .current_dir("/")
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&o),
+            "path-stdin: status=2 said=True ran=False\n\
+             path-stdout: status=2 said=True ran=False\n\
+             read-stdin: status=0 said=True ran=True\n\
+             closed-json: status=2 said=True ran=False\n\
+             closed-plain: status=0 said=True ran=True\n\
+             open-json: status=0 said=True ran=True\n",
+            "{who:?}\n{}",
+            stderr(&o)
+        );
+    }
+}
+
+/// The timeout counts from airlock's start, so setup is part of it: one that fires before
+/// the task started (here while a 1 GiB input is copied into scratch, at about 0.4 GB/s) is
+/// said to be that, not the task's (exit 124 either way): in JSON mode an error of kind
+/// setup_timeout instead of a report of a task that never ran, streamed a line on stderr.
+/// Control: a timeout that fires while the task runs is the task's (the report, timed_out).
+/// On the unfixed code the first two read as the task's timeout: a report with timed_out,
+/// signal 9, empty output, and no word on stderr.
+#[test]
+fn a_timeout_during_setup_is_said_to_be_setups() {
+    let dir = tmpdir_named(Path::new("/var/tmp"), "airlock-setup-timeout-");
+    let big = dir.path().join("big");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(1 << 30).unwrap();
+    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let input = format!("big={}", big.display());
+    let slow = [
+        "--timeout",
+        "300ms",
+        "--scratch-size",
+        "2G",
+        "--input",
+        &input,
+        "--",
+        "echo",
+        "RAN",
+    ];
+    for who in BOTH {
+        let mut json = vec!["run", "--json"];
+        json.extend_from_slice(&slow);
+        let run = al(who, &json, SECS_10);
+        assert_eq!(run.code(), Some(124), "{who:?}: {}", run.show());
+        let rep = run.report();
+        assert_eq!(rep["error_kind"], json!("setup_timeout"), "{who:?}: {rep}");
+        assert_eq!(rep["exit_code"], json!(124), "{who:?}: {rep}");
+        let msg = rep["error"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("fired before the task started"),
+            "{who:?}: {rep}"
+        );
+
+        let mut plain = vec!["run"];
+        plain.extend_from_slice(&slow);
+        let run = al(who, &plain, SECS_10);
+        assert_eq!(run.code(), Some(124), "{who:?}: {}", run.show());
+        assert_eq!(stdout(&run.out), "", "{who:?}");
+        assert!(
+            stderr(&run.out).contains("fired before the task started"),
+            "{who:?}: {}",
+            run.show()
+        );
+
+        let (run, rep) = json_sh(who, &["--timeout", "300ms"], "echo RAN; sleep 5", SECS_10);
+        assert_eq!(run.code(), Some(124), "{who:?} control: {}", run.show());
+        assert_eq!(rep["timed_out"], json!(true), "{who:?} control: {rep}");
+        assert_eq!(rep["stdout"], json!("RAN\n"), "{who:?} control: {rep}");
     }
 }
