@@ -61,6 +61,9 @@ pub enum Msg {
         signaled: bool,
         value: i32,
         cpu_ms: u64,
+        /// A streamed run's scratch was full when the task ended (a JSON run's launcher
+        /// looks itself, through the scratch it was handed).
+        scratch_full: bool,
     },
 }
 
@@ -128,9 +131,10 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
             signaled,
             value,
             cpu_ms,
+            scratch_full,
         } => {
             buf.push(b'S');
-            buf.push(*signaled as u8);
+            buf.push(*signaled as u8 | (*scratch_full as u8) << 1);
             buf.extend_from_slice(&value.to_le_bytes());
             buf.extend_from_slice(&cpu_ms.to_le_bytes());
         }
@@ -214,7 +218,8 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<O
         b'E' => Msg::SetupFailed(text(body)),
         b'X' => Msg::ExecFailed(int(body), text(body.get(4..).unwrap_or(&[]))),
         b'S' => Msg::TaskEnded {
-            signaled: body.first() == Some(&1),
+            signaled: body.first().is_some_and(|b| b & 1 != 0),
+            scratch_full: body.first().is_some_and(|b| b & 2 != 0),
             value: int(body.get(1..).unwrap_or(&[])),
             cpu_ms: body
                 .get(5..13)

@@ -650,11 +650,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
     };
     status_fds.finish(&end);
-    let scratch_full = sup
-        .scratch
-        .as_ref()
-        .and_then(|(fd, _)| nix::sys::statvfs::fstatvfs(fd).ok())
-        .is_some_and(|st| st.blocks_available() == 0 || st.files_available() == 0);
+    let scratch_full = sup.scratch_full
+        || (sup.scratch.as_ref()).is_some_and(|(fd, _)| crate::report::full(fd.as_fd()));
     // Which limit ended the task: the timeout; the cgroup's own counters (OOM kill, refused
     // fork); RLIMIT_CPU (SIGXCPU, or SIGKILL at the hard limit, with the CPU time to show for
     // it); RLIMIT_FSIZE (SIGXFSZ, or a shell's 128+SIGXFSZ report of it); a full scratch.
@@ -735,6 +732,19 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
                         input.name
                     ))
                 };
+                // A trailing / names a directory, which the route below, walked by
+                // components, would drop: the kernel's answer is asked for (ENOTDIR for a
+                // file, as `cat f/` and a bind source get; a directory is not regular).
+                if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+                    let e = match nix::sys::stat::stat(path.as_path()) {
+                        Ok(_) => return Err(not_regular()),
+                        Err(e) => crate::sys::errno_text(e),
+                    };
+                    return Err(Failure::Usage(format!(
+                        "input {}: cannot open {path:?}: stat: {e}",
+                        input.name
+                    )));
+                }
                 let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
                 // A route that cannot be walked fails the open: opening the path as given
                 // instead would follow a link a running task swaps in meanwhile.
@@ -1141,6 +1151,8 @@ struct Supervisor {
     sent_xcpu: bool,
     /// The deadline fired while the init had not yet started the task.
     setup_timed_out: bool,
+    /// The init found a streamed run's scratch full when the task ended.
+    scratch_full: bool,
 }
 
 impl Supervisor {
@@ -1166,6 +1178,7 @@ impl Supervisor {
             interrupted: false,
             sent_xcpu: false,
             setup_timed_out: false,
+            scratch_full: false,
         }
     }
 
@@ -1352,8 +1365,10 @@ impl Supervisor {
                 signaled,
                 value,
                 cpu_ms,
+                scratch_full,
             } => {
                 self.task_cpu_ms = cpu_ms;
+                self.scratch_full = scratch_full;
                 self.task_end = Some(if signaled {
                     End::Signaled(value)
                 } else {

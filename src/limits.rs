@@ -122,9 +122,15 @@ pub fn applicable(l: &Limits, mech: Mechanism) -> Limits {
     let page = page_size();
     a.scratch_size = l.scratch_size.div_ceil(page) * page;
     if mech == Mechanism::CgroupV1 {
-        a.memory = l.memory / page * page;
+        a.memory = kept_memory(l.memory, page);
     }
     a
+}
+
+/// A cgroup memory limit of `bytes` as the kernel keeps it: in whole pages, rounded down, and
+/// at most PAGE_COUNTER_MAX of them (LONG_MAX / page size: 2^63 bytes or more read as that).
+fn kept_memory(bytes: u64, page: u64) -> u64 {
+    (bytes / page).min(i64::MAX as u64 / page) * page
 }
 
 /// The page size (4096 where sysconf cannot tell).
@@ -445,8 +451,7 @@ impl Plan {
     pub fn bounded(&self, l: Limits) -> Limits {
         match self {
             Plan::V2 { parent, mount, .. } => {
-                let page = page_size();
-                let memory = l.memory / page * page;
+                let memory = kept_memory(l.memory, page_size());
                 v2_bounded(parent, mount, Limits { memory, ..l })
             }
             _ => l,

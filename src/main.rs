@@ -237,8 +237,8 @@ struct DockerArgs {
 
 #[derive(Args, Debug, Default)]
 struct RunArgs {
-    /// Forward the caller's variable NAME, or set NAME=VALUE (repeatable). Nothing else of the
-    /// caller's environment crosses.
+    /// Forward the caller's variable NAME, or set NAME=VALUE (repeatable: a name given again
+    /// takes the later value). Nothing else of the caller's environment crosses.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
     /// Copy the host file PATH into scratch as NAME (a plain file name; repeatable).
@@ -649,7 +649,7 @@ fn read_request_text(path: &Path) -> std::io::Result<String> {
     // what then failed.
     let opened = match path.as_os_str() == "-" {
         true => None,
-        false => Some(std::fs::File::open(path)?),
+        false => Some(std::fs::File::open(path).map_err(|e| named_io("open", e))?),
     };
     let from = opened.as_ref().map_or(sys::std_stream(0), |f| f.as_fd());
     let mut text = Vec::new();
@@ -676,7 +676,7 @@ fn read_request_text(path: &Path) -> std::io::Result<String> {
                 sys::wait_readable(from, None).map_err(std::io::Error::other)?;
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(named_io("read", e)),
         };
         if (text.len() + n) as u64 > TEXT_MAX {
             return Err(std::io::Error::other(format!(
@@ -704,11 +704,26 @@ fn read_request_text(path: &Path) -> std::io::Result<String> {
         let bytes = e.as_bytes();
         let why = match bytes.starts_with(b"\xff\xfe") || bytes.starts_with(b"\xfe\xff") {
             // Windows PowerShell's `>` writes UTF-16.
-            true => "not UTF-8: it starts with a UTF-16 byte order mark (write it as UTF-8)",
-            false => "stream did not contain valid UTF-8",
+            true => "not UTF-8: it starts with a UTF-16 byte order mark (write it as UTF-8)".into(),
+            false => format!(
+                "not UTF-8: byte {} (offset {}) starts no UTF-8 character",
+                bytes
+                    .get(e.utf8_error().valid_up_to())
+                    .map_or("?".into(), |b| format!("{b:#04x}")),
+                e.utf8_error().valid_up_to()
+            ),
         };
         std::io::Error::new(ErrorKind::InvalidData, why)
     })
+}
+
+/// An I/O error of `call` on the request, said with the call: `read: Is a directory`.
+fn named_io(call: &str, e: std::io::Error) -> std::io::Error {
+    let text = match e.raw_os_error() {
+        Some(n) => sys::errno_text(nix::errno::Errno::from_raw(n)).to_string(),
+        None => e.to_string(),
+    };
+    std::io::Error::new(e.kind(), format!("{call}: {text}"))
 }
 
 fn read_request(path: &Path) -> Result<Draft, UsageError> {

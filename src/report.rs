@@ -361,6 +361,13 @@ pub fn to_json(o: &Outcome, warnings: &[String]) -> Value {
     })
 }
 
+/// Whether the scratch tmpfs `fd` is on has no block or no inode left (a task that ran
+/// into --scratch-size).
+pub fn full(fd: std::os::fd::BorrowedFd) -> bool {
+    nix::sys::statvfs::fstatvfs(fd)
+        .is_ok_and(|st| st.blocks_available() == 0 || st.files_available() == 0)
+}
+
 /// airlock's own failure in JSON mode.
 pub fn failure_json(f: &Failure) -> (Value, i32) {
     use crate::spec::exit;

@@ -793,6 +793,33 @@ fn scratch_fill_is_reported() {
             r.show()
         );
         assert_clean(&m, &[r.pid], &format!("scratch fill as {who:?}"));
+
+        // Streamed, airlock says so on stderr after the task's own words, as it does for
+        // the other limits (it said nothing until a review: only a JSON run's launcher held
+        // scratch to look at). Control: a task that fills scratch and empties it again.
+        for (script, said) in [
+            (script.as_str(), true),
+            ("head -c 9M /dev/zero > big; rm big", false),
+        ] {
+            let r = run(
+                who,
+                &["--scratch-size", "8M"],
+                &["sh", "-c", script],
+                SECS_30,
+            );
+            assert_eq!(
+                r.out.status.code(),
+                Some(if said { 1 } else { 0 }),
+                "{}",
+                r.show()
+            );
+            assert_eq!(
+                stderr(&r.out).contains("airlock: scratch is full (--scratch-size)"),
+                said,
+                "{}",
+                r.show()
+            );
+        }
     }
 }
 
@@ -2411,6 +2438,20 @@ fn the_callers_lower_hard_rlimits_cap_the_runs() {
                 &rep["limits"]["memory"]["applied"]
             ),
             (&json!("1221*4096\n"), &json!(5_001_216), &json!(memory)),
+            "{who:?}: {rep}"
+        );
+        // A cgroup keeps at most PAGE_COUNTER_MAX pages (LONG_MAX / 4096): a request of 2^64-1
+        // bytes applies as that under v1; RLIMIT_DATA takes it as it is (unlimited). The
+        // report said 2^64-1 rounded down to pages until a review.
+        let run = format!("{bin} run --json --memory 18446744073709551615 -- true");
+        let rep: Value = serde_json::from_slice(&host_sh(who, &run).stdout).unwrap();
+        let memory = match who {
+            Launcher::Root => 9_223_372_036_854_771_712_u64,
+            Launcher::Unprivileged => u64::MAX,
+        };
+        assert_eq!(
+            rep["limits"]["memory"]["applied"],
+            json!(memory),
             "{who:?}: {rep}"
         );
         // RLIMIT_CPU counts whole seconds: a request applies rounded down, and the report says

@@ -522,6 +522,20 @@ fn missing_fifo_directory_and_unreadable_inputs_are_refused_without_blocking() {
             &["--input", &format!("sock.txt={sock}")],
             &["input sock.txt", sock, "not a regular file"],
         );
+        // A trailing / names a directory: a file so named is ENOTDIR, as `cat FILE/` and a
+        // bind source get (it was copied in until a review).
+        let slashed = format!("{}/", private.display());
+        assert_refused(
+            who,
+            &["--input", &format!("s.txt={slashed}")],
+            &["input s.txt", "cannot open", &slashed, "Not a directory"],
+        );
+        let sub_slash = format!("{sub}/");
+        assert_refused(
+            who,
+            &["--input", &format!("d.txt={sub_slash}")],
+            &["input d.txt", &sub_slash, "not a regular file"],
+        );
     }
     // Inputs are opened with the caller's rights: uid 65534 cannot hand in root's 0600 file.
     let p = private.to_str().unwrap();
@@ -752,6 +766,19 @@ fn command_not_found_and_not_executable() {
         0o755,
     );
     let shebang = format!("b={}", bad.display());
+    // /bin/true with its loader's name changed, length kept, to one nowhere.
+    let elf = std::fs::read("/bin/true").unwrap();
+    let loader = b"/lib64/ld-linux-x86-64.so.2";
+    let at = (elf.windows(loader.len()).position(|w| w == loader))
+        .or_else(|| {
+            let arm = b"/lib/ld-linux-aarch64.so.1";
+            elf.windows(arm.len()).position(|w| w == arm)
+        })
+        .expect("/bin/true names its loader");
+    let mut elf = elf;
+    elf[at + 1] = b'X';
+    let no_loader = write_file(&dir.path().join("e"), &elf, 0o755);
+    let no_loader = format!("e={}", no_loader.display());
     let exe = write_file(&dir.path().join("x.sh"), b"#!/bin/sh\necho RAN-X\n", 0o755);
     let exe = format!("x.sh={}", exe.display());
     let request = br##"{"command": "./run.sh", "inputs": {"run.sh": "#!/bin/sh\necho RAN"}}"##;
@@ -850,11 +877,23 @@ fn command_not_found_and_not_executable() {
         assert_eq!(
             run.report(),
             json!({
-                "error": "./b: cannot execute: the interpreter its #! line names (or its ELF \
-                          loader) is not in the sandbox",
+                "error": "./b: cannot execute: the interpreter its #! line names, \
+                          \"/no/such/interpreter\", is not in the sandbox",
                 "error_kind": "command_not_executable",
                 "exit_code": 126,
             }),
+            "{who:?}"
+        );
+        // An ELF file whose loader (PT_INTERP) the sandbox does not hold: said so.
+        let run = al(
+            who,
+            &["run", "--json", "--input", &no_loader, "--", "./e"],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
+        assert_eq!(
+            run.report()["error"],
+            json!("./e: cannot execute: its ELF loader is not in the sandbox"),
             "{who:?}"
         );
     }
@@ -4082,5 +4121,33 @@ fn a_timeout_during_setup_is_said_to_be_setups() {
         assert_eq!(run.code(), Some(124), "{who:?} control: {}", run.show());
         assert_eq!(rep["timed_out"], json!(true), "{who:?} control: {rep}");
         assert_eq!(rep["stdout"], json!("RAN\n"), "{who:?} control: {rep}");
+    }
+}
+
+/// A request file that cannot be read is said with the call that failed, and one that is not
+/// UTF-8 with the first byte that is not and where it is (the messages had been Rust's own:
+/// "Is a directory (os error 21)", "stream did not contain valid UTF-8").
+#[test]
+fn request_file_errors_name_the_call_and_the_byte() {
+    let dir = tmpdir();
+    let bad = write_file(&dir.path().join("q"), b"{\"command\": \"true\xff\"}", 0o644);
+    let missing = dir.path().join("none");
+    let cases = [
+        ("/etc".to_string(), "request \"/etc\": read: Is a directory"),
+        (
+            bad.display().to_string(),
+            "not UTF-8: byte 0xff (offset 17) starts no UTF-8 character",
+        ),
+        (
+            missing.display().to_string(),
+            "none\": open: No such file or directory",
+        ),
+    ];
+    for who in BOTH {
+        for (path, says) in &cases {
+            let run = al(who, &["run", "--request", path], SECS_10);
+            let msg = run.usage_error(&format!("{who:?} {path}"));
+            assert!(msg.ends_with(says), "{who:?} {path}: {msg}");
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! The end of the steps: capabilities dropped (step 12), and the task's side of step 13:
 //! signals, stdio, descriptors, the seccomp filter last, then execve and the command search.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use nix::errno::Errno;
@@ -279,6 +280,32 @@ pub(super) fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> 
 const NO_INTERPRETER: &str =
     "the interpreter its #! line names (or its ELF loader) is not in the sandbox";
 
+/// What the existing `file` execve answered ENOENT for names to start it with: the
+/// interpreter of its #! line, quoted as the kernel reads it (the first word, at most 255
+/// bytes of the line), or its ELF loader.
+fn missing_interpreter(file: &CStr) -> String {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(std::ffi::OsStr::from_bytes(file.to_bytes()))
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let head = &head[..n];
+    match head.strip_prefix(b"#!") {
+        Some(line) => {
+            let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+            let word = (line.split(|&b| b == b' ' || b == b'\t'))
+                .find(|w| !w.is_empty())
+                .unwrap_or_default();
+            format!(
+                "the interpreter its #! line names, {:?}, is not in the sandbox",
+                String::from_utf8_lossy(word)
+            )
+        }
+        None if head.starts_with(b"\x7fELF") => "its ELF loader is not in the sandbox".into(),
+        None => NO_INTERPRETER.into(),
+    }
+}
+
 /// The argv execve is given: bwrap's --argv0 names the program started, looked up by its
 /// real name.
 fn task_argv(plan: &ExecPlan) -> Vec<CString> {
@@ -423,9 +450,9 @@ fn exec_search(plan: &ExecPlan) -> (i32, String) {
         }
     }
     match denied {
-        Some((Errno::ENOENT, _)) => (
+        Some((Errno::ENOENT, file)) => (
             spec::exit::NOT_EXECUTABLE,
-            format!("cannot execute: {NO_INTERPRETER}"),
+            format!("cannot execute: {}", missing_interpreter(file)),
         ),
         Some((e, file)) => {
             let why = match e {

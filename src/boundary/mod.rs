@@ -179,7 +179,7 @@ pub fn init(mut inh: Inherited) -> ! {
     let sock = inh.sock.as_fd();
     let forward = inh.spec.bwrap.is_none() || inh.caller_group.is_some();
     match build(&inh) {
-        Ok(task) => supervise(task, sock, forward),
+        Ok((task, scratch)) => supervise(task, sock, forward, scratch),
         Err(e) => {
             let text = match inh.spec.bwrap {
                 Some(_) => crate::bwrap::message(&e),
@@ -191,8 +191,9 @@ pub fn init(mut inh: Inherited) -> ! {
     }
 }
 
-/// Steps 3 to 13, in order. Returns the pid of the running task.
-fn build(inh: &Inherited) -> Result<Pid, StepError> {
+/// Steps 3 to 13, in order. Returns the pid of the running task, and a streamed run's
+/// scratch (the launcher holds a JSON run's), whose fullness the task's end reports.
+fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     let spec = inh.spec;
     let sock = inh.sock.as_fd();
 
@@ -376,9 +377,13 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
 
     // 11. Hand the launcher a descriptor of scratch so it can collect result files after the
     //     whole sandbox is gone (the descriptor keeps the tmpfs alive; nothing is on disk).
-    if let (Output::Json { .. }, Some((fd, handed))) = (spec.output, scratch) {
-        channel::send(sock, &Msg::Scratch(fd, handed)).step("11 hand over scratch")?;
-    }
+    let scratch = match (spec.output, scratch) {
+        (Output::Json { .. }, Some((fd, handed))) => {
+            channel::send(sock, &Msg::Scratch(fd, handed)).step("11 hand over scratch")?;
+            None
+        }
+        (_, scratch) => scratch.map(|(fd, _)| fd),
+    };
     // bwrap's --lock-file: held by this init for the sandbox's lifetime.
     let locks = take_locks(spec).step("11 lock files")?;
 
@@ -496,7 +501,7 @@ fn build(inh: &Inherited) -> Result<Pid, StepError> {
     let pid = sys::start_task(how, &mut || exec_task(inh, &exec, Some(init_pid)))
         .step("13 start task")?;
     std::mem::forget(locks);
-    Ok(pid)
+    Ok((pid, scratch))
 }
 
 /// The limits written into the sandbox's own user namespace (`sys/user/` of a /proc, which
@@ -864,7 +869,7 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 /// launcher blocked (`launch::ALSO_ENDING`; airlock run, to whom `interrupted` says; bwrap
 /// mode without a pid namespace, to the task), and report the task's end. When init exits,
 /// the kernel kills whatever else is left in the pid namespace.
-fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
+fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd>) -> ! {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -899,9 +904,11 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool) -> ! {
         }
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid == task => report_end(sock, false, code),
+                Ok(WaitStatus::Exited(pid, code)) if pid == task => {
+                    report_end(sock, false, code, scratch.as_ref())
+                }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == task => {
-                    report_end(sock, true, sig as i32)
+                    report_end(sock, true, sig as i32, scratch.as_ref())
                 }
                 Ok(WaitStatus::StillAlive) | Err(_) => break,
                 Ok(_) => {}
@@ -925,7 +932,7 @@ fn interrupted(task: Pid, sig: Signal) -> Pid {
     }
 }
 
-fn report_end(sock: BorrowedFd, signaled: bool, value: i32) -> ! {
+fn report_end(sock: BorrowedFd, signaled: bool, value: i32, scratch: Option<&OwnedFd>) -> ! {
     let cpu_ms = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
         .map(|u| {
             let ms =
@@ -939,6 +946,7 @@ fn report_end(sock: BorrowedFd, signaled: bool, value: i32) -> ! {
             signaled,
             value,
             cpu_ms,
+            scratch_full: scratch.is_some_and(|fd| crate::report::full(fd.as_fd())),
         },
     );
     sys::exit_now(0)
