@@ -289,9 +289,24 @@ fn too_few_arguments(opt: &str) -> UsageError {
     })
 }
 
+/// Whether --level-prefix has been read among the options (not in the command's own
+/// arguments): the messages after it start with their syslog level, as bubblewrap's do.
+static LEVEL_PREFIX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `level` ("<3>" an error, "<4>" a warning) if --level-prefix was read, else nothing.
+fn level(level: &'static str) -> &'static str {
+    match LEVEL_PREFIX.load(std::sync::atomic::Ordering::Relaxed) {
+        true => level,
+        false => "",
+    }
+}
+
 /// The warning bubblewrap prints when an option that keeps one value is given again.
 fn only_the_last(opt: &str) {
-    crate::say!("bwrap: Only the last {opt} option will take effect");
+    crate::say!(
+        "{}bwrap: Only the last {opt} option will take effect",
+        level("<4>")
+    );
 }
 
 /// A variable name for --setenv or --unsetenv (`call`): setenv(3) and unsetenv(3), which
@@ -527,7 +542,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 }
                 io.argv0 = Some(v);
             }
-            "--level-prefix" => io.level_prefix = true,
+            "--level-prefix" => LEVEL_PREFIX.store(true, std::sync::atomic::Ordering::Relaxed),
             "--unshare-all" => {
                 user_try = true;
                 ns = Namespaces::ALL;
@@ -1219,10 +1234,8 @@ pub fn new_namespace_failed(errno: Errno) -> String {
 pub fn main(args: &[String]) -> i32 {
     let parent = std::os::unix::process::parent_id();
     let caller = Caller::current();
-    let level_prefix = args.iter().any(|a| a == "--level-prefix");
     let die = |msg: &str| -> i32 {
-        let prefix = if level_prefix { "<3>" } else { "" };
-        crate::say!("{prefix}bwrap: {msg}");
+        crate::say!("{}bwrap: {msg}", level("<3>"));
         1
     };
     match parse(args, &caller) {

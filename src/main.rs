@@ -1042,8 +1042,15 @@ fn run(args: RunArgs) -> i32 {
         .binds()
         .filter(|(_, _, a)| *a != spec::Access::ReadOnly)
         .map(|(src, dest, _)| {
+            // A source whose way goes through a link (one an earlier task may have planted in
+            // a writable bind) is said with where it leads: that is what the task writes.
+            let leads = std::fs::canonicalize(src)
+                .ok()
+                .filter(|real| std::path::absolute(src).ok().as_deref() != Some(real.as_path()))
+                .map(|real| format!(" (through a link: {})", real.display()))
+                .unwrap_or_default();
             format!(
-                "{} is writable inside at {}: a channel out of the sandbox",
+                "{}{leads} is writable inside at {}: a channel out of the sandbox",
                 src.display(),
                 dest.display()
             )

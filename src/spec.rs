@@ -230,7 +230,6 @@ pub struct BwrapIo {
     pub block_fd: Option<i32>,
     pub userns_block_fd: Option<i32>,
     pub lock_files: Vec<PathBuf>,
-    pub level_prefix: bool,
     pub argv0: Option<String>,
     /// Without --chdir: the caller's cwd, then $HOME, then / (the first that exists inside).
     pub cwd_fallback: Vec<PathBuf>,

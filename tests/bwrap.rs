@@ -5148,3 +5148,84 @@ EOF"#
         }
     }
 }
+
+/// --perms' setuid and setgid bits on a file written from a descriptor (--file,
+/// --ro-bind-data): bubblewrap gives the file its mode, then writes, so an unprivileged
+/// caller's write clears the setuid bit and, on a group-executable file, the setgid bit (as
+/// the kernel does for a writer without CAP_FSETID); root's keep them, and so does an empty
+/// file. airlock wrote first and set the mode after: uid 65534's 04755 file read 4755 where
+/// bubblewrap's read 755, until a review.
+#[test]
+fn perms_setid_bits_on_written_files_follow_bubblewrap() {
+    let mut extra: Vec<String> = Vec::new();
+    let mut fd = 3;
+    for perms in ["04755", "02755", "07777", "02745"] {
+        for (opt, dest) in [("--file", "/f"), ("--ro-bind-data", "/d")] {
+            extra.extend(
+                [
+                    "--perms",
+                    perms,
+                    opt,
+                    &fd.to_string(),
+                    &format!("{dest}{fd}"),
+                ]
+                .map(String::from),
+            );
+            fd += 1;
+        }
+    }
+    extra.extend(["--perms", "06755", "--file", "11", "/empty"].map(String::from));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let probe = "stat -c '%n %a' /f3 /d4 /f5 /d6 /f7 /d8 /f9 /d10 /empty";
+    let pre = "exec 3<<<hi 4<<<hi 5<<<hi 6<<<hi 7<<<hi 8<<<hi 9<<<hi 10<<<hi 11</dev/null";
+    for who in BOTH {
+        let c = case(&with(MIN, &extra)).pre(pre).sh(probe);
+        let [b, _] = same(&c, who);
+        let want = match who {
+            Launcher::Root => {
+                "/f3 4755\n/d4 4755\n/f5 2755\n/d6 2755\n/f7 7777\n/d8 7777\n\
+                               /f9 2745\n/d10 2745\n/empty 6755\n"
+            }
+            Launcher::Unprivileged => {
+                "/f3 755\n/d4 755\n/f5 755\n/d6 755\n/f7 1777\n\
+                                       /d8 1777\n/f9 2745\n/d10 2745\n/empty 6755\n"
+            }
+        };
+        assert_eq!(b.stdout, want, "{who:?}: {}", b.show());
+    }
+}
+
+/// --level-prefix is read where bubblewrap (0.9 and later; 0.8 lacks it) reads it, among the
+/// options: the messages after it carry their syslog level, `<4>` the warning that only the
+/// last --chdir counts, `<3>` an error. In the command's own arguments it is the command's
+/// word, and prefixes nothing: the differential half, where bubblewrap 0.8 takes it as the
+/// task's too. airlock had looked for it in every argument (an `echo --level-prefix` task's
+/// failure came out as `<3>bwrap: ...`) and printed the warning without its level, until a
+/// review.
+#[test]
+fn level_prefix_is_read_among_the_options() {
+    for who in BOTH {
+        let missing = case(&[
+            "--ro-bind",
+            "/no-such-src",
+            "/x",
+            "--",
+            "echo",
+            "--level-prefix",
+        ]);
+        let [_, a] = same(&missing, who);
+        assert!(a.stderr.starts_with("bwrap: Can't find"), "{}", a.show());
+
+        let args = with(MIN, &["--level-prefix", "--chdir", "/", "--chdir", "/usr"]);
+        let a = case(&args)
+            .arg(&["--", "/no/such/command"])
+            .run(Imp::Airlock, who);
+        assert_eq!(
+            a.stderr,
+            "<4>bwrap: Only the last --chdir option will take effect\n\
+             <3>bwrap: execvp /no/such/command: No such file or directory\n",
+            "{who:?}: {}",
+            a.show()
+        );
+    }
+}

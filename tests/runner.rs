@@ -4151,3 +4151,31 @@ fn request_file_errors_name_the_call_and_the_byte() {
         }
     }
 }
+
+/// A writable bind whose source's way goes through a link (one a task of an earlier run may
+/// have planted in a writable bind of its own) is warned of with where it leads, which is
+/// what the task writes: the warning had named the link alone, until a review. Control: the
+/// real directory bound itself is warned of by its name only.
+#[test]
+fn a_writable_bind_through_a_link_is_said_with_where_it_leads() {
+    let dir = tmpdir();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("planted");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let (real, link) = (real.display().to_string(), link.display().to_string());
+    for who in BOTH {
+        for (src, want) in [
+            (
+                &link,
+                format!("{link} (through a link: {real}) is writable inside at /work/out:"),
+            ),
+            (&real, format!("{real} is writable inside at /work/out:")),
+        ] {
+            let bind = format!("{src}:/work/out");
+            let (run, rep) = json_sh(who, &["--bind", &bind], "true", SECS_10);
+            let first = rep["warnings"][0].as_str().unwrap_or_default();
+            assert!(first.starts_with(&want), "{who:?}: {}", run.show());
+        }
+    }
+}

@@ -264,12 +264,14 @@ pub(super) fn make_dev(
 }
 
 /// bwrap's --file, --bind-data, --ro-bind-data: the descriptor's content in a file at `dest`,
-/// or in a file of the scaffold bound over `dest`.
+/// or in a file of the scaffold bound over `dest`. `privileged`: a root caller's, whose
+/// setuid and setgid bits from --perms stay on a file written to, as bubblewrap's do.
 pub(super) fn write_file_from_fd(
     fd: i32,
     dest: &Path,
     perms: u32,
     bind: Option<Access>,
+    privileged: bool,
 ) -> Result<(), SysError> {
     let staging = match bind {
         None => at(dest),
@@ -287,8 +289,16 @@ pub(super) fn write_file_from_fd(
         call: format!("copy fd {fd} to {dest:?}"),
         errno: e.errno,
     })?);
-    std::io::copy(&mut src, &mut out)
+    let wrote = std::io::copy(&mut src, &mut out)
         .map_err(|e| io_err(e, || format!("copy fd {fd} to {dest:?}")))?;
+    // bubblewrap gives the file its mode, then writes: an unprivileged caller's write clears
+    // the setuid bit, and the setgid bit of a group-executable file, as the kernel does for
+    // a writer without CAP_FSETID. Written first here, the bits are cleared the same way.
+    let perms = match (privileged, wrote) {
+        (false, 1..) if perms & 0o010 != 0 => perms & !0o6000,
+        (false, 1..) => perms & !0o4000,
+        _ => perms,
+    };
     // Through the descriptor opened with O_NOFOLLOW: a symlink planted at the path meanwhile
     // (through a writable bind) is not followed.
     if !existed {

@@ -1136,7 +1136,7 @@ pub(super) fn apply(
             _,
         ) => {
             let mode = made_mode(*perms, Some(bind.is_some()));
-            write_file_from_fd(*fd, dest, mode, *bind)
+            write_file_from_fd(*fd, dest, mode, *bind, inh.caller_is_root)
         }
         (FsOp::Chmod { path, perms }, _) => chmod(&at(path), *perms),
         (FsOp::RemountRo(dest), _) => {
