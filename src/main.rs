@@ -1032,6 +1032,13 @@ fn run(args: RunArgs) -> i32 {
         crate::say!("airlock: stdout is closed: the JSON report would have nowhere to go");
         return exit::USAGE;
     }
+    if json_mode && sys::path_only_at_start(1) {
+        crate::say!(
+            "airlock: stdout is an O_PATH descriptor, which cannot be written: the JSON report \
+             would have nowhere to go"
+        );
+        return exit::USAGE;
+    }
     let mut spec = match spec_from_args(&args) {
         Ok(s) => s,
         Err(e) => return fail(json_mode, &launch::Failure::Usage(e.0)),

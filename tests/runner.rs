@@ -4030,6 +4030,7 @@ case('closed-json', ['--json'], 'stdout is closed: the JSON report would have no
      stdin=subprocess.DEVNULL, preexec_fn=closed)
 case('closed-plain', [], '', stdin=subprocess.DEVNULL, preexec_fn=closed)
 case('open-json', ['--json'], '', stdout=subprocess.DEVNULL)
+case('path-json', ['--json'], 'stdout is an O_PATH descriptor', stdout=path)
 "#;
 
 /// Standard streams airlock cannot use are refused before the task runs (exit 2, the stream
@@ -4059,7 +4060,8 @@ fn streams_airlock_cannot_use_are_refused_before_the_task_runs() {
              read-stdin: status=0 said=True ran=True\n\
              closed-json: status=2 said=True ran=False\n\
              closed-plain: status=0 said=True ran=True\n\
-             open-json: status=0 said=True ran=True\n",
+             open-json: status=0 said=True ran=True\n\
+             path-json: status=2 said=True ran=False\n",
             "{who:?}\n{}",
             stderr(&o)
         );
