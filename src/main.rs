@@ -103,8 +103,9 @@ JSON report (--json, --request), every key present every time:
                     scratch_size: {requested, applied, mechanism}
   warnings          what the command line opened in the boundary (a variable that looks
                     like a credential, a writable bind, a bound socket or a bind holding
-                    host sockets, a bind holding a home's credentials, --share-net and
-                    what of the host it hands over), as said on stderr
+                    host sockets, a bind holding a home's credentials or the host's
+                    /proc, an --input of a home's credentials, --share-net and what of
+                    the host it hands over), as said on stderr
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N},
 KIND one of usage, setup, setup_timeout, command_not_found, command_not_executable.
 
@@ -203,7 +204,7 @@ enum AuditKind {
 #[derive(Args)]
 struct AuditArgs {
     /// Read the command line from FILE (- for stdin): a JSON array of strings or a
-    /// shell-quoted line.
+    /// shell-quoted line (audit airlock: also a JSON request, as `run --request` reads it).
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
     /// Print the findings as JSON.
@@ -1293,7 +1294,8 @@ fn fail(json_mode: bool, f: &launch::Failure) -> i32 {
     if json_mode {
         return emit_report(&format!("{value}\n"), code);
     } else {
-        let msg = value["error"].as_str().unwrap_or("");
+        // One line, as the warnings are: a path in the message may hold a newline.
+        let msg = audit::one_line(value["error"].as_str().unwrap_or(""));
         match f {
             launch::Failure::Setup(_) => crate::say!("airlock: setup failed: {msg}"),
             _ => crate::say!("airlock: {msg}"),

@@ -4181,3 +4181,31 @@ fn a_writable_bind_through_a_link_is_said_with_where_it_leads() {
         }
     }
 }
+
+/// airlock's own error, said on stderr, is one line whatever the path in it holds, as its
+/// warnings are: a newline in a bind source is escaped (`\n`), so a log reader cannot take
+/// the rest for a line of its own. It had come out on two lines, until a review.
+#[test]
+fn an_error_naming_a_path_with_a_newline_is_one_line() {
+    for who in BOTH {
+        let run = al(
+            who,
+            &[
+                "run",
+                "--ro-bind",
+                "/no/such\nairlock forged:/x",
+                "--",
+                "true",
+            ],
+            SECS_10,
+        );
+        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
+        let err = stderr(&run.out);
+        assert_eq!(err.lines().count(), 1, "{who:?}: {}", run.show());
+        assert!(
+            err.contains("/no/such\\nairlock forged"),
+            "{who:?}: {}",
+            run.show()
+        );
+    }
+}
