@@ -866,36 +866,34 @@ fn command_not_found_and_not_executable() {
         let says = "bwrap: execvp /usr: Permission denied\n";
         assert_eq!(stderr(&run.out), says, "{who:?}");
 
-        // Found and executable, but its #! line names an interpreter the sandbox does not
-        // hold (a venv's script naming a host python): 126 too, saying so; not "not found".
-        let run = al(
-            who,
-            &["run", "--json", "--input", &shebang, "--", "./b"],
-            SECS_10,
-        );
-        assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
-        assert_eq!(
-            run.report(),
-            json!({
-                "error": "./b: cannot execute: the interpreter its #! line names, \
-                          \"/no/such/interpreter\", is not in the sandbox",
-                "error_kind": "command_not_executable",
-                "exit_code": 126,
-            }),
-            "{who:?}"
-        );
-        // An ELF file whose loader (PT_INTERP) the sandbox does not hold: said so.
-        let run = al(
-            who,
-            &["run", "--json", "--input", &no_loader, "--", "./e"],
-            SECS_10,
-        );
-        assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
-        assert_eq!(
-            run.report()["error"],
-            json!("./e: cannot execute: its ELF loader is not in the sandbox"),
-            "{who:?}"
-        );
+        // Found and executable, but what starts it is not in the sandbox: the interpreter its
+        // #! line names (a venv's script naming a host python), or an ELF file's loader
+        // (PT_INTERP). 126 too, saying which; not "not found".
+        for (input, cmd, why) in [
+            (
+                &shebang,
+                "./b",
+                "the interpreter its #! line names, \"/no/such/interpreter\", is not in the \
+                 sandbox",
+            ),
+            (&no_loader, "./e", "its ELF loader is not in the sandbox"),
+        ] {
+            let run = al(
+                who,
+                &["run", "--json", "--input", input, "--", cmd],
+                SECS_10,
+            );
+            assert_eq!(run.code(), Some(126), "{who:?}: {}", run.show());
+            assert_eq!(
+                run.report(),
+                json!({
+                    "error": format!("{cmd}: cannot execute: {why}"),
+                    "error_kind": "command_not_executable",
+                    "exit_code": 126,
+                }),
+                "{who:?}"
+            );
+        }
     }
 }
 
@@ -4022,6 +4020,11 @@ def case(name, flags, said, **kw):
     p = subprocess.run(argv, stderr=subprocess.PIPE, timeout=60, **kw)
     ran = os.path.exists(os.path.join(out, name))
     print(f'{name}: status={p.returncode} said={said in p.stderr.decode()} ran={ran}')
+# The control: outside the sandbox, a process given the O_PATH descriptor on stdin opens the
+# file it names through /proc/self/fd and reads it, though the descriptor itself reads nothing.
+reopen = 'print(open("/proc/self/fd/0").read() != "")'
+p = subprocess.run([sys.executable, '-c', reopen], stdin=path, capture_output=True, timeout=60)
+print(f'host-reopen: {p.stdout.decode().strip()}')
 case('path-stdin', [], 'stdin is an O_PATH descriptor', stdin=path)
 case('path-stdout', [], 'stdout is an O_PATH descriptor', stdout=path)
 case('read-stdin', [], '', stdin=readable)
@@ -4036,7 +4039,8 @@ case('path-json', ['--json'], 'stdout is an O_PATH descriptor', stdout=path)
 /// Standard streams airlock cannot use are refused before the task runs (exit 2, the stream
 /// named): an O_PATH descriptor (it names a file without opening it: the task could not read
 /// or write it, but could open the file through /proc/self/fd) on stdin or stdout, and under
-/// --json a stdout the caller closed (the report would go nowhere). Controls: a file opened
+/// --json a stdout the caller closed (the report would go nowhere). Controls: on the host, a
+/// process given the O_PATH descriptor opens and reads its file through /proc/self/fd; a file opened
 /// for reading on stdin runs, a closed stdout without --json runs (the task's is /dev/null,
 /// as documented), and --json with an open stdout runs. On the unfixed code an O_PATH stream
 /// was taken for a closed one and airlock exited 125 without a word, and --json with a closed
@@ -4055,7 +4059,8 @@ fn streams_airlock_cannot_use_are_refused_before_the_task_runs() {
             .unwrap();
         assert_eq!(
             stdout(&o),
-            "path-stdin: status=2 said=True ran=False\n\
+            "host-reopen: True\n\
+             path-stdin: status=2 said=True ran=False\n\
              path-stdout: status=2 said=True ran=False\n\
              read-stdin: status=0 said=True ran=True\n\
              closed-json: status=2 said=True ran=False\n\
