@@ -558,9 +558,17 @@ impl Relay {
                     }
                 }
                 Err(Errno::EINTR) => {}
-                // Nothing to move, or no room: which one, the task's pipe tells.
+                // Nothing to move, or no room: which one, the task's pipe tells. An empty
+                // pipe with no writer left is at its end: splice checks the caller's pipe for
+                // room before it returns that end, so a full one gives EAGAIN there too, and
+                // polling the task's pipe (POLLHUP at once) would spin.
                 Err(Errno::EAGAIN) => {
-                    self.blocked = crate::sys::unread_bytes(pipe).is_ok_and(|n| n > 0);
+                    let hung_up = crate::sys::hung_up(pipe.as_fd());
+                    let unread = crate::sys::unread_bytes(pipe).unwrap_or(0);
+                    if hung_up && unread == 0 {
+                        break;
+                    }
+                    self.blocked = unread > 0;
                     return;
                 }
                 Err(Errno::EPIPE) => break,

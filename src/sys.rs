@@ -671,6 +671,16 @@ pub fn wait_readable(fd: BorrowedFd, wait: Option<std::time::Duration>) -> SysRe
     }
 }
 
+/// Whether the pipe `fd` (its read end) has no writer left: poll's POLLHUP, at once.
+pub fn hung_up(fd: BorrowedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    nix::poll::poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+}
+
 /// Whether process `pid` (a child of this one) has a child of its own: its
 /// /proc/PID/task/PID/children, which the kernel fills for its main thread, is not empty.
 /// Unreadable, it is taken to have one.

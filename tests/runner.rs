@@ -2859,6 +2859,54 @@ fn a_caller_reading_neither_stream_still_gets_the_timeout() {
     }
 }
 
+/// A caller's pipe already full when the run starts, and never read: a task that writes nothing
+/// has nothing to deliver there, and airlock returns its status at once. It spun instead, at a
+/// whole CPU, past its --timeout and deaf to SIGTERM: splice looks for room in the caller's
+/// pipe before it reports the end of the task's, so it said EAGAIN, and the task's empty,
+/// hung-up pipe polled ready again at once (found by a review of odd caller environments).
+/// Control: a task that outlives its --timeout under the same full pipe still gets 124.
+#[test]
+fn a_full_caller_pipe_with_nothing_to_deliver_does_not_hold_airlock() {
+    use std::os::fd::OwnedFd;
+    // A pipe filled to the brim, its read end kept and never read.
+    let full_pipe = || -> (OwnedFd, OwnedFd) {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let (r, w) = nix::unistd::pipe().unwrap();
+        fcntl(&w, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).unwrap();
+        while nix::unistd::write(&w, &[b'x'; 4096]).is_ok() {}
+        fcntl(&w, FcntlArg::F_SETFL(OFlag::empty())).unwrap();
+        (r, w)
+    };
+    let cases: [(&[&str], i32); 2] = [
+        (&["run", "--timeout", "1s", "--", "true"], 0),
+        (&["run", "--timeout", "1s", "--", "sleep", "30"], 124),
+    ];
+    for who in BOTH {
+        for stream in ["stdout", "stderr"] {
+            for (args, code) in cases {
+                let ctx = format!("{who:?}, a full {stream}, {args:?}");
+                let (_kept, w) = full_pipe();
+                let mut cmd = airlock(who, args);
+                cmd.stdin(Stdio::null());
+                match stream {
+                    "stdout" => cmd.stdout(Stdio::from(w)).stderr(Stdio::null()),
+                    _ => cmd.stderr(Stdio::from(w)).stdout(Stdio::null()),
+                };
+                let start = Instant::now();
+                let mut child = cmd.spawn().unwrap();
+                drop(cmd);
+                let status = wait_until(&mut child, start + Duration::from_secs(15));
+                let Some(status) = status else {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{ctx}: airlock still running after 15 s: killed");
+                };
+                assert_eq!(status.code(), Some(code), "{ctx}: {status:?}");
+            }
+        }
+    }
+}
+
 /// A SIGUSR1 that comes while airlock still delivers the output of a task that has ended, to
 /// a caller's pipe that is full, does not cut the delivery short: it was the task's to handle,
 /// and the task is gone (it exited 0). It ended the wait (exit 138, "not delivered ... before
