@@ -642,6 +642,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                     "the sandbox's init exited during setup without a report".into(),
                 ));
             }
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Err(Failure::Setup(format!(
+                    "the sandbox's init ended (exit status {code}) without reporting the \
+                     task's end"
+                )));
+            }
             other => {
                 return Err(Failure::Setup(format!(
                     "the sandbox's init ended unexpectedly: {other:?}"

@@ -17,7 +17,10 @@
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        // One write for the whole line: stderr is unbuffered, and writeln! writes each piece
+        // on its own, so a line could come out in parts between a task's own lines.
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }};
 }
 

@@ -282,7 +282,18 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
             }
             Ok(m) if m.is_dir() => tree(path, RO)?,
             Ok(_) => Prepared::Nothing,
-            Err(_) if path != Path::new("/usr") => Prepared::Nothing,
+            // Absent from this host (as /lib32 on most): nothing to bind. Any other error is
+            // the step's, as /etc's entries: a system path the host has but could not be
+            // looked at is not silently left out.
+            Err(e)
+                if path != Path::new("/usr")
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+            {
+                Prepared::Nothing
+            }
             Err(e) => return Err(io_err(e, || format!("lstat({path:?})"))),
         },
         FsOp::MinimalEtc => {

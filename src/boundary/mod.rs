@@ -910,8 +910,13 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == task => {
                     report_end(sock, true, sig as i32, scratch.as_ref())
                 }
-                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(WaitStatus::StillAlive) => break,
                 Ok(_) => {}
+                // No child left (ECHILD) with the task's end unseen, or an error waitpid
+                // should never give: the end can no longer be learned, and no SIGCHLD would
+                // come to wait for. Exit, and the launcher reports that the init ended before
+                // the task's end (found by fault injection: tests/fault_injection.rs).
+                Err(_) => sys::exit_now(1),
             }
         }
     }
