@@ -764,7 +764,11 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
                     Ok(Err(why)) => {
                         return Err(Failure::Usage(format!("input {}: {why}", input.name)));
                     }
-                    Ok(Ok(route)) => open_regular(&route, flags),
+                    Ok(Ok(route)) => open_regular(&route, flags).and_then(|f| {
+                        f.map(|f| same_as_the_kernel_finds(path, f).map(Some))
+                            .transpose()
+                            .map(Option::flatten)
+                    }),
                     Err(e) => Err(e),
                 }
                 .map_err(|e| {
@@ -775,6 +779,29 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
             }
         })
         .collect()
+}
+
+/// `f`, the file a path's route (each link read and followed by airlock) led to, if it is
+/// the one the kernel finds at `path` now (an O_PATH open: no FIFO's or device's open runs).
+/// A link's text is not always where it leads: `/proc/self/fd/3`'s reads `FILE (deleted)`
+/// once FILE is removed, a name anyone who may write its directory can create, as a link
+/// to a file they could not read; and the kernel's own rules for following links
+/// (`fs.protected_symlinks`) are the kernel's to apply. Found by a race review: a root
+/// caller's `--input x=/proc/self/fd/3` copied in another user's planted file.
+fn same_as_the_kernel_finds(path: &std::path::Path, f: File) -> std::io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC;
+    let kernel = nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty())?;
+    let found = nix::sys::stat::fstat(&kernel)?;
+    let m = f.metadata()?;
+    if (found.st_dev, found.st_ino) != (m.dev(), m.ino()) {
+        return Err(std::io::Error::other(
+            "the file its path leads to by its links' text is not the one the kernel opens \
+             there (a link changed meanwhile, or a /proc link names an open file that was \
+             moved or deleted)",
+        ));
+    }
+    Ok(f)
 }
 
 /// The regular file at `route` (a path that must hold no link), opened for reading with
@@ -827,6 +854,22 @@ fn routed_binds(spec: &Spec) -> Result<Option<Spec>, Failure> {
             Ok(Err(why)) => return Err(refused(why)),
             Err(e) => return Err(refused(e.to_string())),
         };
+        // Where the links' text leads must be what the kernel finds (see
+        // same_as_the_kernel_finds: `/proc/self/fd/3` of a deleted directory).
+        let id = |m: &std::fs::Metadata| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        };
+        match (std::fs::metadata(src), std::fs::symlink_metadata(&route)) {
+            (Ok(kernel), Ok(routed)) if id(&kernel) == id(&routed) => {}
+            _ => {
+                return Err(refused(format!(
+                    "the path its links' text leads to, {route:?}, is not what the kernel \
+                     finds at {src:?} (a link changed meanwhile, or a /proc link names an open \
+                     file or directory that was moved or deleted)"
+                )));
+            }
+        }
         if route != *src {
             let copy = routed.get_or_insert_with(|| spec.clone());
             if let FsOp::Bind { src, .. } = &mut copy.fs[i] {

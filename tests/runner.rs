@@ -4262,3 +4262,83 @@ fn an_error_naming_a_path_with_a_newline_is_one_line() {
         );
     }
 }
+
+/// A caller's open file named by `/proc/self/fd/3` is that file, not where its link's text
+/// leads. Once the file is deleted the text reads `PATH (deleted)`, a name anyone who may write
+/// PATH's directory can create, as a link to a file only the caller may read: airlock
+/// followed that text, and a root caller's `--input x=/proc/self/fd/3` copied in the planted
+/// link's target (found by a race review). Now the route airlock walks must end at the file
+/// the kernel opens there: refused (2, and bwrap mode's 1), for `--input`, `--ro-bind` and
+/// bwrap mode's `--ro-bind`. Control: with the file still in place, each reads it.
+#[test]
+fn a_proc_fd_link_is_the_open_file_not_its_text() {
+    let dir = tmpdir();
+    let canary = write_file(&dir.path().join("canary"), b"CANARY-ONLY-ROOT\n", 0o600);
+    let forms: [(&str, Vec<&str>, i32); 3] = [
+        (
+            "--input",
+            vec!["run", "--input", "x=/proc/self/fd/3", "--", "cat", "x"],
+            2,
+        ),
+        (
+            "--ro-bind",
+            vec![
+                "run",
+                "--ro-bind",
+                "/proc/self/fd/3:/in",
+                "--",
+                "cat",
+                "/in",
+            ],
+            2,
+        ),
+        (
+            "bwrap --ro-bind",
+            std::iter::once("bwrap")
+                .chain(MIN_ROOT.iter().copied())
+                .chain(["--ro-bind", "/proc/self/fd/3", "/in", "--", "cat", "/in"])
+                .collect(),
+            1,
+        ),
+    ];
+    for (form, args, refused) in forms {
+        for deleted in [false, true] {
+            let ctx = format!("{form}, file deleted: {deleted}");
+            let data = write_file(&dir.path().join("data"), b"the caller's file\n", 0o644);
+            let planted = dir.path().join("data (deleted)");
+            let _ = std::fs::remove_file(&planted);
+            // Open the file as descriptor 3, then (the case) delete it and plant its text.
+            let script = match deleted {
+                true => r#"exec 3< "$1"; rm "$1"; ln -s "$2" "$1 (deleted)"; shift 2; exec "$@""#,
+                false => r#"exec 3< "$1"; shift 2; exec "$@""#,
+            };
+            let mut c = Command::new("sh");
+            c.args(["-c", script, "sh"])
+                .arg(&data)
+                .arg(&canary)
+                .arg(binary())
+                .args(&args);
+            let run = run_bounded(c, None, SECS_10);
+            assert!(
+                !stdout(&run.out).contains("CANARY"),
+                "{ctx}: the planted file was read: {}",
+                run.show()
+            );
+            match deleted {
+                true => {
+                    assert_eq!(run.code(), Some(refused), "{ctx}: {}", run.show());
+                    assert!(
+                        stderr(&run.out).contains("(deleted)")
+                            || stderr(&run.out).contains("moved or deleted"),
+                        "{ctx}: {}",
+                        run.show()
+                    );
+                }
+                false => {
+                    assert_eq!(run.code(), Some(0), "{ctx}: {}", run.show());
+                    assert_eq!(stdout(&run.out), "the caller's file\n", "{ctx}");
+                }
+            }
+        }
+    }
+}

@@ -551,9 +551,26 @@ pub(super) fn tree(path: &Path, attrs: u64) -> Result<Prepared, SysError> {
     // descriptor was opened in, the caller's, which open_tree cannot clone from this one
     // (EINVAL); the path it resolves to names the same tree in this namespace's copy, as
     // bubblewrap resolves bind sources before its namespaces exist.
+    // The copy must be of the file the magic link names: its text (`FILE (deleted)` once
+    // FILE is removed) is a name others may create, so the tree cloned is checked against the
+    // kernel's own resolution of the link.
     let fd = match sys::clone_tree(path) {
         Err(e) if e.errno == Errno::EINVAL => match std::fs::canonicalize(path) {
-            Ok(real) if real != path => sys::clone_tree(&real).map_err(|_| e)?,
+            Ok(real) if real != path => {
+                let fd = sys::clone_tree(&real).map_err(|_| e.clone())?;
+                let id = |st: nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+                let kernel = nix::sys::stat::stat(path).map(id);
+                if kernel.is_err() || kernel != nix::sys::stat::fstat(&fd).map(id) {
+                    return Err(SysError {
+                        call: format!(
+                            "bind source {path:?}: its link's text leads to {real:?}, which \
+                             is not the file it names (moved or deleted)"
+                        ),
+                        errno: Errno::EXDEV,
+                    });
+                }
+                fd
+            }
             _ => return Err(e),
         },
         r => r?,
