@@ -1339,6 +1339,32 @@ pub fn cstring(s: &str) -> CString {
     CString::new(s).unwrap_or_else(|_| c"?".to_owned())
 }
 
+/// Clear the personality flags a caller hands on that weaken the task's memory protections:
+/// ADDR_NO_RANDOMIZE (`setarch -R`, and gdb's default for what it runs: no ASLR),
+/// MMAP_PAGE_ZERO (`setarch -Z`), READ_IMPLIES_EXEC and ADDR_COMPAT_LAYOUT, the set the
+/// kernel itself clears on a setuid exec (PER_CLEAR_ON_SETID). The execution domain stays
+/// (`linux32`'s PER_LINUX32: uname says i686, as a 32-bit build asks).
+pub fn clear_weakening_personality() -> SysResult<()> {
+    const QUERY: libc::c_ulong = 0xffff_ffff;
+    const WEAKENING: libc::c_int = libc::ADDR_NO_RANDOMIZE
+        | libc::MMAP_PAGE_ZERO
+        | libc::READ_IMPLIES_EXEC
+        | libc::ADDR_COMPAT_LAYOUT;
+    // SAFETY: personality takes no memory; 0xffffffff only queries.
+    let now = unsafe { libc::personality(QUERY) };
+    if now == -1 {
+        return Err(last(|| "personality(0xffffffff)".into()));
+    }
+    if now & WEAKENING != 0 {
+        let kept = (now & !WEAKENING) as libc::c_ulong;
+        // SAFETY: as above; clearing flags needs no privilege.
+        if unsafe { libc::personality(kept) } == -1 {
+            return Err(last(|| format!("personality({kept:#x})")));
+        }
+    }
+    Ok(())
+}
+
 /// Give up a raised scheduling priority inherited from the caller: a real-time policy
 /// (SCHED_FIFO, SCHED_RR) goes back to SCHED_OTHER, a negative nice value to 0 (a positive
 /// one, a lower priority, stays), and the real-time I/O class to none (the I/O priority then

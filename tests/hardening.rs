@@ -1618,6 +1618,51 @@ fn the_callers_real_time_policy_and_negative_nice_are_not_inherited() {
     }
 }
 
+/// A caller's personality flags that weaken memory protections are not the task's:
+/// `setarch -R` (and gdb, for what it runs) turns off address space randomization, `-Z` makes
+/// page 0 mappable; the filter refuses the task setting them itself, and they came in from
+/// the caller all the same (found by a review of odd caller environments). The execution
+/// domain stays: under `setarch i386` the task still sees i686. Controls: the probe run
+/// directly keeps the flags, and so does bwrap mode, as bubblewrap.
+#[test]
+#[cfg(target_arch = "x86_64")] // setarch's x86_64 and i386
+fn the_callers_weakening_personality_flags_are_not_inherited() {
+    let probe = ["sh", "-c", "cat /proc/self/personality; uname -m"];
+    for who in BOTH {
+        let run = |arch: &str, sandboxed: bool| {
+            let mut c = Command::new("setarch");
+            c.args([arch, "-R", "-Z"]);
+            through(c, who, sandboxed, &probe, &format!("{who:?} {arch}"))
+        };
+        assert_eq!(
+            run("x86_64", false),
+            "00140000\nx86_64\n",
+            "control, {who:?}"
+        );
+        assert_eq!(run("x86_64", true), "00000000\nx86_64\n", "{who:?}");
+        assert_eq!(run("i386", false), "00140008\ni686\n", "control, {who:?}");
+        assert_eq!(run("i386", true), "00000008\ni686\n", "{who:?}");
+        let mut c = Command::new("setarch");
+        c.args(["x86_64", "-R"]).args(as_user(who)).arg(binary());
+        c.args([
+            "bwrap",
+            "--ro-bind",
+            "/",
+            "/",
+            "--",
+            "cat",
+            "/proc/self/personality",
+        ]);
+        let o = c.stdin(Stdio::null()).output().unwrap();
+        assert_eq!(
+            stdout(&o),
+            "00040000\n",
+            "bwrap mode, {who:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 /// A bind source below a writable bind's source, reached through a symlink a task left there
 /// in an earlier run (or leaves there while this run starts), must not aim the bind out of
 /// that source: `--bind P:/work/proj --ro-bind P/cache:/work/c`, where a task made `cache` a

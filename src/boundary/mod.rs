@@ -416,10 +416,12 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
         .step("12 resource limits")?;
     }
     // airlock run: a real-time policy or negative nice value of the caller's is not handed to
-    // the task, which would take the CPUs from the host's own processes (bwrap mode passes
-    // them on, as bubblewrap does).
+    // the task, which would take the CPUs from the host's own processes, nor a personality
+    // that turns off address space randomization or maps page 0 (bwrap mode passes them on,
+    // as bubblewrap does).
     if spec.bwrap.is_none() {
         sys::drop_raised_priority().step("12 drop a raised scheduling priority")?;
+        sys::clear_weakening_personality().step("12 clear weakening personality flags")?;
     }
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
         sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
