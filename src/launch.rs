@@ -830,9 +830,9 @@ fn open_regular(route: &std::path::Path, flags: i32) -> std::io::Result<Option<F
 /// here, in the caller: a copy of `spec` with each source that holds a link replaced by the
 /// path it leads to, or None where none does. A source reached through a link that a task may
 /// have left in a writable bind's source (an earlier run's), out of it, is refused (exit 2);
-/// step 5 resolves the route again and copies it with no link followed. Resolved by the init
-/// instead, `/proc/self/fd/3` named the init's descriptor 3 (the host's `/`), not the
-/// caller's file.
+/// step 5 copies the route with no link followed (a link there now fails it). Resolved by
+/// the init instead, `/proc/self/fd/3` named the init's descriptor 3 (the host's `/`), not
+/// the caller's file.
 fn routed_binds(spec: &Spec) -> Result<Option<Spec>, Failure> {
     let writable = crate::boundary::writable_sources(spec);
     let mut routed: Option<Spec> = None;

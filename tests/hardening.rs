@@ -1881,3 +1881,56 @@ fn callers_file_beside_a_project(
     }
     (held, proj, secret_dir)
 }
+
+/// A bind source that airlock looked at as a directory, swapped for a symlink before step 5
+/// copies it (by another user who may write a directory on its way, or a running task), is
+/// not followed there: the copy fails (ELOOP, exit 125). The init walked the source's route
+/// again and followed any link outside a writable bind, so a root caller's `--ro-bind
+/// SHARED/dd:/d` bound whatever the link led to, a directory of a 0700 tree included (found
+/// by a race review, 77 leaks in 300 runs). Made deterministic here: strace delays the init's
+/// first open_tree (step 5, before the binds) by a second, and the source is swapped then.
+/// Control: unswapped, the run shows the directory's own file.
+#[test]
+fn a_bind_source_swapped_for_a_link_after_the_look_is_not_followed() {
+    let dir = tmpdir();
+    let shared = dir.path();
+    let dd = shared.join("dd");
+    std::fs::create_dir(&dd).unwrap();
+    write_file(&dd.join("f"), b"public\n", 0o644);
+    let locked = shared.join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::create_dir(locked.join("inner")).unwrap();
+    write_file(&locked.join("inner/f"), b"SECRET-0700-TREE\n", 0o644);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let bind = format!("{}:/d", dd.display());
+    for swap in [false, true] {
+        let mut c = Command::new("strace");
+        c.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=open_tree"])
+            .args(["-e", "inject=open_tree:delay_enter=1000000:when=1"])
+            .arg(binary())
+            .args(["run", "--ro-bind", &bind, "--", "cat", "/d/f"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = c.spawn().unwrap();
+        if swap {
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            std::fs::rename(&dd, shared.join("dd.away")).unwrap();
+            std::os::unix::fs::symlink(locked.join("inner"), &dd).unwrap();
+        }
+        let o = child.wait_with_output().unwrap();
+        let ctx = format!("swapped: {swap}");
+        assert!(
+            !stdout(&o).contains("SECRET"),
+            "{ctx}: the link swapped in was followed: {}",
+            stderr(&o)
+        );
+        match swap {
+            false => assert_eq!(stdout(&o), "public\n", "{ctx}: {}", stderr(&o)),
+            true => {
+                assert_eq!(o.status.code(), Some(125), "{ctx}: {}", stderr(&o));
+                assert!(stderr(&o).contains("ELOOP"), "{ctx}: {}", stderr(&o));
+            }
+        }
+    }
+}

@@ -342,7 +342,7 @@ pub(super) fn prepare(op: &FsOp, spec: &Spec, caller_is_root: bool) -> Result<Pr
             optional,
             ..
         } => match if spec.bwrap.is_none() {
-            run_bind_tree(src, spec, access_attrs(*access))
+            run_bind_tree(src, access_attrs(*access))
         } else {
             tree(src, access_attrs(*access))
         } {
@@ -535,14 +535,15 @@ pub fn bind_source_route(
     Ok(Ok(at))
 }
 
-/// [`tree`] of an `airlock run` bind source, by its route ([`bind_source_route`]), opened with
-/// no symlink followed: a link a running task swaps in meanwhile fails the copy.
-fn run_bind_tree(src: &Path, spec: &Spec, attrs: u64) -> Result<Prepared, SysError> {
-    let route = bind_source_route(src, &writable_sources(spec))?.map_err(|why| SysError {
-        call: format!("bind source {src:?}: {why}"),
-        errno: Errno::ELOOP,
-    })?;
-    tree_of(sys::clone_tree_without_links(&route)?, &route, attrs)
+/// [`tree`] of an `airlock run` bind source, opened with no symlink followed. The launcher
+/// has replaced the source by its route ([`bind_source_route`], `launch::routed_binds`), a
+/// path that held no link when it looked and led where the kernel's own resolution did: a
+/// link found in it now was swapped in since (by a running task, or by another user who may
+/// write a directory on the way), and fails the copy (ELOOP) rather than redirecting it.
+/// Walking the route again here followed such a link when it lay outside a writable bind
+/// (found by a race review: a root caller bound a directory of a 0700 tree that way).
+fn run_bind_tree(src: &Path, attrs: u64) -> Result<Prepared, SysError> {
+    tree_of(sys::clone_tree_without_links(src)?, src, attrs)
 }
 
 /// A detached copy of a host tree with the given mount attributes.
