@@ -73,7 +73,8 @@ Exit status:
   124      the timeout fired; the whole sandbox was killed (before the task started
            if setup, which copies the inputs, took the whole timeout: airlock says so)
   125      an isolation step failed (the message names the step, the syscall, the path and
-           the errno); the task never ran
+           the errno); the task never ran. Rarely: airlock ran out of memory, or the
+           sandbox's init ended without reporting the task's end (airlock says which)
   126      the command was found but cannot be executed, or a path to it (one with a /)
            cannot be followed: a file where a directory should be, a symlink loop, a name
            past 255 bytes, a directory it may not search (as bash says)
@@ -361,6 +362,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         };
     }
     let args = lossy; // all UTF-8, so nothing was lost
+    sys::heap::on_out_of_memory(bwrap_args.is_none() && json_run(&args));
     if let Some(skip) = bwrap_args {
         return bwrap::main(&args[skip..]).clamp(0, 255);
     }

@@ -15,7 +15,8 @@
 //!
 //! And never a panic, a crash, a hang, or a process of the run left on the host. Found by it
 //! and fixed: a system path the host has but that lstat failed on was left out of the sandbox
-//! in silence; a failed reap in the sandbox's init waited for good.
+//! in silence; a failed reap in the sandbox's init waited for good; a failed allocation
+//! aborted (134, and no JSON): it is now said, and exits 125.
 
 mod common;
 
@@ -49,10 +50,8 @@ echo limits; ulimit -a
 /// Calls not failed, and why: the kernel never fails them (or only for a caller's bug, EFAULT
 /// or EINVAL), or a failure is one no program survives. `close` of a directory fails only
 /// for a descriptor not open, which std's directory reader asserts against. `arch_prctl`
-/// and the first `mmap` are the C library's start, before airlock's own code: it sets up
-/// thread-local storage there, and crashes when it cannot. Memory allocation failures (`mmap`
-/// past the first, `munmap`) are also left out: airlock aborts on them (exit 134), as
-/// README.md's Exit status says.
+/// and the first `mmap` (see `FIRST_MMAP`) are the C library's start, before airlock's own
+/// code: it sets up thread-local storage there, and crashes when it cannot.
 const NOT_FAILED: &[&str] = &[
     "getuid",
     "geteuid",
@@ -69,9 +68,11 @@ const NOT_FAILED: &[&str] = &[
     "exit_group",
     "close",
     "arch_prctl",
-    "mmap",
-    "munmap",
 ];
+
+/// The launcher's first `mmap` (and so every process's first, each counted alone): the C
+/// library's thread-local storage, before main.
+const FIRST_MMAP: (&str, usize) = ("mmap", 1);
 
 struct Outcome {
     code: Option<i32>,
@@ -80,17 +81,61 @@ struct Outcome {
     stderr: String,
     /// The probe's view, if the task ran.
     view: Option<String>,
+    /// Still running after 30 s (ended then).
+    hung: bool,
+}
+
+impl Outcome {
+    /// A JSON run's outcome as a streamed one's reads: the task's stdout from the report, an
+    /// error object's text as airlock's stderr line, whose exit code it must carry. Output
+    /// that is no JSON object stays as it is, and fails the judgement unless airlock said the
+    /// report could not be written (exit 2).
+    fn read_report(&mut self) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&self.stdout) else {
+            if !(self.code == Some(2) && self.stderr.contains("could not be written")) {
+                self.stderr = format!("no JSON on stdout: {:?}; {}", self.stdout, self.stderr);
+                self.code = Some(-1);
+            }
+            return;
+        };
+        let carried = v["exit_code"].as_i64().map(|c| c as i32);
+        match v["error"].as_str() {
+            Some(error) if carried == self.code => {
+                let kind = v["error_kind"].as_str().unwrap_or("");
+                self.stdout.clear();
+                self.stderr = match kind {
+                    "setup" => format!("airlock: setup failed: {error}\n{}", self.stderr),
+                    _ => format!("airlock: {error}\n{}", self.stderr),
+                };
+            }
+            Some(_) => {
+                self.stderr = format!("an error object whose exit_code is not airlock's: {v}");
+                self.code = Some(-1);
+            }
+            None => match v["stdout"].as_str() {
+                Some(out) if carried == self.code || carried.is_none() => {
+                    self.stdout = out.to_string();
+                }
+                _ => {
+                    self.stderr = format!("a report that is not the run's: {v}");
+                    self.code = Some(-1);
+                }
+            },
+        }
+    }
 }
 
 struct Case {
     who: Launcher,
+    /// `airlock run --json`: the outcome is read from the report (or the error object).
+    json: bool,
     out: tempfile::TempDir,
     host_ns: String,
     mark: String,
 }
 
 impl Case {
-    fn new(who: Launcher) -> Case {
+    fn new(who: Launcher, json: bool) -> Case {
         let out = tmpdir();
         std::fs::set_permissions(
             out.path(),
@@ -107,9 +152,10 @@ impl Case {
             })
             .collect::<Vec<_>>()
             .join(" ");
-        let mark = format!("fault-injection-{}-{who:?}", std::process::id());
+        let mark = format!("fault-injection-{}-{who:?}-{json}", std::process::id());
         Case {
             who,
+            json,
             out,
             host_ns,
             mark,
@@ -130,20 +176,51 @@ impl Case {
         c.args(["-f", "-qq", "-b", "execve"])
             .args(strace_args)
             .arg(binary())
-            .args(["run", "--bind", &bind, "--", "sh", "-c", &script, "probe"])
+            .arg("run")
+            .args(self.json.then_some("--json"))
+            .args(["--bind", &bind, "--", "sh", "-c", &script, "probe"])
             .args([&self.host_ns, &self.mark])
             // The launcher, its helpers and the init carry the mark in their environment.
             .env("AIRLOCK_FAULT_MARK", &self.mark)
             .stdin(Stdio::null());
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
         let _steady = host_mounts_steady();
-        let run = run_bounded(c, None, Duration::from_secs(30));
-        Outcome {
-            code: run.out.status.code(),
-            signal: run.out.status.signal(),
-            stdout: stdout(&run.out),
-            stderr: stderr(&run.out),
-            view: std::fs::read_to_string(out.join("view")).ok(),
+        let mut child = c.spawn().unwrap();
+        let pipes = [
+            drain(child.stdout.take().unwrap()),
+            drain(child.stderr.take().unwrap()),
+        ];
+        let status = wait_until(&mut child, Instant::now() + Duration::from_secs(30));
+        // strace, killed, lets go of the launcher: it and its sandbox are ended here, so that
+        // a hang is a finding rather than a process left for the tests that run after.
+        let hung = status.is_none();
+        if hung {
+            self.end_left();
         }
+        let [out_pipe, err_pipe] =
+            pipes.map(|p| String::from_utf8_lossy(&p.join().unwrap()).into_owned());
+        let mut o = Outcome {
+            code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            stdout: out_pipe,
+            stderr: err_pipe,
+            view: std::fs::read_to_string(out.join("view")).ok(),
+            hung,
+        };
+        if self.json {
+            o.read_report();
+        }
+        o
+    }
+
+    /// Kill the processes of this case left on the host; what they were.
+    fn end_left(&self) -> Vec<String> {
+        let left = self.left();
+        for p in &left {
+            let pid = p.split(' ').next().unwrap();
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+        left
     }
 
     /// Host processes whose command line or environment holds this case's mark.
@@ -205,9 +282,9 @@ fn limits(view: &str) -> &str {
     view.split("\nlimits\n").nth(1).unwrap_or("")
 }
 
-fn every_failed_call_keeps_the_boundary(who: Launcher) {
+fn every_failed_call_keeps_the_boundary(who: Launcher, json: bool) {
     let started = Instant::now();
-    let case = Case::new(who);
+    let case = Case::new(who, json);
     // The undisturbed run, traced: its view, and the calls to fail.
     let log = case.out.path().join("trace.log");
     let base = case.run(&["-o", log.to_str().unwrap()]);
@@ -242,7 +319,7 @@ fn every_failed_call_keeps_the_boundary(who: Launcher) {
     // An unprivileged caller's limits: what a root caller's run falls back to.
     let rlimits = match who {
         Launcher::Root => {
-            let uid = Case::new(Launcher::Unprivileged).run(&["-o", "/dev/null"]);
+            let uid = Case::new(Launcher::Unprivileged, json).run(&["-o", "/dev/null"]);
             limits(&uid.view.expect("uid 65534's run wrote no view")).to_string()
         }
         Launcher::Unprivileged => limits(&base_view).to_string(),
@@ -253,6 +330,7 @@ fn every_failed_call_keeps_the_boundary(who: Launcher) {
         .iter()
         .filter(|(name, _)| !NOT_FAILED.contains(&name.as_str()))
         .flat_map(|(name, &n)| (1..=n).map(move |i| (name.as_str(), i)))
+        .filter(|&point| point != FIRST_MMAP)
         .collect();
     // The setup's calls, at the least: a trace that lost them would test nothing.
     for name in [
@@ -276,6 +354,9 @@ fn every_failed_call_keeps_the_boundary(who: Launcher) {
         let inject = format!("inject={name}:error=EPERM:when={n}");
         let o = case.run(&["-o", "/dev/null", "-e", &inject]);
         let mut why = Vec::new();
+        if o.hung {
+            why.push("still running after 30 s".to_string());
+        }
         if o.stderr.contains("panicked") || o.signal.is_some() {
             why.push("a panic or a crash".to_string());
         }
@@ -290,9 +371,16 @@ fn every_failed_call_keeps_the_boundary(who: Launcher) {
                 }
                 let delivered = o.code == Some(0) && o.stdout == "ran\n";
                 let said = match o.code {
-                    Some(2) => o.stderr.contains("not delivered whole"),
-                    // The init's reap or its report of the task's end was failed.
-                    Some(125) => o.stderr.contains("without reporting the task's end"),
+                    Some(2) => {
+                        o.stderr.contains("not delivered whole")
+                            || o.stderr.contains("could not be written")
+                    }
+                    // The init's reap or its report of the task's end was failed, or the
+                    // launcher's memory ran out (a JSON run's capture grows as it reads).
+                    Some(125) => {
+                        o.stderr.contains("without reporting the task's end")
+                            || (name == "mmap" && o.stderr.contains("airlock: out of memory"))
+                    }
                     _ => false,
                 };
                 if !(delivered || said) {
@@ -305,6 +393,7 @@ fn every_failed_call_keeps_the_boundary(who: Launcher) {
                 let said = match o.code {
                     Some(125) => {
                         o.stderr.contains("airlock: setup failed: step")
+                            || (name == "mmap" && o.stderr.contains("airlock: out of memory"))
                             || (name == "recvmsg" && o.stderr.contains("without a report"))
                             || name == "write"
                     }
@@ -324,11 +413,7 @@ fn every_failed_call_keeps_the_boundary(who: Launcher) {
             left = case.left();
         }
         if !left.is_empty() {
-            why.push(format!("left on the host: {left:?}"));
-            for p in &left {
-                let pid = p.split(' ').next().unwrap();
-                let _ = Command::new("kill").args(["-KILL", pid]).status();
-            }
+            why.push(format!("left on the host: {:?}", case.end_left()));
         }
         if !why.is_empty() {
             bad.push(format!(
@@ -341,21 +426,41 @@ fn every_failed_call_keeps_the_boundary(who: Launcher) {
         }
     }
     eprintln!(
-        "{who:?}: {} calls failed one at a time in {:?}: the task ran {ran} times",
+        "{who:?} (--json: {json}): {} calls failed one at a time in {:?}: the task ran {ran} \
+         times",
         points.len(),
         started.elapsed()
     );
-    assert!(bad.is_empty(), "{who:?}:\n{}", bad.join("\n\n"));
+    assert!(
+        bad.is_empty(),
+        "{who:?}, --json: {json}:\n{}",
+        bad.join("\n\n")
+    );
     // Both outcomes were seen: failures that stop the run, and ones it survives whole.
-    assert!(ran > 0 && ran < points.len(), "{who:?}: ran {ran}");
+    assert!(
+        ran > 0 && ran < points.len(),
+        "{who:?}, --json: {json}: ran {ran}"
+    );
 }
 
 #[test]
 fn every_failed_call_keeps_the_boundary_as_root() {
-    every_failed_call_keeps_the_boundary(Launcher::Root);
+    every_failed_call_keeps_the_boundary(Launcher::Root, false);
 }
 
 #[test]
 fn every_failed_call_keeps_the_boundary_as_uid_65534() {
-    every_failed_call_keeps_the_boundary(Launcher::Unprivileged);
+    every_failed_call_keeps_the_boundary(Launcher::Unprivileged, false);
+}
+
+/// The same for a JSON run: the launcher captures the output and writes one report, whose
+/// own calls (and a failure's error object) are failed too.
+#[test]
+fn every_failed_call_keeps_the_boundary_as_root_in_json() {
+    every_failed_call_keeps_the_boundary(Launcher::Root, true);
+}
+
+#[test]
+fn every_failed_call_keeps_the_boundary_as_uid_65534_in_json() {
+    every_failed_call_keeps_the_boundary(Launcher::Unprivileged, true);
 }

@@ -21,7 +21,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// Block sizes 16, 32, ..., 4096 bytes: one free list each. (Classes up to 64 KiB saved no
 /// time measurably, and raised the peak RSS of a launch by 190 KiB: the C library returns
@@ -140,6 +140,94 @@ fn mine() -> Option<&'static mut Pool> {
     MAIN.get().then(|| unsafe { &mut *STATE.0.get() })
 }
 
+/// How a failed allocation is told (set by main, `on_out_of_memory`): whether the caller reads
+/// one JSON object on stdout, and which process is the launcher. The sandbox's init and the
+/// launcher's helpers, clones of it, exit without a word: the launcher reports their failure.
+static OOM_JSON: AtomicBool = AtomicBool::new(false);
+static LAUNCHER: AtomicI32 = AtomicI32::new(0);
+
+/// Make this process the one that reports running out of memory, in JSON if `json`.
+pub fn on_out_of_memory(json: bool) {
+    OOM_JSON.store(json, Ordering::Relaxed);
+    LAUNCHER.store(std::process::id() as i32, Ordering::Relaxed);
+}
+
+/// A line built without allocating.
+struct Line {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Line {
+    fn put(&mut self, b: &[u8]) -> &mut Line {
+        let k = b.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + k].copy_from_slice(&b[..k]);
+        self.len += k;
+        self
+    }
+
+    fn number(&mut self, mut n: usize) -> &mut Line {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.put(&digits[at..])
+    }
+
+    fn write_to(&self, fd: libc::c_int) {
+        // SAFETY: the buffer holds `len` initialized bytes; a failed write is left as it is.
+        let _ = unsafe { libc::write(fd, self.buf.as_ptr().cast(), self.len) };
+    }
+}
+
+/// An allocation the C library refused (an address-space or data limit, or the host's
+/// memory): said in the caller's format, and exit 125, where std would abort (SIGABRT, 134,
+/// no JSON). The sandbox, if started, ends with the launcher.
+#[cold]
+fn out_of_memory(size: usize) -> ! {
+    // SAFETY: getpid takes no memory and cannot fail.
+    let me = unsafe { libc::getpid() };
+    if me == LAUNCHER.load(Ordering::Relaxed) {
+        // The same words twice: `"{error}"` in the JSON object, after `airlock: ` on stderr.
+        let said = |before: &[u8], after: &[u8], fd: libc::c_int| {
+            let mut l = Line {
+                buf: [0; 256],
+                len: 0,
+            };
+            l.put(before)
+                .put(b"out of memory: an allocation of ")
+                .number(size)
+                .put(b" bytes failed")
+                .put(after)
+                .write_to(fd);
+        };
+        if OOM_JSON.load(Ordering::Relaxed) {
+            let after = b"\",\"error_kind\":\"setup\",\"exit_code\":125}\n";
+            said(b"{\"error\":\"", after, 1);
+        }
+        said(
+            b"airlock: ",
+            b" (ulimit -v or -d, or the host's memory)\n",
+            2,
+        );
+    }
+    crate::sys::exit_now(crate::spec::exit::SETUP_FAILED)
+}
+
+/// `p`, unless it is null: then memory ran out.
+fn or_out_of_memory(p: *mut u8, size: usize) -> *mut u8 {
+    if p.is_null() {
+        out_of_memory(size);
+    }
+    p
+}
+
 /// The global allocator (installed in main.rs).
 pub struct Heap;
 
@@ -154,7 +242,7 @@ unsafe impl GlobalAlloc for Heap {
             }
         }
         // SAFETY: a valid layout of non-zero size (GlobalAlloc's contract).
-        unsafe { System.alloc(layout) }
+        or_out_of_memory(unsafe { System.alloc(layout) }, layout.size())
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -170,7 +258,7 @@ unsafe impl GlobalAlloc for Heap {
         }
         // SAFETY: as for alloc. Large zeroed buffers come from calloc, which gets fresh pages
         // from the kernel already zeroed, without touching them.
-        unsafe { System.alloc_zeroed(layout) }
+        or_out_of_memory(unsafe { System.alloc_zeroed(layout) }, layout.size())
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
@@ -191,7 +279,7 @@ unsafe impl GlobalAlloc for Heap {
         if !in_region(p) {
             // SAFETY: from System with this layout (as in dealloc); the caller keeps
             // realloc's contract.
-            return unsafe { System.realloc(p, layout, new_size) };
+            return or_out_of_memory(unsafe { System.realloc(p, layout, new_size) }, new_size);
         }
         // SAFETY: `new_size`, rounded up to `layout.align()`, does not overflow (realloc's
         // contract).
