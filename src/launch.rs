@@ -781,6 +781,10 @@ fn open_inputs(spec: &Spec) -> Result<Vec<Option<File>>, Failure> {
         .collect()
 }
 
+/// Why a path's links' text and the kernel's resolution can part.
+const ELSEWHERE: &str = "a link changed meanwhile, or a /proc link names a file that was moved \
+                         or deleted, or one of another mount namespace or root";
+
 /// `f`, the file a path's route (each link read and followed by airlock) led to, if it is
 /// the one the kernel finds at `path` now (an O_PATH open: no FIFO's or device's open runs).
 /// A link's text is not always where it leads: `/proc/self/fd/3`'s reads `FILE (deleted)`
@@ -795,11 +799,10 @@ fn same_as_the_kernel_finds(path: &std::path::Path, f: File) -> std::io::Result<
     let found = nix::sys::stat::fstat(&kernel)?;
     let m = f.metadata()?;
     if (found.st_dev, found.st_ino) != (m.dev(), m.ino()) {
-        return Err(std::io::Error::other(
+        return Err(std::io::Error::other(format!(
             "the file its path leads to by its links' text is not the one the kernel opens \
-             there (a link changed meanwhile, or a /proc link names an open file that was \
-             moved or deleted)",
-        ));
+             there ({ELSEWHERE})"
+        )));
     }
     Ok(f)
 }
@@ -860,15 +863,15 @@ fn routed_binds(spec: &Spec) -> Result<Option<Spec>, Failure> {
             use std::os::unix::fs::MetadataExt;
             (m.dev(), m.ino())
         };
-        match (std::fs::metadata(src), std::fs::symlink_metadata(&route)) {
-            (Ok(kernel), Ok(routed)) if id(&kernel) == id(&routed) => {}
-            _ => {
-                return Err(refused(format!(
-                    "the path its links' text leads to, {route:?}, is not what the kernel \
-                     finds at {src:?} (a link changed meanwhile, or a /proc link names an open \
-                     file or directory that was moved or deleted)"
-                )));
-            }
+        let kernel = std::fs::metadata(src)
+            .map_err(|e| refused(format!("stat({src:?}): {}", crate::sys::errno_of(&e))))?;
+        let ended = std::fs::symlink_metadata(&route)
+            .map_err(|e| refused(format!("lstat({route:?}): {}", crate::sys::errno_of(&e))))?;
+        if id(&kernel) != id(&ended) {
+            return Err(refused(format!(
+                "the path its links' text leads to, {route:?}, is not what the kernel finds \
+                 at {src:?} ({ELSEWHERE})"
+            )));
         }
         if route != *src {
             let copy = routed.get_or_insert_with(|| spec.clone());

@@ -111,7 +111,8 @@ JSON report (--json, --request), every key present every time:
                     /proc, an --input of a home's credentials, --share-net and what of
                     the host it hands over), as said on stderr
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N},
-KIND one of usage, setup, setup_timeout, command_not_found, command_not_executable.
+KIND one of usage, setup, setup_timeout, command_not_found, command_not_executable,
+out_of_memory (airlock's own; the task may have run).
 
 JSON request (--request FILE, - for stdin):
   {\"command\": \"python3\", \"args\": [\"probe.py\"], \"inputs\": {\"probe.py\": \"...\"},
@@ -362,7 +363,7 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         };
     }
     let args = lossy; // all UTF-8, so nothing was lost
-    sys::heap::on_out_of_memory(bwrap_args.is_none() && json_run(&args));
+    sys::heap::report_out_of_memory_as_json(bwrap_args.is_none() && json_run(&args));
     if let Some(skip) = bwrap_args {
         return bwrap::main(&args[skip..]).clamp(0, 255);
     }

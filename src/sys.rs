@@ -130,7 +130,10 @@ fn clone3(flags: u64, cgroup: Option<BorrowedFd>, exit_signal: u64) -> SysResult
     };
     match ret {
         -1 => Err(last(|| format!("clone3(flags={:#x})", args.flags))),
-        0 => Ok(Forked::Child),
+        0 => {
+            heap::not_the_reporting_process();
+            Ok(Forked::Child)
+        }
         pid => Ok(Forked::Parent {
             pid: Pid::from_raw(pid as i32),
             // SAFETY: the kernel stored a fresh pidfd that nothing else owns.
@@ -361,6 +364,7 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
         // the heap and of every lock is consistent; the child execs or exits.
         return match unsafe { nix::unistd::fork() } {
             Ok(nix::unistd::ForkResult::Child) => {
+                heap::not_the_reporting_process();
                 child();
                 exit_now(crate::spec::exit::SETUP_FAILED)
             }
@@ -439,6 +443,18 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
     Ok(pid)
 }
 
+/// Wait for one of the blocked signals in `set`: sigwaitinfo, which reports a failure the
+/// same way under every C library (nix's `SigSet::wait` takes glibc's sigwait, which returns
+/// the error number rather than -1, for a signal, and panics on it: found by fault injection).
+pub fn wait_signal(set: &nix::sys::signal::SigSet) -> Result<Signal, Errno> {
+    // SAFETY: `set` is a valid sigset for the call; a null siginfo pointer is allowed.
+    let n = unsafe { libc::sigwaitinfo(set.as_ref(), std::ptr::null_mut()) };
+    if n == -1 {
+        return Err(Errno::last());
+    }
+    Signal::try_from(n)
+}
+
 /// Reset every catchable signal to its default action (an ignored SIGPIPE or SIGINT would
 /// otherwise survive execve into the task).
 pub fn reset_signal_dispositions() {
@@ -469,6 +485,7 @@ fn set_disposition(sig: Signal, to: SigHandler) -> Option<SigHandler> {
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     heap::claim_for_this_thread();
+    heap::this_process_reports_out_of_memory();
     let args = read_argv(argc, argv);
     process_start();
     let code = crate::airlock_main(args);

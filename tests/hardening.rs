@@ -1887,9 +1887,10 @@ fn callers_file_beside_a_project(
 /// not followed there: the copy fails (ELOOP, exit 125). The init walked the source's route
 /// again and followed any link outside a writable bind, so a root caller's `--ro-bind
 /// SHARED/dd:/d` bound whatever the link led to, a directory of a 0700 tree included (found
-/// by a race review, 77 leaks in 300 runs). Made deterministic here: strace delays the init's
-/// first open_tree (step 5, before the binds) by a second, and the source is swapped then.
-/// Control: unswapped, the run shows the directory's own file.
+/// by a race review, 77 leaks in 300 runs). Made deterministic here: strace holds the init's
+/// first open_tree (step 5, before the binds) for 3 s, and the source is swapped once the init
+/// is seen waiting there (its /proc/PID/syscall reads 428, open_tree's number), so after the
+/// launcher's look. Control: unswapped, the run shows the directory's own file.
 #[test]
 fn a_bind_source_swapped_for_a_link_after_the_look_is_not_followed() {
     let dir = tmpdir();
@@ -1903,10 +1904,21 @@ fn a_bind_source_swapped_for_a_link_after_the_look_is_not_followed() {
     write_file(&locked.join("inner/f"), b"SECRET-0700-TREE\n", 0o644);
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
     let bind = format!("{}:/d", dd.display());
+    let mark = format!("swap-test-{}", std::process::id());
+    // Whether a process of this run (its environment holds the mark) waits in open_tree.
+    let in_open_tree = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let read = |f: &str| std::fs::read(e.path().join(f)).unwrap_or_default();
+            let env = read("environ");
+            env.windows(mark.len()).any(|w| w == mark.as_bytes())
+                && read("syscall").starts_with(b"428 ")
+        })
+    };
     for swap in [false, true] {
         let mut c = Command::new("strace");
         c.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=open_tree"])
-            .args(["-e", "inject=open_tree:delay_enter=1000000:when=1"])
+            .args(["-e", "inject=open_tree:delay_enter=3000000:when=1"])
+            .env("AIRLOCK_SWAP_MARK", &mark)
             .arg(binary())
             .args(["run", "--ro-bind", &bind, "--", "cat", "/d/f"])
             .stdin(Stdio::null())
@@ -1914,7 +1926,14 @@ fn a_bind_source_swapped_for_a_link_after_the_look_is_not_followed() {
             .stderr(Stdio::piped());
         let child = c.spawn().unwrap();
         if swap {
-            std::thread::sleep(std::time::Duration::from_millis(400));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !in_open_tree() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the init was not seen in open_tree within 20 s"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
             std::fs::rename(&dd, shared.join("dd.away")).unwrap();
             std::os::unix::fs::symlink(locked.join("inner"), &dd).unwrap();
         }

@@ -4328,8 +4328,9 @@ fn a_proc_fd_link_is_the_open_file_not_its_text() {
                 true => {
                     assert_eq!(run.code(), Some(refused), "{ctx}: {}", run.show());
                     assert!(
-                        stderr(&run.out).contains("(deleted)")
-                            || stderr(&run.out).contains("moved or deleted"),
+                        stderr(&run.out).contains("is not what the kernel finds")
+                            || stderr(&run.out).contains("is not the one the kernel opens")
+                            || stderr(&run.out).contains("which is not the file it names"),
                         "{ctx}: {}",
                         run.show()
                     );

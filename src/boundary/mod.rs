@@ -891,7 +891,7 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd
         }
     }
     loop {
-        let sig = match set.wait() {
+        let sig = match sys::wait_signal(&set) {
             Ok(s) => s,
             Err(_) => continue,
         };

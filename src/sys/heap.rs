@@ -146,10 +146,24 @@ fn mine() -> Option<&'static mut Pool> {
 static OOM_JSON: AtomicBool = AtomicBool::new(false);
 static LAUNCHER: AtomicI32 = AtomicI32::new(0);
 
-/// Make this process the one that reports running out of memory, in JSON if `json`.
-pub fn on_out_of_memory(json: bool) {
+/// Make this process the one that reports running out of memory (sys::main, first thing).
+#[cfg_attr(test, allow(dead_code))] // sys::main is not built for the unit tests
+pub fn this_process_reports_out_of_memory() {
+    // SAFETY: getpid takes no memory and cannot fail.
+    LAUNCHER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+}
+
+/// A copy-on-write child of the launcher (the sandbox's init, a bwrap stage, a task before
+/// its exec) reports nothing: its pid may equal the launcher's in another pid namespace (a
+/// launcher that is pid 1 of a container, an init that is pid 1 of the sandbox's). Helpers
+/// that share the launcher's memory (CLONE_VM) must not call it; their pid tells them apart.
+pub fn not_the_reporting_process() {
+    LAUNCHER.store(0, Ordering::Relaxed);
+}
+
+/// Say running out of memory as a JSON object on stdout too (`airlock run --json`, --request).
+pub fn report_out_of_memory_as_json(json: bool) {
     OOM_JSON.store(json, Ordering::Relaxed);
-    LAUNCHER.store(std::process::id() as i32, Ordering::Relaxed);
 }
 
 /// A line built without allocating.
@@ -187,8 +201,9 @@ impl Line {
 }
 
 /// An allocation the C library refused (an address-space or data limit, or the host's
-/// memory): said in the caller's format, and exit 125, where std would abort (SIGABRT, 134,
-/// no JSON). The sandbox, if started, ends with the launcher.
+/// memory): said in the caller's format (error kind `out_of_memory`: the task may have run,
+/// as a JSON run's capture grows while it does), and exit 125, where std would abort
+/// (SIGABRT, 134, no JSON). The sandbox, if started, ends with the launcher.
 #[cold]
 fn out_of_memory(size: usize) -> ! {
     // SAFETY: getpid takes no memory and cannot fail.
@@ -208,7 +223,7 @@ fn out_of_memory(size: usize) -> ! {
                 .write_to(fd);
         };
         if OOM_JSON.load(Ordering::Relaxed) {
-            let after = b"\",\"error_kind\":\"setup\",\"exit_code\":125}\n";
+            let after = b"\",\"error_kind\":\"out_of_memory\",\"exit_code\":125}\n";
             said(b"{\"error\":\"", after, 1);
         }
         said(
