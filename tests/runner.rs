@@ -4263,6 +4263,36 @@ fn an_error_naming_a_path_with_a_newline_is_one_line() {
     }
 }
 
+/// An input named by a /proc fd link whose text is no path (a pipe on stdin:
+/// `echo hi | airlock run --input x=/dev/stdin`) is refused (exit 2) saying so, where the
+/// message had been a bare `lstat(".../fd/pipe:[N]"): ENOENT`. Control: a file on stdin is
+/// copied in.
+#[test]
+fn an_input_from_a_pipe_on_stdin_is_refused_saying_why() {
+    let args = ["run", "--input", "x=/dev/stdin", "--", "cat", "x"];
+    for who in BOTH {
+        let run = al_stdin(who, &args, b"from a pipe\n", SECS_10);
+        assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
+        assert!(
+            stderr(&run.out).contains("\"pipe:[")
+                && stderr(&run.out).contains("is no path to it (a pipe, a socket, a deleted file)"),
+            "{who:?}: {}",
+            run.show()
+        );
+        let dir = tmpdir();
+        let file = write_file(&dir.path().join("in"), b"from a file\n", 0o644);
+        let mut c = airlock(who, &args);
+        c.stdin(std::fs::File::open(&file).unwrap());
+        let o = c.output().unwrap();
+        assert_eq!(
+            stdout(&o),
+            "from a file\n",
+            "{who:?} control: {}",
+            stderr(&o)
+        );
+    }
+}
+
 /// A caller's open file named by `/proc/self/fd/3` is that file, not where its link's text
 /// leads. Once the file is deleted the text reads `PATH (deleted)`, a name anyone who may write
 /// PATH's directory can create, as a link to a file only the caller may read: airlock

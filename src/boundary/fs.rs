@@ -464,14 +464,25 @@ pub fn walk_route(
     push(&mut todo, src);
     let mut at = PathBuf::from("/");
     let mut links = 0;
+    // The text of the /proc/PID/fd link just followed: an open pipe's (`pipe:[N]`) or a
+    // deleted file's (`PATH (deleted)`) names nothing to look up, which the error then says.
+    let mut proc_text: Option<PathBuf> = None;
     while let Some(c) = todo.pop() {
         if c == ".." {
             at.pop();
             continue;
         }
         let next = at.join(&c);
-        let m = std::fs::symlink_metadata(&next)
-            .map_err(|e| io_err(e, || format!("lstat({next:?})")))?;
+        let m = std::fs::symlink_metadata(&next).map_err(|e| {
+            io_err(e, || match &proc_text {
+                Some(text) => format!(
+                    "lstat({next:?}): {src:?} names an open file by its /proc link, whose \
+                     text {text:?} is no path to it (a pipe, a socket, a deleted file): copy \
+                     it to a file first"
+                ),
+                None => format!("lstat({next:?})"),
+            })
+        })?;
         let is_link = m.file_type().is_symlink();
         seen(&at, &next, is_link);
         if !is_link {
@@ -487,6 +498,8 @@ pub fn walk_route(
         }
         let target =
             std::fs::read_link(&next).map_err(|e| io_err(e, || format!("readlink({next:?})")))?;
+        let fd_link = next.starts_with("/proc") && at.file_name() == Some("fd".as_ref());
+        proc_text = fd_link.then(|| target.clone());
         if target.is_absolute() {
             at = PathBuf::from("/");
         }
