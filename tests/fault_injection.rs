@@ -328,6 +328,30 @@ fn every_failed_call_keeps_the_boundary(who: Launcher, json: bool) {
         !base_view.contains("HOST") && !base_view.contains("WROTE"),
         "{base_view}"
     );
+    // Control: the same probe run on the host (as uid 65534, which may write none of the
+    // paths it tries) reads the host's namespaces, no no_new_privs and no filter: what it
+    // would print of a sandbox that lacked them, so a weaker sandbox cannot pass for this one.
+    let host = host_command(Launcher::Unprivileged, "sh")
+        .args(["-c", PROBE, "probe", &case.host_ns])
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let host_view = stdout(&host);
+    for line in [
+        "ns user HOST",
+        "ns mnt HOST",
+        "ns net HOST",
+        "ns pid HOST",
+        "NoNewPrivs:\t0",
+        "Seccomp:\t0",
+    ] {
+        assert!(
+            host_view.contains(line),
+            "control: {line:?} not in {host_view}{}",
+            stderr(&host)
+        );
+    }
     // An unprivileged caller's limits: what a root caller's run falls back to.
     let rlimits = match who {
         Launcher::Root => {
