@@ -1404,6 +1404,61 @@ fn created_paths_have_the_asked_permissions() {
     }
 }
 
+/// A file bound where nothing was makes an empty file to mount on, and in a writable bind
+/// that file stays on the host after the run (GNOME's thumbnailer binds its input into its
+/// output directory this way): bubblewrap makes it 0444, and so must airlock (it made 0644).
+/// Control: the file the run's own `--bind` exposes is written through, under both.
+#[test]
+fn a_file_mount_point_left_in_a_writable_bind_has_bubblewraps_mode() {
+    let input = tmpdir(0o755);
+    write(&input.path().join("in.txt"), b"data\n", 0o644);
+    let src = input.path().join("in.txt");
+    for who in BOTH {
+        let modes = IMPS.map(|imp| {
+            let out = host_tree(who, &[], &["kept.txt"], &[]);
+            let od = out.path().to_str().unwrap().to_string();
+            let args = with(
+                MIN,
+                &[
+                    "--bind",
+                    &od,
+                    "/od",
+                    "--ro-bind",
+                    src.to_str().unwrap(),
+                    "/od/file-to-thumbnail.txt",
+                ],
+            );
+            let r = case(&args)
+                .sh("cat /od/file-to-thumbnail.txt && echo new > /od/kept.txt")
+                .run(imp, who);
+            assert_eq!(
+                (r.code, r.stdout.as_str()),
+                (0, "data\n"),
+                "{imp:?} {who:?}: {}",
+                r.show()
+            );
+            assert_eq!(
+                std::fs::read(out.path().join("kept.txt")).unwrap(),
+                b"new\n"
+            );
+            let left = std::fs::symlink_metadata(out.path().join("file-to-thumbnail.txt")).unwrap();
+            assert_eq!(left.len(), 0, "{imp:?} {who:?}");
+            left.permissions().mode() & 0o7777
+        });
+        assert_eq!(
+            modes[0] & 0o222,
+            0,
+            "bubblewrap's mount point is read-only: {:o}",
+            modes[0]
+        );
+        assert_eq!(
+            modes[0], modes[1],
+            "as {who:?}: bubblewrap {:o}, airlock {:o}",
+            modes[0], modes[1]
+        );
+    }
+}
+
 /// The caller's umask shapes only the task: under umask 0377 bubblewrap still makes --dir
 /// 0755, --tmpfs 0755 and --file 0666 (and their parents), and the task runs with 0377.
 /// airlock had applied the umask to what it made (a --dir was 0400). Control: the task's own

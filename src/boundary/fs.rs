@@ -939,12 +939,13 @@ fn under_tree(tree: &OwnedFd, rel: &Path, name: &Path) -> Result<OwnedFd, SysErr
 /// Make sure something exists at `path` to mount a file on: an empty file is created (with
 /// its parents) unless an entry is already there, which is left as it is. The common case,
 /// a new file in an existing directory, costs one mknod (no descriptor to open and close).
+/// Mode 0444, bubblewrap's: in a writable bind the file stays on the host after the run.
 fn ensure_file(path: &Path) -> Result<(), SysError> {
     let make = || {
         nix::sys::stat::mknod(
             path,
             nix::sys::stat::SFlag::S_IFREG,
-            Mode::from_bits_truncate(0o644),
+            Mode::from_bits_truncate(0o444),
             0,
         )
     };
