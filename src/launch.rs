@@ -195,6 +195,15 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             forwarded.add(s);
         }
     }
+    // Ctrl-Z (airlock run): the task's session is its own, out of the terminal's reach, so
+    // a SIGTSTP would stop the launcher alone, and the task would run on past --timeout
+    // unwatched. It is read instead: the sandbox is stopped, then the launcher, and a
+    // SIGCONT (fg, bg) continues both (Supervisor::wait). bwrap mode leaves them, as
+    // bubblewrap does.
+    if spec.bwrap.is_none() && !sys::is_ignored(Signal::SIGTSTP) {
+        forwarded.add(Signal::SIGTSTP);
+        forwarded.add(Signal::SIGCONT);
+    }
     // The caller's own mask comes back with it: bwrap mode gives it to the task, as
     // bubblewrap's exec does.
     let mut caller_mask = SigSet::empty();
@@ -1203,6 +1212,8 @@ struct Supervisor {
     sent_xcpu: bool,
     /// The deadline fired while the init had not yet started the task.
     setup_timed_out: bool,
+    /// A SIGTSTP stopped the sandbox (airlock run): the next SIGCONT continues it.
+    stopped: bool,
     /// The init found a streamed run's scratch full when the task ended.
     scratch_full: bool,
 }
@@ -1230,6 +1241,7 @@ impl Supervisor {
             interrupted: false,
             sent_xcpu: false,
             setup_timed_out: false,
+            stopped: false,
             scratch_full: false,
         }
     }
@@ -1333,6 +1345,21 @@ impl Supervisor {
                     let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
                         continue;
                     };
+                    // Ctrl-Z: the init stops every process of the sandbox, then this
+                    // launcher stops, as the caller's job; continued, it continues them. The
+                    // deadline keeps counting: a run continued past it ends as timed out.
+                    if sig == Signal::SIGTSTP {
+                        let _ = kill(self.pid, Signal::SIGTSTP);
+                        self.stopped = true;
+                        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+                        continue;
+                    }
+                    if sig == Signal::SIGCONT {
+                        if std::mem::take(&mut self.stopped) {
+                            let _ = kill(self.pid, Signal::SIGCONT);
+                        }
+                        continue;
+                    }
                     if self.dies_at_once {
                         let _ = kill(self.pid, Signal::SIGKILL);
                         let _ = waitpid(self.pid, None);

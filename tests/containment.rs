@@ -1271,6 +1271,94 @@ fn sigint_to_airlock_reaches_the_children_of_a_waiting_shell() {
     }
 }
 
+/// Ctrl-Z: a SIGTSTP to airlock stops every process of the sandbox, then airlock, as a
+/// terminal stops a job; a SIGCONT (fg, bg) continues them. The task's session is its own,
+/// out of the terminal's reach: airlock had stopped alone, and the task spun on past
+/// --timeout, unwatched (the soak review). Control: the spinners run before the SIGTSTP and
+/// again after the SIGCONT.
+#[test]
+fn sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let m = mark("sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it");
+    let ticks = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        // utime and stime, fields 14 and 15: the 12th and 13th words after the name.
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let field = |n: usize| {
+            f.get(n - 3)
+                .and_then(|x| x.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        field(14) + field(15)
+    };
+    let spinners = |m: &str| -> Vec<Proc> {
+        procs_with(m)
+            .into_iter()
+            .filter(|p| p.cmdline.starts_with("sh"))
+            .collect()
+    };
+    for who in BOTH {
+        let script = format!(": {m}; (while :; do :; done) & while :; do :; done");
+        let p = start(who, &["--timeout", "20s"], &["sh", "-c", &script]);
+        let pid = p.pid();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while spinners(&m).len() < 2 {
+            assert!(Instant::now() < deadline, "no two spinners as {who:?}");
+            std::thread::sleep(POLL);
+        }
+        let spin: Vec<u32> = spinners(&m).iter().map(|p| p.pid).collect();
+        let before: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let ran = spin.iter().zip(&before).any(|(&s, &b)| ticks(s) > b);
+        assert!(
+            ran,
+            "control: the spinners run before the SIGTSTP, as {who:?}"
+        );
+
+        kill(Pid::from_raw(pid as i32), Signal::SIGTSTP).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let stopped = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.starts_with("State:\tT"))
+        };
+        while !(stopped(pid) && spin.iter().all(|&s| stopped(s))) {
+            assert!(
+                Instant::now() < deadline,
+                "as {who:?}: after SIGTSTP, airlock stopped {}, the spinners {:?}",
+                stopped(pid),
+                spinners(&m)
+            );
+            std::thread::sleep(POLL);
+        }
+        let held: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let now: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+        assert_eq!(held, now, "as {who:?}: a stopped spinner ran");
+
+        kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let after: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+        assert!(
+            after.iter().zip(&now).any(|(a, n)| a > n),
+            "as {who:?}: the spinners did not run again after SIGCONT"
+        );
+        kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+        let r = p.finish(SECS_30);
+        assert_eq!(
+            r.out.status.code(),
+            Some(128 + libc::SIGTERM),
+            "{}",
+            r.show()
+        );
+        let ctx = format!("SIGTSTP to airlock as {who:?}");
+        assert_clean(&m, &[pid], &ctx);
+    }
+}
+
 #[test]
 fn sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace() {
     let m = mark("sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace");

@@ -884,7 +884,10 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd
     // Only those blocked: the launcher blocked them (bwrap mode: with the ones the caller had
     // blocked).
     if let Ok(mask) = SigSet::thread_get_mask() {
-        for &s in crate::launch::ALSO_ENDING.iter() {
+        for &s in crate::launch::ALSO_ENDING
+            .iter()
+            .chain(&[Signal::SIGTSTP, Signal::SIGCONT])
+        {
             if mask.contains(s) {
                 set.add(s);
             }
@@ -900,7 +903,14 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd
         // already got what the group got (Ctrl-C), and must not get it twice.
         if sig != Signal::SIGCHLD {
             if forward {
-                let _ = kill(interrupted(task, sig), sig);
+                let _ = match sig {
+                    // The launcher's Ctrl-Z, and its continue: every process of the sandbox
+                    // (kill(-1) from its pid 1). SIGSTOP, not SIGTSTP: the task's session has
+                    // no terminal, so the kernel drops a SIGTSTP to its orphaned groups.
+                    Signal::SIGTSTP => kill(everyone(task), Signal::SIGSTOP),
+                    Signal::SIGCONT => kill(everyone(task), Signal::SIGCONT),
+                    _ => kill(interrupted(task, sig), sig),
+                };
             }
             continue;
         }
@@ -933,7 +943,17 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd
 /// this init. SIGTERM and SIGHUP go to the task alone, as `kill PID` and a service manager
 /// send them.
 fn interrupted(task: Pid, sig: Signal) -> Pid {
-    match sig == Signal::SIGINT && nix::unistd::getpid() == Pid::from_raw(1) {
+    match sig == Signal::SIGINT {
+        true => everyone(task),
+        false => task,
+    }
+}
+
+/// kill(-1) from the init of the sandbox's own pid namespace: every process in it but the
+/// init. An init that is not pid 1 (bwrap mode without --unshare-pid) names the task alone,
+/// as kill(-1) would reach the caller's every process.
+fn everyone(task: Pid) -> Pid {
+    match nix::unistd::getpid() == Pid::from_raw(1) {
         true => Pid::from_raw(-1),
         false => task,
     }
