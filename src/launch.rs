@@ -575,6 +575,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         deadline,
     );
     let init_status = waitpid(pid, None);
+    // The sandbox is gone: Ctrl-Z stops airlock alone again, by its default action (a pending
+    // one now), while it still delivers output to a reader that may have stopped with it
+    // (`| less`); read from the signalfd, it would be dropped, and the job never stop.
+    if forwarded.contains(Signal::SIGTSTP) {
+        let job_control: SigSet = [Signal::SIGTSTP, Signal::SIGCONT].into_iter().collect();
+        let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&job_control), None);
+    }
     // Everything in the sandbox is gone now: the streams' flags are put back, and what is left
     // in the channel and pipes is read.
     if let Some(flags) = &stream_flags {

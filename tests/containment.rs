@@ -1359,6 +1359,75 @@ fn sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it() {
     }
 }
 
+/// Once the sandbox is gone, Ctrl-Z stops airlock itself while it still hands the task's
+/// output to a reader that takes none (`| less`, stopped with it): the signal had been read
+/// and dropped there, so the job never stopped and the terminal hung (the sign-off review).
+/// Control: continued, airlock delivers the rest once the reader reads, and exits 0.
+#[test]
+fn sigtstp_to_airlock_delivering_to_a_full_pipe_stops_it() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::io::Read;
+    for who in BOTH {
+        // 100,000 bytes: more than the caller's pipe holds, less than it and the task's do,
+        // so the task ends and airlock waits on the caller's pipe.
+        let mut child = airlock(
+            who,
+            &[
+                "run",
+                "--timeout",
+                "20s",
+                "--",
+                "head",
+                "-c",
+                "100000",
+                "/dev/zero",
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let pid = child.id();
+        let state = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("State:\t").map(|s| s[..1].to_string()))
+                .unwrap_or_default()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The sandbox is gone once airlock has no child left.
+        while !children(pid).is_empty() || state(pid) != "S" {
+            assert!(
+                Instant::now() < deadline,
+                "as {who:?}: the sandbox did not end"
+            );
+            std::thread::sleep(POLL);
+        }
+        kill(Pid::from_raw(pid as i32), Signal::SIGTSTP).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while state(pid) != "T" {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "as {who:?}: airlock did not stop on SIGTSTP, state {}",
+                    state(pid)
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+        kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
+        let mut out = Vec::new();
+        child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "as {who:?}");
+        assert_eq!(out.len(), 100_000, "as {who:?}");
+    }
+}
+
 #[test]
 fn sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace() {
     let m = mark("sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace");
