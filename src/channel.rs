@@ -64,6 +64,9 @@ pub enum Msg {
         /// A streamed run's scratch was full when the task ended (a JSON run's launcher
         /// looks itself, through the scratch it was handed).
         scratch_full: bool,
+        /// The init killed the sandbox at its backstop, past the deadline, the launcher not
+        /// having done it (stopped): the run timed out.
+        timed_out: bool,
     },
 }
 
@@ -132,9 +135,10 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
             value,
             cpu_ms,
             scratch_full,
+            timed_out,
         } => {
             buf.push(b'S');
-            buf.push(*signaled as u8 | (*scratch_full as u8) << 1);
+            buf.push(*signaled as u8 | (*scratch_full as u8) << 1 | (*timed_out as u8) << 2);
             buf.extend_from_slice(&value.to_le_bytes());
             buf.extend_from_slice(&cpu_ms.to_le_bytes());
         }
@@ -220,6 +224,7 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<O
         b'S' => Msg::TaskEnded {
             signaled: body.first().is_some_and(|b| b & 1 != 0),
             scratch_full: body.first().is_some_and(|b| b & 2 != 0),
+            timed_out: body.first().is_some_and(|b| b & 4 != 0),
             value: int(body.get(1..).unwrap_or(&[])),
             cpu_ms: body
                 .get(5..13)

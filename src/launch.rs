@@ -361,6 +361,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
                     .map(|l| limits::rlimits(l, mechanism))
                     .unwrap_or_default(),
                 caller_mask,
+                backstop: spec.timeout.map(|t| start + t + TERM_GRACE),
                 caller_group: None,
                 caller_cpus,
                 joined_procs: std::cell::RefCell::new(joined_procs),
@@ -630,7 +631,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         };
         return Err(Failure::Exec(code, msg));
     }
-    let end = if timed_out || undelivered == Some(relay::Stop::Deadline) {
+    let end = if timed_out || sup.backstop_fired || undelivered == Some(relay::Stop::Deadline) {
         End::TimedOut
     } else if let Some(relay::Stop::Signal(sig)) = undelivered {
         End::Signaled(sig as i32)
@@ -1221,6 +1222,9 @@ struct Supervisor {
     setup_timed_out: bool,
     /// A SIGTSTP stopped the sandbox (airlock run): the next SIGCONT continues it.
     stopped: bool,
+    /// The init ended the sandbox at its backstop, past the deadline (this launcher was
+    /// stopped): the run timed out.
+    backstop_fired: bool,
     /// The init found a streamed run's scratch full when the task ended.
     scratch_full: bool,
 }
@@ -1249,6 +1253,7 @@ impl Supervisor {
             sent_xcpu: false,
             setup_timed_out: false,
             stopped: false,
+            backstop_fired: false,
             scratch_full: false,
         }
     }
@@ -1452,9 +1457,11 @@ impl Supervisor {
                 value,
                 cpu_ms,
                 scratch_full,
+                timed_out,
             } => {
                 self.task_cpu_ms = cpu_ms;
                 self.scratch_full = scratch_full;
+                self.backstop_fired = timed_out;
                 self.task_end = Some(if signaled {
                     End::Signaled(value)
                 } else {

@@ -446,13 +446,31 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
 /// Wait for one of the blocked signals in `set`: sigwaitinfo, which reports a failure the
 /// same way under every C library (nix's `SigSet::wait` takes glibc's sigwait, which returns
 /// the error number rather than -1, for a signal, and panics on it: found by fault injection).
-pub fn wait_signal(set: &nix::sys::signal::SigSet) -> Result<Signal, Errno> {
-    // SAFETY: `set` is a valid sigset for the call; a null siginfo pointer is allowed.
-    let n = unsafe { libc::sigwaitinfo(set.as_ref(), std::ptr::null_mut()) };
-    if n == -1 {
-        return Err(Errno::last());
+/// With `until`, sigtimedwait: `None` once that time has come with no signal.
+pub fn wait_signal(
+    set: &nix::sys::signal::SigSet,
+    until: Option<std::time::Instant>,
+) -> Result<Option<Signal>, Errno> {
+    let n = match until {
+        None => {
+            // SAFETY: `set` is a valid sigset for the call; a null siginfo pointer is allowed.
+            unsafe { libc::sigwaitinfo(set.as_ref(), std::ptr::null_mut()) }
+        }
+        Some(t) => {
+            let left = t.saturating_duration_since(std::time::Instant::now());
+            let ts = libc::timespec {
+                tv_sec: left.as_secs().min(i32::MAX as u64) as _,
+                tv_nsec: left.subsec_nanos() as _,
+            };
+            // SAFETY: `set` and `ts` are valid for the call; a null siginfo pointer is allowed.
+            unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) }
+        }
+    };
+    match n {
+        -1 if Errno::last() == Errno::EAGAIN => Ok(None),
+        -1 => Err(Errno::last()),
+        n => Signal::try_from(n).map(Some),
     }
-    Signal::try_from(n)
 }
 
 /// Reset every catchable signal to its default action (an ignored SIGPIPE or SIGINT would

@@ -1428,6 +1428,69 @@ fn sigtstp_to_airlock_delivering_to_a_full_pipe_stops_it() {
     }
 }
 
+/// SIGSTOP, which no process can catch, stops airlock alone, and airlock enforces the
+/// timeout: the task ran on unbounded until airlock was continued (the soak review). The
+/// sandbox's init now ends it itself at its backstop, the deadline plus the 2 s grace, and
+/// airlock, continued, reports the run as timed out (124; in JSON, `timed_out` true and the
+/// output captured). Control: right after the SIGSTOP the spinner still runs.
+#[test]
+fn a_stopped_airlock_does_not_hold_the_timeout() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let m = mark("a_stopped_airlock_does_not_hold_the_timeout");
+    for who in BOTH {
+        for json in [false, true] {
+            let script = format!(": {m}; echo early; while :; do :; done");
+            let flags: &[&str] = match json {
+                true => &["--json", "--timeout", "2s"],
+                false => &["--timeout", "2s"],
+            };
+            let p = start(who, flags, &["sh", "-c", &script]);
+            let pid = p.pid();
+            let spinner = |m: &str| {
+                procs_with(m)
+                    .into_iter()
+                    .find(|p| p.cmdline.starts_with("sh"))
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let spin = loop {
+                if let Some(s) = spinner(&m) {
+                    break s.pid;
+                }
+                assert!(Instant::now() < deadline, "no spinner as {who:?}");
+                std::thread::sleep(POLL);
+            };
+            kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
+            let stopped = Instant::now();
+            std::thread::sleep(Duration::from_millis(100));
+            let state = std::fs::read_to_string(format!("/proc/{spin}/status")).unwrap_or_default();
+            assert!(
+                state.lines().any(|l| l == "State:\tR (running)"),
+                "control as {who:?}: the spinner runs on past airlock's SIGSTOP: {state}"
+            );
+            // The backstop comes 4 s after the start; allow for a loaded host.
+            while spinner(&m).is_some() {
+                if stopped.elapsed() > Duration::from_secs(20) {
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+                    panic!("as {who:?} (json {json}): the task outlived its timeout by 20 s");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
+            let r = p.finish(SECS_30);
+            assert_eq!(r.out.status.code(), Some(124), "{}", r.show());
+            if json {
+                let rep = r.report();
+                assert_eq!(rep["timed_out"], json!(true), "{}", r.show());
+                assert_eq!(rep["stdout"], json!("early\n"), "{}", r.show());
+            } else {
+                assert_eq!(r.out.stdout, b"early\n", "{}", r.show());
+            }
+            assert_clean(&m, &[pid], &format!("SIGSTOP to airlock as {who:?}"));
+        }
+    }
+}
+
 #[test]
 fn sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace() {
     let m = mark("sigterm_to_airlock_kills_a_task_ignoring_it_after_the_grace");

@@ -94,6 +94,9 @@ pub struct Inherited<'a> {
     /// The launcher makes the network namespace (in this init's user namespace, which it opens
     /// through /proc) and hands it over; this init joins it at step 10.
     pub net_by_launcher: bool,
+    /// The run's deadline plus the launcher's grace: should the launcher not have ended the
+    /// sandbox by then (stopped by SIGSTOP, traced), this init ends it itself (supervise).
+    pub backstop: Option<std::time::Instant>,
     /// Resource limits set before the task starts (inherited by all its processes).
     pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
     /// The signals the caller had blocked: bwrap mode's task starts with them blocked.
@@ -179,7 +182,7 @@ pub fn init(mut inh: Inherited) -> ! {
     let sock = inh.sock.as_fd();
     let forward = inh.spec.bwrap.is_none() || inh.caller_group.is_some();
     match build(&inh) {
-        Ok((task, scratch)) => supervise(task, sock, forward, scratch),
+        Ok((task, scratch)) => supervise(task, sock, forward, scratch, inh.backstop),
         Err(e) => {
             let text = match inh.spec.bwrap {
                 Some(_) => crate::bwrap::message(&e),
@@ -870,8 +873,17 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 /// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP and the other signals the
 /// launcher blocked (`launch::ALSO_ENDING`; airlock run, to whom `interrupted` says; bwrap
 /// mode without a pid namespace, to the task), and report the task's end. When init exits,
-/// the kernel kills whatever else is left in the pid namespace.
-fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd>) -> ! {
+/// the kernel kills whatever else is left in the pid namespace. The launcher enforces the
+/// timeout; at `backstop`, past it, this init kills the sandbox itself, as a launcher that
+/// SIGSTOP stopped (no process can catch it) would leave the task running on unbounded.
+fn supervise(
+    task: Pid,
+    sock: BorrowedFd,
+    forward: bool,
+    scratch: Option<OwnedFd>,
+    mut backstop: Option<std::time::Instant>,
+) -> ! {
+    let mut stopped_it = false;
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -894,8 +906,16 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd
         }
     }
     loop {
-        let sig = match sys::wait_signal(&set) {
-            Ok(s) => s,
+        let sig = match sys::wait_signal(&set, backstop) {
+            Ok(Some(s)) => s,
+            // The task's end is reported as the kill's; the launcher, once it runs again,
+            // finds its deadline past and reports the run as timed out.
+            Ok(None) => {
+                backstop = None;
+                stopped_it = true;
+                let _ = kill(everyone(task), Signal::SIGKILL);
+                continue;
+            }
             Err(_) => continue,
         };
         // airlock run: the launcher's forwarded signal, for the task in its own session.
@@ -917,10 +937,10 @@ fn supervise(task: Pid, sock: BorrowedFd, forward: bool, scratch: Option<OwnedFd
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == task => {
-                    report_end(sock, false, code, scratch.as_ref())
+                    report_end(sock, false, code, scratch.as_ref(), stopped_it)
                 }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == task => {
-                    report_end(sock, true, sig as i32, scratch.as_ref())
+                    report_end(sock, true, sig as i32, scratch.as_ref(), stopped_it)
                 }
                 Ok(WaitStatus::StillAlive) => break,
                 Ok(_) => {}
@@ -959,7 +979,13 @@ fn everyone(task: Pid) -> Pid {
     }
 }
 
-fn report_end(sock: BorrowedFd, signaled: bool, value: i32, scratch: Option<&OwnedFd>) -> ! {
+fn report_end(
+    sock: BorrowedFd,
+    signaled: bool,
+    value: i32,
+    scratch: Option<&OwnedFd>,
+    timed_out: bool,
+) -> ! {
     let cpu_ms = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
         .map(|u| {
             let ms =
@@ -974,6 +1000,7 @@ fn report_end(sock: BorrowedFd, signaled: bool, value: i32, scratch: Option<&Own
             value,
             cpu_ms,
             scratch_full: scratch.is_some_and(|fd| crate::report::full(fd.as_fd())),
+            timed_out,
         },
     );
     sys::exit_now(0)
