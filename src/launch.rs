@@ -673,6 +673,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         }
     };
     status_fds.finish(&end);
+    if let (Some(flags), false) = (&stream_flags, matches!(end, End::Exited(_))) {
+        flags.restore_terminal();
+    }
     let scratch_full = sup.scratch_full
         || (sup.scratch.as_ref()).is_some_and(|(fd, _)| crate::report::full(fd.as_fd()));
     // Which limit ended the task: the timeout; the cgroup's own counters (OOM kill, refused

@@ -336,7 +336,15 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
 /// holds too: one the task left past the file's end (`lseek` is not bound by --file-size) would
 /// put the caller's next write there, after a hole: under `--file-size 1M` a task made the
 /// caller's `echo after` write at 1 TiB.
-pub struct StreamFlags([Option<(OFlag, Option<ModeGroup>)>; 3]);
+///
+/// The modes of a terminal among them are kept too, for a task that dies by a signal: a shell
+/// puts its terminal's modes back after a job killed so, not after one that exits, and
+/// airlock exits (128+N) where its task was killed, so a REPL killed in raw mode (a second
+/// Ctrl-C, Ctrl-\, the timeout) left the caller's terminal without echo or line editing.
+pub struct StreamFlags {
+    saved: [Option<(OFlag, Option<ModeGroup>)>; 3],
+    terminal: Option<(i32, nix::sys::termios::Termios)>,
+}
 
 /// The permission bits (and setuid, setgid, sticky) and the group of a file.
 type ModeGroup = (u32, u32);
@@ -352,15 +360,34 @@ impl StreamFlags {
     /// Read the flags, mode and group of each stream that `task_ends` does not replace.
     pub fn save(task_ends: &[Option<OwnedFd>; 3]) -> StreamFlags {
         let mut saved = [None; 3];
+        let mut terminal = None;
         for (i, end) in task_ends.iter().enumerate() {
             if end.is_none() {
                 let fd = std_stream(i as i32);
                 saved[i] = fcntl(fd, FcntlArg::F_GETFL)
                     .ok()
                     .map(|f| (OFlag::from_bits_retain(f), mode_of(fd)));
+                if terminal.is_none() {
+                    terminal = nix::sys::termios::tcgetattr(fd).ok().map(|t| (i as i32, t));
+                }
             }
         }
-        StreamFlags(saved)
+        StreamFlags { saved, terminal }
+    }
+
+    /// Put back the terminal's modes after a task that died by a signal, as a shell does
+    /// after such a job; only while airlock is in the terminal's foreground (a background
+    /// process that sets them is stopped by SIGTTOU), and only where they changed.
+    pub fn restore_terminal(&self) {
+        use nix::sys::termios::{SetArg, tcgetattr, tcsetattr};
+        let Some((i, modes)) = &self.terminal else {
+            return;
+        };
+        let fd = std_stream(*i);
+        let foreground = nix::unistd::tcgetpgrp(fd).is_ok_and(|g| g == nix::unistd::getpgrp());
+        if foreground && tcgetattr(fd).is_ok_and(|now| now != *modes) {
+            let _ = tcsetattr(fd, SetArg::TCSADRAIN, modes);
+        }
     }
 
     /// Put back the flags, group and mode of each stream where the task changed them. A failure
@@ -368,7 +395,7 @@ impl StreamFlags {
     /// it, but for the group: a caller outside the file's old group (a terminal's `tty`) cannot
     /// give it back, and the file then loses its group's permissions instead.
     pub fn restore(&self) {
-        for (i, saved) in self.0.iter().enumerate() {
+        for (i, saved) in self.saved.iter().enumerate() {
             let Some((flags, meta)) = saved else { continue };
             let fd = std_stream(i as i32);
             if fcntl(fd, FcntlArg::F_GETFL).map(OFlag::from_bits_retain) != Ok(*flags) {

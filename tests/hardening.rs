@@ -1114,6 +1114,63 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
     }
 }
 
+/// Runs ARGV on a new pseudo-terminal (its controlling terminal and standard streams, so in
+/// its foreground), for at most 20 s, and prints its exit status and whether the terminal's
+/// modes after it are those from before it (`modes kept`) or not (`modes changed`).
+const PTY_MODES: &str = r#"
+import fcntl, os, pty, subprocess, sys, termios, time
+m, s = pty.openpty()
+before = termios.tcgetattr(s)
+def ctty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=ctty)
+os.set_blocking(m, False)
+t0 = time.time()
+while p.poll() is None and time.time() - t0 < 20:
+    try:
+        os.read(m, 65536)
+    except (BlockingIOError, OSError):
+        pass
+    time.sleep(0.05)
+if p.poll() is None:
+    p.kill()
+print('rc', p.wait())
+print('modes', 'kept' if termios.tcgetattr(s) == before else 'changed')
+"#;
+
+/// A task that puts the caller's terminal in raw mode and is then killed (the timeout here;
+/// a second Ctrl-C, Ctrl-\ alike) leaves it as it found it: a shell puts its terminal's modes
+/// back after a job killed by a signal, but airlock exits 124 or 128+N, so a REPL killed in
+/// raw mode left the caller's terminal with no echo and no line editing (the terminal
+/// review). Control: a task that sets the same modes and exits keeps them, as a shell keeps
+/// those of a job that exits (`stty` is such a job).
+#[test]
+fn a_task_killed_in_raw_mode_leaves_the_callers_terminal_as_it_was() {
+    let run = |who: Launcher, script: &str| -> String {
+        let mut c = Command::new("python3");
+        c.args(["-c", PTY_MODES]);
+        c.args(as_user(who)).arg(binary()).args([
+            "run",
+            "--timeout",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        let o = c.stdin(Stdio::null()).output().unwrap();
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    for who in BOTH {
+        let killed = run(who, "stty raw -echo; sleep 30");
+        assert_eq!(killed, "rc 124\nmodes kept\n", "{who:?}");
+        let exited = run(who, "stty raw -echo; exit 3");
+        assert_eq!(exited, "rc 3\nmodes changed\n", "control, {who:?}");
+    }
+}
+
 /// Python for the terminal probes: `attempt(name, f)` prints `name OK`, or `name` and the
 /// errno's name when f raises OSError, and flushes.
 const PY_ATTEMPT: &str = "def attempt(name, f):\n\
