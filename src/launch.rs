@@ -105,6 +105,11 @@ pub(crate) fn asks_to_end(sig: Signal) -> bool {
 /// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.
 const TERM_GRACE: Duration = Duration::from_secs(2);
 
+/// A SIGINT this soon after the one before is Ctrl-C pressed again, which ends the sandbox as
+/// SIGTERM does; a later one is a first again: the user of a REPL or shell in the sandbox
+/// presses Ctrl-C now and then, and the second of a session had killed it.
+const INTERRUPT_AGAIN: Duration = Duration::from_secs(5);
+
 pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     let start = Instant::now();
     let caller_is_root = nix::unistd::geteuid().is_root();
@@ -1216,8 +1221,11 @@ struct Supervisor {
     /// The first signal forwarded to the sandbox (airlock run): output still to deliver
     /// after it is not waited for.
     forwarded: Option<Signal>,
-    /// A SIGINT was forwarded (airlock run): the next one starts TERM_GRACE.
-    interrupted: bool,
+    /// When the last SIGINT was forwarded (airlock run): one within INTERRUPT_AGAIN of it
+    /// starts TERM_GRACE.
+    interrupted: Option<Instant>,
+    /// What started TERM_GRACE (airlock run), said on stderr should the grace run out.
+    grace_for: Option<String>,
     /// A SIGXCPU was forwarded (airlock run: `kill -XCPU`, or airlock's own RLIMIT_CPU): a
     /// task it ends did not run into its CPU time limit.
     sent_xcpu: bool,
@@ -1252,7 +1260,8 @@ impl Supervisor {
             dies_at_once: spec.bwrap.as_ref().is_some_and(|b| b.die_with_parent),
             dying: None,
             forwarded: None,
-            interrupted: false,
+            interrupted: None,
+            grace_for: None,
             sent_xcpu: false,
             setup_timed_out: false,
             stopped: false,
@@ -1291,6 +1300,12 @@ impl Supervisor {
                     // The init starts the task as its only child (step 13): without one it
                     // is still setting up. Asked before the kill, on this path alone.
                     self.setup_timed_out = self.task_end.is_none() && !sys::has_children(self.pid);
+                } else if let Some(what) = self.grace_for.take() {
+                    relay::say_if_room(&format!(
+                        "airlock: the task had not ended {} s after {what}; the whole sandbox \
+                         was killed\n",
+                        TERM_GRACE.as_secs()
+                    ));
                 }
                 let _ = kill(self.pid, Signal::SIGKILL);
                 kill_at = None;
@@ -1395,12 +1410,17 @@ impl Supervisor {
                     }
                     self.forwarded.get_or_insert(sig);
                     // A first SIGINT is the task's to handle (a tool stops its work and
-                    // reports); a second, Ctrl-C pressed again, ends the sandbox as SIGTERM
-                    // does.
-                    let again =
-                        sig == Signal::SIGINT && std::mem::replace(&mut self.interrupted, true);
+                    // reports); a second soon after, Ctrl-C pressed again, ends the sandbox as
+                    // SIGTERM does.
+                    let again = sig == Signal::SIGINT
+                        && (self.interrupted.replace(Instant::now()))
+                            .is_some_and(|t| t.elapsed() <= INTERRUPT_AGAIN);
                     if (sig != Signal::SIGINT || again) && kill_at.is_none() {
                         kill_at = Some(Instant::now() + TERM_GRACE);
+                        self.grace_for = Some(match again {
+                            true => "a second SIGINT".into(),
+                            false => format!("{sig}"),
+                        });
                     }
                 }
             }
