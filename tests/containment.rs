@@ -1368,9 +1368,14 @@ fn sigtstp_to_airlock_delivering_to_a_full_pipe_stops_it() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     use std::io::Read;
+    use std::os::unix::process::CommandExt;
     for who in BOTH {
         // 100,000 bytes: more than the caller's pipe holds, less than it and the task's do,
         // so the task ends and airlock waits on the caller's pipe.
+        // In a process group of its own whose parent is in another group of the same
+        // session, as a shell's job is: the kernel ignores a SIGTSTP's default stop in an
+        // orphaned group (a CI runner's, say), and once the sandbox is gone airlock leaves it
+        // to that default.
         let mut child = airlock(
             who,
             &[
@@ -1384,6 +1389,7 @@ fn sigtstp_to_airlock_delivering_to_a_full_pipe_stops_it() {
                 "/dev/zero",
             ],
         )
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
