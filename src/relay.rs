@@ -351,9 +351,11 @@ type ModeGroup = (u32, u32);
 
 /// The permission bits and the group of a descriptor's file.
 fn mode_of(fd: BorrowedFd) -> Option<ModeGroup> {
-    nix::sys::stat::fstat(fd)
-        .ok()
-        .map(|st| (st.st_mode & 0o7777, st.st_gid))
+    nix::sys::stat::fstat(fd).ok().as_ref().map(mode_group)
+}
+
+fn mode_group(st: &libc::stat) -> ModeGroup {
+    (st.st_mode & 0o7777, st.st_gid)
 }
 
 impl StreamFlags {
@@ -364,10 +366,17 @@ impl StreamFlags {
         for (i, end) in task_ends.iter().enumerate() {
             if end.is_none() {
                 let fd = std_stream(i as i32);
+                let st = nix::sys::stat::fstat(fd).ok();
                 saved[i] = fcntl(fd, FcntlArg::F_GETFL)
                     .ok()
-                    .map(|f| (OFlag::from_bits_retain(f), mode_of(fd)));
-                if terminal.is_none() {
+                    .map(|f| (OFlag::from_bits_retain(f), st.as_ref().map(mode_group)));
+                // Only a character device but /dev/null may be a terminal: no ioctl for the
+                // pipes, files and /dev/null of most launches.
+                let device = st.is_some_and(|st| {
+                    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR
+                        && st.st_rdev != nix::sys::stat::makedev(1, 3)
+                });
+                if terminal.is_none() && device {
                     terminal = nix::sys::termios::tcgetattr(fd).ok().map(|t| (i as i32, t));
                 }
             }

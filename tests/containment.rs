@@ -1275,7 +1275,8 @@ fn sigint_to_airlock_reaches_the_children_of_a_waiting_shell() {
 /// terminal stops a job; a SIGCONT (fg, bg) continues them. The task's session is its own,
 /// out of the terminal's reach: airlock had stopped alone, and the task spun on past
 /// --timeout, unwatched (the soak review). Control: the spinners run before the SIGTSTP and
-/// again after the SIGCONT.
+/// again after the SIGCONT. A caller that ignores SIGTSTP leaves it ignored: there the same
+/// SIGTSTP stops neither airlock nor the spinners.
 #[test]
 fn sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it() {
     use nix::sys::signal::{Signal, kill};
@@ -1299,9 +1300,21 @@ fn sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it() {
             .filter(|p| p.cmdline.starts_with("sh"))
             .collect()
     };
-    for who in BOTH {
+    for (who, ignored) in BOTH.into_iter().flat_map(|w| [(w, false), (w, true)]) {
         let script = format!(": {m}; (while :; do :; done) & while :; do :; done");
-        let p = start(who, &["--timeout", "20s"], &["sh", "-c", &script]);
+        let args = ["run", "--timeout", "20s", "--", "sh", "-c", &script];
+        // A caller that ignores SIGTSTP (`env --ignore-signal=TSTP`) leaves it ignored.
+        let p = match ignored {
+            false => start(who, &args[1..3], &args[4..]),
+            true => {
+                let mut c = Command::new("env");
+                c.arg("--ignore-signal=TSTP")
+                    .args(as_user(who))
+                    .arg(binary())
+                    .args(args);
+                spawn(c, format!("{who:?} airlock, SIGTSTP ignored"))
+            }
+        };
         let pid = p.pid();
         let deadline = Instant::now() + Duration::from_secs(10);
         while spinners(&m).len() < 2 {
@@ -1318,34 +1331,40 @@ fn sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it() {
         );
 
         kill(Pid::from_raw(pid as i32), Signal::SIGTSTP).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let stopped = |p: u32| {
-            std::fs::read_to_string(format!("/proc/{p}/status"))
-                .unwrap_or_default()
-                .lines()
-                .any(|l| l.starts_with("State:\tT"))
-        };
-        while !(stopped(pid) && spin.iter().all(|&s| stopped(s))) {
+        let stopped = |p: u32| state_of(p).starts_with('T');
+        if ignored {
+            let held: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+            std::thread::sleep(Duration::from_millis(500));
             assert!(
-                Instant::now() < deadline,
-                "as {who:?}: after SIGTSTP, airlock stopped {}, the spinners {:?}",
-                stopped(pid),
-                spinners(&m)
+                !stopped(pid),
+                "as {who:?}: an ignored SIGTSTP stopped airlock"
             );
-            std::thread::sleep(POLL);
-        }
-        let held: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
-        std::thread::sleep(Duration::from_millis(500));
-        let now: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
-        assert_eq!(held, now, "as {who:?}: a stopped spinner ran");
+            let ran = spin.iter().zip(&held).any(|(&s, &h)| ticks(s) > h);
+            assert!(ran, "as {who:?}: an ignored SIGTSTP stopped the sandbox");
+        } else {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !(stopped(pid) && spin.iter().all(|&s| stopped(s))) {
+                assert!(
+                    Instant::now() < deadline,
+                    "as {who:?}: after SIGTSTP, airlock stopped {}, the spinners {:?}",
+                    stopped(pid),
+                    spinners(&m)
+                );
+                std::thread::sleep(POLL);
+            }
+            let held: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+            std::thread::sleep(Duration::from_millis(500));
+            let now: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+            assert_eq!(held, now, "as {who:?}: a stopped spinner ran");
 
-        kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        let after: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
-        assert!(
-            after.iter().zip(&now).any(|(a, n)| a > n),
-            "as {who:?}: the spinners did not run again after SIGCONT"
-        );
+            kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            let after: Vec<u64> = spin.iter().map(|&s| ticks(s)).collect();
+            assert!(
+                after.iter().zip(&now).any(|(a, n)| a > n),
+                "as {who:?}: the spinners did not run again after SIGCONT"
+            );
+        }
         kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
         let r = p.finish(SECS_30);
         assert_eq!(
@@ -1354,7 +1373,7 @@ fn sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it() {
             "{}",
             r.show()
         );
-        let ctx = format!("SIGTSTP to airlock as {who:?}");
+        let ctx = format!("SIGTSTP to airlock as {who:?} (ignored: {ignored})");
         assert_clean(&m, &[pid], &ctx);
     }
 }
@@ -1362,66 +1381,55 @@ fn sigtstp_to_airlock_stops_the_whole_sandbox_and_sigcont_continues_it() {
 /// Once the sandbox is gone, Ctrl-Z stops airlock itself while it still hands the task's
 /// output to a reader that takes none (`| less`, stopped with it): the signal had been read
 /// and dropped there, so the job never stopped and the terminal hung (the sign-off review).
-/// Control: continued, airlock delivers the rest once the reader reads, and exits 0.
+/// Continued, airlock delivers the rest once the reader reads, and exits 0. Control: a plain
+/// `head` left with the same bytes for the same pipe, started the same way, stops on the
+/// same SIGTSTP.
 #[test]
 fn sigtstp_to_airlock_delivering_to_a_full_pipe_stops_it() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     use std::io::Read;
     use std::os::unix::process::CommandExt;
-    for who in BOTH {
-        // 100,000 bytes: more than the caller's pipe holds, less than it and the task's do,
-        // so the task ends and airlock waits on the caller's pipe.
+    // 100,000 bytes: more than the caller's pipe holds, less than it and the task's do, so
+    // the task ends and airlock waits on the caller's pipe.
+    let head = ["head", "-c", "100000", "/dev/zero"];
+    let mut host = Command::new(head[0]);
+    host.args(&head[1..]);
+    let runs = std::iter::once(("host control".to_string(), host)).chain(BOTH.map(|who| {
+        let args = [&["run", "--timeout", "20s", "--"][..], &head[..]].concat();
+        (format!("airlock as {who:?}"), airlock(who, &args))
+    }));
+    for (what, mut cmd) in runs {
         // In a process group of its own whose parent is in another group of the same
         // session, as a shell's job is: the kernel ignores a SIGTSTP's default stop in an
         // orphaned group (a CI runner's, say), and once the sandbox is gone airlock leaves it
         // to that default.
-        let mut child = airlock(
-            who,
-            &[
-                "run",
-                "--timeout",
-                "20s",
-                "--",
-                "head",
-                "-c",
-                "100000",
-                "/dev/zero",
-            ],
-        )
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        let mut child = cmd
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let pid = child.id();
-        let state = |p: u32| {
-            std::fs::read_to_string(format!("/proc/{p}/status"))
-                .unwrap_or_default()
-                .lines()
-                .find_map(|l| l.strip_prefix("State:\t").map(|s| s[..1].to_string()))
-                .unwrap_or_default()
-        };
+        let state = || state_of(pid).chars().next().unwrap_or('-');
         let deadline = Instant::now() + Duration::from_secs(10);
         // The sandbox is gone once airlock has no child left.
-        while !children(pid).is_empty() || state(pid) != "S" {
+        while !children(pid).is_empty() || state() != 'S' {
             assert!(
                 Instant::now() < deadline,
-                "as {who:?}: the sandbox did not end"
+                "{what}: the writer did not block"
             );
             std::thread::sleep(POLL);
         }
         kill(Pid::from_raw(pid as i32), Signal::SIGTSTP).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while state(pid) != "T" {
+        while state() != 'T' {
             if Instant::now() >= deadline {
+                let was = state_of(pid);
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!(
-                    "as {who:?}: airlock did not stop on SIGTSTP, state {}",
-                    state(pid)
-                );
+                panic!("{what}: did not stop on SIGTSTP, state {was}");
             }
             std::thread::sleep(POLL);
         }
@@ -1429,8 +1437,8 @@ fn sigtstp_to_airlock_delivering_to_a_full_pipe_stops_it() {
         let mut out = Vec::new();
         child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
         let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(0), "as {who:?}");
-        assert_eq!(out.len(), 100_000, "as {who:?}");
+        assert_eq!(status.code(), Some(0), "{what}");
+        assert_eq!(out.len(), 100_000, "{what}");
     }
 }
 
@@ -1469,10 +1477,10 @@ fn a_stopped_airlock_does_not_hold_the_timeout() {
             kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
             let stopped = Instant::now();
             std::thread::sleep(Duration::from_millis(100));
-            let state = std::fs::read_to_string(format!("/proc/{spin}/status")).unwrap_or_default();
-            assert!(
-                state.lines().any(|l| l == "State:\tR (running)"),
-                "control as {who:?}: the spinner runs on past airlock's SIGSTOP: {state}"
+            let state = state_of(spin);
+            assert_eq!(
+                state, "R (running)",
+                "control as {who:?}: the spinner runs on past airlock's SIGSTOP"
             );
             // The backstop comes 4 s after the start; allow for a loaded host.
             while spinner(&m).is_some() {

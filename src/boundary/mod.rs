@@ -182,7 +182,11 @@ pub fn init(mut inh: Inherited) -> ! {
     let sock = inh.sock.as_fd();
     let forward = inh.spec.bwrap.is_none() || inh.caller_group.is_some();
     match build(&inh) {
-        Ok((task, scratch)) => supervise(task, sock, forward, scratch, inh.backstop),
+        Ok((task, scratch)) => {
+            // airlock run's Ctrl-Z and its continue (bwrap mode leaves them, as bubblewrap).
+            let job_control = inh.spec.bwrap.is_none();
+            supervise(task, sock, forward, job_control, scratch, inh.backstop)
+        }
         Err(e) => {
             let text = match inh.spec.bwrap {
                 Some(_) => crate::bwrap::message(&e),
@@ -872,7 +876,8 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 
 /// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP and the other signals the
 /// launcher blocked (`launch::ALSO_ENDING`; airlock run, to whom `interrupted` says; bwrap
-/// mode without a pid namespace, to the task), and report the task's end. When init exits,
+/// mode without a pid namespace, to the task), with `job_control` (airlock run) stop and
+/// continue the sandbox on the launcher's SIGTSTP and SIGCONT, and report the task's end. When init exits,
 /// the kernel kills whatever else is left in the pid namespace. The launcher enforces the
 /// timeout; at `backstop`, past it, this init kills the sandbox itself, as a launcher that
 /// SIGSTOP stopped (no process can catch it) would leave the task running on unbounded.
@@ -880,6 +885,7 @@ fn supervise(
     task: Pid,
     sock: BorrowedFd,
     forward: bool,
+    job_control: bool,
     scratch: Option<OwnedFd>,
     mut backstop: Option<std::time::Instant>,
 ) -> ! {
@@ -894,11 +900,12 @@ fn supervise(
         set.add(s);
     }
     // Only those blocked: the launcher blocked them (bwrap mode: with the ones the caller had
-    // blocked).
+    // blocked, which stay blocked there, SIGTSTP and SIGCONT too).
+    let job = [Signal::SIGTSTP, Signal::SIGCONT];
     if let Ok(mask) = SigSet::thread_get_mask() {
         for &s in crate::launch::ALSO_ENDING
             .iter()
-            .chain(&[Signal::SIGTSTP, Signal::SIGCONT])
+            .chain(job.iter().filter(|_| job_control))
         {
             if mask.contains(s) {
                 set.add(s);

@@ -201,6 +201,13 @@ fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
         .map(|v| v.trim_start_matches(':').trim())
 }
 
+/// The State of process `pid` (`R (running)`, `T (stopped)`...), empty once it is gone.
+#[allow(dead_code)]
+pub fn state_of(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status_field(&status, "State").unwrap_or("").to_string()
+}
+
 /// Every host process but this one.
 pub fn processes() -> Vec<Proc> {
     let me = std::process::id();
