@@ -209,6 +209,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         forwarded.add(Signal::SIGTSTP);
         forwarded.add(Signal::SIGCONT);
     }
+    // A resized window (airlock run): the terminal sends SIGWINCH to its foreground process
+    // group, which holds this launcher but not the task, in its own session: read, and
+    // forwarded to every process of the sandbox, as Ctrl-C is. bwrap mode leaves it, as
+    // bubblewrap does (its task, unless in a new session, is in that group already).
+    if spec.bwrap.is_none() && !sys::is_ignored(Signal::SIGWINCH) {
+        forwarded.add(Signal::SIGWINCH);
+    }
     // The caller's own mask comes back with it: bwrap mode gives it to the task, as
     // bubblewrap's exec does.
     let mut caller_mask = SigSet::empty();

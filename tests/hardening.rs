@@ -1115,10 +1115,12 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
 }
 
 /// Runs ARGV on a new pseudo-terminal (its controlling terminal and standard streams, so in
-/// its foreground), for at most 20 s, and prints its exit status and whether the terminal's
-/// modes after it are those from before it (`modes kept`) or not (`modes changed`).
-const PTY_MODES: &str = r#"
-import fcntl, os, pty, subprocess, sys, termios, time
+/// its foreground), for at most 20 s; once the terminal shows `ready`, resizes its window to
+/// 50 rows of 132 columns, as a terminal emulator does. Prints the exit status, whether the
+/// terminal's modes after it are those from before it (`modes kept`) or not (`modes
+/// changed`), and what the terminal showed.
+const PTY_SESSION: &str = r#"
+import fcntl, os, pty, struct, subprocess, sys, termios, time
 m, s = pty.openpty()
 before = termios.tcgetattr(s)
 def ctty():
@@ -1126,18 +1128,41 @@ def ctty():
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=ctty)
 os.set_blocking(m, False)
-t0 = time.time()
-while p.poll() is None and time.time() - t0 < 20:
+out, t0, resized = b'', time.time(), False
+def drain():
+    global out
     try:
-        os.read(m, 65536)
+        out += os.read(m, 65536)
     except (BlockingIOError, OSError):
         pass
+while p.poll() is None and time.time() - t0 < 20:
+    drain()
+    if not resized and b'ready' in out:
+        fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack('HHHH', 50, 132, 0, 0))
+        resized = True
     time.sleep(0.05)
 if p.poll() is None:
     p.kill()
-print('rc', p.wait())
+rc = p.wait()
+drain()
+print('rc', rc)
 print('modes', 'kept' if termios.tcgetattr(s) == before else 'changed')
+print('shown', out.decode(errors='replace').replace('\r', ''), end='')
 "#;
+
+/// `sh -c SCRIPT` through PTY_SESSION as `who`: in a sandbox, given `airlock run`'s options
+/// `run`, or (None, the control) directly. Returns what the harness printed.
+fn pty_session(who: Launcher, run: Option<&[&str]>, script: &str) -> String {
+    let mut c = Command::new("python3");
+    c.args(["-c", PTY_SESSION]).args(as_user(who));
+    if let Some(options) = run {
+        c.arg(binary()).arg("run").args(options).arg("--");
+    }
+    let o = c.args(["sh", "-c", script]).stdin(Stdio::null()).output();
+    let o = o.unwrap();
+    assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+    stdout(&o)
+}
 
 /// A task that puts the caller's terminal in raw mode and is then killed (the timeout here;
 /// a second Ctrl-C, Ctrl-\ alike) leaves it as it found it: a shell puts its terminal's modes
@@ -1147,27 +1172,31 @@ print('modes', 'kept' if termios.tcgetattr(s) == before else 'changed')
 /// those of a job that exits (`stty` is such a job).
 #[test]
 fn a_task_killed_in_raw_mode_leaves_the_callers_terminal_as_it_was() {
-    let run = |who: Launcher, script: &str| -> String {
-        let mut c = Command::new("python3");
-        c.args(["-c", PTY_MODES]);
-        c.args(as_user(who)).arg(binary()).args([
-            "run",
-            "--timeout",
-            "2s",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ]);
-        let o = c.stdin(Stdio::null()).output().unwrap();
-        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
-        stdout(&o)
-    };
+    let run = |who, script| pty_session(who, Some(&["--timeout", "2s"]), script);
     for who in BOTH {
         let killed = run(who, "stty raw -echo; sleep 30");
-        assert_eq!(killed, "rc 124\nmodes kept\n", "{who:?}");
+        assert!(
+            killed.starts_with("rc 124\nmodes kept\n"),
+            "{who:?}: {killed}"
+        );
         let exited = run(who, "stty raw -echo; exit 3");
-        assert_eq!(exited, "rc 3\nmodes changed\n", "control, {who:?}");
+        assert_eq!(exited, "rc 3\nmodes changed\nshown ", "control, {who:?}");
+    }
+}
+
+/// A resized window reaches the task, which reads the new size from its terminal: the kernel
+/// sends SIGWINCH to the terminal's foreground process group, which holds airlock but not the
+/// task, in a session of its own, so a full-screen program (an editor, a pager, a REPL's line
+/// editor) kept drawing at the old size (the terminal review). airlock passes it to every
+/// process of the sandbox, as Ctrl-C. Control: the same task run directly sees the resize.
+#[test]
+fn a_resized_window_reaches_the_task() {
+    let task = "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.1; done";
+    let resized = "rc 0\nmodes kept\nshown ready\n50 132\n";
+    for who in BOTH {
+        let inside = pty_session(who, Some(&["--timeout", "10s"]), task);
+        assert_eq!(inside, resized, "{who:?}");
+        assert_eq!(pty_session(who, None, task), resized, "control, {who:?}");
     }
 }
 

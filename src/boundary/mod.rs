@@ -877,7 +877,8 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 /// Init's loop: reap every process, forward SIGINT/SIGTERM/SIGHUP and the other signals the
 /// launcher blocked (`launch::ALSO_ENDING`; airlock run, to whom `interrupted` says; bwrap
 /// mode without a pid namespace, to the task), with `job_control` (airlock run) stop and
-/// continue the sandbox on the launcher's SIGTSTP and SIGCONT, and report the task's end. When init exits,
+/// continue the sandbox on the launcher's SIGTSTP and SIGCONT and pass on its SIGWINCH, and
+/// report the task's end. When init exits,
 /// the kernel kills whatever else is left in the pid namespace. The launcher enforces the
 /// timeout; at `backstop`, past it, this init kills the sandbox itself, as a launcher that
 /// SIGSTOP stopped (no process can catch it) would leave the task running on unbounded.
@@ -900,8 +901,8 @@ fn supervise(
         set.add(s);
     }
     // Only those blocked: the launcher blocked them (bwrap mode: with the ones the caller had
-    // blocked, which stay blocked there, SIGTSTP and SIGCONT too).
-    let job = [Signal::SIGTSTP, Signal::SIGCONT];
+    // blocked, which stay blocked there, SIGTSTP, SIGCONT and SIGWINCH too).
+    let job = [Signal::SIGTSTP, Signal::SIGCONT, Signal::SIGWINCH];
     if let Ok(mask) = SigSet::thread_get_mask() {
         for &s in crate::launch::ALSO_ENDING
             .iter()
@@ -962,7 +963,8 @@ fn supervise(
 }
 
 /// Who a forwarded signal goes to. SIGINT is Ctrl-C, which a terminal sends to the whole
-/// foreground process group: a shell waiting for its child (`sh -c 'make; echo done'`) holds
+/// foreground process group (as it sends SIGWINCH, the window resized: `sh -c 'vim; ...'`'s
+/// editor is the shell's child): a shell waiting for its child (`sh -c 'make; echo done'`) holds
 /// it until that child ends, as dash and bash do, because the child got it too. Sent to the
 /// task alone, the child never did, and nothing ends the run (SIGTERM and SIGHUP are backed by
 /// the launcher's kill after its grace; SIGINT is not). So it goes to every process of the
@@ -970,7 +972,7 @@ fn supervise(
 /// this init. SIGTERM and SIGHUP go to the task alone, as `kill PID` and a service manager
 /// send them.
 fn interrupted(task: Pid, sig: Signal) -> Pid {
-    match sig == Signal::SIGINT {
+    match matches!(sig, Signal::SIGINT | Signal::SIGWINCH) {
         true => everyone(task),
         false => task,
     }
