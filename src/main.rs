@@ -245,16 +245,21 @@ struct DockerArgs {
 struct RunArgs {
     /// Forward the caller's variable NAME, or set NAME=VALUE (repeatable: a name given again
     /// takes the later value). Nothing else of the caller's environment crosses.
-    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    #[arg(long = "env", value_name = "NAME[=VALUE]", allow_hyphen_values = true)]
     env: Vec<String>,
-    /// Copy the host file PATH into scratch as NAME (a plain file name; repeatable).
-    #[arg(long = "input", value_name = "NAME=PATH")]
+    /// Copy the host file PATH into scratch as NAME (a plain file name, which may begin with
+    /// `-`; one with `=` in it only through --request; repeatable).
+    #[arg(long = "input", value_name = "NAME=PATH", allow_hyphen_values = true)]
     input: Vec<String>,
     /// Make a host path visible read-only at DEST (default: the same path).
-    #[arg(long = "ro-bind", value_name = "SRC[:DEST]")]
+    #[arg(
+        long = "ro-bind",
+        value_name = "SRC[:DEST]",
+        allow_hyphen_values = true
+    )]
     ro_bind: Vec<String>,
     /// Make a host path visible and WRITABLE: a channel out of the sandbox.
-    #[arg(long = "bind", value_name = "SRC[:DEST]")]
+    #[arg(long = "bind", value_name = "SRC[:DEST]", allow_hyphen_values = true)]
     bind: Vec<String>,
     /// Keep the host's network (no network namespace). Dangerous.
     #[arg(long)]

@@ -293,14 +293,21 @@ fn hash_file(f: &mut std::fs::File) -> Option<u64> {
 }
 
 /// Text of captured bytes: invalid UTF-8 is replaced (and reported); an incomplete character
-/// cut by the cap at the very end is dropped rather than reported as invalid.
+/// cut by the cap at the very end is dropped rather than reported as invalid, whatever came
+/// before it (an invalid byte earlier had made it a second replacement character).
 fn text(bytes: &[u8], truncated: bool) -> (String, bool) {
     let mut b = bytes;
+    // The last character's first byte: the last byte, of the final three, that does not
+    // continue a character (a cut one has at most three of its four).
+    let last = (b.len().saturating_sub(3)..b.len())
+        .rev()
+        .find(|&i| b[i] & 0xc0 != 0x80);
     if truncated
-        && let Err(e) = std::str::from_utf8(b)
+        && let Some(at) = last
+        && let Err(e) = std::str::from_utf8(&b[at..])
         && e.error_len().is_none()
     {
-        b = &b[..e.valid_up_to()];
+        b = &b[..at];
     }
     match std::str::from_utf8(b) {
         Ok(s) => (s.to_string(), false),
@@ -404,6 +411,12 @@ mod tests {
         // "é" is c3 a9: a cap that cuts after c3 is not invalid input.
         assert_eq!(text(b"ab\xc3", true), ("ab".into(), false));
         assert!(text(b"ab\xc3", false).1);
+        // After an invalid byte too: one replacement, for the byte that was in the output.
+        assert_eq!(text(b"\xff\xf0\x9f\x98", true), ("\u{fffd}".into(), true));
+        assert_eq!(text(b"\xff\xf0\x9f", true), ("\u{fffd}".into(), true));
+        // A complete last character, or an invalid one, is kept.
+        assert_eq!(text(b"\xff\xc3\xa9", true), ("\u{fffd}\u{e9}".into(), true));
+        assert_eq!(text(b"a\x80", true), ("a\u{fffd}".into(), true));
     }
 
     /// How a test sets a capture up before it reads.

@@ -469,6 +469,36 @@ fn bad_input_names_are_refused() {
     }
 }
 
+/// An input name is a plain file name, and one that begins with `-` is one too: the next
+/// argument is `--input`'s value whatever it begins with, as getopt reads an option's
+/// argument (clap had taken `-1.txt=PATH` for a flag: "unexpected argument '-1'", the
+/// JSON-contract review). Binds and `--env` read their values the same way, and so refuse
+/// such a value for what it is. Control: the task reads both files under their names.
+#[test]
+fn input_names_beginning_with_a_dash_are_plain_names() {
+    let dir = tmpdir();
+    let file = write_file(&dir.path().join("data.txt"), b"data\n", 0o644);
+    let f = file.display();
+    let (dash, dashes) = (format!("-1.txt={f}"), format!("--={f}"));
+    for who in BOTH {
+        let args = [
+            "run", "--input", &dash, "--input", &dashes, "--", "cat", "--", "-1.txt", "--",
+        ];
+        let run = al(who, &args, SECS_10);
+        assert_eq!(stdout(&run.out), "data\ndata\n", "{who:?}: {}", run.show());
+        assert_refused(
+            who,
+            &["--env", "-X"],
+            &["--env \"-X\"", "not a valid variable name"],
+        );
+        assert_refused(
+            who,
+            &["--ro-bind", "-x"],
+            &["\"-x\" must be an absolute path"],
+        );
+    }
+}
+
 /// A FIFO named `fifo` in `dir`, open to every user (mode 0666 whatever the umask).
 fn fifo_in(dir: &std::path::Path) -> std::path::PathBuf {
     let fifo = dir.join("fifo");
@@ -4012,8 +4042,9 @@ fn readme_example(lang: &str) -> String {
 /// each sends a request with an input (Python) or a shell command (Node), and prints the
 /// task's exit code, its output and the result file it wrote. Then each calls its function
 /// for a command that does not exist and prints what it raised: airlock's own failure, told
-/// apart from a task's. A change to the request or report (a key renamed, the error object)
-/// or to the examples themselves fails here.
+/// apart from a task's; Python, in the C locale, then prints a task's non-ASCII output. A
+/// change to the request or report (a key renamed, the error object) or to the examples
+/// themselves fails here.
 #[test]
 fn the_readmes_python_and_node_examples_run_as_written() {
     let path = format!("{}:/usr/bin:/bin", binary().parent().unwrap().display());
@@ -4021,7 +4052,8 @@ fn the_readmes_python_and_node_examples_run_as_written() {
         (
             "/usr/bin/python3",
             readme_example("python"),
-            "\ntry:\n    run_in_airlock('no-such-command')\nexcept RuntimeError as e:\n    print(e)\n",
+            "\ntry:\n    run_in_airlock('no-such-command')\nexcept RuntimeError as e:\n    print(e)\n\
+             print(ascii(run_in_airlock('sh', ['-c', 'echo h\\u00e9llo'])['stdout']))\n",
         ),
         (
             "/usr/bin/node",
@@ -4033,6 +4065,13 @@ fn the_readmes_python_and_node_examples_run_as_written() {
         for (interpreter, example, missing) in &cases {
             let mut cmd = host_command(who, interpreter);
             cmd.env_clear().env("PATH", &path).current_dir("/");
+            // The report is UTF-8 whatever the caller's locale: Python in the C locale with
+            // its UTF-8 coercion off (the review found `text=True` decoding with ASCII).
+            cmd.envs([
+                ("LC_ALL", "C"),
+                ("PYTHONCOERCECLOCALE", "0"),
+                ("PYTHONUTF8", "0"),
+            ]);
             let flag = if interpreter.ends_with("node") {
                 "-e"
             } else {
@@ -4051,6 +4090,9 @@ fn the_readmes_python_and_node_examples_run_as_written() {
                 "{ctx}: {}",
                 run.show()
             );
+            if interpreter.ends_with("python3") {
+                assert_eq!(lines.next(), Some(r"'h\xe9llo\n'"), "{ctx}: {}", run.show());
+            }
         }
     }
 }
