@@ -329,6 +329,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .as_ref()
         .and_then(|c| c.v2_fd.as_ref())
         .map(|fd| fd.as_fd());
+    // The init reads the launcher's liveness from this pidfd (steps 3 and 6), not from the
+    // channel: the network namespace's helper shares this process's descriptors, so the
+    // channel's end stays open while it runs, a launcher killed before the init's
+    // PR_SET_PDEATHSIG unseen (a review found the task then started and ran on unsupervised).
+    let launcher_pidfd = sys::pidfd_self().map_err(|e| Failure::Setup(format!("step 1: {e}")))?;
     // A new pid namespace inside a joined one: made from a first child born in the joined one.
     let forked = match pidns_joined && spec.ns.pid && !joins {
         true => sys::clone_process_from_joined(flags, into),
@@ -360,6 +365,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             boundary::init(Inherited {
                 spec,
                 sock: child_sock,
+                launcher: launcher_pidfd,
                 inputs,
                 capture: capture.map(|((_, ow), (_, ew))| (ow, ew)),
                 relayed: task_ends,
@@ -380,6 +386,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             })
         }
         Forked::Parent { pid, pidfd } => {
+            drop(launcher_pidfd);
             if let Some(cpus) = &caller_cpus {
                 sys::start_elsewhere(pid, cpus);
             }

@@ -221,16 +221,22 @@ pub fn recv_fd(sock: BorrowedFd) -> Result<OwnedFd, Errno> {
 /// Send a pidfd of this process on `sock`, tagged `tag`: the receiver learns its pid in its own
 /// pid namespace ([`pid_of_pidfd`]).
 pub fn announce_self(sock: BorrowedFd, tag: u8) -> SysResult<()> {
+    let fd = pidfd_self()?;
+    named(send_fd(sock.as_raw_fd(), tag, fd.as_raw_fd()), || {
+        "sendmsg(<channel>, <pidfd>)".into()
+    })
+}
+
+/// A pidfd of this process (close-on-exec, as every pidfd): it polls readable once the
+/// process has ended, whoever else holds its descriptors.
+pub fn pidfd_self() -> SysResult<OwnedFd> {
     // SAFETY: plain syscall on integers.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
     if fd == -1 {
         return Err(last(|| "pidfd_open(<self>)".into()));
     }
     // SAFETY: a fresh descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    named(send_fd(sock.as_raw_fd(), tag, fd.as_raw_fd()), || {
-        "sendmsg(<channel>, <pidfd>)".into()
-    })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The pid (in this process's pid namespace, as its /proc shows it) of the process a pidfd

@@ -2791,3 +2791,76 @@ fn a_callers_low_soft_limits_do_not_stop_the_run() {
         assert_eq!(rep["limits"]["nofile"]["applied"], json!(4096), "{who:?}");
     }
 }
+
+/// airlock SIGKILLed before the sandbox's init watches it (PR_SET_PDEATHSIG, step 3) leaves no
+/// task running: the init finds the launcher gone and ends. It had looked for the launcher's
+/// end of the channel closed, but the network namespace's helper shares the launcher's
+/// descriptors, so while the helper ran the dead launcher went unseen, the helper handed over
+/// the namespace, and the task started with no one to end it (the boundary review: 12 of
+/// 2000 runs killed 0-6 ms in, as uid 65534). strace widens the window deterministically: the
+/// init's first `close_range` (step 3) takes 0.6 s and each process's first `setns` 2 s, the
+/// helper's among them; airlock is killed 0.3 s in. Control: the same run, not killed, starts
+/// the task, which writes its marker through a bind. As root the cgroup v1's handover from
+/// the launcher also stops such an init (step 12).
+#[test]
+fn a_launcher_killed_before_the_init_watches_it_leaves_no_task_running() {
+    let m = mark("a_launcher_killed_before_the_init_watches_it");
+    for who in BOTH {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let started = dir.path().join("started");
+        let bind = format!("{}:/mnt/m", dir.path().display());
+        let traced = || {
+            let mut c = Command::new("strace");
+            c.args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-e",
+                "trace=close_range,setns",
+            ])
+            .args(["-e", "inject=close_range:delay_enter=600000:when=1"])
+            .args(["-e", "inject=setns:delay_enter=2000000:when=1"])
+            .args(as_user(who))
+            .arg(binary())
+            .args(["run", "--bind", &bind, "--", "sh", "-c"])
+            .arg(format!(": {m}; touch /mnt/m/started"));
+            spawn(c, format!("{who:?}: strace airlock run"))
+        };
+        let control = traced().finish(SECS_30);
+        assert_eq!(
+            control.code(),
+            Some(0),
+            "control, {who:?}: {}",
+            control.show()
+        );
+        std::fs::remove_file(&started)
+            .unwrap_or_else(|e| panic!("control, {who:?}: the task's marker: {e}"));
+
+        let killed = traced();
+        std::thread::sleep(Duration::from_millis(300));
+        let strace = killed.pid();
+        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"));
+        let launcher: i32 = children.unwrap().trim().parse().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(launcher),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        // strace follows every process of the run, and ends once they have all ended.
+        let r = killed.finish(SECS_30);
+        assert!(!started.exists(), "{who:?}: the task ran: {}", r.show());
+        // The task would have started 4-5 s in (the control's time).
+        let waited = Duration::from_secs(8).saturating_sub(r.took);
+        std::thread::sleep(waited);
+        assert!(
+            !started.exists(),
+            "{who:?}: the task ran after strace ended"
+        );
+    }
+}

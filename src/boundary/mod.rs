@@ -69,6 +69,8 @@ pub struct Inherited<'a> {
     pub spec: &'a Spec,
     /// The child's end of the channel.
     pub sock: OwnedFd,
+    /// A pidfd of the launcher, readable once it has ended (steps 3 and 6).
+    pub launcher: OwnedFd,
     /// Input files opened by the launcher with the caller's rights, in `spec.inputs` order
     /// (`None` for inputs given as text).
     pub inputs: Vec<Option<File>>,
@@ -207,9 +209,9 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     // 3. Sanitize descriptors; die with the launcher. Only the channel, the input files, the
     //    capture pipes and the descriptors the command line names stay open.
     //    PR_SET_PDEATHSIG is set, then the launcher is checked still alive (it may have died
-    //    before the call: its end of the channel is then closed).
+    //    before the call: its pidfd then polls readable).
     sanitize_fds(inh).step("3 sanitize descriptors")?;
-    die_with_launcher(sock).step("3 die with the launcher")?;
+    die_with_launcher(inh.launcher.as_fd()).step("3 die with the launcher")?;
 
     // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
     match &inh.own_maps {
@@ -302,7 +304,7 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     //    the launcher is making the network namespace: the launcher opens this user namespace
     //    through /proc, which an unprivileged process may do only to a dumpable one.
     become_sandbox_user(spec, inh.caller_is_root).step("6 become the sandbox user")?;
-    die_with_launcher(sock).step("6 die with the launcher")?;
+    die_with_launcher(inh.launcher.as_fd()).step("6 die with the launcher")?;
     let dumpable_until_10 = !inh.caller_is_root && inh.net_by_launcher;
     if !dumpable_until_10 {
         non_dumpable().step("6 non-dumpable")?;
@@ -683,7 +685,7 @@ fn sanitize_fds(inh: &Inherited) -> Result<(), SysError> {
 
 /// The descriptors init keeps across step 3.
 fn kept_fds(inh: &Inherited) -> Vec<i32> {
-    let mut keep = vec![inh.sock.as_raw_fd()];
+    let mut keep = vec![inh.sock.as_raw_fd(), inh.launcher.as_raw_fd()];
     keep.extend(inh.inputs.iter().flatten().map(|f| f.as_raw_fd()));
     if let Some((o, e)) = &inh.capture {
         keep.extend([o.as_raw_fd(), e.as_raw_fd()]);
@@ -775,20 +777,22 @@ pub fn write_maps(
     Ok(())
 }
 
-fn die_with_launcher(sock: BorrowedFd) -> Result<(), SysError> {
+fn die_with_launcher(launcher: BorrowedFd) -> Result<(), SysError> {
     named(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL), || {
         "prctl(PR_SET_PDEATHSIG, SIGKILL)".into()
     })?;
-    // getppid() is 0 in a new pid namespace, so the launcher's liveness is read from the
-    // channel: if its end is closed, it died before PR_SET_PDEATHSIG took effect.
-    let mut fds = [nix::poll::PollFd::new(sock, nix::poll::PollFlags::empty())];
+    // getppid() is 0 in a new pid namespace, so the launcher's liveness is read from its
+    // pidfd: readable, it ended before PR_SET_PDEATHSIG took effect. (Not from the channel:
+    // the network namespace's helper holds the launcher's end open while it runs.)
+    let mut fds = [nix::poll::PollFd::new(
+        launcher,
+        nix::poll::PollFlags::POLLIN,
+    )];
     named(
         nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
-        || "poll(<channel>)".into(),
+        || "poll(<launcher's pidfd>)".into(),
     )?;
-    let gone = fds[0]
-        .revents()
-        .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP));
+    let gone = fds[0].revents().is_some_and(|r| !r.is_empty());
     if gone {
         sys::exit_now(spec::exit::SETUP_FAILED);
     }
