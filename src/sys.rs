@@ -227,6 +227,22 @@ pub fn announce_self(sock: BorrowedFd, tag: u8) -> SysResult<()> {
     })
 }
 
+/// Drop every capability numbered `first` or above from the bounding set, up to the last the
+/// kernel knows (`cap_last_cap`): the first number it refuses (EINVAL) ends the drops.
+pub fn drop_bounding_from(first: u32) -> SysResult<()> {
+    for cap in first..64 {
+        // SAFETY: prctl with integer arguments only.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) };
+        if r == -1 {
+            return match Errno::last() {
+                Errno::EINVAL => Ok(()),
+                _ => Err(last(|| format!("prctl(PR_CAPBSET_DROP, {cap})"))),
+            };
+        }
+    }
+    Ok(())
+}
+
 /// A pidfd of this process (close-on-exec, as every pidfd): it polls readable once the
 /// process has ended, whoever else holds its descriptors.
 pub fn pidfd_self() -> SysResult<OwnedFd> {
@@ -415,10 +431,12 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
             Start::SharedMemoryAndFiles => libc::CLONE_FILES,
             _ => 0,
         };
-        // SAFETY: with CLONE_VFORK this process sleeps until the child execs or exits, so
-        // only the child runs on the shared memory meanwhile; it runs `enter` on its own stack
-        // (the mapping's top: stacks grow down), never returns into this frame, and `arg`
-        // outlives it. SIGCHLD reports its end to this process, as fork(2) would.
+        // SAFETY: with CLONE_VFORK the calling thread sleeps until the child execs or exits,
+        // so of this thread's memory only the child uses it meanwhile (another thread of the
+        // process, the stdin relay's, may run, and `child` shares nothing with it: see
+        // new_net_namespace); it runs `enter` on its own stack (the mapping's top: stacks
+        // grow down), never returns into this frame, and `arg` outlives it. SIGCHLD reports
+        // its end to this process, as fork(2) would.
         let pid = unsafe {
             libc::clone(
                 enter,

@@ -91,6 +91,9 @@ pub(super) fn drop_caps_except(keep: &[caps::Capability]) -> Result<(), SysError
             caps::drop(None, CapSet::Bounding, cap).map_err(|e| fail(CapSet::Bounding, e))?;
         }
     }
+    // Those of a newer kernel than the crate knows (caps 0.5 names 0-40) too.
+    let known = caps::all().iter().map(|c| c.index()).max().unwrap_or(0);
+    sys::drop_bounding_from(u32::from(known) + 1)?;
     caps::clear(None, CapSet::Ambient).map_err(|e| fail(CapSet::Ambient, e))?;
     for set in [CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
         caps::set(None, set, &kept).map_err(|e| fail(set, e))?;
