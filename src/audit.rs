@@ -498,7 +498,9 @@ const HOST_SOCKETS: &[(&str, &str)] = &[
     ("/run/user/*/bus", "a D-Bus session bus"),
     ("/run/user/*/systemd/private", "a user's systemd"),
     // Container and machine managers start privileged containers and machines.
-    ("/run/containerd/containerd.sock", "containerd"),
+    // containerd's socket and its shims', and dockerd's own containerd (Docker in Docker).
+    ("/run/containerd", "containerd"),
+    ("/run/docker/containerd", "containerd"),
     ("/run/podman/podman.sock", "Podman"),
     ("/run/user/*/podman/podman.sock", "Podman"),
     ("/run/libvirt/libvirt-sock", "libvirt"),
@@ -821,10 +823,11 @@ struct HostMount {
 }
 
 /// A `-v` source names a host path when it is absolute, relative (`.`), under a home (`~`),
-/// a shell variable the shell would expand to a path (`$PWD`), or contains a slash. Anything
+/// a shell variable or command the shell would expand to a path (`$PWD`, `` `pwd` ``), or
+/// contains a slash. Anything
 /// else is the name of a docker volume.
 fn is_host_path(source: &str) -> bool {
-    source.starts_with(['/', '.', '~', '$']) || source.contains('/')
+    source.starts_with(['/', '.', '~', '$', '`']) || source.contains('/')
 }
 
 /// `-v SRC:DST[:OPTS]`. `None` for an anonymous volume (`-v /data`) or a named volume.
@@ -1042,6 +1045,20 @@ const HOST_DEVICES: &[(&str, &str)] = &[
     ("/dev/zram*", "a disk"),
     ("/dev/mapper", "a disk"),
     ("/dev/disk", "a disk"),
+    // Network, replicated, RAM, persistent-memory, userspace and flash block devices, and
+    // the links udev and distributions keep to disks (`/dev/root`, `/dev/cdrom`). An LVM
+    // volume group's links (`/dev/ubuntu-vg/ubuntu-lv`) are named by the host: a source
+    // that is a block device on this host is found as one (`host_device`).
+    ("/dev/rbd*", "a disk"),
+    ("/dev/drbd*", "a disk"),
+    ("/dev/ram*", "a disk"),
+    ("/dev/pmem*", "a disk"),
+    ("/dev/ublk*", "a disk"),
+    ("/dev/mtd*", "a disk"),
+    ("/dev/ubi*", "a disk"),
+    ("/dev/root", "a disk"),
+    ("/dev/cdrom", "a disk"),
+    ("/dev/dvd", "a disk"),
     // udev's links to every block device by number (`/dev/block/8:0` is `/dev/sda`): a bind
     // resolves its source, so the link binds the device itself.
     ("/dev/block", "a disk"),
@@ -1087,23 +1104,44 @@ const HOST_DEVICES: &[(&str, &str)] = &[
     ("/dev/kmsg", "the kernel's log"),
     ("/dev/watchdog*", "the machine's watchdog"),
     ("/dev/nvram", "firmware memory"),
+    // The TPM unseals what the host sealed to its state (a disk's key); the BMC's IPMI
+    // powers the machine off and adds its users; I2C and SMBus reach firmware chips and
+    // sensors; Intel's ME runs below the kernel; the framebuffer holds the screen's
+    // contents.
+    ("/dev/tpm*", "the TPM"),
+    ("/dev/ipmi*", "the BMC (IPMI)"),
+    ("/dev/i2c-*", "an I2C bus"),
+    ("/dev/mei*", "Intel's Management Engine"),
+    ("/dev/fb*", "the screen's contents"),
 ];
 
-/// What host device a `--dev-bind` source is, if HOST_DEVICES lists it or a directory of it.
-/// `/dev/tty` is not: it opens the opener's own controlling terminal, the caller's, which the
-/// task reaches through its standard streams anyway.
+/// What host device a `--dev-bind` source is, if HOST_DEVICES lists it or a directory of it,
+/// or it is a block device on this host (through its links: an LVM volume's name). A source
+/// this audit cannot know (`/proc/PID/root/dev/sda`, `/dev/fd/5`, a variable) may be any
+/// device. `/dev/tty` is none: it opens the opener's own controlling terminal, the caller's,
+/// which the task reaches through its standard streams anyway.
 fn host_device(source: &str) -> Option<&'static str> {
-    let HostPath::Known(path) = host_path(source) else {
-        return None;
+    let path = match host_path(source) {
+        HostPath::Known(path) => path,
+        HostPath::Unknown(_) => return Some("any device: the audit cannot know which"),
+        HostPath::InHome(_) => return None,
     };
     if path == "/dev/tty" {
         return None;
     }
     let names = path_parts(&path);
-    HOST_DEVICES.iter().find_map(|(device, what)| {
-        let patterns = path_parts(device);
-        (names.len() >= patterns.len() && parts_match(&names, &patterns)).then_some(*what)
-    })
+    HOST_DEVICES
+        .iter()
+        .find_map(|(device, what)| {
+            let patterns = path_parts(device);
+            (names.len() >= patterns.len() && parts_match(&names, &patterns)).then_some(*what)
+        })
+        .or_else(|| {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::metadata(&path)
+                .is_ok_and(|m| m.file_type().is_block_device())
+                .then_some("a disk")
+        })
 }
 
 /// Where any of `sockets` lies inside the host tree a mount source names, relative to it
@@ -1366,16 +1404,41 @@ pub fn bind_warnings(src: &std::path::Path, dest: &std::path::Path) -> Vec<Strin
 }
 
 /// What `airlock run` (and `explain`) says of an input copied in from the host file `path`
-/// as `name`, when the file is one of a home's credentials on this host.
+/// as `name`, when the file is one of a home's credentials on this host, or one its owner
+/// keeps from other users (see `kept_from_others`).
 pub fn input_warning(path: &std::path::Path, name: &str) -> Option<String> {
     let held = credentials_a_bind_reaches(path);
-    let (what, at) = held.first()?;
+    if let Some((what, at)) = held.first() {
+        return Some(format!(
+            "{} (copied in as {name}) is {what} at {}: the task reads it, and can hand it back \
+             in its output",
+            path.display(),
+            at.display()
+        ));
+    }
+    let kept = kept_from_others(path)?;
     Some(format!(
-        "{} (copied in as {name}) is {what} at {}: the task reads it, and can hand it back in \
+        "{} (copied in as {name}) is {kept}: the task reads its copy, and can hand it back in \
          its output",
-        path.display(),
-        at.display()
+        path.display()
     ))
+}
+
+/// How a host file is kept from other users on this host, if it is: a regular file (through
+/// its links) that others may not read (`/etc/shadow`, 0640; an ssh host key, 0600). The
+/// launcher opens an input with the caller's rights, a root caller's all of them, and copies
+/// it into scratch, where the task reads it whatever the host's mode said: a bind of the same
+/// file would have left it unreadable to the task (a root caller's is uid 65534 on the host).
+fn kept_from_others(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    (meta.is_file() && meta.mode() & 0o004 == 0).then(|| {
+        format!(
+            "kept from other users on this host (mode {:04o}, owner uid {})",
+            meta.mode() & 0o7777,
+            meta.uid()
+        )
+    })
 }
 
 /// What `airlock run` (and `explain`) says of a variable that crosses into the sandbox and
@@ -1844,6 +1907,7 @@ pub fn audit_airlock(line: &crate::spec::Draft, written: &Written) -> Audit {
             .iter()
             .map(|(what, _)| *what)
             .collect();
+        let arg = || shell_quote(&["--input".to_string(), format!("{}={path}", input.name)]);
         if !held.is_empty() {
             audit.finding(
                 "input-credentials",
@@ -1853,7 +1917,17 @@ pub fn audit_airlock(line: &crate::spec::Draft, written: &Written) -> Audit {
                     held.join(", "),
                     input.name
                 ),
-                shell_quote(&["--input".to_string(), format!("{}={path}", input.name)]),
+                arg(),
+            );
+        } else if let Some(kept) = kept_from_others(std::path::Path::new(&*path)) {
+            audit.finding(
+                "input-credentials",
+                format!(
+                    "copies {path}, {kept}, into the sandbox as {}: the task reads its copy, \
+                     and can hand it back in its output",
+                    input.name
+                ),
+                arg(),
             );
         }
     }
@@ -2625,11 +2699,20 @@ const CREDENTIAL_NAME_PARTS: &[&str] = &[
     "API_KEY",
     "APIKEY",
     "PRIVATE_KEY",
+    "ACCESS_KEY",
+    "ACCESSTOKEN",
+    "MASTER_KEY",
+    "STORAGE_KEY",
+    "DEPLOY_KEY",
+    "SSH_KEY",
+    "CONNECTION_STRING",
+    "PGPASS",
 ];
 
 /// Words of a variable name (split at `_`) that mark it a credential: whole words only, so
-/// `GITHUB_TOKEN` and `GH_PAT` count and `TOKENIZERS_PARALLELISM` and `PATH` do not.
-const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT"];
+/// `GITHUB_TOKEN`, `GH_PAT` and `MYSQL_PWD` count and `TOKENIZERS_PARALLELISM`, `PATH` and
+/// `PASSTHROUGH` do not (nor `PWD` alone, the working directory).
+const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT", "PASS", "PWD", "CREDS", "JWT"];
 
 /// Well-known credential formats: a value that starts with the prefix, is at least this long,
 /// and holds nothing but letters, digits, `_` and `-`.
@@ -2659,6 +2742,12 @@ const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
     ("pypi-", 60),
     // Hugging Face access token (prefix and 34 characters).
     ("hf_", 37),
+    // AWS access key ids, long-lived and temporary (prefix and 16 characters); Stripe's
+    // live secret and restricted keys.
+    ("AKIA", 20),
+    ("ASIA", 20),
+    ("sk_live_", 30),
+    ("rk_live_", 30),
 ];
 
 /// Why a `--setenv NAME VALUE` looks like a credential (`"name"` or `"value"`), if it does:
@@ -2670,9 +2759,10 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     if CREDENTIAL_NAME_PARTS
         .iter()
         .any(|part| upper.contains(part))
-        || upper
+        || (upper
             .split('_')
             .any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
+            && upper != "PWD")
     {
         return Some("name");
     }
@@ -2707,11 +2797,15 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
 /// "$GITHUB_TOKEN"`, `--env "X=${AWS_SECRET_ACCESS_KEY}"`) hands the sandbox the host's
 /// credential.
 fn credential_in_line(name: &str, value: &str) -> Option<&'static str> {
-    credential_in(name, value).or_else(|| {
-        expansions(value)
-            .any(|var| credential_in(var, "") == Some("name"))
-            .then_some("value, a shell variable named like one")
-    })
+    credential_in(name, value)
+        .or_else(|| {
+            expansions(value)
+                .any(|var| credential_in(var, "") == Some("name"))
+                .then_some("value, a shell variable named like one")
+        })
+        .or_else(|| {
+            substitutes_a_secret(value).then_some("value, a CI system's secret substituted in")
+        })
 }
 
 /// The parameters a shell would expand in `value` as written, each by what follows the `$`
@@ -2732,10 +2826,39 @@ fn expansions(value: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Whether a shell would expand a parameter in `value` as written (`$NAME`, `${NAME}`, `$1`,
-/// `$@`): a value set on a line from the shell's own variables is a forward of them.
+/// Whether `value` as written is filled in from outside the line: a parameter a shell would
+/// expand (`$NAME`, `${NAME}`, `$1`, `$@`), a command's output (`$(cat /run/secrets/x)`,
+/// backquotes), or a CI system's substitution made before any shell runs (GitHub Actions'
+/// `${{ secrets.NPM_TOKEN }}`, Azure Pipelines' `$(System.AccessToken)`). A value set on a
+/// line that way is a forward of what the host holds.
 fn expands_a_variable(value: &str) -> bool {
-    expansions(value).next().is_some()
+    expansions(value).next().is_some() || substitutes(value)
+}
+
+/// Whether `value` holds a command substitution or a CI system's (see `expands_a_variable`).
+fn substitutes(value: &str) -> bool {
+    value.contains("$(") || value.contains('`') || value.contains("${{")
+}
+
+/// Whether `value` names a CI system's secret: GitHub Actions' `${{ secrets.NAME }}` (and
+/// Gitea's and Forgejo's, which read it alike), or a substitution of a variable named like a
+/// credential (`$(System.AccessToken)`, `${{ env.NPM_TOKEN }}`).
+fn substitutes_a_secret(value: &str) -> bool {
+    let inner = value
+        .split("${{")
+        .skip(1)
+        .chain(value.split("$(").skip(1))
+        .map(|after| after.split(['}', ')']).next().unwrap_or(""));
+    inner.into_iter().any(|words| {
+        words
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .any(|w| {
+                w.starts_with("secrets.")
+                    || w.rsplit('.').next().is_some_and(|last| {
+                        !last.is_empty() && credential_in(last, "") == Some("name")
+                    })
+            })
+    })
 }
 
 /// CAP_SYS_ADMIN's number (`linux/capability.h`).
@@ -3087,7 +3210,10 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
                     WritableLeak::Sensitive,
                     &mut found,
                 );
-                if option.name.starts_with("--dev-bind") && normalize_path(source) == "/dev" {
+                // The host's /dev, or `/` with it.
+                if option.name.starts_with("--dev-bind")
+                    && matches!(host_path(source), HostPath::Known(p) if p == "/dev" || p == "/")
+                {
                     found.finding(
                         "dev-bind-dev",
                         "binds the host's /dev with device access",
@@ -3668,6 +3794,21 @@ mod tests {
             );
             // A value given on the line is never printed.
             assert_eq!(audit.findings[0].arg, arg);
+        }
+        // A value filled in from outside the line: a command's output, a CI system's secret.
+        for value in [
+            "$(cat /run/secrets/x)",
+            "`cat ~/.aws/credentials`",
+            "${{ secrets.NPM_TOKEN }}",
+            "$(System.AccessToken)",
+        ] {
+            let args = ["-e".to_string(), format!("X={value}")];
+            let audit = docker_variant(&[], &[&shell_quote(&args)]);
+            assert_eq!(
+                only(&audit.findings, "env-forwarded").arg,
+                "-e X=***",
+                "{value}"
+            );
         }
         let both = docker_variant(&[], &["-e A", "--env-file f", "--env=B=c"]);
         assert_eq!(
@@ -5263,6 +5404,17 @@ mod tests {
                 "--ro-bind /run/containerd /c",
                 "mounts /run/containerd, which holds the socket of containerd",
             ),
+            // The security-team review's: dockerd's own containerd (Docker in Docker), and a
+            // shim's socket.
+            (
+                "--ro-bind /var/run/docker/containerd/containerd.sock /c",
+                "mounts /var/run/docker/containerd/containerd.sock, which holds the socket of \
+                 containerd",
+            ),
+            (
+                "--ro-bind /run/containerd/s /c",
+                "mounts /run/containerd/s, which holds the socket of containerd",
+            ),
             // A review's finds: managers that start privileged containers, and agents.
             (
                 "--ro-bind /run/k3s/containerd/containerd.sock /c",
@@ -5511,6 +5663,26 @@ mod tests {
             ("GPG_PASSPHRASE", "x", "name"),
             ("DEPLOY_PRIVATE_KEY", "x", "name"),
             ("GIT_CREDENTIALS", "x", "name"),
+            // The security-team review's finds.
+            ("MYSQL_PWD", "x", "name"),
+            ("DB_PASS", "x", "name"),
+            ("AWS_ACCESS_KEY_ID", "x", "name"),
+            ("RAILS_MASTER_KEY", "x", "name"),
+            ("AZURE_STORAGE_CONNECTION_STRING", "x", "name"),
+            ("CI_JOB_JWT", "x", "name"),
+            ("X", "AKIAIOSFODNN7EXAMPLE", "value"),
+            ("X", "sk_live_abcdefghijklmnopqrstuvwx", "value"),
+            // Substituted by a CI system before any shell runs.
+            (
+                "NODE_AUTH",
+                "${{ secrets.NPM_TOKEN }}",
+                "value, a CI system's secret substituted in",
+            ),
+            (
+                "SYSTEM_X",
+                "$(System.AccessToken)",
+                "value, a CI system's secret substituted in",
+            ),
             ("AUTH", github.as_str(), "value"),
             ("X", "glpat-abcdefghij0123456789", "value"),
             (
@@ -5601,6 +5773,10 @@ mod tests {
             "--setenv PATH /usr/bin:/bin",
             "--setenv HOME /home/dev",
             "--setenv TOKENIZERS_PARALLELISM false",
+            "--setenv PWD /work",
+            "--setenv PASSTHROUGH 1",
+            "--setenv DIR '$(pwd)'",
+            "--setenv SHA '${{ github.sha }}'",
             "--setenv GIT_AUTHOR_NAME Dev",
             "--setenv KEYMAP us",
             "--setenv URL https://example.com/a:b",
@@ -5755,6 +5931,18 @@ mod tests {
             ("--dev-bind /dev/kmsg /dev/kmsg", "the kernel's log"),
             ("--dev-bind /dev/watchdog0 /w", "the machine's watchdog"),
             ("--dev-bind /dev/nvram /n", "firmware memory"),
+            // The security-team review's finds.
+            ("--dev-bind /dev/tpm0 /t", "the TPM"),
+            ("--dev-bind /dev/tpmrm0 /t", "the TPM"),
+            ("--dev-bind /dev/ipmi0 /i", "the BMC (IPMI)"),
+            ("--dev-bind /dev/i2c-0 /i", "an I2C bus"),
+            ("--dev-bind /dev/mei0 /m", "Intel's Management Engine"),
+            ("--dev-bind /dev/fb0 /f", "the screen's contents"),
+            ("--dev-bind /dev/rbd0 /r", "a disk"),
+            ("--dev-bind /dev/pmem0 /p", "a disk"),
+            ("--dev-bind /dev/mtdblock0 /m", "a disk"),
+            ("--dev-bind /dev/root /r", "a disk"),
+            ("--dev-bind /dev/cdrom /c", "a disk"),
         ] {
             let audit = bwrap_variant(&[], &[opt]);
             assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");
@@ -5764,6 +5952,49 @@ mod tests {
                 format!("binds host device {source} ({what}) with device access")
             );
             assert_eq!(audit.findings[0].arg, opt);
+        }
+        // A source the audit cannot know may be any device (besides what else it may be);
+        // `/` holds the host's /dev.
+        for (opt, rule, message) in [
+            (
+                "--dev-bind /proc/1/root/dev/sda /d",
+                "host-device",
+                "binds host device /proc/1/root/dev/sda (any device: the audit cannot know \
+                 which) with device access",
+            ),
+            (
+                "--dev-bind /dev/fd/5 /d",
+                "host-device",
+                "binds host device /dev/fd/5 (any device: the audit cannot know which) with \
+                 device access",
+            ),
+            (
+                "--dev-bind / /",
+                "dev-bind-dev",
+                "binds the host's /dev with device access",
+            ),
+        ] {
+            let audit = bwrap_variant(&[], &[opt]);
+            assert_eq!(only(&audit.findings, rule).message, message, "{opt}");
+        }
+        // A block device on this host is a disk whatever its name (an LVM volume's link).
+        let disk = std::fs::read_dir("/sys/class/block")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| std::path::Path::new("/dev").join(e.file_name()))
+            .find(|p| {
+                use std::os::unix::fs::FileTypeExt;
+                std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device())
+            });
+        if let Some(disk) = disk {
+            let dir = tempfile::tempdir().unwrap();
+            let link = dir.path().join("vg-lv");
+            std::os::unix::fs::symlink(&disk, &link).unwrap();
+            let opt = format!("--dev-bind {} /d", link.display());
+            let audit = bwrap_variant(&[], &[&opt]);
+            assert_eq!(rules(&audit.findings), ["host-device"], "{opt}");
+            assert!(audit.findings[0].message.contains("(a disk)"), "{opt}");
         }
         // Without device access (`--bind`, `--ro-bind`: nodev) a device cannot be opened;
         // the everyday devices are harmless; a later mount over it hides it.

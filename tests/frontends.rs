@@ -715,6 +715,62 @@ fn audit_needs_exactly_one_command_line() {
     }
 }
 
+/// An `--input` of a file its owner keeps from other users is named, by `audit airlock` and by
+/// the run's own warning, and the run shows why: a root caller's launcher opens the input with
+/// root's rights and copies it into scratch, where the task reads it (the security-team
+/// review: `--input s=/etc/shadow` audited clean). Controls: the same file bound read-only
+/// stays unreadable to the task (uid 65534 on the host), and a world-readable input is
+/// named by neither.
+#[test]
+fn an_input_kept_from_other_users_is_named_and_the_copy_shows_why() {
+    let dir = common::tmpdir();
+    let kept = common::write_file(&dir.path().join("kept"), b"ROOTONLY\n", 0o600);
+    let open = common::write_file(&dir.path().join("open"), b"OPEN\n", 0o644);
+    for (file, named) in [(&kept, true), (&open, false)] {
+        let input = format!("s={}", file.display());
+        let audit = root(&[
+            "audit",
+            "airlock",
+            "--",
+            "airlock",
+            "run",
+            "--timeout",
+            "5s",
+            "--input",
+            &input,
+            "--",
+            "cat",
+            "s",
+        ]);
+        assert_eq!(code(&audit), Some(i32::from(named)), "{}", show(&audit));
+        assert_eq!(
+            stdout(&audit).contains("kept from other users on this host (mode 0600"),
+            named,
+            "{}",
+            show(&audit)
+        );
+        let run = root(&["run", "--json", "--input", &input, "--", "cat", "s"]);
+        let report = json_of(&run);
+        let warned = report["warnings"]
+            .to_string()
+            .contains("kept from other users");
+        assert_eq!(warned, named, "{}", show(&run));
+        assert!(report["stdout"] == "ROOTONLY\n" || !named, "{}", show(&run));
+    }
+    let bind = format!("{}:/x", kept.display());
+    let run = root(&["run", "--json", "--ro-bind", &bind, "--", "cat", "/x"]);
+    let report = json_of(&run);
+    assert_eq!(report["exit_code"], 1, "{}", show(&run));
+    assert!(
+        report["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{}",
+        show(&run)
+    );
+}
+
 /// `audit airlock` names what an `airlock run` line opens, and each finding is shown real by
 /// running the same line: a bind of a home hands the task its AWS key, `--env` of a token
 /// hands it the token, an `--input` of the key file hands it the key. The control: the line
