@@ -211,7 +211,7 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     //    PR_SET_PDEATHSIG is set, then the launcher is checked still alive (it may have died
     //    before the call: its pidfd then polls readable).
     sanitize_fds(inh).step("3 sanitize descriptors")?;
-    die_with_launcher(inh.launcher.as_fd()).step("3 die with the launcher")?;
+    die_with_launcher(inh).step("3 die with the launcher")?;
 
     // 2 (this side). Write our own uid/gid maps, or wait until the launcher has written them.
     match &inh.own_maps {
@@ -304,7 +304,7 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     //    the launcher is making the network namespace: the launcher opens this user namespace
     //    through /proc, which an unprivileged process may do only to a dumpable one.
     become_sandbox_user(spec, inh.caller_is_root).step("6 become the sandbox user")?;
-    die_with_launcher(inh.launcher.as_fd()).step("6 die with the launcher")?;
+    die_with_launcher(inh).step("6 die with the launcher")?;
     let dumpable_until_10 = !inh.caller_is_root && inh.net_by_launcher;
     if !dumpable_until_10 {
         non_dumpable().step("6 non-dumpable")?;
@@ -777,7 +777,8 @@ pub fn write_maps(
     Ok(())
 }
 
-fn die_with_launcher(launcher: BorrowedFd) -> Result<(), SysError> {
+fn die_with_launcher(inh: &Inherited) -> Result<(), SysError> {
+    let launcher = inh.launcher.as_fd();
     named(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL), || {
         "prctl(PR_SET_PDEATHSIG, SIGKILL)".into()
     })?;

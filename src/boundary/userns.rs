@@ -20,7 +20,7 @@ pub(super) fn join_namespaces(inh: &Inherited, userns: i32) -> Result<(), StepEr
     let spec = inh.spec;
     let io = spec.bwrap.as_ref().expect("--userns is a bwrap option");
     sanitize_fds(inh).step("1 sanitize descriptors")?;
-    die_with_launcher(inh.sock.as_fd()).step("1 die with the launcher")?;
+    die_with_launcher(inh).step("1 die with the launcher")?;
     sys::join_namespace(userns, libc::CLONE_NEWUSER).step("1 enter the user namespace")?;
     if let Some(fd) = io.pidns_fd {
         sys::join_namespace(fd, libc::CLONE_NEWPID).step("1 enter the pid namespace")?;
