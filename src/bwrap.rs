@@ -1296,7 +1296,8 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
             Err(
                 crate::launch::Failure::Setup(msg)
                 | crate::launch::Failure::Usage(msg)
-                | crate::launch::Failure::SetupTimedOut(msg),
+                | crate::launch::Failure::SetupTimedOut(msg)
+                | crate::launch::Failure::Cancelled(_, msg),
             ) => die(&msg),
         }
     }

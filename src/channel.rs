@@ -53,6 +53,9 @@ pub enum Msg {
     Scratch(OwnedFd, Handed),
     /// init → launcher: an isolation step failed; the task never ran.
     SetupFailed(String),
+    /// init → launcher (airlock run): a signal that asks the run to end, passed on by the
+    /// launcher while setup ran, ended setup; the task never started.
+    Cancelled(i32),
     /// task → launcher: execve failed (exit code 126 or 127, message).
     ExecFailed(i32, String),
     /// init → launcher: the task ended (`false`, code) exited or (`true`, signal) was killed,
@@ -124,6 +127,10 @@ pub fn send(sock: BorrowedFd, msg: &Msg) -> SysResult<()> {
         Msg::SetupFailed(text) => {
             buf.push(b'E');
             buf.extend_from_slice(cut(text));
+        }
+        Msg::Cancelled(sig) => {
+            buf.push(b'Q');
+            buf.extend_from_slice(&sig.to_le_bytes());
         }
         Msg::ExecFailed(code, text) => {
             buf.push(b'X');
@@ -221,6 +228,7 @@ pub fn recv(sock: BorrowedFd, nonblocking: bool, capacity: usize) -> SysResult<O
         })),
         b'E' => Msg::SetupFailed(text(body)),
         b'X' => Msg::ExecFailed(int(body), text(body.get(4..).unwrap_or(&[]))),
+        b'Q' => Msg::Cancelled(int(body)),
         b'S' => Msg::TaskEnded {
             signaled: body.first().is_some_and(|b| b & 1 != 0),
             scratch_full: body.first().is_some_and(|b| b & 2 != 0),

@@ -63,6 +63,9 @@ pub enum Failure {
     /// The timeout fired before the task started (exit 124): setup, which copies the
     /// inputs, took longer.
     SetupTimedOut(String),
+    /// A signal that asks the run to end (SIGINT, SIGTERM, SIGHUP, SIGQUIT) came before the
+    /// task started (exit 128+N): setup was ended, and the task never ran.
+    Cancelled(Signal, String),
     /// The command could not be executed (126) or was not found (127).
     Exec(i32, String),
 }
@@ -626,12 +629,20 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     if let Some(msg) = sup.setup_failed {
         return Err(Failure::Setup(msg));
     }
+    let copies = match spec.inputs.len() {
+        0 => String::new(),
+        1 => ", which copies the input into scratch,".into(),
+        n => format!(", which copies the {n} inputs into scratch,"),
+    };
+    if let (Some(sig), None) = (sup.cancelled, &sup.exec_failed) {
+        return Err(Failure::Cancelled(
+            sig,
+            format!(
+                "{sig} came before the task started: setup{copies} was ended, and the task never ran"
+            ),
+        ));
+    }
     if sup.setup_timed_out && sup.exec_failed.is_none() {
-        let copies = match spec.inputs.len() {
-            0 => String::new(),
-            1 => ", which copies the input into scratch,".into(),
-            n => format!(", which copies the {n} inputs into scratch,"),
-        };
         return Err(Failure::SetupTimedOut(format!(
             "the timeout ({:?}) fired before the task started: setup{copies} took longer; \
              the whole sandbox was killed",
@@ -1245,6 +1256,8 @@ struct Supervisor {
     sent_xcpu: bool,
     /// The deadline fired while the init had not yet started the task.
     setup_timed_out: bool,
+    /// A signal asking the run to end came while the init had not yet started the task.
+    cancelled: Option<Signal>,
     /// A SIGTSTP stopped the sandbox (airlock run): the next SIGCONT continues it.
     stopped: bool,
     /// The init ended the sandbox at its backstop, past the deadline (this launcher was
@@ -1278,6 +1291,7 @@ impl Supervisor {
             grace_for: None,
             sent_xcpu: false,
             setup_timed_out: false,
+            cancelled: None,
             stopped: false,
             backstop_fired: false,
             scratch_full: false,
@@ -1314,6 +1328,10 @@ impl Supervisor {
                     // The init starts the task as its only child (step 13): without one it
                     // is still setting up. Asked before the kill, on this path alone.
                     self.setup_timed_out = self.task_end.is_none() && !sys::has_children(self.pid);
+                } else if self.task_end.is_none() && !sys::has_children(self.pid) {
+                    // Still setting up, past the grace (the init ends setup on the signal
+                    // between its steps): the run is cancelled, its task never started.
+                    self.cancelled = self.cancelled.or(self.forwarded);
                 } else if let Some(what) = self.grace_for.take() {
                     relay::say_if_room(&format!(
                         "airlock: the task had not ended {} s after {what}; the whole sandbox \
@@ -1489,6 +1507,7 @@ impl Supervisor {
             Msg::ExecFailed(code, m) => {
                 self.exec_failed.get_or_insert((code, m));
             }
+            Msg::Cancelled(sig) => self.cancelled = Signal::try_from(sig).ok(),
             Msg::TaskEnded {
                 signaled,
                 value,

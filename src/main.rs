@@ -56,7 +56,8 @@ static HEAP: sys::heap::Heap = sys::heap::Heap;
 const EXIT_CODES: &str = "\
 Exit status:
   N        the task's own exit status
-  128+N    the task was killed by signal N
+  128+N    the task was killed by signal N; or a SIGINT, SIGTERM, SIGHUP or SIGQUIT came
+           before the task started, which never ran (airlock says so)
   2        bad usage: unknown flag, an argument or forwarded variable that is not UTF-8,
            bad input name, malformed request, unreadable input, a bind source that does
            not exist, a bind destination airlock manages or one the kernel cannot take (a
@@ -111,7 +112,7 @@ JSON report (--json, --request), every key present every time:
                     /proc, an --input of a home's credentials, --share-net and what of
                     the host it hands over), as said on stderr
 On airlock's own failure: {\"error\": TEXT, \"error_kind\": KIND, \"exit_code\": N},
-KIND one of usage, setup, setup_timeout, command_not_found, command_not_executable,
+KIND one of usage, setup, setup_timeout, cancelled, command_not_found, command_not_executable,
 out_of_memory (airlock's own; the task may have run).
 
 JSON request (--request FILE, - for stdin):

@@ -382,6 +382,7 @@ pub fn failure_json(f: &Failure) -> (Value, i32) {
         Failure::Usage(m) => ("usage", m.as_str(), exit::USAGE),
         Failure::Setup(m) => ("setup", m.as_str(), exit::SETUP_FAILED),
         Failure::SetupTimedOut(m) => ("setup_timeout", m.as_str(), exit::TIMEOUT),
+        Failure::Cancelled(sig, m) => ("cancelled", m.as_str(), 128 + *sig as i32),
         Failure::Exec(c, m) => (
             if *c == exit::NOT_FOUND {
                 "command_not_found"

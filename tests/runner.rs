@@ -3297,6 +3297,70 @@ fn sigterm_to_airlock_ends_the_task_within_the_grace_period() {
     }
 }
 
+/// A signal that asks the run to end, come while setup still copies an input, ends the run
+/// before the task starts: error_kind `cancelled`, exit 128+N, and the task never ran (it
+/// would leave a marker through a bind). The init had held it pending, started the task and
+/// passed it on, and the report read as the task killed by it (exit_code null, signal 15): a
+/// retry policy could not tell whether the task had run (the JSON-contract review). Control:
+/// the same signal once the task runs is the task's death by it (the test above).
+#[test]
+fn a_signal_during_setup_cancels_the_run_before_the_task_starts() {
+    use nix::sys::signal::Signal;
+    let dir = tmpdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // 1.9 GiB, sparse: its copy into scratch takes seconds.
+    let big = dir.path().join("big");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(1900 << 20)
+        .unwrap();
+    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (input, bind) = (
+        format!("big={}", big.display()),
+        format!("{}:/mnt/out", dir.path().display()),
+    );
+    for who in BOTH {
+        for sig in [Signal::SIGTERM, Signal::SIGINT] {
+            let args = [
+                "run",
+                "--json",
+                "--timeout",
+                "60s",
+                "--input",
+                &input,
+                "--bind",
+                &bind,
+                "--",
+                "touch",
+                "/mnt/out/ran",
+            ];
+            let (child, _, pipes) = spawn_airlock(who, &args);
+            // The launcher blocks the signal before it starts the init: once the init is
+            // there, the signal is airlock's to pass on.
+            let children = format!("/proc/{0}/task/{0}/children", child.id());
+            let waiting = Instant::now();
+            while std::fs::read_to_string(&children)
+                .unwrap_or_default()
+                .is_empty()
+            {
+                assert!(waiting.elapsed() < SECS_10, "{who:?}: no init");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            let signalled = Instant::now();
+            signal_pid(child.id(), sig);
+            let run = finish(child, signalled, pipes, Duration::from_secs(30));
+            let ctx = format!("{who:?} {sig}");
+            assert_eq!(run.code(), Some(128 + sig as i32), "{ctx}: {}", run.show());
+            let rep = run.report();
+            assert_eq!(rep["error_kind"], "cancelled", "{ctx}: {}", run.show());
+            let said = format!("{sig} came before the task started: setup, which copies");
+            assert!(rep["error"].as_str().unwrap().starts_with(&said), "{ctx}");
+            assert!(!dir.path().join("ran").exists(), "{ctx}: the task ran");
+        }
+    }
+}
+
 /// Observed: `kill -9 1` inside succeeds (status 0) but does nothing: the kernel drops
 /// SIGKILL sent to a pid namespace's init from inside that namespace. The task carries on and
 /// its own exit status is reported; its background process dies with the sandbox.

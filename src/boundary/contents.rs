@@ -326,7 +326,10 @@ pub(super) fn make_scratch(inh: &Inherited, dest: &Path) -> Result<(OwnedFd, Han
         opts.push_str(&format!(",size={},nr_inodes={inodes}", l.scratch_size));
     }
     mount_tmpfs(&path, &opts)?;
+    // A cancel (Ctrl-C, a framework's SIGTERM) ends a long copy within 8 MiB of it.
+    let cancel = || super::cancel_if_asked(inh);
     for (input, file) in inh.spec.inputs.iter().zip(&inh.inputs) {
+        cancel();
         let dest = path.join(&input.name);
         let mut out = std::fs::OpenOptions::new()
             .write(true)
@@ -346,7 +349,7 @@ pub(super) fn make_scratch(inh: &Inherited, dest: &Path) -> Result<(OwnedFd, Han
                 {
                     let _ = out.set_permissions(std::fs::Permissions::from_mode(0o755));
                 }
-                copy_hashing(f, &mut out)
+                copy_hashing(f, &mut out, &cancel)
             }
             (InputSource::HostFile(p), None) => {
                 return Err(SysError {
@@ -370,14 +373,20 @@ pub(super) fn make_scratch(inh: &Inherited, dest: &Path) -> Result<(OwnedFd, Han
     Ok((fd, handed))
 }
 
-/// Copy `from` into `to`, returning the size and content hash of what was copied.
-fn copy_hashing(mut from: &File, to: &mut File) -> std::io::Result<(u64, u64)> {
+/// Copy `from` into `to`, returning the size and content hash of what was copied; `between`
+/// runs every 64 reads (8 MiB).
+fn copy_hashing(mut from: &File, to: &mut File, between: &dyn Fn()) -> std::io::Result<(u64, u64)> {
     use std::hash::Hasher;
     use std::io::Read;
     let mut h = std::hash::DefaultHasher::new();
-    let mut buf = vec![0u8; 128 * 1024];
-    let mut total = 0u64;
+    const CHUNK: usize = 128 * 1024;
+    let mut buf = vec![0u8; CHUNK];
+    let (mut total, mut reads) = (0u64, 0u64);
     loop {
+        reads += 1;
+        if reads % 64 == 0 {
+            between();
+        }
         let n = from.read(&mut buf)?;
         if n == 0 {
             return Ok((total, h.finish()));

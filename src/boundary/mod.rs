@@ -509,6 +509,7 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     } else {
         sys::Start::SharedMemory
     };
+    cancel_if_asked(inh);
     let pid = sys::start_task(how, &mut || exec_task(inh, &exec, Some(init_pid)))
         .step("13 start task")?;
     std::mem::forget(locks);
@@ -775,6 +776,28 @@ pub fn write_maps(
         }
     }
     Ok(())
+}
+
+/// airlock run: a signal asking the run to end (SIGINT, SIGTERM, SIGHUP, SIGQUIT), which the
+/// launcher passes on and this init holds blocked, ends setup here, before the task starts:
+/// the launcher reports the run cancelled (the task never ran), not a task killed by it.
+/// Asked between the inputs' copies and before step 13's start. bwrap mode passes none on.
+pub(super) fn cancel_if_asked(inh: &Inherited) {
+    if inh.spec.bwrap.is_some() {
+        return;
+    }
+    let ending: SigSet = [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ]
+    .into_iter()
+    .collect();
+    if let Ok(Some(sig)) = sys::wait_signal(&ending, Some(std::time::Instant::now())) {
+        let _ = channel::send(inh.sock.as_fd(), &Msg::Cancelled(sig as i32));
+        sys::exit_now(spec::exit::SETUP_FAILED);
+    }
 }
 
 fn die_with_launcher(inh: &Inherited) -> Result<(), SysError> {
