@@ -562,6 +562,16 @@ const HOME_CREDENTIALS: &[(&str, &str)] = &[
     (".local/share/keyrings", "GNOME Keyring's keyrings"),
     (".pgpass", "PostgreSQL passwords"),
     (".my.cnf", "MySQL passwords"),
+    // The security-team review's finds: registry, build-tool and cloud tools' logins.
+    (".config/containers/auth.json", "Podman registry logins"),
+    (".m2/settings.xml", "Maven repository passwords"),
+    (".gradle/gradle.properties", "Gradle credentials"),
+    (".s3cfg", "S3 credentials"),
+    (".boto", "cloud storage credentials"),
+    (".oci", "Oracle Cloud credentials"),
+    (".config/rclone/rclone.conf", "rclone remotes' credentials"),
+    (".config/doctl", "DigitalOcean tokens"),
+    (".minikube", "minikube cluster keys"),
 ];
 
 /// Files in a credentials directory of HOME_CREDENTIALS that hold nothing secret: a mount of
@@ -1721,7 +1731,8 @@ fn check_writable_host_mount(mount: &HostMount, raw: &str, leak: WritableLeak, a
 
 fn is_root_user(user: &str) -> bool {
     let name = user.split(':').next().unwrap_or("");
-    name.is_empty() || name == "root" || name.parse::<u64>() == Ok(0)
+    // As moby reads a uid (Go's Atoi): `-0` and `+0` are 0 too.
+    name.is_empty() || name == "root" || name.parse::<i64>() == Ok(0)
 }
 
 /// What a `--security-opt` value turns off, if it turns confinement off.
@@ -4155,6 +4166,9 @@ mod tests {
             "--user root:root",
             "-u0:1000",
             "--user 0:0",
+            // moby reads the uid with Go's Atoi: these are 0.
+            "--user=-0",
+            "--user +0:1000",
         ] {
             let audit = docker_variant(&["--user 65534:65534"], &[opt]);
             assert_eq!(rules(&audit.findings), ["root-user"], "{opt}");
@@ -4638,7 +4652,8 @@ mod tests {
             ("--ro-bind /home/dev/.ssh/id_ed25519 /k", "ssh keys"),
             (
                 "--ro-bind /root/.config /c",
-                "Google Cloud credentials and GitHub CLI tokens",
+                "Google Cloud credentials, GitHub CLI tokens, Podman registry logins and 2 \
+                 more kinds of credentials",
             ),
             ("--ro-bind /home/dev/.cargo /c", "crates.io tokens"),
             (
@@ -4646,9 +4661,14 @@ mod tests {
                 "Docker registry logins",
             ),
             ("--ro-bind /home/dev/.netrc /n", "netrc passwords"),
+            ("--ro-bind /home/dev/.m2 /m", "Maven repository passwords"),
+            (
+                "--ro-bind /home/dev/.config/containers /c",
+                "Podman registry logins",
+            ),
             (
                 "--ro-bind /home/dev /h",
-                "ssh keys, gpg keys, AWS credentials and 16 more kinds of credentials",
+                "ssh keys, gpg keys, AWS credentials and 25 more kinds of credentials",
             ),
         ] {
             let f = found(&[opt]);
