@@ -1414,9 +1414,9 @@ pub fn bind_warnings(src: &std::path::Path, dest: &std::path::Path) -> Vec<Strin
 }
 
 /// What `airlock run` (and `explain`) says of an input copied in from the host file `path`
-/// as `name`, when the file is one of a home's credentials on this host, or one its owner
-/// keeps from other users (see `kept_from_others`).
-pub fn input_warning(path: &std::path::Path, name: &str) -> Option<String> {
+/// as `name`, when the file is one of a home's credentials on this host, or one the task's
+/// host identity `task` (uid, gid) could not read (see `kept_from`).
+pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Option<String> {
     let held = credentials_a_bind_reaches(path);
     if let Some((what, at)) = held.first() {
         return Some(format!(
@@ -1426,7 +1426,7 @@ pub fn input_warning(path: &std::path::Path, name: &str) -> Option<String> {
             at.display()
         ));
     }
-    let kept = kept_from_others(path)?;
+    let kept = kept_from(path, Some(task))?;
     Some(format!(
         "{} (copied in as {name}) is {kept}: the task reads its copy, and can hand it back in \
          its output",
@@ -1434,17 +1434,29 @@ pub fn input_warning(path: &std::path::Path, name: &str) -> Option<String> {
     ))
 }
 
-/// How a host file is kept from other users on this host, if it is: a regular file (through
-/// its links) that others may not read (`/etc/shadow`, 0640; an ssh host key, 0600). The
-/// launcher opens an input with the caller's rights, a root caller's all of them, and copies
-/// it into scratch, where the task reads it whatever the host's mode said: a bind of the same
-/// file would have left it unreadable to the task (a root caller's is uid 65534 on the host).
-fn kept_from_others(path: &std::path::Path) -> Option<String> {
+/// How a host file is kept from the task's host identity `task` (uid, gid; the task has no
+/// other group), if it is: a regular file (through its links) that identity may not read by
+/// its mode (`/etc/shadow`, 0640 root:shadow; an ssh host key, 0600). The launcher opens an
+/// input with the caller's rights, a root caller's all of them, and copies it into scratch,
+/// where the task reads it whatever the host's mode said: a bind of the same file would have
+/// left it unreadable to the task (a root caller's is uid 65534 on the host). An unprivileged
+/// caller's task is the caller, so its own files (a 0600 temporary file) are not kept from
+/// it. `None` (the audit, which does not know who runs the line): kept from other users.
+fn kept_from(path: &std::path::Path, task: Option<(u32, u32)>) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).ok()?;
-    (meta.is_file() && meta.mode() & 0o004 == 0).then(|| {
+    let readable = match task {
+        Some((uid, _)) if meta.uid() == uid => meta.mode() & 0o400 != 0,
+        Some((_, gid)) if meta.gid() == gid => meta.mode() & 0o040 != 0,
+        _ => meta.mode() & 0o004 != 0,
+    };
+    let whom = match task {
+        Some((uid, _)) => format!("the task's host identity (uid {uid}) on this host"),
+        None => "other users on this host".into(),
+    };
+    (meta.is_file() && !readable).then(|| {
         format!(
-            "kept from other users on this host (mode {:04o}, owner uid {})",
+            "kept from {whom} (mode {:04o}, owner uid {})",
             meta.mode() & 0o7777,
             meta.uid()
         )
@@ -1930,7 +1942,7 @@ pub fn audit_airlock(line: &crate::spec::Draft, written: &Written) -> Audit {
                 ),
                 arg(),
             );
-        } else if let Some(kept) = kept_from_others(std::path::Path::new(&*path)) {
+        } else if let Some(kept) = kept_from(std::path::Path::new(&*path), None) {
             audit.finding(
                 "input-credentials",
                 format!(

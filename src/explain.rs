@@ -161,7 +161,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             one_line(&i.name)
         );
         if let crate::spec::InputSource::HostFile(path) = &i.source
-            && let Some(warning) = crate::audit::input_warning(path, &i.name)
+            && let Some(warning) = crate::audit::input_warning(path, &i.name, spec.task_host_ids())
         {
             let _ = writeln!(w, "  {:<17} warning: {}", "", one_line(&warning));
         }

@@ -1081,7 +1081,9 @@ fn run(args: RunArgs) -> i32 {
             .flat_map(|(src, dest, _)| audit::bind_warnings(src, dest)),
     );
     warnings.extend(spec.inputs.iter().filter_map(|input| match &input.source {
-        spec::InputSource::HostFile(path) => audit::input_warning(path, &input.name),
+        spec::InputSource::HostFile(path) => {
+            audit::input_warning(path, &input.name, spec.task_host_ids())
+        }
         spec::InputSource::Bytes(_) => None,
     }));
     // A credential handed in on purpose still crosses: the task reads it, and its output and

@@ -307,6 +307,18 @@ impl Spec {
             _ => None,
         })
     }
+
+    /// The task's identity on the host (uid, gid): `host_uid`/`host_gid` under a root
+    /// caller, the caller's own otherwise.
+    pub fn task_host_ids(&self) -> (u32, u32) {
+        match nix::unistd::geteuid().is_root() {
+            true => (self.host_uid, self.host_gid),
+            false => (
+                nix::unistd::geteuid().as_raw(),
+                nix::unistd::getegid().as_raw(),
+            ),
+        }
+    }
 }
 
 /// The system paths programs need, bound as the host has them.

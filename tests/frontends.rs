@@ -719,8 +719,9 @@ fn audit_needs_exactly_one_command_line() {
 /// the run's own warning, and the run shows why: a root caller's launcher opens the input with
 /// root's rights and copies it into scratch, where the task reads it (the security-team
 /// review: `--input s=/etc/shadow` audited clean). Controls: the same file bound read-only
-/// stays unreadable to the task (uid 65534 on the host), and a world-readable input is
-/// named by neither.
+/// stays unreadable to the task (uid 65534 on the host); a world-readable input is named by
+/// neither; an unprivileged caller's own 0600 file, which its task could read anyway, is not
+/// warned of (a framework's temporary files are 0600).
 #[test]
 fn an_input_kept_from_other_users_is_named_and_the_copy_shows_why() {
     let dir = common::tmpdir();
@@ -753,10 +754,20 @@ fn an_input_kept_from_other_users_is_named_and_the_copy_shows_why() {
         let report = json_of(&run);
         let warned = report["warnings"]
             .to_string()
-            .contains("kept from other users");
+            .contains("kept from the task's host identity (uid 65534)");
         assert_eq!(warned, named, "{}", show(&run));
         assert!(report["stdout"] == "ROOTONLY\n" || !named, "{}", show(&run));
     }
+    // An unprivileged caller's task is the caller: its own 0600 file (a temporary file, as
+    // mkstemp makes them) is not kept from it, and is not warned of.
+    let own = common::write_file(&dir.path().join("own"), b"OWN\n", 0o600);
+    nix::unistd::chown(&own, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let input = format!("s={}", own.display());
+    let args = ["run", "--json", "--input", &input, "--", "cat", "s"];
+    let out = airlock(Launcher::Unprivileged, &args).output().unwrap();
+    let report = json_of(&out);
+    assert_eq!(report["stdout"], "OWN\n", "{}", show(&out));
+    assert_eq!(report["warnings"], serde_json::json!([]), "{}", show(&out));
     let bind = format!("{}:/x", kept.display());
     let run = root(&["run", "--json", "--ro-bind", &bind, "--", "cat", "/x"]);
     let report = json_of(&run);
