@@ -102,13 +102,24 @@ fn render_line(kind: &str, f: &Finding) -> String {
 /// `text` with each control character written as its escape (`\n`, `\u{1b}`), for output read
 /// line by line: a path, value or argument holding a newline (a legal file name) must not
 /// start a line of its own, where it would read as a finding, a mount or a variable that is
-/// not there (`-v "$(printf '/x\nadvice: ok')":/y`).
+/// not there (`-v "$(printf '/x\nadvice: ok')":/y`). So are Unicode's line and paragraph
+/// separators, which editors and viewers break lines at, and the bidirectional controls,
+/// which show a line's text in another order than it has (U+202E; the security-team review).
 pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    match text.contains(char::is_control) {
+    let escaped = |c: char| {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+            )
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    match text.contains(escaped) {
         false => text.into(),
         true => text
             .chars()
-            .map(|c| match c.is_control() {
+            .map(|c| match escaped(c) {
                 true => c.escape_default().to_string(),
                 false => c.to_string(),
             })
@@ -148,9 +159,16 @@ fn parse_json_argv(text: &str) -> Result<Vec<String>, String> {
         .iter()
         .enumerate()
         .map(|(i, item)| {
-            item.as_str()
-                .map(str::to_string)
-                .ok_or_else(|| format!("JSON argument {i} is not a string: {item}"))
+            let arg = item
+                .as_str()
+                .ok_or_else(|| format!("JSON argument {i} is not a string: {item}"))?;
+            // An argument vector holds C strings: a NUL ends one.
+            match arg.contains('\0') {
+                true => Err(format!(
+                    "JSON argument {i} holds a NUL byte, which no argument can"
+                )),
+                false => Ok(arg.to_string()),
+            }
         })
         .collect()
 }
@@ -6453,6 +6471,21 @@ mod tests {
         assert!(parse_command_line(r#"["docker", ["run"]]"#).is_err());
         assert!(parse_command_line(r#"["docker", "run""#).is_err());
         assert!(parse_command_line("[not json").is_err());
+        // No argument holds a NUL byte (the security-team review: `al\0pine` was audited).
+        let nul = parse_command_line(r#"["docker", "run", "al\u0000pine"]"#).unwrap_err();
+        assert!(nul.contains("JSON argument 2 holds a NUL byte"), "{nul}");
+        // What a reader breaks or reorders a line at is escaped like a newline.
+        for (text, shown) in [
+            (
+                "/etc:/x\u{2028}--privileged",
+                "/etc:/x\\u{2028}--privileged",
+            ),
+            ("a\u{202e}b", "a\\u{202e}b"),
+            ("a\u{2066}b\u{2069}", "a\\u{2066}b\\u{2069}"),
+            ("é plain", "é plain"),
+        ] {
+            assert_eq!(one_line(text), shown);
+        }
         let audit = audit_docker(&words(r#"["docker","run","--privileged","alpine"]"#)).unwrap();
         assert_eq!(count(&audit.findings, "privileged"), 1);
     }
