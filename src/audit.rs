@@ -942,7 +942,9 @@ fn mount_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
             ("readonly" | "ro", None) => read_only = true,
             ("readonly" | "ro", Some(v)) => {
                 read_only = parse_bool(v)
-                    .ok_or_else(|| format!("--mount {spec}: {field:?} is not true or false"))?;
+                    // The field alone: the rest of the spec may hold a volume driver's
+                    // password (`volume-opt=o=...,password=...`), never printed.
+                    .ok_or_else(|| format!("--mount: {field:?} is not true or false"))?;
             }
             ("volume-opt", Some(opt)) => match opt.split_once('=') {
                 Some(("o", o)) => {
@@ -4573,6 +4575,11 @@ mod tests {
             ))
             .is_err()
         );
+        // The message names the field, not the spec, which may hold a driver's password.
+        let spec = "type=volume,src=v,dst=/d,\"volume-opt=o=username=u,password=SECRET\",ro=maybe";
+        let bad = audit_docker(&strings(&["docker", "run", "--mount", spec, "alpine"]));
+        let bad = bad.unwrap_err();
+        assert_eq!(bad, "--mount: \"ro=maybe\" is not true or false");
         for quotes in [
             "type=bind,src=/a\"b,dst=/b",
             "\"type=bind\"x,dst=/b",
