@@ -634,7 +634,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         1 => ", which copies the input into scratch,".into(),
         n => format!(", which copies the {n} inputs into scratch,"),
     };
-    if let (Some(sig), None) = (sup.cancelled, &sup.exec_failed) {
+    if let (Some(sig), None, None) = (sup.cancelled, &sup.exec_failed, &sup.task_end) {
         return Err(Failure::Cancelled(
             sig,
             format!(
@@ -1256,7 +1256,9 @@ struct Supervisor {
     sent_xcpu: bool,
     /// The deadline fired while the init had not yet started the task.
     setup_timed_out: bool,
-    /// A signal asking the run to end came while the init had not yet started the task.
+    /// The init ended setup on a signal asking the run to end, before it started the task
+    /// (its own word, Msg::Cancelled: the only one that cannot be wrong, where "the init has
+    /// no child" is true of a task that has ended too).
     cancelled: Option<Signal>,
     /// A SIGTSTP stopped the sandbox (airlock run): the next SIGCONT continues it.
     stopped: bool,
@@ -1328,10 +1330,6 @@ impl Supervisor {
                     // The init starts the task as its only child (step 13): without one it
                     // is still setting up. Asked before the kill, on this path alone.
                     self.setup_timed_out = self.task_end.is_none() && !sys::has_children(self.pid);
-                } else if self.task_end.is_none() && !sys::has_children(self.pid) {
-                    // Still setting up, past the grace (the init ends setup on the signal
-                    // between its steps): the run is cancelled, its task never started.
-                    self.cancelled = self.cancelled.or(self.forwarded);
                 } else if let Some(what) = self.grace_for.take() {
                     relay::say_if_room(&format!(
                         "airlock: the task had not ended {} s after {what}; the whole sandbox \
