@@ -1435,7 +1435,8 @@ pub fn bind_warnings(src: &std::path::Path, dest: &std::path::Path) -> Vec<Strin
 
 /// What `airlock run` (and `explain`) says of an input copied in from the host file `path`
 /// as `name`, when the file is one of a home's credentials on this host, or one the task's
-/// host identity `task` (uid, gid) could not read (see `kept_from`).
+/// host identity `task` (uid, gid) could not read (see `kept_from`) that is another user's
+/// or one of the host's own secrets (SYSTEM_SECRETS).
 pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Option<String> {
     let held = credentials_a_bind_reaches(path);
     if let Some((what, at)) = held.first() {
@@ -1446,6 +1447,20 @@ pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Op
             at.display()
         ));
     }
+    // The caller's own file (a framework's 0600 temporary file) is handed over on purpose;
+    // another user's, or a system secret, is what the warning is for.
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(path).ok()?);
+    let real = std::fs::canonicalize(path).ok()?;
+    let secret = real.to_str().is_some_and(|real| {
+        let names = path_parts(real);
+        SYSTEM_SECRETS.iter().any(|place| {
+            let patterns = path_parts(place);
+            names.len() >= patterns.len() && parts_match(&names, &patterns)
+        })
+    });
+    if owner == nix::unistd::geteuid().as_raw() && !secret {
+        return None;
+    }
     let kept = kept_from(path, Some(task))?;
     Some(format!(
         "{} (copied in as {name}) is {kept}: the task reads its copy, and can hand it back in \
@@ -1453,6 +1468,19 @@ pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Op
         path.display()
     ))
 }
+
+/// The host's own secrets, by place: a file or a tree (a name pattern ends in `*`).
+const SYSTEM_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_*",
+    "/etc/ssl/private",
+    "/etc/kubernetes",
+    "/etc/rancher/k3s",
+    "/var/lib/rancher/k3s/server",
+];
 
 /// How a host file is kept from the task's host identity `task` (uid, gid; the task has no
 /// other group), if it is: a regular file (through its links) that identity may not read by

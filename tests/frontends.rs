@@ -720,12 +720,15 @@ fn audit_needs_exactly_one_command_line() {
 /// root's rights and copies it into scratch, where the task reads it (the security-team
 /// review: `--input s=/etc/shadow` audited clean). Controls: the same file bound read-only
 /// stays unreadable to the task (uid 65534 on the host); a world-readable input is named by
-/// neither; an unprivileged caller's own 0600 file, which its task could read anyway, is not
-/// warned of (a framework's temporary files are 0600).
+/// neither; the caller's own 0600 file (a framework's temporary file) is not warned of, as
+/// root or as uid 65534 (the sign-off review: every call had warned), but `/etc/shadow` is,
+/// root's own as it is.
 #[test]
 fn an_input_kept_from_other_users_is_named_and_the_copy_shows_why() {
     let dir = common::tmpdir();
+    // Another user's private file.
     let kept = common::write_file(&dir.path().join("kept"), b"ROOTONLY\n", 0o600);
+    nix::unistd::chown(&kept, Some(nix::unistd::Uid::from_raw(1234)), None).unwrap();
     let open = common::write_file(&dir.path().join("open"), b"OPEN\n", 0o644);
     for (file, named) in [(&kept, true), (&open, false)] {
         let input = format!("s={}", file.display());
@@ -758,9 +761,26 @@ fn an_input_kept_from_other_users_is_named_and_the_copy_shows_why() {
         assert_eq!(warned, named, "{}", show(&run));
         assert!(report["stdout"] == "ROOTONLY\n" || !named, "{}", show(&run));
     }
-    // An unprivileged caller's task is the caller: its own 0600 file (a temporary file, as
-    // mkstemp makes them) is not kept from it, and is not warned of.
+    // The caller's own 0600 file (a temporary file, as mkstemp makes them) is handed over on
+    // purpose: root's is not warned of (the audit, which cannot know the caller, names it);
+    // an unprivileged caller's task is the caller, which reads it anyway.
     let own = common::write_file(&dir.path().join("own"), b"OWN\n", 0o600);
+    let input = format!("s={}", own.display());
+    let run = root(&["run", "--json", "--input", &input, "--", "cat", "s"]);
+    assert_eq!(
+        json_of(&run)["warnings"],
+        serde_json::json!([]),
+        "{}",
+        show(&run)
+    );
+    // A system secret is, root's own as it is.
+    let run = root(&["run", "--json", "--input", "s=/etc/shadow", "--", "true"]);
+    let warned = json_of(&run)["warnings"].to_string();
+    assert!(
+        warned.contains("/etc/shadow (copied in as s) is kept"),
+        "{}",
+        show(&run)
+    );
     nix::unistd::chown(&own, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
     let input = format!("s={}", own.display());
     let args = ["run", "--json", "--input", &input, "--", "cat", "s"];
