@@ -566,6 +566,26 @@ fn parse_run(args: &[String]) -> Option<RunArgs> {
     RunArgs::from_arg_matches(&matches).ok()
 }
 
+/// An option's value that is one of `airlock run`'s own flags (`--input --ro-bind=/x`: an
+/// empty unquoted variable before it) is refused: taken as the value, the flag after it would
+/// silently not apply (the sign-off review). A value may begin with `-` otherwise (an input
+/// named `-1.txt`).
+fn flag_as_value(option: &str, value: &str) -> Result<(), UsageError> {
+    use clap::Args;
+    let flag = value.split('=').next().unwrap_or(value);
+    let Some(name) = flag.strip_prefix("--") else {
+        return Ok(());
+    };
+    let run = RunArgs::augment_args(clap::Command::new("run"));
+    match run.get_arguments().any(|a| a.get_long() == Some(name)) {
+        true => Err(UsageError(format!(
+            "{option} {value:?}: that is airlock run's flag {flag}: {option}'s own value is \
+             missing before it"
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// The run the flags describe, with the limit flags applied over `limits`.
 fn draft_from_flags(a: &RunArgs, limits: limits::Limits) -> Result<Draft, UsageError> {
     let mut binds = Vec::new();
@@ -582,7 +602,10 @@ fn draft_from_flags(a: &RunArgs, limits: limits::Limits) -> Result<Draft, UsageE
         inputs: a
             .input
             .iter()
-            .map(|i| spec::parse_input(i))
+            .map(|i| {
+                flag_as_value("--input", i)?;
+                spec::parse_input(i)
+            })
             .collect::<Result<_, _>>()?,
         share_net: a.share_net,
         host_uid: a.host_uid,

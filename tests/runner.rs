@@ -486,6 +486,13 @@ fn input_names_beginning_with_a_dash_are_plain_names() {
         ];
         let run = al(who, &args, SECS_10);
         assert_eq!(stdout(&run.out), "data\ndata\n", "{who:?}: {}", run.show());
+        // One of run's own flags taken as the value (an empty variable before it) is refused,
+        // not copied in as an input named `--ro-bind` with the bind left out.
+        assert_refused(
+            who,
+            &["--input", "--ro-bind=/etc/hostname"],
+            &["that is airlock run's flag --ro-bind", "value is missing"],
+        );
         assert_refused(
             who,
             &["--env", "-X"],
