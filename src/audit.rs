@@ -2770,20 +2770,28 @@ const CREDENTIAL_NAME_PARTS: &[&str] = &[
     "API_KEY",
     "APIKEY",
     "PRIVATE_KEY",
-    "ACCESS_KEY",
     "ACCESSTOKEN",
-    "MASTER_KEY",
-    "STORAGE_KEY",
-    "DEPLOY_KEY",
-    "SSH_KEY",
-    "CONNECTION_STRING",
-    "PGPASS",
 ];
 
+/// Runs of whole words (split at `_`) that mark a name a credential wherever they stand:
+/// `AWS_ACCESS_KEY_ID`, `RAILS_MASTER_KEY`, but not `ACCESS_KEYPAD` or `SSH_KEYSCAN_HOSTS`.
+const CREDENTIAL_NAME_RUNS: &[&[&str]] = &[
+    &["ACCESS", "KEY"],
+    &["MASTER", "KEY"],
+    &["STORAGE", "KEY"],
+    &["DEPLOY", "KEY"],
+    &["SSH", "KEY"],
+    &["CONNECTION", "STRING"],
+];
+
+/// Words that mark a name a credential as its last word only: `DB_PASS`, `MYSQL_PWD`,
+/// `CI_JOB_JWT`, `AWS_CREDS`, `PGPASS`, but not `PASS_THROUGH`, `JWT_ISSUER` or `PWD` alone
+/// (the working directory).
+const CREDENTIAL_NAME_LAST_WORDS: &[&str] = &["PASS", "PGPASS", "PWD", "CREDS", "JWT"];
+
 /// Words of a variable name (split at `_`) that mark it a credential: whole words only, so
-/// `GITHUB_TOKEN`, `GH_PAT` and `MYSQL_PWD` count and `TOKENIZERS_PARALLELISM`, `PATH` and
-/// `PASSTHROUGH` do not (nor `PWD` alone, the working directory).
-const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT", "PASS", "PWD", "CREDS", "JWT"];
+/// `GITHUB_TOKEN` and `GH_PAT` count and `TOKENIZERS_PARALLELISM` and `PATH` do not.
+const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT"];
 
 /// Well-known credential formats: a value that starts with the prefix, is at least this long,
 /// and holds nothing but letters, digits, `_` and `-`.
@@ -2830,10 +2838,18 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     if CREDENTIAL_NAME_PARTS
         .iter()
         .any(|part| upper.contains(part))
-        || (upper
+        || upper
             .split('_')
             .any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
-            && upper != "PWD")
+        || {
+            let words: Vec<&str> = upper.split('_').collect();
+            CREDENTIAL_NAME_RUNS
+                .iter()
+                .any(|run| words.windows(run.len()).any(|w| w == *run))
+                || (words.len() > 1
+                    && CREDENTIAL_NAME_LAST_WORDS.contains(words.last().unwrap_or(&"")))
+                || upper == "PGPASS"
+        }
     {
         return Some("name");
     }
@@ -2906,9 +2922,11 @@ fn expands_a_variable(value: &str) -> bool {
     expansions(value).next().is_some() || substitutes(value)
 }
 
-/// Whether `value` holds a command substitution or a CI system's (see `expands_a_variable`).
+/// Whether `value` holds a command substitution (or Azure Pipelines' macro, written alike),
+/// or a CI system's substitution of a secret (`${{ github.sha }}` is none: the sign-off
+/// review).
 fn substitutes(value: &str) -> bool {
-    value.contains("$(") || value.contains('`') || value.contains("${{")
+    value.contains("$(") || value.contains('`') || substitutes_a_secret(value)
 }
 
 /// Whether `value` names a CI system's secret: GitHub Actions' `${{ secrets.NAME }}` (and
@@ -3874,6 +3892,8 @@ mod tests {
             "$(System.AccessToken)",
         ] {
             let args = ["-e".to_string(), format!("X={value}")];
+            let not_secret = shell_quote(&["-e".to_string(), "X=${{ github.sha }}".to_string()]);
+            assert!(docker_variant(&[], &[&not_secret]).findings.is_empty());
             let audit = docker_variant(&[], &[&shell_quote(&args)]);
             assert_eq!(
                 only(&audit.findings, "env-forwarded").arg,
@@ -5755,6 +5775,9 @@ mod tests {
             ("RAILS_MASTER_KEY", "x", "name"),
             ("AZURE_STORAGE_CONNECTION_STRING", "x", "name"),
             ("CI_JOB_JWT", "x", "name"),
+            ("AWS_CREDS", "x", "name"),
+            ("PGPASS", "x", "name"),
+            ("MY_SSH_KEY", "x", "name"),
             ("X", "AKIAIOSFODNN7EXAMPLE", "value"),
             ("X", "sk_live_abcdefghijklmnopqrstuvwx", "value"),
             // Substituted by a CI system before any shell runs.
@@ -5860,6 +5883,14 @@ mod tests {
             "--setenv TOKENIZERS_PARALLELISM false",
             "--setenv PWD /work",
             "--setenv PASSTHROUGH 1",
+            // The sign-off review's: words that mark a credential only where they stand so.
+            "--setenv JWT_ISSUER https://id.example.com",
+            "--setenv PASS_THROUGH 1",
+            "--setenv MYSQL_PWD_FILE /run/x",
+            "--setenv SSH_KEYSCAN_HOSTS github.com",
+            "--setenv DEPLOY_KEYWORDS a,b",
+            "--setenv ACCESS_KEYPAD on",
+            "--setenv PGPASSFILE /run/pgpass",
             "--setenv DIR '$(pwd)'",
             "--setenv SHA '${{ github.sha }}'",
             "--setenv GIT_AUTHOR_NAME Dev",
