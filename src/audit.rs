@@ -1447,21 +1447,26 @@ pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Op
             at.display()
         ));
     }
+    let meta = std::fs::metadata(path).ok()?;
+    let kept = kept_from(&meta, Some(task))?;
     // The caller's own file (a framework's 0600 temporary file) is handed over on purpose;
     // another user's, or a system secret, is what the warning is for.
-    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(path).ok()?);
-    let real = std::fs::canonicalize(path).ok()?;
-    let secret = real.to_str().is_some_and(|real| {
-        let names = path_parts(real);
-        SYSTEM_SECRETS.iter().any(|place| {
-            let patterns = path_parts(place);
-            names.len() >= patterns.len() && parts_match(&names, &patterns)
-        })
-    });
-    if owner == nix::unistd::geteuid().as_raw() && !secret {
+    let owner = std::os::unix::fs::MetadataExt::uid(&meta);
+    let secret = || {
+        let real = std::fs::canonicalize(path).ok();
+        real.as_deref()
+            .and_then(std::path::Path::to_str)
+            .is_some_and(|real| {
+                let names = path_parts(real);
+                SYSTEM_SECRETS.iter().any(|place| {
+                    let patterns = path_parts(place);
+                    names.len() >= patterns.len() && parts_match(&names, &patterns)
+                })
+            })
+    };
+    if owner == nix::unistd::geteuid().as_raw() && !secret() {
         return None;
     }
-    let kept = kept_from(path, Some(task))?;
     Some(format!(
         "{} (copied in as {name}) is {kept}: the task reads its copy, and can hand it back in \
          its output",
@@ -1482,17 +1487,17 @@ const SYSTEM_SECRETS: &[&str] = &[
     "/var/lib/rancher/k3s/server",
 ];
 
-/// How a host file is kept from the task's host identity `task` (uid, gid; the task has no
-/// other group), if it is: a regular file (through its links) that identity may not read by
+/// How the host file `meta` describes (its links followed) is kept from the task's host
+/// identity `task` (uid, gid; the task has no other group), if it is: a regular file that
+/// identity may not read by
 /// its mode (`/etc/shadow`, 0640 root:shadow; an ssh host key, 0600). The launcher opens an
 /// input with the caller's rights, a root caller's all of them, and copies it into scratch,
 /// where the task reads it whatever the host's mode said: a bind of the same file would have
 /// left it unreadable to the task (a root caller's is uid 65534 on the host). An unprivileged
 /// caller's task is the caller, so its own files (a 0600 temporary file) are not kept from
 /// it. `None` (the audit, which does not know who runs the line): kept from other users.
-fn kept_from(path: &std::path::Path, task: Option<(u32, u32)>) -> Option<String> {
+fn kept_from(meta: &std::fs::Metadata, task: Option<(u32, u32)>) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
     let readable = match task {
         Some((uid, _)) if meta.uid() == uid => meta.mode() & 0o400 != 0,
         Some((_, gid)) if meta.gid() == gid => meta.mode() & 0o040 != 0,
@@ -1990,7 +1995,10 @@ pub fn audit_airlock(line: &crate::spec::Draft, written: &Written) -> Audit {
                 ),
                 arg(),
             );
-        } else if let Some(kept) = kept_from(std::path::Path::new(&*path), None) {
+        } else if let Some(kept) = std::fs::metadata(&*path)
+            .ok()
+            .and_then(|meta| kept_from(&meta, None))
+        {
             audit.finding(
                 "input-credentials",
                 format!(

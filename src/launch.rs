@@ -95,14 +95,20 @@ pub(crate) const ALSO_ENDING: [Signal; 10] = [
     Signal::SIGSTKFLT,
 ];
 
-/// Whether a signal airlock run forwards asks the run to end (SIGINT, SIGTERM, SIGHUP,
-/// SIGQUIT): the others of ALSO_ENDING are the task's to handle, and neither end the sandbox
-/// nor cut the delivery of its output short.
+/// The signals airlock run forwards that ask the run to end; before the task starts they
+/// cancel it (boundary::cancel_if_asked).
+pub(crate) const ASKING_TO_END: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// Whether a signal airlock run forwards asks the run to end (ASKING_TO_END): the others of
+/// ALSO_ENDING are the task's to handle, and neither end the sandbox nor cut the delivery of
+/// its output short.
 pub(crate) fn asks_to_end(sig: Signal) -> bool {
-    matches!(
-        sig,
-        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT
-    )
+    ASKING_TO_END.contains(&sig)
 }
 
 /// Grace between forwarding SIGTERM/SIGHUP and killing the whole sandbox.

@@ -2237,12 +2237,7 @@ fn root_cgroups_are_removed_after_every_kind_of_end() {
 #[test]
 fn root_cgroup_half_made_by_a_killed_helper_is_removed() {
     let m = mark("root_cgroup_half_made_by_a_killed_helper_is_removed");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let dir = writable_tmpdir();
     let log = dir.path().join("trace");
     let ran = dir.path().join("ran");
     let before = mount_lines();
@@ -2258,9 +2253,7 @@ fn root_cgroup_half_made_by_a_killed_helper_is_removed() {
         &[&argv[0], &argv[1], &argv[2]],
         SECS_30,
     );
-    assert_eq!(control.code(), Some(0), "{}", control.show());
-    std::fs::remove_file(&ran)
-        .unwrap_or_else(|e| panic!("the task's file: {e}: {}", control.show()));
+    control_left_marker(control.code(), &control.show(), &ran, "root");
     let mut c = Command::new("strace");
     c.args(["-f", "-o"])
         .arg(&log)
@@ -2806,12 +2799,7 @@ fn a_callers_low_soft_limits_do_not_stop_the_run() {
 fn a_launcher_killed_before_the_init_watches_it_leaves_no_task_running() {
     let m = mark("a_launcher_killed_before_the_init_watches_it");
     for who in BOTH {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o777),
-        )
-        .unwrap();
+        let dir = writable_tmpdir();
         let started = dir.path().join("started");
         let bind = format!("{}:/mnt/m", dir.path().display());
         let traced = || {
@@ -2833,14 +2821,8 @@ fn a_launcher_killed_before_the_init_watches_it_leaves_no_task_running() {
             spawn(c, format!("{who:?}: strace airlock run"))
         };
         let control = traced().finish(SECS_30);
-        assert_eq!(
-            control.code(),
-            Some(0),
-            "control, {who:?}: {}",
-            control.show()
-        );
-        std::fs::remove_file(&started)
-            .unwrap_or_else(|e| panic!("control, {who:?}: the task's marker: {e}"));
+        let ctx = format!("{who:?}");
+        control_left_marker(control.code(), &control.show(), &started, &ctx);
 
         let killed = traced();
         std::thread::sleep(Duration::from_millis(300));

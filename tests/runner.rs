@@ -3309,12 +3309,12 @@ fn sigterm_to_airlock_ends_the_task_within_the_grace_period() {
 /// would leave a marker through a bind). The init had held it pending, started the task and
 /// passed it on, and the report read as the task killed by it (exit_code null, signal 15): a
 /// retry policy could not tell whether the task had run (the JSON-contract review). Control:
-/// the same signal once the task runs is the task's death by it (the test above).
+/// the same run, not signalled, runs the task, whose marker comes back (and the same signal
+/// once the task runs is the task's death by it: the test above).
 #[test]
 fn a_signal_during_setup_cancels_the_run_before_the_task_starts() {
     use nix::sys::signal::Signal;
-    let dir = tmpdir();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = writable_tmpdir();
     // 1.9 GiB, sparse: its copy into scratch takes seconds.
     let big = dir.path().join("big");
     std::fs::File::create(&big)
@@ -3326,21 +3326,27 @@ fn a_signal_during_setup_cancels_the_run_before_the_task_starts() {
         format!("big={}", big.display()),
         format!("{}:/mnt/out", dir.path().display()),
     );
+    let args = [
+        "run",
+        "--json",
+        "--timeout",
+        "60s",
+        "--input",
+        &input,
+        "--bind",
+        &bind,
+        "--",
+        "touch",
+        "/mnt/out/ran",
+    ];
+    let ran = dir.path().join("ran");
     for who in BOTH {
+        // Control: the same run, not signalled, copies the input and runs the task, whose
+        // marker comes back through the bind.
+        let control = al(who, &args, Duration::from_secs(60));
+        let ctx = format!("{who:?}");
+        control_left_marker(control.code(), &control.show(), &ran, &ctx);
         for sig in [Signal::SIGTERM, Signal::SIGINT] {
-            let args = [
-                "run",
-                "--json",
-                "--timeout",
-                "60s",
-                "--input",
-                &input,
-                "--bind",
-                &bind,
-                "--",
-                "touch",
-                "/mnt/out/ran",
-            ];
             let (child, _, pipes) = spawn_airlock(who, &args);
             // The launcher blocks the signal before it starts the init: once the init is
             // there, the signal is airlock's to pass on.
@@ -3363,7 +3369,7 @@ fn a_signal_during_setup_cancels_the_run_before_the_task_starts() {
             assert_eq!(rep["error_kind"], "cancelled", "{ctx}: {}", run.show());
             let said = format!("{sig} came before the task started: setup, which copies");
             assert!(rep["error"].as_str().unwrap().starts_with(&said), "{ctx}");
-            assert!(!dir.path().join("ran").exists(), "{ctx}: the task ran");
+            assert!(!ran.exists(), "{ctx}: the task ran");
         }
     }
 }

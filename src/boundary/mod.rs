@@ -786,14 +786,7 @@ pub(super) fn cancel_if_asked(inh: &Inherited) {
     if inh.spec.bwrap.is_some() {
         return;
     }
-    let ending: SigSet = [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ]
-    .into_iter()
-    .collect();
+    let ending: SigSet = crate::launch::ASKING_TO_END.into_iter().collect();
     if let Ok(Some(sig)) = sys::wait_signal(&ending, Some(std::time::Instant::now())) {
         let _ = channel::send(inh.sock.as_fd(), &Msg::Cancelled(sig as i32));
         sys::exit_now(spec::exit::SETUP_FAILED);

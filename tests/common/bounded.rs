@@ -159,6 +159,23 @@ pub fn tmpdir() -> tempfile::TempDir {
     tmpdir_in(&std::env::temp_dir())
 }
 
+/// A temporary directory every launcher's task may write (0777): a bind of it carries a
+/// task's marker back to the test, whoever the task is on the host. Removed at drop.
+pub fn writable_tmpdir() -> tempfile::TempDir {
+    let d = tmpdir();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    d
+}
+
+/// A control run's proof that the probe works: it exited 0 (`code`) and its task left
+/// `marker` (through a bind), which is removed for the run that follows. `shown` tells the
+/// run on failure.
+pub fn control_left_marker(code: Option<i32>, shown: &str, marker: &Path, ctx: &str) {
+    assert_eq!(code, Some(0), "control, {ctx}: {shown}");
+    std::fs::remove_file(marker)
+        .unwrap_or_else(|e| panic!("control, {ctx}: the task's marker: {e}: {shown}"));
+}
+
 /// `tmpdir` in `parent`: a path under /tmp would name scratch inside (/tmp is a link to /work
 /// there), which hides a host path for another reason than the boundary.
 pub fn tmpdir_in(parent: &Path) -> tempfile::TempDir {
