@@ -648,7 +648,9 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
             ),
         ));
     }
-    if sup.setup_timed_out && sup.exec_failed.is_none() {
+    // A task's end, read after the deadline's look for a child, wins: an init whose task has
+    // ended has no child either (the backstop's kill, a task ending at the deadline).
+    if sup.setup_timed_out && sup.exec_failed.is_none() && sup.task_end.is_none() {
         return Err(Failure::SetupTimedOut(format!(
             "the timeout ({:?}) fired before the task started: setup{copies} took longer; \
              the whole sandbox was killed",
@@ -1334,7 +1336,9 @@ impl Supervisor {
                 if deadline.is_some_and(|d| d <= now) {
                     timed_out = true;
                     // The init starts the task as its only child (step 13): without one it
-                    // is still setting up. Asked before the kill, on this path alone.
+                    // is still setting up, unless the task has ended, which the report of
+                    // its end, if one comes, says (run). Asked before the kill, on this path
+                    // alone.
                     self.setup_timed_out = self.task_end.is_none() && !sys::has_children(self.pid);
                 } else if let Some(what) = self.grace_for.take() {
                     relay::say_if_room(&format!(
