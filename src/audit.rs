@@ -1458,7 +1458,7 @@ pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Op
             .and_then(std::path::Path::to_str)
             .is_some_and(|real| {
                 let names = path_parts(real);
-                SYSTEM_SECRETS.iter().any(|place| {
+                SYSTEM_SECRETS.iter().any(|(place, _)| {
                     let patterns = path_parts(place);
                     names.len() >= patterns.len() && parts_match(&names, &patterns)
                 })
@@ -1474,18 +1474,46 @@ pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Op
     ))
 }
 
-/// The host's own secrets, by place: a file or a tree (a name pattern ends in `*`).
-const SYSTEM_SECRETS: &[&str] = &[
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/ssh/ssh_host_*",
-    "/etc/ssl/private",
-    "/etc/kubernetes",
-    "/etc/rancher/k3s",
-    "/var/lib/rancher/k3s/server",
+/// The host's own secrets, by place (a file or a tree; a name pattern ends in `*`), and what
+/// each is. Kept from other users by their modes, so they leak where root reads them: a
+/// container run as root, an input a root caller copies in. Not exhaustive: a reviewer adds
+/// what their hosts keep.
+const SYSTEM_SECRETS: &[(&str, &str)] = &[
+    ("/etc/shadow", "the host's password hashes"),
+    ("/etc/shadow-", "the host's password hashes"),
+    ("/etc/gshadow", "the host's password hashes"),
+    ("/etc/gshadow-", "the host's password hashes"),
+    ("/etc/ssh/ssh_host_*", "the host's ssh host keys"),
+    ("/etc/ssl/private", "TLS private keys"),
+    ("/etc/pki/tls/private", "TLS private keys"),
+    ("/etc/letsencrypt", "TLS private keys"),
+    ("/etc/krb5.keytab", "the host's Kerberos keys"),
+    ("/etc/wireguard", "WireGuard private keys"),
+    (
+        "/etc/NetworkManager/system-connections",
+        "Wi-Fi and VPN passwords",
+    ),
+    ("/etc/kubernetes", "Kubernetes cluster credentials"),
+    ("/etc/rancher/k3s", "k3s cluster credentials"),
+    ("/var/lib/rancher/k3s/server", "k3s cluster credentials"),
 ];
+
+/// The host secrets of SYSTEM_SECRETS a mount source holds or is, each with where it lies
+/// inside the tree (see `socket_in`), the tree taken as `held_tree` takes it.
+fn system_secrets_in(source: &str) -> Held {
+    // A host key's public half alone.
+    if source.ends_with(".pub") {
+        return Vec::new();
+    }
+    let Some(tree) = held_tree(source) else {
+        return Vec::new();
+    };
+    grouped(
+        SYSTEM_SECRETS
+            .iter()
+            .filter_map(|&(place, what)| Some((what, socket_in(&tree, place)?))),
+    )
+}
 
 /// How the host file `meta` describes (its links followed) is kept from the task's host
 /// identity `task` (uid, gid; the task has no other group), if it is: a regular file that
@@ -1695,20 +1723,51 @@ fn report_host_socket(through: &[(String, String)], held: &[&str], audit: &mut A
 /// given as `(source, raw)`, naming what they hold (the first few, when a whole home is).
 fn report_host_credentials(through: &[(String, String)], held: &[&str], audit: &mut Audit) {
     report_held("host-credentials", through, held, audit, |mounts, held| {
-        let named = match held {
-            [first @ .., last] if held.len() <= 4 && !first.is_empty() => {
-                format!("{} and {last}", first.join(", "))
-            }
-            [one] => one.to_string(),
-            _ => format!(
-                "{} and {} more kinds of credentials",
-                held[..3].join(", "),
-                held.len() - 3
-            ),
-        };
         format!(
-            "{mounts} {named}: the task reads them, read-only or not, and can hand them back \
-             in its output"
+            "{mounts} {}: the task reads them, read-only or not, and can hand them back in its \
+             output",
+            kinds_named(held)
+        )
+    });
+}
+
+/// The kinds of secrets a mount holds, as a finding names them: the first few.
+fn kinds_named(held: &[&str]) -> String {
+    match held {
+        [first @ .., last] if held.len() <= 4 && !first.is_empty() => {
+            format!("{} and {last}", first.join(", "))
+        }
+        [one] => one.to_string(),
+        _ => format!(
+            "{} and {} more kinds of credentials",
+            held[..3].join(", "),
+            held.len() - 3
+        ),
+    }
+}
+
+/// One `host-secrets` finding for the mounts (`(mount, raw, _)` as `report_host_mounts`
+/// takes them) of a line whose task is uid 0 to the host's files, a docker container run as
+/// root, that hold the host's own secrets (SYSTEM_SECRETS): their modes keep them from other
+/// users, not from their owner, capabilities dropped or not.
+fn report_host_secrets(mounts: &[(HostMount, String, bool)], audit: &mut Audit) {
+    let through: Vec<(String, String)> = mounts
+        .iter()
+        .filter(|(mount, _, _)| !system_secrets_in(&mount.source).is_empty())
+        .map(|(mount, raw, _)| (mount.source.clone(), raw.clone()))
+        .collect();
+    let whats: Vec<&str> = through
+        .iter()
+        .flat_map(|(source, _)| system_secrets_in(source))
+        .map(|(what, _)| what)
+        .collect();
+    let held = distinct(whats.into_iter());
+    report_held("host-secrets", &through, &held, audit, |mounts, held| {
+        format!(
+            "{mounts} {}: the container runs as root, their owner on the host (unless the \
+             daemon remaps users, userns-remap), so it reads them, read-only or not, and can \
+             hand them back in its output",
+            kinds_named(held)
         )
     });
 }
@@ -2143,6 +2202,12 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
         }
     }
     report_host_mounts(&mounts, WritableLeak::AnyButScratch, &mut audit);
+    if run
+        .last("user")
+        .is_none_or(|user| is_root_user(user.value()))
+    {
+        report_host_secrets(&mounts, &mut audit);
+    }
 
     match run.last("user") {
         None => audit.finding("root-user", "runs as root inside the container", ""),
@@ -4729,6 +4794,57 @@ mod tests {
             ],
         );
         assert!(fixed_by_hand.findings.is_empty(), "{fixed_by_hand:#?}");
+    }
+
+    #[test]
+    fn host_secrets_in_a_root_container() {
+        let root = |mount: &str| docker_variant(&["--user 65534:65534"], &[mount]);
+        let tail = ": the container runs as root, their owner on the host (unless the daemon \
+                    remaps users, userns-remap), so it reads them, read-only or not, and can hand \
+                    them back in its output";
+        for (mount, held) in [
+            (
+                "-v /etc/shadow:/s:ro",
+                "/etc/shadow, which holds the host's password hashes",
+            ),
+            (
+                "-v /etc/ssh:/s:ro",
+                "/etc/ssh, which holds the host's ssh host keys",
+            ),
+            (
+                "--mount type=bind,source=/etc/kubernetes/admin.conf,target=/k,readonly",
+                "/etc/kubernetes/admin.conf, which holds Kubernetes cluster credentials",
+            ),
+            (
+                "-v /var/lib/rancher:/r:ro",
+                "/var/lib/rancher, which holds k3s cluster credentials",
+            ),
+            (
+                "-v /etc:/e:ro",
+                "/etc, which holds the host's password hashes, the host's ssh host keys, TLS \
+                 private keys and 5 more kinds of credentials",
+            ),
+        ] {
+            let audit = root(mount);
+            assert_eq!(
+                rules(&audit.findings),
+                ["host-secrets", "root-user"],
+                "{mount}"
+            );
+            assert_eq!(audit.findings[0].message, format!("mounts {held}{tail}"));
+            assert_eq!(audit.findings[0].arg, mount);
+            // Run as another user, the host's modes keep them from the container.
+            let user = docker_variant(&[], &[mount]);
+            assert!(user.findings.is_empty(), "{mount}: {user:#?}");
+        }
+        // A public key alone, and what holds none, are no finding.
+        for mount in [
+            "-v /etc/ssh/ssh_host_ed25519_key.pub:/k.pub:ro",
+            "-v /etc/hostname:/h:ro",
+            "-v /usr:/u:ro",
+        ] {
+            assert_eq!(rules(&root(mount).findings), ["root-user"], "{mount}");
+        }
     }
 
     #[test]
