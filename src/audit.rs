@@ -422,6 +422,136 @@ fn is_program(arg: &str, name: &str) -> bool {
     arg == name || arg.ends_with(&format!("/{name}"))
 }
 
+/// sudo's options (1.9) that take a value, short and long; the others it runs a command with
+/// are flags. Those that make it run none (`-e`, `-l`, `-v`, ...) are not here.
+const SUDO_VALUED: &[&str] = &[
+    "-C",
+    "-D",
+    "-g",
+    "-h",
+    "-p",
+    "-R",
+    "-r",
+    "-t",
+    "-T",
+    "-U",
+    "-u",
+    "--close-from",
+    "--chdir",
+    "--group",
+    "--host",
+    "--prompt",
+    "--chroot",
+    "--role",
+    "--type",
+    "--command-timeout",
+    "--other-user",
+    "--user",
+];
+const SUDO_FLAGS: &[&str] = &[
+    "-A",
+    "-B",
+    "-b",
+    "-E",
+    "-H",
+    "-i",
+    "-K",
+    "-k",
+    "-N",
+    "-n",
+    "-P",
+    "-S",
+    "-s",
+    "--askpass",
+    "--background",
+    "--bell",
+    "--preserve-env",
+    "--set-home",
+    "--login",
+    "--reset-timestamp",
+    "--remove-timestamp",
+    "--no-update",
+    "--non-interactive",
+    "--preserve-groups",
+    "--stdin",
+    "--shell",
+];
+
+/// A line led by `sudo` and its options (`sudo -E docker run ...`): the command sudo runs,
+/// and whether it runs it as root (no `-u`/`--user`, or root's). `None` where no sudo leads.
+/// An option this does not know, a variable set on sudo's line (`sudo TOKEN=... docker`,
+/// not printed) or an option that runs no command is refused: what follows could not be
+/// told apart.
+pub fn after_sudo(argv: &[String]) -> Result<(&[String], Option<bool>), String> {
+    let Some((first, mut rest)) = argv.split_first().filter(|(f, _)| is_program(f, "sudo")) else {
+        return Ok((argv, None));
+    };
+    let unknown = |option: &str| format!("sudo option {option} is not one this audit reads");
+    let mut user: Option<String> = None;
+    while let Some((arg, tail)) = rest.split_first() {
+        if !arg.starts_with('-') {
+            break;
+        }
+        rest = tail;
+        if arg == "--" {
+            break;
+        }
+        // The option, and its value where it takes one: written in the same word
+        // (`--user=dev`, `-udev`) or the next.
+        let mut value = |option: &str, inline: Option<&str>| -> Result<String, String> {
+            if let Some(inline) = inline.filter(|v| !v.is_empty()) {
+                return Ok(inline.to_string());
+            }
+            let (next, tail) = rest
+                .split_first()
+                .ok_or_else(|| format!("sudo option {option} needs a value"))?;
+            rest = tail;
+            Ok(next.clone())
+        };
+        if arg.starts_with("--") {
+            let (name, inline) = match arg.split_once('=') {
+                Some((name, inline)) => (name, Some(inline)),
+                None => (arg.as_str(), None),
+            };
+            if SUDO_VALUED.contains(&name) {
+                let v = value(name, inline)?;
+                if name == "--user" {
+                    user = Some(v);
+                }
+            } else if !(name == "--preserve-env" || SUDO_FLAGS.contains(&name) && inline.is_none())
+            {
+                return Err(unknown(name));
+            }
+            continue;
+        }
+        // A cluster of letters, `-En`, the last of which may take a value (`-Eu dev`).
+        for (i, letter) in arg.char_indices().skip(1) {
+            let option = format!("-{letter}");
+            if SUDO_VALUED.contains(&option.as_str()) {
+                let v = value(&option, Some(&arg[i + letter.len_utf8()..]))?;
+                if letter == 'u' {
+                    user = Some(v);
+                }
+                break;
+            }
+            if !SUDO_FLAGS.contains(&option.as_str()) {
+                return Err(unknown(&option));
+            }
+        }
+    }
+    match rest.first() {
+        Some(next) if next.contains('=') => Err(format!(
+            "not a command line this audit reads: sudo sets a variable ({}=...) for it",
+            next.split('=').next().unwrap_or("")
+        )),
+        Some(_) => {
+            let root = user.is_none_or(|u| u == "root" || u == "#0");
+            Ok((rest, Some(root)))
+        }
+        None => Err(format!("{first} runs no command")),
+    }
+}
+
 /// Go's `strconv.ParseBool`, which docker uses for `--flag=value`.
 fn parse_bool(value: &str) -> Option<bool> {
     match value {
@@ -719,6 +849,8 @@ fn docker_takes_value(long_name: &str) -> Option<bool> {
 
 /// Strips `docker` (optional) and the subcommand; the rest are `run` options, image, command.
 fn docker_run_args(argv: &[String]) -> Result<&[String], String> {
+    // docker's daemon runs every container alike, whoever its client is.
+    let (argv, _) = after_sudo(argv)?;
     let rest = match argv.first() {
         Some(first) if is_program(first, "docker") => &argv[1..],
         _ => argv,
@@ -3213,6 +3345,7 @@ fn sandbox_path_of_mount(option: &BwrapOption) -> Option<String> {
 /// bwrap shares every namespace but the mount namespace unless told otherwise;
 /// `--unshare-all` unshares them all, and a later `--share-net` shares the network again.
 pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
+    let (argv, sudo_root) = after_sudo(argv)?;
     let args = match argv.first() {
         Some(first) if is_program(first, "bwrap") => &argv[1..],
         Some(first) if !first.starts_with('-') => {
@@ -3637,17 +3770,25 @@ pub fn audit_bwrap(argv: &[String]) -> Result<Audit, String> {
     // No option of the line changes this: bubblewrap maps the uid it gives the task (0, or
     // --uid's) to its caller's, user namespace or not, so the task of a root caller holds the
     // host's uid 0 for every file it is given. It is advice, as the line cannot know who runs
-    // it; a joined user namespace has its own mapping (reported as unseen above).
-    if !joins_user_namespace {
-        audit.advise(
+    // it, unless sudo runs it as root; a joined user namespace has its own mapping (reported
+    // as unseen above).
+    let as_root = "the task is the host's uid 0 to every file it is given, in a user namespace \
+                   too and whatever --uid says (bubblewrap maps the sandbox's uid to its \
+                   caller's): it reads root-only files, /etc/shadow under --ro-bind /etc /etc, \
+                   and writes root's files in a writable bind, with every capability dropped; \
+                   run bubblewrap as an unprivileged user";
+    match (joins_user_namespace, sudo_root) {
+        (true, _) => {}
+        (false, Some(true)) => audit.finding(
+            "host-root",
+            format!("sudo runs bubblewrap as root, so {as_root}"),
+            "sudo",
+        ),
+        (false, _) => audit.advise(
             "host-root-if-run-as-root",
-            "when root runs bubblewrap, the task is the host's uid 0 to every file it is \
-             given, in a user namespace too and whatever --uid says (bubblewrap maps the \
-             sandbox's uid to its caller's): it reads root-only files, /etc/shadow under \
-             --ro-bind /etc /etc, and writes root's files in a writable bind, with every \
-             capability dropped; run bubblewrap as an unprivileged user",
+            format!("when root runs bubblewrap, {as_root}"),
             "",
-        );
+        ),
     }
     Ok(audit)
 }
@@ -6527,11 +6668,68 @@ mod tests {
             prefixed,
             "not a bwrap command line: it starts with GITHUB_TOKEN=..."
         );
-        let sudo = audit_docker(&words("sudo docker run -e T=ghp_secret alpine")).unwrap_err();
-        assert_eq!(
-            sudo,
-            "not a docker run/create command line: it starts with sudo docker"
+        // sudo and its options lead a line; what sudo sets or does not run is refused, its
+        // variable's value not printed.
+        let plain = docker("docker run -e T alpine");
+        for line in [
+            "sudo docker run -e T alpine",
+            "sudo -E -- docker run -e T alpine",
+            "/usr/bin/sudo -Eu dev --preserve-env=PATH docker run -e T alpine",
+            "sudo --user dev -n docker run -e T alpine",
+        ] {
+            assert_eq!(docker(line), plain, "{line}");
+        }
+        for (line, error) in [
+            (
+                "sudo GITHUB_TOKEN=ghp_secret docker run alpine",
+                "not a command line this audit reads: sudo sets a variable (GITHUB_TOKEN=...) \
+                 for it",
+            ),
+            (
+                "sudo -x docker run alpine",
+                "sudo option -x is not one this audit reads",
+            ),
+            (
+                "sudo -l docker run alpine",
+                "sudo option -l is not one this audit reads",
+            ),
+            (
+                "sudo --list",
+                "sudo option --list is not one this audit reads",
+            ),
+            ("sudo --user", "sudo option --user needs a value"),
+            ("sudo -E", "sudo runs no command"),
+        ] {
+            assert_eq!(audit_docker(&words(line)).unwrap_err(), error, "{line}");
+            assert_eq!(audit_bwrap(&words(line)).unwrap_err(), error, "{line}");
+        }
+        // bubblewrap under sudo runs as root unless sudo is told another user: a finding.
+        let bwrap_line = "bwrap --unshare-all --ro-bind /usr /usr sh";
+        let root = audit_bwrap(&words(&format!("sudo {bwrap_line}"))).unwrap();
+        assert!(
+            root.findings
+                .iter()
+                .any(|f| f.rule == "host-root" && f.arg == "sudo")
         );
+        assert!(
+            !root
+                .advice
+                .iter()
+                .any(|f| f.rule == "host-root-if-run-as-root")
+        );
+        for line in [bwrap_line.to_string(), format!("sudo -u dev {bwrap_line}")] {
+            let audit = audit_bwrap(&words(&line)).unwrap();
+            assert!(
+                !audit.findings.iter().any(|f| f.rule == "host-root"),
+                "{line}"
+            );
+            assert!(
+                audit
+                    .advice
+                    .iter()
+                    .any(|f| f.rule == "host-root-if-run-as-root")
+            );
+        }
         assert!(audit_bwrap(&[]).is_err());
         // A name bubblewrap refuses (setenv failed), which a docker-style slip fills with the
         // value: refused, and not printed.

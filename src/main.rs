@@ -921,7 +921,8 @@ fn audit_airlock_line(argv: &[String]) -> Result<audit::Audit, String> {
         #[command(flatten)]
         run: RunArgs,
     }
-    let mut rest = argv;
+    // Whoever runs airlock, its task is no host root (see the README's identity section).
+    let (mut rest, _) = audit::after_sudo(argv)?;
     if let [program, tail @ ..] = rest
         && (program == "airlock" || program.ends_with("/airlock"))
     {
