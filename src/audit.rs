@@ -2998,6 +2998,17 @@ const CREDENTIAL_NAME_LAST_WORDS: &[&str] = &["PASS", "PGPASS", "PWD", "CREDS", 
 /// `GITHUB_TOKEN` and `GH_PAT` count and `TOKENIZERS_PARALLELISM` and `PATH` do not.
 const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT"];
 
+/// Last words of a name that is about a credential, not one: where it is (`SECRET_PATH`,
+/// `PASSWORD_FILE`, docker's `_FILE` convention), or what it is called (`SECRET_NAME`,
+/// `SECRET_ARN`). Not `ID` (Vault's `SECRET_ID` logs in) nor `KEY`.
+const NAMES_ABOUT_A_CREDENTIAL: &[&str] = &[
+    "NAME", "NAMES", "ARN", "PATH", "FILE", "DIR", "REF", "VERSION", "REGION",
+];
+
+/// Words of a name that make `TOKEN` a count (a model's `MAX_TOKENS`, `TOKENS_PER_MINUTE`),
+/// not a credential.
+const COUNTING_WORDS: &[&str] = &["MAX", "MIN", "NUM", "COUNT", "LIMIT", "PER", "BUDGET"];
+
 /// Well-known credential formats: a value that starts with the prefix, is at least this long,
 /// and holds nothing but letters, digits, `_` and `-`.
 const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
@@ -3040,22 +3051,23 @@ const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
 /// private key, or a URL with a password (`postgres://user:pw@host`).
 fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     let upper = name.to_ascii_uppercase();
-    if CREDENTIAL_NAME_PARTS
+    let words: Vec<&str> = upper.split('_').collect();
+    let about_a_credential =
+        words.len() > 1 && NAMES_ABOUT_A_CREDENTIAL.contains(words.last().unwrap_or(&""));
+    let counts = words.iter().any(|word| COUNTING_WORDS.contains(word));
+    let by_name = CREDENTIAL_NAME_PARTS
         .iter()
         .any(|part| upper.contains(part))
-        || upper
-            .split('_')
-            .any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
-        || {
-            let words: Vec<&str> = upper.split('_').collect();
-            CREDENTIAL_NAME_RUNS
+        || (!counts
+            && words
                 .iter()
-                .any(|run| words.windows(run.len()).any(|w| w == *run))
-                || (words.len() > 1
-                    && CREDENTIAL_NAME_LAST_WORDS.contains(words.last().unwrap_or(&"")))
-                || upper == "PGPASS"
-        }
-    {
+                .any(|word| CREDENTIAL_NAME_WORDS.contains(word)))
+        || CREDENTIAL_NAME_RUNS
+            .iter()
+            .any(|run| words.windows(run.len()).any(|w| w == *run))
+        || (words.len() > 1 && CREDENTIAL_NAME_LAST_WORDS.contains(words.last().unwrap_or(&"")))
+        || upper == "PGPASS";
+    if by_name && !about_a_credential {
         return Some("name");
     }
     // The value's words: runs of the characters a token is made of (a JWT's also `.` and `=`).
@@ -6043,6 +6055,15 @@ mod tests {
             ("AWS_CREDS", "x", "name"),
             ("PGPASS", "x", "name"),
             ("MY_SSH_KEY", "x", "name"),
+            // Beside the words that make a name about a credential, or a count, not one.
+            ("VAULT_SECRET_ID", "x", "name"),
+            ("DJANGO_SECRET_KEY", "x", "name"),
+            ("HF_TOKEN", "x", "name"),
+            (
+                "MAX_TOKENS",
+                "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+                "value",
+            ),
             ("X", "AKIAIOSFODNN7EXAMPLE", "value"),
             ("X", "sk_live_abcdefghijklmnopqrstuvwx", "value"),
             // Substituted by a CI system before any shell runs.
@@ -6151,6 +6172,13 @@ mod tests {
             // The sign-off review's: words that mark a credential only where they stand so.
             "--setenv JWT_ISSUER https://id.example.com",
             "--setenv PASS_THROUGH 1",
+            // The JSON review's: a count of a model's tokens, a secret's name or place.
+            "--setenv MAX_TOKENS 4096",
+            "--setenv OPENAI_MAX_OUTPUT_TOKENS 512",
+            "--setenv TOKENS_PER_MINUTE 1000",
+            "--setenv SECRET_NAME prod/db",
+            "--setenv AWS_SECRET_ARN arn:aws:secretsmanager:x",
+            "--setenv DB_PASSWORD_FILE /run/secrets/db",
             "--setenv MYSQL_PWD_FILE /run/x",
             "--setenv SSH_KEYSCAN_HOSTS github.com",
             "--setenv DEPLOY_KEYWORDS a,b",
