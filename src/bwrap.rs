@@ -191,10 +191,20 @@ fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError>
     if data.is_empty() {
         return Ok(vec![]);
     }
-    Ok(data
-        .split(|&b| b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect())
+    // Text only, as on the command line: a byte that is not UTF-8, turned into U+FFFD, would
+    // move a `--tmpfs` mask or a bind to another path (a review's: the secret under
+    // `/tmp/x/sec\xe9` stayed readable, and `/tmp/x/sec\u{fffd}` was made on the host).
+    data.split(|&b| b == 0)
+        .enumerate()
+        .map(|(i, a)| {
+            String::from_utf8(a.to_vec()).map_err(|_| {
+                UsageError(format!(
+                    "argument {i} of --args {fd} is not valid UTF-8: {:?}",
+                    <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(a)
+                ))
+            })
+        })
+        .collect()
 }
 
 /// A descriptor bubblewrap reads and then closes (noted in `read`): one an earlier option

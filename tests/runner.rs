@@ -696,6 +696,54 @@ fn a_non_utf8_argument_is_refused() {
     }
 }
 
+/// bwrap mode's `--args` data is text too: a byte that is not UTF-8 is refused as on the command
+/// line. airlock had read it as U+FFFD, so a `--tmpfs` meant to mask a directory went to
+/// another path, made on the host through `--bind / /`, and the directory stayed readable.
+#[test]
+fn a_non_utf8_argument_read_from_args_is_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    for who in BOTH {
+        let dir = writable_tmpdir();
+        let secret = dir.path().join(std::ffi::OsStr::from_bytes(b"sec\xe9"));
+        std::fs::create_dir(&secret).unwrap();
+        let mut data = b"--tmpfs\0".to_vec();
+        data.extend_from_slice(secret.as_os_str().as_bytes());
+        data.push(0);
+        let line = [
+            "bwrap",
+            "--bind",
+            "/",
+            "/",
+            "--args",
+            "0",
+            "--",
+            "/bin/echo",
+            "ran",
+        ];
+        let run = run_bounded(airlock(who, &line), Some(&data), SECS_10);
+        assert_eq!(run.code(), Some(1), "{who:?}: {}", run.show());
+        assert_eq!(stdout(&run.out), "", "{who:?}: the task ran");
+        assert!(
+            stderr(&run.out).starts_with("bwrap: argument 1 of --args 0 is not valid UTF-8"),
+            "{who:?}: {}",
+            run.show()
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            [secret.file_name().unwrap()],
+            "{who:?}: made on the host"
+        );
+        // Control: the same line with the path's bytes as UTF-8 runs the task.
+        let utf8 = format!("--tmpfs\0{}\0", dir.path().join("sec\u{e9}").display());
+        let run = run_bounded(airlock(who, &line), Some(utf8.as_bytes()), SECS_10);
+        assert_eq!(stdout(&run.out), "ran\n", "{who:?}: {}", run.show());
+    }
+}
+
 #[test]
 fn unknown_flag_and_missing_command_are_refused() {
     for who in BOTH {
