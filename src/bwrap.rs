@@ -1065,6 +1065,9 @@ pub fn message(e: &StepError) -> String {
                 and CONFIG_SECCOMP_FILTER.)"
             .into();
     }
+    if e.step.starts_with("13 seccomp") && e.err.call.starts_with("prctl(PR_SET_SECCOMP") {
+        return format!("prctl(PR_SET_SECCOMP): {errno}");
+    }
     if call.starts_with("open_tree(") {
         let src = call.split('"').nth(1).unwrap_or("");
         // No bubblewrap words to keep here: bubblewrap, binding as it goes, does not fail.

@@ -17,23 +17,17 @@ pub fn install() -> Result<(), SysError> {
 }
 
 fn apply(prog: &[seccompiler::sock_filter], what: &str) -> Result<(), SysError> {
-    seccompiler::apply_filter(prog).map_err(|e| refused(prog.len(), what, e))
+    crate::sys::install_seccomp_filter(prog).map_err(|e| refused(prog.len(), what, e))
 }
 
 /// The error of a refused install. An errno without a name (the kernel's own ENOTSUPP, 524,
 /// when its BPF JIT cannot compile the program) keeps its number in the message.
-fn refused(len: usize, what: &str, e: seccompiler::Error) -> SysError {
-    let mut call = format!("seccomp(SECCOMP_SET_MODE_FILTER, <{what}{len} insns>)");
-    let errno = match e {
-        seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
-            let errno = crate::sys::errno_of(&io);
-            if errno == Errno::UnknownErrno {
-                call += &format!(" (errno {})", io.raw_os_error().unwrap_or(0));
-            }
-            errno
-        }
-        _ => Errno::EINVAL,
-    };
+fn refused(len: usize, what: &str, e: std::io::Error) -> SysError {
+    let mut call = format!("prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, <{what}{len} insns>)");
+    let errno = crate::sys::errno_of(&e);
+    if errno == Errno::UnknownErrno {
+        call += &format!(" (errno {})", e.raw_os_error().unwrap_or(0));
+    }
     SysError { call, errno }
 }
 
@@ -113,12 +107,12 @@ mod tests {
     #[test]
     fn an_unnamed_errno_keeps_its_number_and_enotsupp_its_hint() {
         use crate::boundary::{ENOTSUPP, hint};
-        let io = |n| seccompiler::Error::Seccomp(std::io::Error::from_raw_os_error(n));
+        let io = std::io::Error::from_raw_os_error;
         let e = super::refused(164, "policy: ", io(ENOTSUPP));
         assert_eq!(
             e.to_string(),
-            "seccomp(SECCOMP_SET_MODE_FILTER, <policy: 164 insns>) (errno 524): UnknownErrno: \
-             Unknown errno"
+            "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, <policy: 164 insns>) (errno 524): \
+             UnknownErrno: Unknown errno"
         );
         assert!(
             hint(&e).is_some_and(|h| h.contains("net.core.bpf_jit_limit")),
@@ -132,7 +126,7 @@ mod tests {
         let e = super::refused(1, "", io(libc::EINVAL));
         assert_eq!(
             e.to_string(),
-            "seccomp(SECCOMP_SET_MODE_FILTER, <1 insns>): EINVAL: Invalid argument"
+            "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, <1 insns>): EINVAL: Invalid argument"
         );
         assert!(hint(&e).is_none());
     }

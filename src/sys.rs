@@ -1049,6 +1049,34 @@ pub fn kernel_release() -> Option<String> {
     Some(u.release().to_string_lossy().into_owned())
 }
 
+/// Install a seccomp filter program on this thread with prctl(PR_SET_SECCOMP,
+/// SECCOMP_MODE_FILTER), as bubblewrap does, not seccomp(2): the two install alike, but a
+/// filter already in force (an outer sandbox's, or a caller's `--add-seccomp-fd`) may refuse
+/// the one and allow the other, and bubblewrap's lines ran there. no_new_privs must be set.
+pub fn install_seccomp_filter(prog: &[seccompiler::sock_filter]) -> std::io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len())
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?,
+        filter: prog.as_ptr().cast_mut().cast::<libc::sock_filter>(),
+    };
+    // SAFETY: `fprog` points at `prog`'s instructions, alive for the call, which the kernel
+    // copies and never writes; seccompiler's sock_filter is repr(C) with libc's fields (u16,
+    // u8, u8, u32).
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+            &fprog as *const libc::sock_fprog,
+            0,
+            0,
+        )
+    };
+    match r {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// This process's seccomp mode (0 none, 1 strict, 2 filter; PR_GET_SECCOMP), read without a
 /// path as [`kernel_release`]. None when the call fails (a strict-mode process is killed by it
 /// instead, and a filter may refuse it).

@@ -2519,6 +2519,46 @@ fn seccomp_programs_from_descriptors() {
     }
 }
 
+/// Programs are installed with prctl(PR_SET_SECCOMP), as bubblewrap installs them: a first
+/// program that refuses seccomp(2), as an outer sandbox's may, lets the next one in, and one
+/// that refuses prctl stops the next with bubblewrap's words. airlock had used seccomp(2),
+/// and failed the first line (a drop-in review).
+#[test]
+fn seccomp_programs_are_installed_as_bubblewrap_installs_them() {
+    let d = tmpdir(0o755);
+    let no_seccomp = d.path().join("no-seccomp.bpf");
+    let no_prctl = d.path().join("no-prctl.bpf");
+    let no_mkdir = d.path().join("no-mkdir.bpf");
+    write(&no_seccomp, &bpf_deny(&[317], 1), 0o600);
+    write(&no_prctl, &bpf_deny(&[157], 1), 0o600);
+    write(&no_mkdir, &bpf_deny(&[83, 258], 1), 0o600);
+    let pre = format!(
+        "exec 5<{} 6<{} 7<{}",
+        no_seccomp.display(),
+        no_prctl.display(),
+        no_mkdir.display()
+    );
+    let probe = "mkdir /tmp/d || echo refused";
+    let base = with(MIN, &["--tmpfs", "/tmp"]);
+    for who in BOTH {
+        let stacked = with(&base, &["--add-seccomp-fd", "5", "--add-seccomp-fd", "7"]);
+        let [b, _] = same(&case(&stacked).pre(&pre).sh(probe), who);
+        assert_eq!(
+            (b.code, b.stdout.as_str()),
+            (0, "refused\n"),
+            "{}",
+            b.show()
+        );
+        let stopped = with(&base, &["--add-seccomp-fd", "6", "--add-seccomp-fd", "7"]);
+        let [b, _] = same(&case(&stopped).pre(&pre).sh(probe), who);
+        assert_eq!(b.code, 1, "{}", b.show());
+        assert_eq!(
+            b.stderr,
+            "bwrap: prctl(PR_SET_SECCOMP): Operation not permitted\n"
+        );
+    }
+}
+
 /// `airlock seccomp-bpf`'s program (whole 8-byte instructions), in a file of a new 0755
 /// directory (removed when the first half is dropped), and the line that opens it on
 /// descriptor 5 for [`under_the_program`].

@@ -53,7 +53,9 @@ pub fn hint(err: &SysError) -> Option<String> {
     if err.call.starts_with("mount(\"proc\"") && err.errno == Errno::EPERM {
         return Some(PROC_HIDDEN.into());
     }
-    if err.call.starts_with("seccomp(") && err.call.ends_with(&format!("(errno {ENOTSUPP})")) {
+    if err.call.starts_with("prctl(PR_SET_SECCOMP")
+        && err.call.ends_with(&format!("(errno {ENOTSUPP})"))
+    {
         return Some(
             "the kernel could not compile the filter (ENOTSUPP): its BPF JIT pool \
              (net.core.bpf_jit_limit) is likely used up by other processes' filters, and frees \
