@@ -193,18 +193,30 @@ fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError>
     }
     // Text only, as on the command line: a byte that is not UTF-8, turned into U+FFFD, would
     // move a `--tmpfs` mask or a bind to another path (a review's: the secret under
-    // `/tmp/x/sec\xe9` stayed readable, and `/tmp/x/sec\u{fffd}` was made on the host).
-    data.split(|&b| b == 0)
-        .enumerate()
-        .map(|(i, a)| {
-            String::from_utf8(a.to_vec()).map_err(|_| {
-                UsageError(format!(
-                    "argument {i} of --args {fd} is not valid UTF-8: {:?}",
-                    <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(a)
-                ))
-            })
+    // `/tmp/x/sec\xe9` stayed readable, and `/tmp/x/sec\u{fffd}` was made on the host). Such
+    // a word is marked (NOT_TEXT) and refused where it is read (`refuse_marked`): words the
+    // parse leaves unread, as bubblewrap leaves those after a non-option, stay unread.
+    Ok(data
+        .split(|&b| b == 0)
+        .map(|a| match std::str::from_utf8(a) {
+            Ok(text) => text.to_string(),
+            Err(_) => format!("{}{NOT_TEXT}", String::from_utf8_lossy(a)),
         })
-        .collect()
+        .collect())
+}
+
+/// Ends an --args word that is not UTF-8: no word holds a NUL, which separates them.
+const NOT_TEXT: char = '\0';
+
+/// An --args word as the parse reads it (an option, or an option's value), refused when
+/// NOT_TEXT marks it.
+fn refuse_marked(word: String) -> Result<String, UsageError> {
+    match word.strip_suffix(NOT_TEXT) {
+        Some(lossy) => Err(UsageError(format!(
+            "an argument read from --args is not valid UTF-8: {lossy:?}"
+        ))),
+        None => Ok(word),
+    }
 }
 
 /// A descriptor bubblewrap reads and then closes (noted in `read`): one an earlier option
@@ -458,7 +470,7 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
     macro_rules! take {
         ($opt:expr) => {
             match queue.len() > floor {
-                true => queue.pop_front().unwrap_or_default(),
+                true => refuse_marked(queue.pop_front().unwrap_or_default())?,
                 false => return Err(too_few_arguments($opt)),
             }
         };
@@ -493,6 +505,8 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
             queue.drain(..queue.len() - outer);
             continue;
         }
+        let arg = refuse_marked(arg.clone())?;
+        let a = arg.as_str();
         // --perms and --size modify the next operation only.
         if a == "--perms" {
             if perms.is_some() {
@@ -1013,35 +1027,36 @@ pub fn message(e: &StepError) -> String {
     let errno = crate::sys::errno_text(e.err.errno);
     // A mount's target, as bubblewrap prints it: "/newroot/" and the destination (an empty
     // one too).
-    let path_of = |call: &str| -> String {
-        match call.split('"').nth(3).unwrap_or("") {
+    let q = quoted(call);
+    let nth = |n: usize| q.get(n).map_or("", String::as_str);
+    let target = || -> String {
+        match nth(1) {
             "/newroot" => "/newroot/".into(),
             target => target.into(),
         }
     };
     if call.starts_with("mount(\"proc\"") {
-        let target = path_of(call);
+        let target = target();
         return format!("Can't mount proc on {target}: {errno}");
     }
     if call.starts_with("mount(\"tmpfs\"") {
-        return format!("Can't mount tmpfs on {}: {errno}", path_of(call));
+        return format!("Can't mount tmpfs on {}: {errno}", target());
     }
     if call.starts_with("mount(\"devpts\"") {
-        return format!("Can't mount devpts on {}: {errno}", path_of(call));
+        return format!("Can't mount devpts on {}: {errno}", target());
     }
     if call.starts_with("mount(\"overlay\"") {
-        return format!("Can't make overlay mount on {}: {errno}", path_of(call));
+        return format!("Can't make overlay mount on {}: {errno}", target());
     }
     if call.starts_with("mount(\"mqueue\"") {
-        return format!("Can't mount mqueue on {}: {errno}", path_of(call));
+        return format!("Can't mount mqueue on {}: {errno}", target());
     }
     if call.starts_with("readlink(\"/proc/self/fd/") {
-        let link = call.split('"').nth(1).unwrap_or("");
+        let link = nth(0);
         return format!("Can't find source path {link}: {errno}");
     }
-    if let Some(rest) = call.strip_prefix("bind mount ") {
-        let mut quoted = rest.split('"').skip(1).step_by(2);
-        let (src, dest) = (quoted.next().unwrap_or(""), quoted.next().unwrap_or(""));
+    if call.starts_with("bind mount ") {
+        let (src, dest) = (nth(0), nth(1));
         // bubblewrap names the source as it resolved it (symlinks and `..` gone); the host is
         // out of reach here, so the source is named as given.
         return format!(
@@ -1050,7 +1065,7 @@ pub fn message(e: &StepError) -> String {
         );
     }
     if call.starts_with("copy fd ") {
-        let dest = call.split('"').nth(1).unwrap_or("");
+        let dest = nth(0);
         return format!("Can't write data to file {dest}: {errno}");
     }
     if call.starts_with("read(seccomp fd ") {
@@ -1069,7 +1084,7 @@ pub fn message(e: &StepError) -> String {
         return format!("prctl(PR_SET_SECCOMP): {errno}");
     }
     if call.starts_with("open_tree(") {
-        let src = call.split('"').nth(1).unwrap_or("");
+        let src = nth(0);
         // No bubblewrap words to keep here: bubblewrap, binding as it goes, does not fail.
         let hint = match e.err.errno {
             Errno::EMFILE | Errno::ENOSYS => {
@@ -1087,38 +1102,30 @@ pub fn message(e: &StepError) -> String {
     if call == "mkdir -p \"newroot\"" {
         return format!("Creating newroot failed: {errno}");
     }
-    if let Some(dest) = call.strip_prefix("mkdir parents for ") {
-        return format!(
-            "Can't mkdir parents for {}: {errno}",
-            dest.trim_matches('"')
-        );
+    if call.starts_with("mkdir parents for ") {
+        return format!("Can't mkdir parents for {}: {errno}", nth(0));
     }
     if call.starts_with("mkdir -p") {
-        let p = call.trim_start_matches("mkdir -p ").trim_matches('"');
-        return format!("Can't mkdir {}: {errno}", p.trim_start_matches("/newroot"));
-    }
-    if call.starts_with("symlink(") {
         return format!(
-            "Can't make symlink at {}: {errno}",
-            call.split('"').nth(3).unwrap_or("")
+            "Can't mkdir {}: {errno}",
+            nth(0).trim_start_matches("/newroot")
         );
     }
+    if call.starts_with("symlink(") {
+        return format!("Can't make symlink at {}: {errno}", nth(1));
+    }
     if call.starts_with("chmod(") {
-        let path = call
-            .split('"')
-            .nth(1)
-            .unwrap_or("")
-            .trim_start_matches("/newroot");
+        let path = nth(0).trim_start_matches("/newroot");
         let perms = call.rsplit(", ").next().unwrap_or("").trim_end_matches(')');
         return format!("Can't chmod {} {path}: {errno}", c_octal(perms));
     }
     // bubblewrap resolves the path, then looks it up in the mount table.
     if call.starts_with("open(") && call.ends_with("to remount it RDONLY") {
-        let path = call.split('"').nth(1).unwrap_or("");
+        let path = nth(0);
         return format!("Can't remount readonly on {path}: realpath(destination): {errno}");
     }
     if call.starts_with("mount_setattr(") && call.ends_with("RDONLY)") {
-        let path = call.split('"').nth(1).unwrap_or("");
+        let path = nth(0);
         return match e.err.errno {
             // The table is searched for the resolved path, which has no trailing '/'.
             Errno::EINVAL => format!(
@@ -1133,16 +1140,12 @@ pub fn message(e: &StepError) -> String {
     let made_file = call.starts_with("open(") && call.ends_with("O_CREAT)");
     let mount_point = call.starts_with("mknod(") && call.ends_with("S_IFREG)");
     if made_file || mount_point {
-        let path = call
-            .split('"')
-            .nth(1)
-            .unwrap_or("")
-            .trim_start_matches("/newroot");
+        let path = nth(0).trim_start_matches("/newroot");
         let at = if mount_point { " at" } else { "" };
         return format!("Can't create file{at} {path}: {errno}");
     }
     if e.step.starts_with("11 lock files") {
-        let path = call.split('"').nth(1).unwrap_or("");
+        let path = nth(0);
         let what = if call.starts_with("open(") {
             "open lock file"
         } else {
@@ -1176,10 +1179,7 @@ pub fn message(e: &StepError) -> String {
         return format!("Setting pidns failed: {errno}");
     }
     if call.starts_with("chdir(") {
-        return format!(
-            "Can't chdir to {}: {errno}",
-            call.split('"').nth(1).unwrap_or("")
-        );
+        return format!("Can't chdir to {}: {errno}", nth(0));
     }
     if e.step == crate::boundary::NESTED_USERNS_STEP {
         return "creation of new user namespaces was not disabled as requested".into();
@@ -1217,6 +1217,41 @@ pub fn message(e: &StepError) -> String {
         call.replace("\"/newroot", "\""),
         hint.unwrap_or_default()
     )
+}
+
+/// The strings a call's text quotes, in order and unescaped: the text writes them with Rust's
+/// `{:?}` (`mkdir -p "/newroot/a\"b"`), and bubblewrap names a path by its bytes as they are,
+/// a `"`, `\\`, tab or newline in it too (a review: a path was cut at its `"`).
+fn quoted(call: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = call.chars();
+    while chars.by_ref().any(|c| c == '"') {
+        let mut text = String::new();
+        while let Some(c) = chars.next() {
+            match (c, (c == '\\').then(|| chars.next()).flatten()) {
+                ('"', _) => break,
+                ('\\', Some('n')) => text.push('\n'),
+                ('\\', Some('t')) => text.push('\t'),
+                ('\\', Some('r')) => text.push('\r'),
+                ('\\', Some('0')) => text.push('\0'),
+                // `\u{7f}`; `\xNN`, a byte that is no UTF-8 (none in bwrap mode's text).
+                ('\\', Some('u')) => {
+                    let hex: String = chars.by_ref().skip(1).take_while(|&c| c != '}').collect();
+                    let ch = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32);
+                    text.push(ch.unwrap_or(char::REPLACEMENT_CHARACTER));
+                }
+                ('\\', Some('x')) => {
+                    chars.by_ref().take(2).for_each(drop);
+                    text.push(char::REPLACEMENT_CHARACTER);
+                }
+                ('\\', Some(other)) => text.push(other),
+                ('\\', None) => {}
+                (c, _) => text.push(c),
+            }
+        }
+        out.push(text);
+    }
+    out
 }
 
 /// An octal mode (`0755`, `0000`) as C's printf prints it with "%#o", as bubblewrap names a
@@ -1319,6 +1354,47 @@ fn run_spec(spec: &Spec, die: &dyn Fn(&str) -> i32) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::{c_int, c_octal, octal, tmpfs_size};
+
+    /// A setup step's message names its paths as they are, whatever `{:?}` escaped in them
+    /// (a review: `/u"x` was named `/u\`).
+    #[test]
+    fn messages_name_paths_as_they_are() {
+        use crate::boundary::StepError;
+        use nix::errno::Errno;
+        for path in ["/u\"x", "/a\\b", "/t\tn\nr\r", "/z\u{7f}\u{200b}", "/plain"] {
+            let cases = [
+                (
+                    format!("mkdir -p {:?}", format!("/newroot{path}")),
+                    format!("Can't mkdir {path}"),
+                ),
+                (
+                    format!("mkdir parents for {path:?}"),
+                    format!("Can't mkdir parents for {path}"),
+                ),
+                (
+                    format!("mount(\"tmpfs\", {:?}, MS_NOSUID)", path),
+                    format!("Can't mount tmpfs on {path}"),
+                ),
+                (
+                    format!("bind mount {path:?} on {:?}", "/d\""),
+                    format!("Can't bind mount /oldroot{path} on /newroot/d\""),
+                ),
+            ];
+            for (call, want) in cases {
+                let e = StepError {
+                    step: "7 build the root",
+                    err: crate::sys::SysError {
+                        call: call.clone(),
+                        errno: Errno::EROFS,
+                    },
+                };
+                let got = super::message(&e);
+                assert!(got.starts_with(&want), "{call}: {got}");
+            }
+        }
+        assert_eq!(super::quoted("no quotes"), Vec::<String>::new());
+        assert_eq!(super::quoted(r#"x("a\"b", "\xe9")"#), ["a\"b", "\u{fffd}"]);
+    }
 
     /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
     #[test]

@@ -724,7 +724,7 @@ fn a_non_utf8_argument_read_from_args_is_refused() {
         assert_eq!(run.code(), Some(1), "{who:?}: {}", run.show());
         assert_eq!(stdout(&run.out), "", "{who:?}: the task ran");
         assert!(
-            stderr(&run.out).starts_with("bwrap: argument 1 of --args 0 is not valid UTF-8"),
+            stderr(&run.out).starts_with("bwrap: an argument read from --args is not valid UTF-8"),
             "{who:?}: {}",
             run.show()
         );
