@@ -665,6 +665,10 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         // bwrap.rs words bwrap mode's failure as execvp's.
         let msg = match spec.bwrap {
             Some(_) => why,
+            None if code == crate::spec::exit::NOT_FOUND => {
+                let hint = not_found_hint(&spec.argv[0]).map(|h| format!("; hint: {h}"));
+                format!("{}: {why}{}", spec.argv[0], hint.unwrap_or_default())
+            }
             None => format!("{}: {why}", spec.argv[0]),
         };
         return Err(Failure::Exec(code, msg));
@@ -1668,4 +1672,42 @@ mod bwrap_status {
             self.write(1);
         }
     }
+}
+
+/// What to do about a command the sandbox did not find where the caller's host has it (looked
+/// up as the caller would: a path from its working directory, a name on its PATH): the sandbox
+/// holds the system's programs, scratch and the inputs, and a new operator's first run often
+/// names a script of the working directory or a tool of their home.
+fn not_found_hint(name: &str) -> Option<String> {
+    use std::path::Path;
+    let host = match name.contains('/') {
+        true => Some(Path::new(name).to_path_buf()),
+        false => std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        }),
+    }
+    .filter(|p| p.is_file())?;
+    let file = host.file_name()?.to_string_lossy().into_owned();
+    let dir = host.parent().filter(|d| d.is_absolute());
+    Some(match (name.starts_with('/'), name.contains('/'), dir) {
+        (false, true, _) => format!(
+            "{name} is the caller's file, but the task starts in scratch ({}), which holds only \
+             the inputs: copy it in with --input {file}={name}",
+            crate::spec::SCRATCH
+        ),
+        (absolute, _, Some(dir)) => format!(
+            "{} on the host, outside what the sandbox holds (the system's programs, scratch and \
+             the inputs): bind its directory (--ro-bind {}) and run it by that path, or copy it \
+             in (--input {file}={}) and run ./{file}",
+            match absolute {
+                true => format!("{name} is"),
+                false => format!("{name} is {}", host.display()),
+            },
+            dir.display(),
+            host.display()
+        ),
+        _ => return None,
+    })
 }

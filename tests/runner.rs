@@ -744,6 +744,56 @@ fn a_non_utf8_argument_read_from_args_is_refused() {
     }
 }
 
+/// A command the sandbox lacks but the caller's host has (a script of the caller's working
+/// directory, a tool on the caller's PATH) is still not found, with a hint saying how to hand
+/// it in; the hint's way runs it. A name the host lacks too gets none.
+#[test]
+fn a_command_the_host_has_is_not_found_with_a_hint() {
+    for who in BOTH {
+        let dir = writable_tmpdir();
+        let script = write_file(&dir.path().join("tool"), b"#!/bin/sh\necho RAN $0\n", 0o755);
+        let host = script.display().to_string();
+        let dir_s = dir.path().display().to_string();
+        let path = format!("{dir_s}:/usr/bin:/bin");
+        for (cwd_name, hint) in [
+            ("./tool", "copy it in with --input tool=./tool".to_string()),
+            (
+                host.as_str(),
+                format!("bind its directory (--ro-bind {dir_s})"),
+            ),
+            ("tool", format!("tool is {host} on the host")),
+        ] {
+            let mut cmd = airlock(who, &["run", "--", cwd_name]);
+            cmd.current_dir(dir.path()).env("PATH", &path);
+            let run = run_bounded(cmd, None, SECS_10);
+            assert_eq!(run.code(), Some(127), "{who:?} {cwd_name}: {}", run.show());
+            let err = stderr(&run.out);
+            assert!(
+                err.contains("command not found; hint: ") && err.contains(&hint),
+                "{who:?} {cwd_name}: {err}"
+            );
+        }
+        // Each way the hints name runs it.
+        for line in [
+            &["run", "--input", "tool=./tool", "--", "./tool"][..],
+            &["run", "--ro-bind", &dir_s, "--", &host],
+        ] {
+            let mut cmd = airlock(who, line);
+            cmd.current_dir(dir.path());
+            let run = run_bounded(cmd, None, SECS_10);
+            assert!(
+                stdout(&run.out).starts_with("RAN "),
+                "{who:?} {line:?}: {}",
+                run.show()
+            );
+        }
+        let mut cmd = airlock(who, &["run", "--", "airlock-no-such-tool"]);
+        cmd.env("PATH", &path);
+        let run = run_bounded(cmd, None, SECS_10);
+        assert!(stderr(&run.out).ends_with("airlock-no-such-tool: command not found\n"));
+    }
+}
+
 #[test]
 fn unknown_flag_and_missing_command_are_refused() {
     for who in BOTH {
