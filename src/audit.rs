@@ -1581,6 +1581,8 @@ pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Op
     }
     let meta = std::fs::metadata(path).ok()?;
     let kept = kept_from(&meta, Some(task))?;
+    // A file the caller cannot read is not copied in either: run refuses it (EACCES).
+    nix::unistd::access(path, nix::unistd::AccessFlags::R_OK).ok()?;
     // The caller's own file (a framework's 0600 temporary file) is handed over on purpose;
     // another user's, or a system secret, is what the warning is for.
     let owner = std::os::unix::fs::MetadataExt::uid(&meta);

@@ -788,6 +788,12 @@ fn an_input_kept_from_other_users_is_named_and_the_copy_shows_why() {
     let report = json_of(&out);
     assert_eq!(report["stdout"], "OWN\n", "{}", show(&out));
     assert_eq!(report["warnings"], serde_json::json!([]), "{}", show(&out));
+    // A file the caller cannot read is not copied in (run refuses it): `explain` does not
+    // warn of it (the operator review), where a root caller's does (its control above).
+    let args = ["explain", "--input", "s=/etc/shadow", "--", "true"];
+    let out = airlock(Launcher::Unprivileged, &args).output().unwrap();
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert!(!show(&out).contains("warning"), "{}", show(&out));
     let bind = format!("{}:/x", kept.display());
     let run = root(&["run", "--json", "--ro-bind", &bind, "--", "cat", "/x"]);
     let report = json_of(&run);
