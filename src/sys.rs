@@ -421,7 +421,7 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
     // SAFETY: a fresh anonymous mapping, used only as the child's stack and unmapped below.
     let base = unsafe { libc::mmap(std::ptr::null_mut(), STACK + GUARD, prot, flags, -1, 0) };
     let result = if base == libc::MAP_FAILED {
-        Err(last(|| "mmap(<stack of the task>)".into()))
+        Err(last(|| "mmap(<stack of a child process>)".into()))
     // SAFETY: the lowest page of the mapping just made: a stack overflow faults there.
     } else if unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) } == -1 {
         Err(last(|| "mprotect(<guard page>, PROT_NONE)".into()))

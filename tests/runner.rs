@@ -794,6 +794,63 @@ fn a_command_the_host_has_is_not_found_with_a_hint() {
     }
 }
 
+/// A setup step stopped by one of the caller's own limits says which, and how to get past it
+/// (an operator review: each said only its errno). Control: the same line without the limit
+/// runs.
+#[test]
+fn a_step_stopped_by_the_callers_own_limit_says_which() {
+    let bin = binary().display().to_string();
+    for who in BOTH {
+        let cases = [
+            (
+                "--fsize=0:0",
+                "",
+                "the caller's hard file size limit (ulimit -Hf) is 0 bytes",
+            ),
+            (
+                "",
+                "--scratch-size 1M --input k=/proc/kallsyms",
+                "scratch is full: the inputs take more than --scratch-size leaves",
+            ),
+            (
+                "",
+                "--chdir /airlock-no-such-dir",
+                "--chdir names a directory inside the sandbox: scratch (/work)",
+            ),
+            // Root's forks pass RLIMIT_NPROC by its capabilities.
+            (
+                "--nproc=1:1",
+                "",
+                "the caller's process limit (ulimit -u) is 1",
+            ),
+        ];
+        for (limit, args, hint) in cases {
+            if limit.starts_with("--nproc") && who == Launcher::Root {
+                continue;
+            }
+            let prlimit = match limit {
+                "" => String::new(),
+                limit => format!("prlimit {limit} "),
+            };
+            let line = format!("{prlimit}{bin} run {args} -- true 2>&1");
+            let out = host_sh(who, &line);
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "{who:?} {line}: {}",
+                stdout(&out)
+            );
+            assert!(
+                stdout(&out).contains(&format!("; hint: {hint}")),
+                "{who:?} {line}: {}",
+                stdout(&out)
+            );
+            let out = host_sh(who, &format!("{bin} run -- true 2>&1"));
+            assert_eq!(out.status.code(), Some(0), "{who:?}: {}", stdout(&out));
+        }
+    }
+}
+
 #[test]
 fn unknown_flag_and_missing_command_are_refused() {
     for who in BOTH {

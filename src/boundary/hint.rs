@@ -15,6 +15,9 @@ pub fn hint(err: &SysError) -> Option<String> {
             .ok()
             .map(|s| s.trim().to_string())
     };
+    if let Some(h) = limit_reached(err) {
+        return Some(h);
+    }
     if err.errno == Errno::EPERM || err.errno == Errno::ENOSPC || err.errno == Errno::EACCES {
         if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
             return Some("user namespaces are disabled: sysctl user.max_user_namespaces=0".into());
@@ -81,6 +84,55 @@ pub fn hint(err: &SysError) -> Option<String> {
         ));
     }
     None
+}
+
+/// The hints for a step that ran into one of the caller's own limits, which the sandbox's
+/// setup runs under (an operator review's list): its file size, address space and process
+/// count limits, the scratch size given, and a --chdir that names a host directory.
+fn limit_reached(err: &SysError) -> Option<String> {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
+    let finite = |r: Resource| {
+        getrlimit(r)
+            .ok()
+            .map(|(_, hard)| hard)
+            .filter(|&h| h != RLIM_INFINITY)
+    };
+    let call = err.call.as_str();
+    match err.errno {
+        Errno::EFBIG => finite(Resource::RLIMIT_FSIZE).map(|max| {
+            format!(
+                "the caller's hard file size limit (ulimit -Hf) is {max} bytes, too low for \
+                 the sandbox's own files (/etc/passwd, the inputs): raise it"
+            )
+        }),
+        Errno::ENOMEM if call.starts_with("mmap(") => finite(Resource::RLIMIT_AS).map(|max| {
+            format!(
+                "the caller's address space limit (ulimit -v) is {} KiB, too little for \
+                 airlock's own processes: raise it",
+                max / 1024
+            )
+        }),
+        Errno::EAGAIN if call.starts_with("clone") || call.starts_with("fork(") => {
+            finite(Resource::RLIMIT_NPROC).map(|max| {
+                format!(
+                    "the caller's process limit (ulimit -u) is {max}, and every process of the \
+                     sandbox counts as the caller's uid on the host: it is reached; raise it, \
+                     or end other processes of that uid"
+                )
+            })
+        }
+        Errno::ENOSPC if call.starts_with("copy input ") => Some(
+            "scratch is full: the inputs take more than --scratch-size leaves (a file of /proc \
+             reads larger than its size says); raise --scratch-size"
+                .into(),
+        ),
+        Errno::ENOENT | Errno::ENOTDIR if call.starts_with("chdir(") => Some(format!(
+            "--chdir names a directory inside the sandbox: scratch ({}), a bind's destination, \
+             or a system path, not one of the host's",
+            crate::spec::SCRATCH
+        )),
+        _ => None,
+    }
 }
 
 /// The hint for a new /proc the kernel refused (EPERM): it mounts one in a user namespace only
