@@ -253,8 +253,8 @@ fn demo(json_out: bool) -> Result<i32, String> {
         &home_s,
     )?;
     b.lines.push(format!(
-        "airlock audit airlock of that line: {} findings",
-        mistake_audit.findings.len()
+        "airlock audit airlock of that line: {}",
+        findings(mistake_audit.findings.len())
     ));
     for f in &mistake_audit.findings {
         b.lines.push(format!("  audit finding: {}", f.message));
@@ -304,13 +304,13 @@ fn demo(json_out: bool) -> Result<i32, String> {
     let mut lines = vec![
         format!("airlock docker-args: {}", audit::shell_quote(&policy)),
         format!(
-            "audit of that line: {} findings",
-            policy_audit.findings.len()
+            "audit of that line: {}",
+            findings(policy_audit.findings.len())
         ),
         format!("the usual shortcut: {}", audit::shell_quote(&shortcut)),
         format!(
-            "audit of the shortcut: {} findings",
-            shortcut_audit.findings.len()
+            "audit of the shortcut: {}",
+            findings(shortcut_audit.findings.len())
         ),
     ];
     for f in &shortcut_audit.findings {
@@ -400,4 +400,12 @@ fn sandboxed(
         notes: vec![],
         exit_code: report["exit_code"].as_i64().map(|c| c as i32),
     })
+}
+
+/// A count of audit findings, as a sentence says it.
+fn findings(n: usize) -> String {
+    match n {
+        1 => "1 finding".into(),
+        n => format!("{n} findings"),
+    }
 }

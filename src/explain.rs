@@ -157,8 +157,8 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     for i in &spec.inputs {
         let _ = writeln!(
             w,
-            "  {SCRATCH}/{:<12} input, copied in (never bound)",
-            one_line(&i.name)
+            "  {:<17} input, copied in (never bound)",
+            format!("{SCRATCH}/{}", one_line(&i.name))
         );
         if let crate::spec::InputSource::HostFile(path) = &i.source
             && let Some(warning) = crate::audit::input_warning(path, &i.name, spec.task_host_ids())

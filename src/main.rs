@@ -277,8 +277,8 @@ struct RunArgs {
     /// Default: none, or 10s with --json/--request.
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     timeout: Option<String>,
-    /// Cap on stdout, stderr and each result file in the JSON report (default 8000, at most
-    /// 64M).
+    /// Cap on stdout, stderr and each result file in the JSON report, with --json only
+    /// (default 8000, at most 64M).
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     max_output: Option<String>,
     /// Capture output and print one JSON report instead of streaming.
@@ -610,12 +610,13 @@ fn draft_from_flags(a: &RunArgs, limits: limits::Limits) -> Result<Draft, UsageE
         share_net: a.share_net,
         host_uid: a.host_uid,
         host_gid: a.host_gid,
-        timeout: a.timeout.as_deref().map(spec::parse_duration).transpose()?,
-        max_output: a
-            .max_output
-            .as_deref()
-            .map(|s| spec::parse_size(s).map(|n| n as usize))
+        timeout: (a.timeout.as_deref())
+            .map(|t| spec::parse_duration(t).map_err(for_flag("--timeout")))
             .transpose()?,
+        max_output: (a.max_output.as_deref())
+            .map(|s| spec::parse_size(s).map(|n| n as usize))
+            .transpose()
+            .map_err(for_flag("--max-output"))?,
         json: a.json,
         limits: limits_from_flags(a, limits)?,
         chdir: a.chdir.as_ref().map(PathBuf::from),
@@ -625,25 +626,31 @@ fn draft_from_flags(a: &RunArgs, limits: limits::Limits) -> Result<Draft, UsageE
 /// Apply the limit flags over `base` (the defaults, or what a request asked).
 fn limits_from_flags(a: &RunArgs, base: limits::Limits) -> Result<limits::Limits, UsageError> {
     let mut l = base;
+    let size = |flag, v: &str| spec::parse_size(v).map_err(for_flag(flag));
     if let Some(m) = &a.memory {
-        l.memory = spec::parse_size(m)?;
+        l.memory = size("--memory", m)?;
     }
     if let Some(p) = a.pids {
         l.pids = p;
     }
     if let Some(c) = &a.cpu_time {
-        l.cpu_time = spec::parse_duration(c)?;
+        l.cpu_time = spec::parse_duration(c).map_err(for_flag("--cpu-time"))?;
     }
     if let Some(f) = &a.file_size {
-        l.file_size = spec::parse_size(f)?;
+        l.file_size = size("--file-size", f)?;
     }
     if let Some(n) = a.nofile {
         l.nofile = n;
     }
     if let Some(s) = &a.scratch_size {
-        l.scratch_size = spec::parse_size(s)?;
+        l.scratch_size = size("--scratch-size", s)?;
     }
     Ok(l)
+}
+
+/// A value's error, as the flag it was given to says it.
+fn for_flag(flag: &'static str) -> impl Fn(UsageError) -> UsageError {
+    move |e| UsageError(format!("{flag}: {}", e.0))
 }
 
 /// The most a JSON request or an audited command line may hold: what a caller means fits

@@ -363,9 +363,12 @@ pub struct Draft {
 impl Draft {
     /// Validate. `caller_env` is consulted only for the names forwarded on purpose.
     pub fn build(self, caller_env: &dyn Fn(&str) -> Option<String>) -> Result<Spec, UsageError> {
-        if self.argv.is_empty() || self.argv[0].is_empty() {
+        if self.argv.is_empty() {
             // Said by run and explain alike: the usage names neither.
             return usage("no command given: the command and its arguments go after --");
+        }
+        if self.argv[0].is_empty() {
+            return usage("the command's name is empty (the first word after --)");
         }
         if let Some(a) = self.argv.iter().find(|a| a.contains('\0')) {
             return usage(format!(
@@ -433,7 +436,11 @@ impl Draft {
         let host_gid = self.host_gid.unwrap_or(DEFAULT_HOST_ID);
         for (flag, id) in [("--host-uid", host_uid), ("--host-gid", host_gid)] {
             if id == 0 {
-                return usage(format!("{flag} 0 would run the task as root on the host"));
+                let whom = match flag {
+                    "--host-uid" => "as root",
+                    _ => "in root's group",
+                };
+                return usage(format!("{flag} 0 would run the task {whom} on the host"));
             }
             // (uid_t)-1 is no id: the kernel refuses it in an id map.
             if id == u32::MAX {
@@ -643,7 +650,10 @@ fn build_env(
         };
         if !valid_env_name(&name) {
             // Named without its value: a mistyped name may hold a credential.
-            return usage(format!("--env {name:?}: not a valid variable name"));
+            return usage(format!(
+                "--env {name:?}: not a valid variable name (letters, digits and _, not starting \
+                 with a digit)"
+            ));
         }
         if value.as_deref().is_some_and(|v| v.contains('\0')) {
             return usage(format!("--env {name}: value contains a NUL byte"));
@@ -835,18 +845,26 @@ pub fn parse_duration(s: &str) -> Result<Duration, UsageError> {
         Some(i) => t.split_at(i),
         None => (t, "s"),
     };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| UsageError(format!("duration {s:?}: expected e.g. 500ms, 10s, 2m")))?;
+    let n: f64 = num.parse().map_err(|_| {
+        UsageError(format!(
+            "duration {}: expected e.g. 500ms, 10s, 2m",
+            quoted(s)
+        ))
+    })?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,
         "m" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return usage(format!("duration {s:?}: unit must be ms, s, m or h")),
+        _ => {
+            return usage(format!(
+                "duration {}: unit must be ms, s, m or h",
+                quoted(s)
+            ));
+        }
     };
     if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return usage(format!("duration {s:?} is out of range"));
+        return usage(format!("duration {} is out of range", quoted(s)));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -862,7 +880,7 @@ pub fn parse_size(s: &str) -> Result<u64, UsageError> {
                 'G' => 1 << 30,
                 'T' => 1 << 40,
                 'B' => 1,
-                _ => return usage(format!("size {}: unit must be K, M, G or T", quoted(s))),
+                _ => return usage(format!("size {}: unit must be B, K, M, G or T", quoted(s))),
             };
             (&t[..i], m)
         }
@@ -905,6 +923,12 @@ mod tests {
             "--pids (pids) 18446744073709551615 is above",
         );
         refused(&|d| d.limits.scratch_size = u64::MAX, "--scratch-size");
+        // An empty name is said to be one (it was "no command given", after a `--`).
+        refused(
+            &|d| d.argv = vec![String::new()],
+            "the command's name is empty",
+        );
+        refused(&|d| d.argv = vec![], "no command given");
         // Each refusal names the flag that was given (both were named, whichever it was).
         refused(
             &|d| d.host_uid = Some(u32::MAX),
@@ -920,7 +944,7 @@ mod tests {
         );
         refused(
             &|d| d.host_gid = Some(0),
-            "--host-gid 0 would run the task as root",
+            "--host-gid 0 would run the task in root's group",
         );
         refused(
             &|d| {

@@ -434,8 +434,8 @@ fn check_demo_blocks(blocks: &[DemoBlock], what: &str) {
     );
     // The audit of the same line names the forwarded secret before anything runs.
     b.line(
-        |l| l == "airlock audit airlock of that line: 1 findings",
-        "airlock audit airlock of that line: 1 findings",
+        |l| l == "airlock audit airlock of that line: 1 finding",
+        "airlock audit airlock of that line: 1 finding",
     );
     b.line(
         |l| {

@@ -1268,7 +1268,7 @@ fn caller_mistakes_are_bad_usage_not_failed_steps() {
             ),
             (
                 vec!["run", "--timeout", "-5", "--", "sh", "-c", "echo RAN"],
-                "duration \"-5\": expected",
+                "--timeout: duration \"-5\": expected",
             ),
             (
                 vec!["run", "--bind", "/no/such:/x", "--", "sh", "-c", "echo RAN"],
