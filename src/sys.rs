@@ -474,11 +474,13 @@ pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
 pub fn wait_signal(
     set: &nix::sys::signal::SigSet,
     until: Option<std::time::Instant>,
-) -> Result<Option<Signal>, Errno> {
+) -> Result<Option<(Signal, Sender)>, Errno> {
+    // SAFETY: siginfo_t is a plain C struct, for which all zeroes is a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let n = match until {
         None => {
-            // SAFETY: `set` is a valid sigset for the call; a null siginfo pointer is allowed.
-            unsafe { libc::sigwaitinfo(set.as_ref(), std::ptr::null_mut()) }
+            // SAFETY: `set` and `info` are valid for the call.
+            unsafe { libc::sigwaitinfo(set.as_ref(), &mut info) }
         }
         Some(t) => {
             let left = t.saturating_duration_since(std::time::Instant::now());
@@ -486,15 +488,34 @@ pub fn wait_signal(
                 tv_sec: left.as_secs().min(i32::MAX as u64) as _,
                 tv_nsec: left.subsec_nanos() as _,
             };
-            // SAFETY: `set` and `ts` are valid for the call; a null siginfo pointer is allowed.
-            unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) }
+            // SAFETY: `set`, `info` and `ts` are valid for the call.
+            unsafe { libc::sigtimedwait(set.as_ref(), &mut info, &ts) }
         }
+    };
+    let sender = match info.si_code {
+        libc::SI_USER | libc::SI_QUEUE | libc::SI_TKILL => {
+            // SAFETY: for these codes the kernel filled the sender's fields (kill's layout).
+            match unsafe { info.si_pid() } {
+                0 => Sender::Outside,
+                _ => Sender::Inside,
+            }
+        }
+        _ => Sender::Outside,
     };
     match n {
         -1 if Errno::last() == Errno::EAGAIN => Ok(None),
         -1 => Err(Errno::last()),
-        n => Signal::try_from(n).map(Some),
+        n => Signal::try_from(n).map(|sig| Some((sig, sender))),
     }
+}
+
+/// Who sent a signal, as the receiver's pid namespace sees it: a process of that namespace
+/// (its pid is one the receiver can name), or anything else (a process outside it, whose pid
+/// reads 0 there, or the kernel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sender {
+    Inside,
+    Outside,
 }
 
 /// Reset every catchable signal to its default action (an ignored SIGPIPE or SIGINT would

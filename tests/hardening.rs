@@ -51,6 +51,42 @@ fn a_setuid_install_refuses_to_run() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
+/// A task signalling the sandbox's pid 1 changes nothing: `kill -TSTP 1` had stopped every
+/// process of the sandbox until the timeout (a red team's), as the init passed on what it took
+/// for the launcher's Ctrl-Z. Control: the launcher's own SIGTERM still reaches the task.
+#[test]
+fn a_task_signalling_pid_1_passes_nothing_on() {
+    let probe = "trap 'echo got-$1' INT TERM; kill -TSTP 1; kill -INT 1; kill -TERM 1; \
+                 kill -HUP 1; sleep 0.3; echo alive";
+    for who in BOTH {
+        let mut cmd = airlock(
+            who,
+            &["run", "--json", "--timeout", "10s", "--", "sh", "-c"],
+        );
+        cmd.arg(probe);
+        let run = run_bounded(cmd, None, std::time::Duration::from_secs(20));
+        let report = run.report();
+        assert_eq!(report["exit_code"], 0, "{who:?}: {}", run.show());
+        assert_eq!(report["timed_out"], false, "{who:?}: {}", run.show());
+        assert_eq!(report["stdout"], "alive\n", "{who:?}: {}", run.show());
+        // Control: a SIGTERM from outside, to airlock, is passed on.
+        let mut cmd = airlock(who, &["run", "--", "sh", "-c", "echo up; sleep 5 & wait"]);
+        cmd.stdout(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        assert_eq!(line, "up\n");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + 15), "{who:?}");
+    }
+}
+
 #[test]
 fn a_read_only_bind_inside_a_writable_one_stays_read_only() {
     let dir = tempdir(0o777);

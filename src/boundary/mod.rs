@@ -787,7 +787,7 @@ pub(super) fn cancel_if_asked(inh: &Inherited) {
         return;
     }
     let ending: SigSet = crate::launch::ASKING_TO_END.into_iter().collect();
-    if let Ok(Some(sig)) = sys::wait_signal(&ending, Some(std::time::Instant::now())) {
+    if let Ok(Some((sig, _))) = sys::wait_signal(&ending, Some(std::time::Instant::now())) {
         let _ = channel::send(inh.sock.as_fd(), &Msg::Cancelled(sig as i32));
         sys::exit_now(spec::exit::SETUP_FAILED);
     }
@@ -936,7 +936,11 @@ fn supervise(
     }
     loop {
         let sig = match sys::wait_signal(&set, backstop) {
-            Ok(Some(s)) => s,
+            // A process of the sandbox signalling its pid 1 (`kill -TSTP 1` stopped the whole
+            // sandbox until the timeout: a red team's): nothing is passed on, as bubblewrap's
+            // pid 1, which the kernel shields from its namespace's signals, passes nothing.
+            Ok(Some((s, sys::Sender::Inside))) if s != Signal::SIGCHLD => continue,
+            Ok(Some((s, _))) => s,
             // The task's end is reported as the kill's; the launcher, once it runs again,
             // finds its deadline past and reports the run as timed out.
             Ok(None) => {
