@@ -203,7 +203,7 @@ fn demo(json_out: bool) -> Result<i32, String> {
             probe_bind.clone(),
             "--".into(),
             PROBE_PATH.into(),
-            "probe".into(),
+            "demo-probe".into(),
             url.clone(),
         ]);
         v
@@ -214,7 +214,7 @@ fn demo(json_out: bool) -> Result<i32, String> {
     // 1. On the host, as an agent's shell tool would run it.
     let scratch = demo_tempdir("cwd").map_err(|e| e.to_string())?;
     let out = Command::new(&exe)
-        .args(["probe", &url])
+        .args(["demo-probe", &url])
         .current_dir(scratch.path())
         .env("HOME", &home_s)
         .env(SECRET_NAME, SECRET_VALUE)
@@ -223,7 +223,7 @@ fn demo(json_out: bool) -> Result<i32, String> {
         .map_err(|e| format!("run probe: {e}"))?;
     let mut b = Block {
         heading: "1. On the host, no boundary (what an agent's shell tool does today)",
-        command: vec![exe_s.clone(), "probe".into(), url.clone()],
+        command: vec![exe_s.clone(), "demo-probe".into(), url.clone()],
         lines: text_lines(&String::from_utf8_lossy(&out.stdout)),
         notes: vec![],
         exit_code: out.status.code(),

@@ -158,8 +158,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The demo's probe (run as the task). Not for direct use.
-    #[command(hide = true)]
+    /// The demo's probe (run as the task). Not for direct use; named so that clap's "a
+    /// similar subcommand exists" does not offer it for a short typo (`frob`).
+    #[command(hide = true, name = "demo-probe")]
     Probe { url: String },
     /// Audit a docker, bwrap or airlock command line: name each way the host leaks in.
     /// Exit 0 when clean, 1 when there are findings, 2 when the input cannot be parsed.
@@ -885,6 +886,9 @@ fn run_audit(kind: AuditKind) -> i32 {
                 true => Err(format!("{}: holds no command line", path.display())),
                 false => Ok(argv),
             }),
+            Err(e) if e.raw_os_error().is_some() => {
+                Err(sys::io_err(e, || format!("read({path:?})")).to_string())
+            }
             Err(e) => Err(format!("{}: {e}", path.display())),
         },
         (None, false) => Ok(a.args.clone()),
@@ -1320,14 +1324,16 @@ fn output_written(result: std::io::Result<()>, code: i32) -> i32 {
 
 /// `code` when `result` wrote all (or the reader went away: EPIPE); else exit 2, after saying
 /// on stderr what `said` makes of the error.
-fn written(
-    result: std::io::Result<()>,
-    code: i32,
-    said: impl FnOnce(&std::io::Error) -> String,
-) -> i32 {
+fn written(result: std::io::Result<()>, code: i32, said: impl FnOnce(&str) -> String) -> i32 {
     match result {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            crate::say!("airlock: {}", said(&e));
+            // Named as every other failure is (`ENOSPC: No space left on device`), not as
+            // std words it (`... (os error 28)`).
+            let text = match e.raw_os_error() {
+                Some(_) => sys::errno_of(&e).to_string(),
+                None => e.to_string(),
+            };
+            crate::say!("airlock: {}", said(&text));
             exit::USAGE
         }
         _ => code,

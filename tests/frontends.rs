@@ -2813,9 +2813,15 @@ fn help_lists_subcommands_and_exit_codes() {
         );
     }
     assert!(
-        !text.lines().any(|l| l.trim_start().starts_with("probe")),
+        !text
+            .lines()
+            .any(|l| l.trim_start().starts_with("demo-probe")),
         "the hidden probe subcommand is listed:\n{text}"
     );
+    // Nor offered for a typo (the operator review: `frob` was told of `probe`).
+    let typo = Command::new(common::binary()).arg("frob").output().unwrap();
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(!stderr(&typo).contains("probe"), "{}", stderr(&typo));
     let exit_codes = |text: &str, what: &str| {
         assert!(text.contains("Exit status:"), "{what}:\n{text}");
         for c in ["2 ", "124 ", "125 ", "126 ", "127 ", "128+N "] {
@@ -2937,7 +2943,7 @@ fn output_stdout_cannot_take_is_an_error_not_lost() {
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(
-            err.contains("stdout could not take the output whole: No space left on device")
+            err.contains("stdout could not take the output whole: ENOSPC: No space left on device")
                 && err.contains(&format!("the exit status would have been {code})")),
             "{args:?}: {err}"
         );

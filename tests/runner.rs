@@ -4549,7 +4549,7 @@ fn an_input_from_a_pipe_on_stdin_is_refused_saying_why() {
         assert_eq!(run.code(), Some(2), "{who:?}: {}", run.show());
         assert!(
             stderr(&run.out).contains("\"pipe:[")
-                && stderr(&run.out).contains("is no path to it (a pipe, a socket, a deleted file)"),
+                && stderr(&run.out).contains("is no path to it (a pipe, a socket, a deleted file; copy it to a file first): lstat("),
             "{who:?}: {}",
             run.show()
         );

@@ -476,9 +476,9 @@ pub fn walk_route(
         let m = std::fs::symlink_metadata(&next).map_err(|e| {
             io_err(e, || match &proc_text {
                 Some(text) => format!(
-                    "lstat({next:?}): {src:?} names an open file by its /proc link, whose \
-                     text {text:?} is no path to it (a pipe, a socket, a deleted file): copy \
-                     it to a file first"
+                    "{src:?} names an open file by its /proc link, whose text {text:?} is no \
+                     path to it (a pipe, a socket, a deleted file; copy it to a file first): \
+                     lstat({next:?})"
                 ),
                 None => format!("lstat({next:?})"),
             })
