@@ -886,9 +886,14 @@ pub fn parse_size(s: &str) -> Result<u64, UsageError> {
         }
         _ => (t, 1),
     };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| UsageError(format!("size {}: expected e.g. 8000, 64K, 512M", quoted(s))))?;
+    let n: u64 = num.parse().map_err(|_| {
+        UsageError(
+            match !num.is_empty() && num.bytes().all(|b| b.is_ascii_digit()) {
+                true => format!("size {} is out of range", quoted(s)),
+                false => format!("size {}: expected e.g. 8000, 64K, 512M", quoted(s)),
+            },
+        )
+    })?;
     n.checked_mul(mult)
         .ok_or_else(|| UsageError(format!("size {} is out of range", quoted(s))))
 }
@@ -1082,6 +1087,9 @@ mod tests {
         assert_eq!(parse_size("64K").unwrap(), 65536);
         assert_eq!(parse_size("512M").unwrap(), 512 << 20);
         assert!(parse_size("12Q").is_err());
+        // Past u64 is out of range, not malformed (an operator review).
+        let e = parse_size("99999999999999999999").unwrap_err().0;
+        assert_eq!(e, "size \"99999999999999999999\" is out of range");
         assert!(parse_size("99999999999T").is_err());
     }
 

@@ -1160,7 +1160,12 @@ fn a_command_path_that_cannot_be_followed_exits_as_bash_does() {
             126,
             "cannot execute: Too many levels of symbolic links",
         ),
-        ("/h/closed/x", 126, "cannot execute: Permission denied"),
+        (
+            "/h/closed/x",
+            126,
+            "cannot execute: Permission denied (a directory on its path may not be searched \
+             by the task: mode 0700 on the host, say; give it an execute bit for others)",
+        ),
         ("/h/no-such/x", 127, "command not found"),
     ];
     let on_path = [

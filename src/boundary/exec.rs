@@ -499,6 +499,11 @@ fn why_not_executable(file: &CString) -> String {
                 st.st_mode & 0o7777
             )
         }
+        // The file cannot even be looked at: a directory on its way may not be searched by
+        // the task's identity (a bound host directory of mode 0700, say).
+        Err(Errno::EACCES) => " (a directory on its path may not be searched by the task: \
+                               mode 0700 on the host, say; give it an execute bit for others)"
+            .into(),
         _ => String::new(),
     }
 }
