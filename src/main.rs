@@ -118,6 +118,8 @@ out_of_memory (airlock's own; the task may have run).
 JSON request (--request FILE, - for stdin):
   {\"command\": \"python3\", \"args\": [\"probe.py\"], \"inputs\": {\"probe.py\": \"...\"},
    \"env\": {\"NAME\": \"value\"}, \"timeout_ms\": 10000, \"max_output\": 8000}
+  Also the limits (\"memory\", \"pids\", \"cpu_time_ms\", \"file_size\", \"nofile\",
+  \"scratch_size\") and \"chdir\"; sizes in bytes or as text (\"512M\").
   Unknown keys, wrong types and keys given twice are refused (exit 2) with a message
   naming the key.";
 
