@@ -354,7 +354,9 @@ fn airlock_main(args: Vec<std::ffi::OsString>) -> i32 {
         .collect();
     let name = lossy.first().map(|a| a.rsplit('/').next().unwrap_or(a));
     let bwrap_args = match (name, lossy.get(1).map(String::as_str)) {
-        (Some("bwrap"), _) => Some(1),
+        // Also a name bubblewrap is installed under beside its users: flatpak's bundled
+        // `flatpak-bwrap`, the Steam runtime's `srt-bwrap`.
+        (Some(n), _) if n == "bwrap" || n.ends_with("-bwrap") => Some(1),
         (_, Some("bwrap")) => Some(2),
         _ => None,
     };

@@ -2800,6 +2800,33 @@ fn explain_refuses_a_bad_input_name() {
 // 6. The command-line surface
 // ---------------------------------------------------------------------------------------------
 
+/// Installed under a name ending in `-bwrap` (flatpak's bundled `flatpak-bwrap`, the Steam
+/// runtime's `srt-bwrap`), airlock is bubblewrap, as under `bwrap` (a drop-in review: it gave
+/// airlock's own usage error). Control: another name is airlock's own command line.
+#[test]
+fn a_bwrap_named_link_runs_the_bwrap_front_end() {
+    let dir = common::tmpdir();
+    for (name, bwrap_mode) in [
+        ("flatpak-bwrap", true),
+        ("srt-bwrap", true),
+        ("bwrapper", false),
+    ] {
+        let link = dir.path().join(name);
+        std::os::unix::fs::symlink(common::binary(), &link).unwrap();
+        let out = Command::new(&link)
+            .args(["--ro-bind", "/", "/", "--", "/bin/echo", "in-bwrap-mode"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&out) == "in-bwrap-mode\n",
+            bwrap_mode,
+            "{name}: {}",
+            show(&out)
+        );
+    }
+}
+
 #[test]
 fn help_lists_subcommands_and_exit_codes() {
     let out = root(&["--help"]);
