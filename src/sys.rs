@@ -492,15 +492,14 @@ pub fn wait_signal(
             unsafe { libc::sigtimedwait(set.as_ref(), &mut info, &ts) }
         }
     };
+    // Only kill(2)'s code with a sender the receiver cannot name is from outside: a process
+    // may forge sigqueue's fields (rt_sigqueueinfo: SI_QUEUE, any si_pid), never SI_USER's.
     let sender = match info.si_code {
-        libc::SI_USER | libc::SI_QUEUE | libc::SI_TKILL => {
-            // SAFETY: for these codes the kernel filled the sender's fields (kill's layout).
-            match unsafe { info.si_pid() } {
-                0 => Sender::Outside,
-                _ => Sender::Inside,
-            }
-        }
-        _ => Sender::Outside,
+        // SAFETY: for SI_USER the kernel filled the sender's fields (kill's layout).
+        libc::SI_USER if unsafe { info.si_pid() } == 0 => Sender::Outside,
+        // The kernel's own (SIGCHLD's CLD_* codes, SI_KERNEL).
+        code if code > 0 => Sender::Outside,
+        _ => Sender::Inside,
     };
     match n {
         -1 if Errno::last() == Errno::EAGAIN => Ok(None),
@@ -509,9 +508,9 @@ pub fn wait_signal(
     }
 }
 
-/// Who sent a signal, as the receiver's pid namespace sees it: a process of that namespace
-/// (its pid is one the receiver can name), or anything else (a process outside it, whose pid
-/// reads 0 there, or the kernel).
+/// Who sent a signal, as the receiver's pid namespace sees it: `Outside`, a process outside it
+/// (kill(2), whose sender's pid reads 0 there) or the kernel; `Inside`, a process the receiver
+/// can name, or one that wrote the siginfo itself (sigqueue), which may be anyone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sender {
     Inside,

@@ -912,6 +912,7 @@ fn supervise(
     mut backstop: Option<std::time::Instant>,
 ) -> ! {
     let mut stopped_it = false;
+    let own_pid_ns = nix::unistd::getpid().as_raw() == 1;
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -939,7 +940,11 @@ fn supervise(
             // A process of the sandbox signalling its pid 1 (`kill -TSTP 1` stopped the whole
             // sandbox until the timeout: a red team's): nothing is passed on, as bubblewrap's
             // pid 1, which the kernel shields from its namespace's signals, passes nothing.
-            Ok(Some((s, sys::Sender::Inside))) if s != Signal::SIGCHLD => continue,
+            // Only as pid 1: an init in the caller's pid namespace (bwrap mode without
+            // --unshare-pid) takes the host's signals to its pid (--info-fd's child-pid).
+            Ok(Some((s, sys::Sender::Inside))) if s != Signal::SIGCHLD && own_pid_ns => {
+                continue;
+            }
             Ok(Some((s, _))) => s,
             // The task's end is reported as the kill's; the launcher, once it runs again,
             // finds its deadline past and reports the run as timed out.
