@@ -3061,27 +3061,69 @@ const CREDENTIAL_NAME_RUNS: &[&[&str]] = &[
     &["DEPLOY", "KEY"],
     &["SSH", "KEY"],
     &["CONNECTION", "STRING"],
+    // GitLab's registry login (docker's config.json, whole).
+    &["AUTH", "CONFIG"],
 ];
 
-/// Words that mark a name a credential as its last word only: `DB_PASS`, `MYSQL_PWD`,
-/// `CI_JOB_JWT`, `AWS_CREDS`, `PGPASS`, but not `PASS_THROUGH`, `JWT_ISSUER` or `PWD` alone
-/// (the working directory).
-const CREDENTIAL_NAME_LAST_WORDS: &[&str] = &["PASS", "PGPASS", "PWD", "CREDS", "JWT"];
+/// Words that mark a name a credential as its last word only (a version after it aside,
+/// `CI_JOB_JWT_V2`): `DB_PASS`, `MYSQL_PWD`, `CI_JOB_JWT`, `AWS_CREDS`, `PGPASS`, `SENTRY_DSN`,
+/// `OPENAI_KEY`, but not `PASS_THROUGH`, `JWT_ISSUER` or `PWD` alone (the working directory).
+const CREDENTIAL_NAME_LAST_WORDS: &[&str] =
+    &["PASS", "PGPASS", "PWD", "CREDS", "JWT", "DSN", "KEY"];
 
-/// Words of a variable name (split at `_`) that mark it a credential: whole words only, so
-/// `GITHUB_TOKEN` and `GH_PAT` count and `TOKENIZERS_PARALLELISM` and `PATH` do not.
-const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "TOKENS", "PAT"];
+/// Words before a last `KEY` that make it no credential: a database's or a cache's key.
+const KEYS_THAT_ARE_NO_SECRET: &[&str] = &[
+    "SORT",
+    "CACHE",
+    "PRIMARY",
+    "PARTITION",
+    "FOREIGN",
+    "ROUTING",
+    "SHARD",
+    "LOOKUP",
+    "PUBLIC",
+    "IDEMPOTENCY",
+    "GROUP",
+    "HOT",
+    "MAP",
+];
+
+/// Words of a variable name (split at `_`, and where camelCase turns upper) that mark it a
+/// credential: whole words only, so `GITHUB_TOKEN`, `githubToken` and `GH_PAT` count and
+/// `TOKENIZERS_PARALLELISM`, `PATH` and a model's token counts (`MAX_TOKENS`, `OUTPUT_TOKENS`)
+/// do not.
+const CREDENTIAL_NAME_WORDS: &[&str] = &["TOKEN", "PAT", "WEBHOOK"];
 
 /// Last words of a name that is about a credential, not one: where it is (`SECRET_PATH`,
-/// `PASSWORD_FILE`, docker's `_FILE` convention), or what it is called (`SECRET_NAME`,
-/// `SECRET_ARN`). Not `ID` (Vault's `SECRET_ID` logs in) nor `KEY`.
+/// `PASSWORD_FILE`, docker's `_FILE` convention, `TOKEN_URL`), what it is called
+/// (`SECRET_NAME`, `SECRET_ARN`), or how it is made or used (`TOKEN_TTL`,
+/// `PASSWORD_MIN_LENGTH`, `TOKEN_LIMIT`, `SSH_KEY_TYPE`, `SECRETS_BACKEND`). Not `ID`
+/// (Vault's `SECRET_ID` logs in) nor `KEY`; and a webhook's URL is its secret.
 const NAMES_ABOUT_A_CREDENTIAL: &[&str] = &[
-    "NAME", "NAMES", "ARN", "PATH", "FILE", "DIR", "REF", "VERSION", "REGION",
+    "NAME",
+    "NAMES",
+    "ARN",
+    "PATH",
+    "FILE",
+    "DIR",
+    "REF",
+    "VERSION",
+    "REGION",
+    "URL",
+    "TTL",
+    "LENGTH",
+    "LIMIT",
+    "COUNT",
+    "BUDGET",
+    "AUDIENCE",
+    "ISSUER",
+    "PERMISSIONS",
+    "TYPE",
+    "BACKEND",
+    "PROVIDER",
+    "EXPIRY",
+    "LIFETIME",
 ];
-
-/// Words of a name that make `TOKEN` a count (a model's `MAX_TOKENS`, `TOKENS_PER_MINUTE`),
-/// not a credential.
-const COUNTING_WORDS: &[&str] = &["MAX", "MIN", "NUM", "COUNT", "LIMIT", "PER", "BUDGET"];
 
 /// Well-known credential formats: a value that starts with the prefix, is at least this long,
 /// and holds nothing but letters, digits, `_` and `-`.
@@ -3117,6 +3159,13 @@ const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
     ("ASIA", 20),
     ("sk_live_", 30),
     ("rk_live_", 30),
+    // The security-team review's: DigitalOcean personal tokens, GitLab runner, deploy and
+    // trigger tokens, Atlassian API tokens.
+    ("dop_v1_", 64),
+    ("glrt-", 25),
+    ("gldt-", 25),
+    ("glptt-", 26),
+    ("ATATT", 60),
 ];
 
 /// Why a `--setenv NAME VALUE` looks like a credential (`"name"` or `"value"`), if it does:
@@ -3124,24 +3173,43 @@ const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
 /// (`Bearer ghp_...`, `https://ghp_...@github.com/o/r`, a token with a space after it), a PEM
 /// private key, or a URL with a password (`postgres://user:pw@host`).
 fn credential_in(name: &str, value: &str) -> Option<&'static str> {
-    let upper = name.to_ascii_uppercase();
-    let words: Vec<&str> = upper.split('_').collect();
-    let about_a_credential =
-        words.len() > 1 && NAMES_ABOUT_A_CREDENTIAL.contains(words.last().unwrap_or(&""));
-    let counts = words.iter().any(|word| COUNTING_WORDS.contains(word));
+    // camelCase's words as `_`'s: `githubToken` is GITHUB_TOKEN.
+    let mut upper = String::with_capacity(name.len() + 4);
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if prev_lower && c.is_ascii_uppercase() {
+            upper.push('_');
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        upper.push(c.to_ascii_uppercase());
+    }
+    let all: Vec<&str> = upper.split('_').filter(|w| !w.is_empty()).collect();
+    // A version after the name's words (`CI_JOB_JWT_V2`) is no word of its own.
+    let is_version =
+        |w: &str| w.len() > 1 && w.starts_with('V') && w[1..].bytes().all(|b| b.is_ascii_digit());
+    let words = match all.split_last() {
+        Some((last, rest)) if is_version(last) && !rest.is_empty() => rest,
+        _ => &all[..],
+    };
+    let last = words.last().copied().unwrap_or("");
+    let before_last = words.len().checked_sub(2).map_or("", |i| words[i]);
+    let about_a_credential = words.len() > 1 && NAMES_ABOUT_A_CREDENTIAL.contains(&last);
+    let last_word = words.len() > 1
+        && CREDENTIAL_NAME_LAST_WORDS.contains(&last)
+        && !(last == "KEY" && KEYS_THAT_ARE_NO_SECRET.contains(&before_last));
     let by_name = CREDENTIAL_NAME_PARTS
         .iter()
         .any(|part| upper.contains(part))
-        || (!counts
-            && words
-                .iter()
-                .any(|word| CREDENTIAL_NAME_WORDS.contains(word)))
+        || words
+            .iter()
+            .any(|word| CREDENTIAL_NAME_WORDS.contains(word))
         || CREDENTIAL_NAME_RUNS
             .iter()
             .any(|run| words.windows(run.len()).any(|w| w == *run))
-        || (words.len() > 1 && CREDENTIAL_NAME_LAST_WORDS.contains(words.last().unwrap_or(&"")))
+        || last_word
         || upper == "PGPASS";
-    if by_name && !about_a_credential {
+    let webhook = words.contains(&"WEBHOOK");
+    if by_name && (!about_a_credential || webhook) {
         return Some("name");
     }
     // The value's words: runs of the characters a token is made of (a JWT's also `.` and `=`).
@@ -6169,6 +6237,20 @@ mod tests {
                 "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
                 "value",
             ),
+            // The sign-off's and the security-team review's: a count word elsewhere, a
+            // version after the last word, camelCase, a key, a webhook, a DSN.
+            ("MAX_BOT_TOKEN", "x", "name"),
+            ("PER_USER_TOKEN", "x", "name"),
+            ("GH_PAT_PER_REPO", "x", "name"),
+            ("CI_JOB_JWT_V2", "x", "name"),
+            ("githubToken", "x", "name"),
+            ("OPENAI_KEY", "x", "name"),
+            ("SIGNING_KEY", "x", "name"),
+            ("SLACK_WEBHOOK_URL", "x", "name"),
+            ("DISCORD_WEBHOOK", "x", "name"),
+            ("SENTRY_DSN", "x", "name"),
+            ("DOCKER_AUTH_CONFIG", "x", "name"),
+            ("X", "glrt-abcdefghij0123456789", "value"),
             ("X", "AKIAIOSFODNN7EXAMPLE", "value"),
             ("X", "sk_live_abcdefghijklmnopqrstuvwx", "value"),
             // Substituted by a CI system before any shell runs.
@@ -6281,6 +6363,14 @@ mod tests {
             "--setenv MAX_TOKENS 4096",
             "--setenv OPENAI_MAX_OUTPUT_TOKENS 512",
             "--setenv TOKENS_PER_MINUTE 1000",
+            "--setenv CONTEXT_TOKENS 8192",
+            "--setenv TOKEN_TTL 60",
+            "--setenv PASSWORD_MIN_LENGTH 8",
+            "--setenv TOKEN_URL https://auth.example.com/oauth/token",
+            "--setenv SSH_KEY_TYPE ed25519",
+            "--setenv SECRETS_BACKEND vault",
+            "--setenv CACHE_KEY build-1",
+            "--setenv SORT_KEY name",
             "--setenv SECRET_NAME prod/db",
             "--setenv AWS_SECRET_ARN arn:aws:secretsmanager:x",
             "--setenv DB_PASSWORD_FILE /run/secrets/db",
