@@ -720,6 +720,15 @@ const HOME_CREDENTIALS: &[(&str, &str)] = &[
     (".config/rclone/rclone.conf", "rclone remotes' credentials"),
     (".config/doctl", "DigitalOcean tokens"),
     (".minikube", "minikube cluster keys"),
+    // Agents' and package tools' logins (the security-team review's).
+    (".claude", "Claude Code's login"),
+    (".claude.json", "Claude Code's login"),
+    (".codex/auth.json", "Codex's login"),
+    (".cache/huggingface/token", "Hugging Face tokens"),
+    (".huggingface", "Hugging Face tokens"),
+    (".config/hub", "GitHub tokens"),
+    (".composer/auth.json", "Composer repository passwords"),
+    (".config/helm", "Helm repository passwords"),
 ];
 
 /// Files in a credentials directory of HOME_CREDENTIALS that hold nothing secret: a mount of
@@ -1631,6 +1640,26 @@ const SYSTEM_SECRETS: &[(&str, &str)] = &[
     ("/etc/kubernetes", "Kubernetes cluster credentials"),
     ("/etc/rancher/k3s", "k3s cluster credentials"),
     ("/var/lib/rancher/k3s/server", "k3s cluster credentials"),
+    // The security-team review's: CI runners', clusters', mail and VPN daemons' secrets, and
+    // other containers' settings (their environments).
+    ("/etc/gitlab-runner", "GitLab runner tokens"),
+    ("/var/lib/jenkins/secrets", "Jenkins secrets"),
+    (
+        "/var/lib/docker/containers",
+        "other containers' environments",
+    ),
+    ("/var/lib/kubelet/pki", "Kubernetes cluster credentials"),
+    ("/var/lib/etcd", "Kubernetes cluster credentials"),
+    ("/etc/rancher/rke2", "RKE2 cluster credentials"),
+    ("/var/lib/rancher/rke2/server", "RKE2 cluster credentials"),
+    ("/etc/mysql/debian.cnf", "MySQL's maintenance password"),
+    ("/etc/ipsec.secrets", "VPN keys"),
+    ("/etc/openvpn", "VPN keys"),
+    ("/var/lib/tailscale", "VPN keys"),
+    ("/etc/wpa_supplicant", "Wi-Fi and VPN passwords"),
+    ("/etc/netplan", "Wi-Fi and VPN passwords"),
+    ("/etc/postfix/sasl_passwd", "mail relay passwords"),
+    ("/etc/dovecot/private", "TLS private keys"),
 ];
 
 /// The host secrets of SYSTEM_SECRETS a mount source holds or is, each with where it lies
@@ -5112,12 +5141,13 @@ mod tests {
             ),
             (
                 "-v /var/lib/rancher:/r:ro",
-                "/var/lib/rancher, which holds k3s cluster credentials",
+                "/var/lib/rancher, which holds k3s cluster credentials and RKE2 cluster \
+                 credentials",
             ),
             (
                 "-v /etc:/e:ro",
                 "/etc, which holds the host's password hashes, the host's ssh host keys, TLS \
-                 private keys and 5 more kinds of credentials",
+                 private keys and 10 more kinds of credentials",
             ),
         ] {
             let audit = root(mount);
@@ -5187,7 +5217,7 @@ mod tests {
             ("--ro-bind /home/dev/.ssh/id_ed25519 /k", "ssh keys"),
             (
                 "--ro-bind /root/.config /c",
-                "Google Cloud credentials, GitHub CLI tokens, Podman registry logins and 2 \
+                "Google Cloud credentials, GitHub CLI tokens, Podman registry logins and 4 \
                  more kinds of credentials",
             ),
             ("--ro-bind /home/dev/.cargo /c", "crates.io tokens"),
@@ -5203,7 +5233,7 @@ mod tests {
             ),
             (
                 "--ro-bind /home/dev /h",
-                "ssh keys, gpg keys, AWS credentials and 25 more kinds of credentials",
+                "ssh keys, gpg keys, AWS credentials and 31 more kinds of credentials",
             ),
         ] {
             let f = found(&[opt]);
