@@ -425,10 +425,10 @@ fn is_program(arg: &str, name: &str) -> bool {
 /// sudo's options (1.9) that take a value, short and long; the others it runs a command with
 /// are flags. Those that make it run none (`-e`, `-l`, `-v`, ...) are not here.
 const SUDO_VALUED: &[&str] = &[
+    // Not `-h`: alone it is --help, and a host only with a value; refused as unknown.
     "-C",
     "-D",
     "-g",
-    "-h",
     "-p",
     "-R",
     "-r",
@@ -488,6 +488,7 @@ pub fn after_sudo(argv: &[String]) -> Result<(&[String], Option<bool>), String> 
     };
     let unknown = |option: &str| format!("sudo option {option} is not one this audit reads");
     let mut user: Option<String> = None;
+    let mut group = false;
     while let Some((arg, tail)) = rest.split_first() {
         if !arg.starts_with('-') {
             break;
@@ -498,8 +499,10 @@ pub fn after_sudo(argv: &[String]) -> Result<(&[String], Option<bool>), String> 
         }
         // The option, and its value where it takes one: written in the same word
         // (`--user=dev`, `-udev`) or the next.
+        // `inline`: the value written in the same word, `None` where none is (`--user`, or a
+        // cluster's last letter); `--user=` is an empty one, as sudo reads it.
         let mut value = |option: &str, inline: Option<&str>| -> Result<String, String> {
-            if let Some(inline) = inline.filter(|v| !v.is_empty()) {
+            if let Some(inline) = inline {
                 return Ok(inline.to_string());
             }
             let (next, tail) = rest
@@ -515,8 +518,10 @@ pub fn after_sudo(argv: &[String]) -> Result<(&[String], Option<bool>), String> 
             };
             if SUDO_VALUED.contains(&name) {
                 let v = value(name, inline)?;
-                if name == "--user" {
-                    user = Some(v);
+                match name {
+                    "--user" => user = Some(v),
+                    "--group" => group = true,
+                    _ => {}
                 }
             } else if !(name == "--preserve-env" || SUDO_FLAGS.contains(&name) && inline.is_none())
             {
@@ -528,9 +533,12 @@ pub fn after_sudo(argv: &[String]) -> Result<(&[String], Option<bool>), String> 
         for (i, letter) in arg.char_indices().skip(1) {
             let option = format!("-{letter}");
             if SUDO_VALUED.contains(&option.as_str()) {
-                let v = value(&option, Some(&arg[i + letter.len_utf8()..]))?;
-                if letter == 'u' {
-                    user = Some(v);
+                let rest = &arg[i + letter.len_utf8()..];
+                let v = value(&option, (!rest.is_empty()).then_some(rest))?;
+                match letter {
+                    'u' => user = Some(v),
+                    'g' => group = true,
+                    _ => {}
                 }
                 break;
             }
@@ -545,7 +553,17 @@ pub fn after_sudo(argv: &[String]) -> Result<(&[String], Option<bool>), String> 
             next.split('=').next().unwrap_or("")
         )),
         Some(_) => {
-            let root = user.is_none_or(|u| u == "root" || u == "#0");
+            // sudo's target: root unless -u names another; with -g alone, the caller itself
+            // (sudo(8)), who this audit does not know. `#N` is a uid, `#00` root's too.
+            let is_root = |u: &str| {
+                u == "root"
+                    || u.strip_prefix('#')
+                        .is_some_and(|n| n.parse::<u64>() == Ok(0))
+            };
+            let root = match user {
+                Some(u) => is_root(&u),
+                None => !group,
+            };
             Ok((rest, Some(root)))
         }
         None => Err(format!("{first} runs no command")),
@@ -1023,7 +1041,9 @@ fn volume_host_mount(spec: &str) -> Result<Option<HostMount>, String> {
 /// `encoding/csv` (fields split at commas; a field that starts with `"` is quoted, a comma in
 /// it is kept and `""` is one `"`; the record ends at a newline).
 fn csv_fields(spec: &str) -> Result<Vec<String>, String> {
-    let bad = || format!("--mount {spec:?}: a misplaced '\"'");
+    // The spec is not printed: it may hold a volume driver's password (the security-team
+    // review found this message printing one).
+    let bad = || "--mount value: a misplaced '\"'".to_string();
     let mut fields = Vec::new();
     let mut chars = spec.chars().peekable();
     loop {
@@ -2343,6 +2363,15 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
                 } else if let Some(why) = credential_in(name, value) {
                     credentials.push((name.to_string(), written, why));
                 }
+            }
+            // A forward's name; what is no name may be a value put where a name belongs (a
+            // wrapper rendering `-e "$TOKEN"`): not printed.
+            ("env", None)
+                if !crate::spec::valid_env_name(o.value())
+                    || credential_in("", o.value()).is_some() =>
+            {
+                let written = o.raw.strip_suffix(o.value()).unwrap_or("--env ");
+                forwarded.push(format!("{written}***"));
             }
             ("env" | "env-file", _) => forwarded.push(o.raw.clone()),
             _ => {}
@@ -5120,6 +5149,22 @@ mod tests {
         assert!(fixed_by_hand.findings.is_empty(), "{fixed_by_hand:#?}");
     }
 
+    /// A value where a name or a spec belongs is not printed (the security-team review): a
+    /// token given as `-e TOKEN`'s name, a `--mount` spec holding a driver's password.
+    #[test]
+    fn values_in_the_wrong_place_are_not_printed() {
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let audit = docker(&format!("docker run -e {token} -e HOME alpine"));
+        let found = only(&audit.findings, "env-forwarded");
+        assert_eq!(found.arg, "-e *** -e HOME");
+        assert!(!render_text(&audit).contains(token));
+        let e = audit_docker(&words(
+            "docker run --mount 'type=volume,src=s,dst=/m,volume-opt=o=password=hunter2\"x' alpine",
+        ))
+        .unwrap_err();
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
     #[test]
     fn host_secrets_in_a_root_container() {
         let root = |mount: &str| docker_variant(&["--user 65534:65534"], &[mount]);
@@ -6952,6 +6997,10 @@ mod tests {
             ),
             ("sudo --user", "sudo option --user needs a value"),
             ("sudo -E", "sudo runs no command"),
+            (
+                "sudo -h docker run alpine",
+                "sudo option -h is not one this audit reads",
+            ),
         ] {
             assert_eq!(audit_docker(&words(line)).unwrap_err(), error, "{line}");
             assert_eq!(audit_bwrap(&words(line)).unwrap_err(), error, "{line}");
@@ -6970,7 +7019,19 @@ mod tests {
                 .iter()
                 .any(|f| f.rule == "host-root-if-run-as-root")
         );
-        for line in [bwrap_line.to_string(), format!("sudo -u dev {bwrap_line}")] {
+        // `#00` is uid 0 too; `-g` alone runs as the caller (the sign-off review).
+        for sudo in ["sudo -u '#00'", "sudo --user=root -g wheel"] {
+            let audit = audit_bwrap(&words(&format!("{sudo} {bwrap_line}"))).unwrap();
+            assert!(
+                audit.findings.iter().any(|f| f.rule == "host-root"),
+                "{sudo}"
+            );
+        }
+        for line in [
+            bwrap_line.to_string(),
+            format!("sudo -u dev {bwrap_line}"),
+            format!("sudo -g docker {bwrap_line}"),
+        ] {
             let audit = audit_bwrap(&words(&line)).unwrap();
             assert!(
                 !audit.findings.iter().any(|f| f.rule == "host-root"),

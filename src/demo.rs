@@ -1,6 +1,6 @@
 //! `airlock demo`: the boundary made visible. A throwaway host home with cloud credentials, a
 //! secret in the environment and a local HTTP server standing in for the internet; one probe
-//! (`airlock probe`, this binary) run four ways. Every probe line printed is what that run
+//! (`airlock demo-probe`, this binary) run four ways. Every probe line printed is what that run
 //! really observed. The demo builds no sandbox of its own: it runs `airlock run` as a child.
 
 use std::io::{BufRead, BufReader, Read, Write};

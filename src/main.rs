@@ -280,8 +280,8 @@ struct RunArgs {
     /// Default: none, or 10s with --json/--request.
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     timeout: Option<String>,
-    /// Cap on stdout, stderr and each result file in the JSON report, with --json only
-    /// (default 8000, at most 64M).
+    /// Cap on stdout, stderr and each result file in the JSON report, with --json or
+    /// --request only (default 8000, at most 64M).
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     max_output: Option<String>,
     /// Capture output and print one JSON report instead of streaming.

@@ -815,7 +815,8 @@ fn a_step_stopped_by_the_callers_own_limit_says_which() {
             (
                 "",
                 "--chdir /airlock-no-such-dir",
-                "--chdir names a directory inside the sandbox: scratch (/work)",
+                "--chdir (a request's \"chdir\") names a directory inside the sandbox, where \
+                 this one is missing",
             ),
             // Root's forks pass RLIMIT_NPROC by its capabilities.
             (

@@ -112,12 +112,17 @@ fn limit_reached(err: &SysError) -> Option<String> {
                 max / 1024
             )
         }),
-        Errno::EAGAIN if call.starts_with("clone") || call.starts_with("fork(") => {
+        // Root passes RLIMIT_NPROC (CAP_SYS_RESOURCE): there a cgroup's pids.max is the
+        // likelier cause, as it may be for anyone (the sign-off review).
+        Errno::EAGAIN
+            if (call.starts_with("clone") || call.starts_with("fork("))
+                && !nix::unistd::geteuid().is_root() =>
+        {
             finite(Resource::RLIMIT_NPROC).map(|max| {
                 format!(
                     "the caller's process limit (ulimit -u) is {max}, and every process of the \
-                     sandbox counts as the caller's uid on the host: it is reached; raise it, \
-                     or end other processes of that uid"
+                     sandbox counts as the caller's uid on the host: if that many run, raise \
+                     it or end some of them (else a cgroup's pids.max may be reached)"
                 )
             })
         }
@@ -126,9 +131,10 @@ fn limit_reached(err: &SysError) -> Option<String> {
              reads larger than its size says); raise --scratch-size"
                 .into(),
         ),
-        Errno::ENOENT | Errno::ENOTDIR if call.starts_with("chdir(") => Some(format!(
-            "--chdir names a directory inside the sandbox: scratch ({}), a bind's destination, \
-             or a system path, not one of the host's",
+        Errno::ENOENT if call.starts_with("chdir(") => Some(format!(
+            "--chdir (a request's \"chdir\") names a directory inside the sandbox, where this \
+             one is missing: scratch ({}) and what is in it, a bind's destination, or a system \
+             path; a host directory only once bound",
             crate::spec::SCRATCH
         )),
         _ => None,
