@@ -666,7 +666,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         let msg = match spec.bwrap {
             Some(_) => why,
             None if code == crate::spec::exit::NOT_FOUND => {
-                let hint = not_found_hint(&spec.argv[0]).map(|h| format!("; hint: {h}"));
+                let hint = not_found_hint(spec).map(|h| format!("; hint: {h}"));
                 format!("{}: {why}{}", spec.argv[0], hint.unwrap_or_default())
             }
             None => format!("{}: {why}", spec.argv[0]),
@@ -1677,9 +1677,12 @@ mod bwrap_status {
 /// What to do about a command the sandbox did not find where the caller's host has it (looked
 /// up as the caller would: a path from its working directory, a name on its PATH): the sandbox
 /// holds the system's programs, scratch and the inputs, and a new operator's first run often
-/// names a script of the working directory or a tool of their home.
-fn not_found_hint(name: &str) -> Option<String> {
+/// names a script of the working directory or a tool of their home. None where the sandbox
+/// already holds that file (a system path, a bind's source, an input of its name: the cause
+/// is another, the task's PATH or a link, as a review found), or starts elsewhere (--chdir).
+fn not_found_hint(spec: &crate::spec::Spec) -> Option<String> {
     use std::path::Path;
+    let name = spec.argv[0].as_str();
     let host = match name.contains('/') {
         true => Some(Path::new(name).to_path_buf()),
         false => std::env::var_os("PATH").and_then(|path| {
@@ -1690,14 +1693,27 @@ fn not_found_hint(name: &str) -> Option<String> {
     }
     .filter(|p| p.is_file())?;
     let file = host.file_name()?.to_string_lossy().into_owned();
-    let dir = host.parent().filter(|d| d.is_absolute());
-    Some(match (name.starts_with('/'), name.contains('/'), dir) {
-        (false, true, _) => format!(
+    let real = std::fs::canonicalize(&host).ok()?;
+    let held = crate::spec::SYSTEM_PATHS
+        .iter()
+        .map(Path::new)
+        .chain(spec.binds().map(|(src, _, _)| src))
+        .any(|tree| real.starts_with(tree) || host.starts_with(tree));
+    let elsewhere = spec.cwd != Path::new(crate::spec::SCRATCH);
+    if held || spec.inputs.iter().any(|i| i.name == file) || elsewhere {
+        return None;
+    }
+    let run = match name {
+        n if n == format!("./{file}") => String::new(),
+        _ => format!(" and run ./{file}"),
+    };
+    Some(match (name.starts_with('/'), name.contains('/')) {
+        (false, true) => format!(
             "{name} is the caller's file, but the task starts in scratch ({}), which holds only \
-             the inputs: copy it in with --input {file}={name}",
+             the inputs: copy it in with --input {file}={name}{run}",
             crate::spec::SCRATCH
         ),
-        (absolute, _, Some(dir)) => format!(
+        (absolute, _) => format!(
             "{} on the host, outside what the sandbox holds (the system's programs, scratch and \
              the inputs): bind its directory (--ro-bind {}) and run it by that path, or copy it \
              in (--input {file}={}) and run ./{file}",
@@ -1705,9 +1721,8 @@ fn not_found_hint(name: &str) -> Option<String> {
                 true => format!("{name} is"),
                 false => format!("{name} is {}", host.display()),
             },
-            dir.display(),
+            host.parent()?.display(),
             host.display()
         ),
-        _ => return None,
     })
 }

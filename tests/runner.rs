@@ -791,6 +791,23 @@ fn a_command_the_host_has_is_not_found_with_a_hint() {
         cmd.env("PATH", &path);
         let run = run_bounded(cmd, None, SECS_10);
         assert!(stderr(&run.out).ends_with("airlock-no-such-tool: command not found\n"));
+        // Where the sandbox holds the file already, the cause is another: no hint (the
+        // sign-off review: `ls` under a task's PATH of nothing was told to bind /usr/bin).
+        for line in [
+            &["run", "--env", "PATH=/nonexistent", "--", "ls"][..],
+            &["run", "--chdir", "/usr", "--", "./tool"],
+            &["run", "--input", "tool=./tool", "--", &host],
+        ] {
+            let mut cmd = airlock(who, line);
+            cmd.current_dir(dir.path());
+            let run = run_bounded(cmd, None, SECS_10);
+            assert_eq!(run.code(), Some(127), "{who:?} {line:?}: {}", run.show());
+            assert!(
+                !stderr(&run.out).contains("hint"),
+                "{who:?} {line:?}: {}",
+                run.show()
+            );
+        }
     }
 }
 
