@@ -1027,7 +1027,7 @@ pub fn message(e: &StepError) -> String {
     let errno = crate::sys::errno_text(e.err.errno);
     // A mount's target, as bubblewrap prints it: "/newroot/" and the destination (an empty
     // one too).
-    let q = quoted(call);
+    let q = strings_in(call);
     let nth = |n: usize| q.get(n).map_or("", String::as_str);
     let target = || -> String {
         match nth(1) {
@@ -1222,7 +1222,7 @@ pub fn message(e: &StepError) -> String {
 /// The strings a call's text quotes, in order and unescaped: the text writes them with Rust's
 /// `{:?}` (`mkdir -p "/newroot/a\"b"`), and bubblewrap names a path by its bytes as they are,
 /// a `"`, `\\`, tab or newline in it too (a review: a path was cut at its `"`).
-fn quoted(call: &str) -> Vec<String> {
+fn strings_in(call: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut chars = call.chars();
     while chars.by_ref().any(|c| c == '"') {
@@ -1392,8 +1392,11 @@ mod tests {
                 assert!(got.starts_with(&want), "{call}: {got}");
             }
         }
-        assert_eq!(super::quoted("no quotes"), Vec::<String>::new());
-        assert_eq!(super::quoted(r#"x("a\"b", "\xe9")"#), ["a\"b", "\u{fffd}"]);
+        assert_eq!(super::strings_in("no quotes"), Vec::<String>::new());
+        assert_eq!(
+            super::strings_in(r#"x("a\"b", "\xe9")"#),
+            ["a\"b", "\u{fffd}"]
+        );
     }
 
     /// --size reads as C's strtoull(s, &end, 0) with bubblewrap's checks on it.
