@@ -1372,6 +1372,9 @@ fn sockets_in(source: &str, sockets: &[&str]) -> Vec<String> {
 /// (`"$XDG_RUNTIME_DIR/bus"` is `/run/user/*/bus`). `None` for a home (see
 /// `credentials_in`) and for a path below an unknown place (`src`, `"$FOO/cache"`).
 fn held_tree(source: &str) -> Option<String> {
+    if substituted_whole(source) {
+        return Some("/".to_string());
+    }
     let source = without_trailing_variables(source).unwrap_or_else(|| source.to_string());
     if let Some(spelt) = variable_spelling(&source) {
         let (name, rest) = spelt[1..].split_once('/').unwrap_or((&spelt[1..], ""));
@@ -1391,6 +1394,23 @@ fn held_tree(source: &str) -> Option<String> {
         let lone_variable = variable_spelling(&source).is_some_and(|v| !v[1..].contains('/'));
         (n == "." || n == ".." || n.starts_with("../") || lone_variable).then(|| "/".to_string())
     })
+}
+
+/// Whether the whole of `source` is filled in from outside the line by a substitution (a CI
+/// system's `${{ inputs.dir }}`, a command's `$(pwd)` or backquotes), a trailing `/` aside: a
+/// `workflow_dispatch` input may be `/` (the security-team review: taken for no host path, it
+/// passed where `"$DIR"` is taken to be `/`).
+fn substituted_whole(source: &str) -> bool {
+    let end = if let Some(rest) = source.strip_prefix("${{") {
+        rest.find("}}").map(|i| 3 + i + 2)
+    } else if let Some(rest) = source.strip_prefix("$(") {
+        rest.find(')').map(|i| 2 + i + 1)
+    } else if let Some(rest) = source.strip_prefix('`') {
+        rest.find('`').map(|i| 1 + i + 1)
+    } else {
+        None
+    };
+    end.is_some_and(|end| source[end..].trim_end_matches('/').is_empty())
 }
 
 /// A mount source as a finding names it: with the tree it is taken to be where `held_tree`
@@ -5151,6 +5171,24 @@ mod tests {
 
     /// A value where a name or a spec belongs is not printed (the security-team review): a
     /// token given as `-e TOKEN`'s name, a `--mount` spec holding a driver's password.
+    /// A mount source filled in whole by a substitution (a CI system's, a command's) is taken
+    /// to be `/`, as a lone variable is (the security-team review: it passed clean).
+    #[test]
+    fn a_substituted_source_is_taken_to_be_the_root() {
+        for source in ["'${{ inputs.dir }}'", "'$(pwd)'", "'`pwd`/'", "\"$DIR\""] {
+            let opt = format!("-v {source}:/x:ro");
+            let audit = docker_variant(&[], &[&opt]);
+            let found = rules(&audit.findings);
+            assert!(
+                found.contains(&"docker-socket") && found.contains(&"host-credentials"),
+                "{source}: {found:?}"
+            );
+        }
+        // Not where the substitution is only part of a path below a known place.
+        let below = docker_variant(&[], &["-v '/srv/$(date +%F)':/x:ro"]);
+        assert!(below.findings.is_empty(), "{below:#?}");
+    }
+
     #[test]
     fn values_in_the_wrong_place_are_not_printed() {
         let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
