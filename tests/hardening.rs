@@ -56,19 +56,41 @@ fn a_setuid_install_refuses_to_run() {
 /// for the launcher's Ctrl-Z. Control: the launcher's own SIGTERM still reaches the task.
 #[test]
 fn a_task_signalling_pid_1_passes_nothing_on() {
-    let probe = "trap 'echo got-$1' INT TERM; kill -TSTP 1; kill -INT 1; kill -TERM 1; \
-                 kill -HUP 1; sleep 0.3; echo alive";
+    // Each signal is taken by the kernel (`kill` and the call say 0, or "alive" is never
+    // printed): delivered to pid 1, and passed on to no one.
+    let killed = "trap 'echo got-$1' INT TERM; kill -TSTP 1 && kill -INT 1 && kill -TERM 1 && \
+                  kill -HUP 1 && sleep 0.3 && echo alive";
+    // The same SIGTSTP queued with a sender's pid written as 0, which would read as the
+    // launcher's (rt_sigqueueinfo, SI_QUEUE: the sign-off review's forgery).
+    let forged = "python3 -c \"\nimport ctypes, os, struct, time\n\
+                  nr = {'x86_64': 129, 'aarch64': 138}[os.uname().machine]\n\
+                  info = struct.pack('iii', 20, 0, -1).ljust(16, bytes(1)).ljust(128, bytes(1))\n\
+                  rc = ctypes.CDLL(None).syscall(nr, 1, 20, ctypes.create_string_buffer(info, 128))\n\
+                  time.sleep(0.3)\n\
+                  print('alive' if rc == 0 else 'refused')\n\"";
     for who in BOTH {
-        let mut cmd = airlock(
-            who,
-            &["run", "--json", "--timeout", "10s", "--", "sh", "-c"],
-        );
-        cmd.arg(probe);
-        let run = run_bounded(cmd, None, std::time::Duration::from_secs(20));
-        let report = run.report();
-        assert_eq!(report["exit_code"], 0, "{who:?}: {}", run.show());
-        assert_eq!(report["timed_out"], false, "{who:?}: {}", run.show());
-        assert_eq!(report["stdout"], "alive\n", "{who:?}: {}", run.show());
+        for probe in [killed, forged] {
+            let mut cmd = airlock(
+                who,
+                &["run", "--json", "--timeout", "10s", "--", "sh", "-c"],
+            );
+            cmd.arg(probe);
+            let run = run_bounded(cmd, None, std::time::Duration::from_secs(20));
+            let report = run.report();
+            assert_eq!(report["exit_code"], 0, "{who:?} {probe}: {}", run.show());
+            assert_eq!(
+                report["timed_out"],
+                false,
+                "{who:?} {probe}: {}",
+                run.show()
+            );
+            assert_eq!(
+                report["stdout"],
+                "alive\n",
+                "{who:?} {probe}: {}",
+                run.show()
+            );
+        }
         // Control: a SIGTERM from outside, to airlock, is passed on.
         let mut cmd = airlock(who, &["run", "--", "sh", "-c", "echo up; sleep 5 & wait"]);
         cmd.stdout(Stdio::piped());

@@ -37,6 +37,16 @@ impl Run {
         }
     }
 
+    /// A run refused before its task: exit `code`, nothing on stdout, and stderr starting with
+    /// `says`. Returns stderr.
+    fn refused(&self, code: i32, says: &str, ctx: &str) -> String {
+        assert_eq!(self.code(), Some(code), "{ctx}: {}", self.show());
+        assert_eq!(stdout(&self.out), "", "{ctx}: the task ran");
+        let err = stderr(&self.out);
+        assert!(err.starts_with(says), "{ctx}: {}", self.show());
+        err
+    }
+
     /// A plain run of `sh -c 'echo RAN'` that is refused as bad usage saying `says` (exit 2,
     /// the message on stderr, the command never ran), or, for None, that runs (exit 0, `RAN`).
     fn refused_or_ran(&self, says: Option<&str>, ctx: &str) {
@@ -683,14 +693,7 @@ fn a_non_utf8_argument_is_refused() {
             let mut cmd = airlock(who, front);
             cmd.arg(bad);
             let run = run_bounded(cmd, None, SECS_10);
-            assert_eq!(run.code(), Some(code), "{who:?} {front:?}: {}", run.show());
-            assert_eq!(stdout(&run.out), "", "{who:?} {front:?}");
-            let err = stderr(&run.out);
-            assert!(
-                err.starts_with(message),
-                "{who:?} {front:?}: {}",
-                run.show()
-            );
+            let err = run.refused(code, message, &format!("{who:?} {front:?}"));
             assert!(!err.contains("panicked"), "{who:?}: {}", run.show());
         }
     }
@@ -721,13 +724,8 @@ fn a_non_utf8_argument_read_from_args_is_refused() {
             "ran",
         ];
         let run = run_bounded(airlock(who, &line), Some(&data), SECS_10);
-        assert_eq!(run.code(), Some(1), "{who:?}: {}", run.show());
-        assert_eq!(stdout(&run.out), "", "{who:?}: the task ran");
-        assert!(
-            stderr(&run.out).starts_with("bwrap: an argument read from --args is not valid UTF-8"),
-            "{who:?}: {}",
-            run.show()
-        );
+        let says = "bwrap: an argument read from --args is not valid UTF-8";
+        run.refused(1, says, &format!("{who:?}"));
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -942,13 +940,7 @@ fn unknown_flag_and_missing_command_are_refused() {
         }
         for args in [&["run"][..], &["run", "--"][..]] {
             let run = al(who, args, SECS_10);
-            assert_eq!(run.code(), Some(2), "{who:?} {args:?}: {}", run.show());
-            assert_eq!(stdout(&run.out), "", "{who:?} {args:?}");
-            assert!(
-                stderr(&run.out).contains("no command given"),
-                "{who:?}: {}",
-                run.show()
-            );
+            run.refused(2, "airlock: no command given", &format!("{who:?} {args:?}"));
         }
         for args in [&["run", "--json"][..], &["run", "--json", "--"][..]] {
             let run = al(who, args, SECS_10);
@@ -1010,13 +1002,8 @@ fn command_not_found_and_not_executable() {
         );
 
         let run = al(who, &["run", "--", "no-such-command-xyz"], SECS_10);
-        assert_eq!(run.code(), Some(127), "{who:?}: {}", run.show());
-        assert_eq!(stdout(&run.out), "");
-        assert!(
-            stderr(&run.out).contains("no-such-command-xyz: command not found"),
-            "{who:?}: {}",
-            run.show()
-        );
+        let says = "airlock: no-such-command-xyz: command not found";
+        run.refused(127, says, &format!("{who:?}"));
 
         // Found, but execve refuses it (EACCES): 126, saying why, where execve alone does
         // not. A directory; a file without an execute bit, which every input given as text
