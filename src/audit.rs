@@ -477,76 +477,112 @@ const SUDO_FLAGS: &[&str] = &[
     "--shell",
 ];
 
+/// The options a program reads before the command it runs or the subcommand it is given
+/// (`sudo -E -u dev CMD`, `docker --context ci run`): getopt's and pflag's common ground.
+struct CommandOptions {
+    program: &'static str,
+    /// Options that take a value: written in the same word (`--user=dev`, `-udev`) or in the
+    /// next one. Short options are `-X`, long ones `--name`.
+    valued: &'static [&'static str],
+    flags: &'static [&'static str],
+}
+
+impl CommandOptions {
+    /// The words after the options (and after a `--` that ends them). `seen` is given each
+    /// option and its value: a valued option's always; a flag's where written `--flag=v`
+    /// (`seen` refuses that where it means nothing). An option not listed is refused: what
+    /// follows it could not be told apart.
+    fn skip<'a>(
+        &self,
+        mut rest: &'a [String],
+        mut seen: impl FnMut(&str, Option<&str>) -> Result<(), String>,
+    ) -> Result<&'a [String], String> {
+        let program = self.program;
+        let unknown =
+            |option: &str| format!("{program} option {option} is not one this audit reads");
+        while let Some((arg, tail)) = rest.split_first() {
+            if !arg.starts_with('-') || arg == "-" {
+                break;
+            }
+            rest = tail;
+            if arg == "--" {
+                break;
+            }
+            // A valued option's value: `inline` where written in the same word (`--user=`
+            // is an empty one, as getopt reads it), else the next word.
+            let mut value = |option: &str, inline: Option<&'a str>| -> Result<&'a str, String> {
+                if let Some(inline) = inline {
+                    return Ok(inline);
+                }
+                let (next, tail) = rest
+                    .split_first()
+                    .ok_or_else(|| format!("{program} option {option} needs a value"))?;
+                rest = tail;
+                Ok(next.as_str())
+            };
+            if arg.starts_with("--") {
+                let (name, inline) = match arg.split_once('=') {
+                    Some((name, inline)) => (name, Some(inline)),
+                    None => (arg.as_str(), None),
+                };
+                if self.valued.contains(&name) {
+                    seen(name, Some(value(name, inline)?))?;
+                } else if self.flags.contains(&name) {
+                    seen(name, inline)?;
+                } else {
+                    return Err(unknown(name));
+                }
+                continue;
+            }
+            // A cluster of letters, `-En`, the last of which may take a value (`-Eu dev`).
+            for (i, letter) in arg.char_indices().skip(1) {
+                let option = format!("-{letter}");
+                if self.valued.contains(&option.as_str()) {
+                    let inline = &arg[i + letter.len_utf8()..];
+                    seen(
+                        &option,
+                        Some(value(&option, (!inline.is_empty()).then_some(inline))?),
+                    )?;
+                    break;
+                }
+                if !self.flags.contains(&option.as_str()) {
+                    return Err(unknown(&option));
+                }
+                seen(&option, None)?;
+            }
+        }
+        Ok(rest)
+    }
+}
+
 /// A line led by `sudo` and its options (`sudo -E docker run ...`): the command sudo runs,
 /// and whether it runs it as root (no `-u`/`--user`, or root's). `None` where no sudo leads.
 /// An option this does not know, a variable set on sudo's line (`sudo TOKEN=... docker`,
 /// not printed) or an option that runs no command is refused: what follows could not be
 /// told apart.
 pub fn after_sudo(argv: &[String]) -> Result<(&[String], Option<bool>), String> {
-    let Some((first, mut rest)) = argv.split_first().filter(|(f, _)| is_program(f, "sudo")) else {
+    let Some((first, rest)) = argv.split_first().filter(|(f, _)| is_program(f, "sudo")) else {
         return Ok((argv, None));
     };
-    let unknown = |option: &str| format!("sudo option {option} is not one this audit reads");
     let mut user: Option<String> = None;
     let mut group = false;
-    while let Some((arg, tail)) = rest.split_first() {
-        if !arg.starts_with('-') {
-            break;
-        }
-        rest = tail;
-        if arg == "--" {
-            break;
-        }
-        // The option, and its value where it takes one: written in the same word
-        // (`--user=dev`, `-udev`) or the next.
-        // `inline`: the value written in the same word, `None` where none is (`--user`, or a
-        // cluster's last letter); `--user=` is an empty one, as sudo reads it.
-        let mut value = |option: &str, inline: Option<&str>| -> Result<String, String> {
-            if let Some(inline) = inline {
-                return Ok(inline.to_string());
+    let options = CommandOptions {
+        program: "sudo",
+        valued: SUDO_VALUED,
+        flags: SUDO_FLAGS,
+    };
+    let rest = options.skip(rest, |name, value| {
+        match (name, value) {
+            ("-u" | "--user", Some(v)) => user = Some(v.to_string()),
+            ("-g" | "--group", _) => group = true,
+            // A flag written with a value: only `--preserve-env=LIST` is one.
+            (name, Some(_)) if SUDO_FLAGS.contains(&name) && name != "--preserve-env" => {
+                return Err(format!("sudo option {name} is not one this audit reads"));
             }
-            let (next, tail) = rest
-                .split_first()
-                .ok_or_else(|| format!("sudo option {option} needs a value"))?;
-            rest = tail;
-            Ok(next.clone())
-        };
-        if arg.starts_with("--") {
-            let (name, inline) = match arg.split_once('=') {
-                Some((name, inline)) => (name, Some(inline)),
-                None => (arg.as_str(), None),
-            };
-            if SUDO_VALUED.contains(&name) {
-                let v = value(name, inline)?;
-                match name {
-                    "--user" => user = Some(v),
-                    "--group" => group = true,
-                    _ => {}
-                }
-            } else if !(name == "--preserve-env" || SUDO_FLAGS.contains(&name) && inline.is_none())
-            {
-                return Err(unknown(name));
-            }
-            continue;
+            _ => {}
         }
-        // A cluster of letters, `-En`, the last of which may take a value (`-Eu dev`).
-        for (i, letter) in arg.char_indices().skip(1) {
-            let option = format!("-{letter}");
-            if SUDO_VALUED.contains(&option.as_str()) {
-                let rest = &arg[i + letter.len_utf8()..];
-                let v = value(&option, (!rest.is_empty()).then_some(rest))?;
-                match letter {
-                    'u' => user = Some(v),
-                    'g' => group = true,
-                    _ => {}
-                }
-                break;
-            }
-            if !SUDO_FLAGS.contains(&option.as_str()) {
-                return Err(unknown(&option));
-            }
-        }
-    }
+        Ok(())
+    })?;
     match rest.first() {
         Some(next) if next.contains('=') => Err(format!(
             "not a command line this audit reads: sudo sets a variable ({}=...) for it",
@@ -874,12 +910,41 @@ fn docker_takes_value(long_name: &str) -> Option<bool> {
     }
 }
 
+/// docker's own options (docker 24-27), before its subcommand: they choose the daemon and how
+/// the client reaches it (`docker --context ci run`, `-H ssh://build`), never what a container
+/// gets. The findings are about the host of whichever daemon that is.
+const DOCKER_GLOBAL: CommandOptions = CommandOptions {
+    program: "docker",
+    valued: &[
+        "-c",
+        "--context",
+        "--config",
+        "-H",
+        "--host",
+        "-l",
+        "--log-level",
+        "--tlscacert",
+        "--tlscert",
+        "--tlskey",
+    ],
+    flags: &["-D", "--debug", "--tls", "--tlsverify"],
+};
+
 /// Strips `docker` (optional) and the subcommand; the rest are `run` options, image, command.
 fn docker_run_args(argv: &[String]) -> Result<&[String], String> {
     // docker's daemon runs every container alike, whoever its client is.
     let (argv, _) = after_sudo(argv)?;
-    let rest = match argv.first() {
-        Some(first) if is_program(first, "docker") => &argv[1..],
+    let rest = match argv.split_first() {
+        Some((first, rest)) if is_program(first, "docker") => {
+            DOCKER_GLOBAL.skip(rest, |name, value| match (name, value) {
+                (flag, Some(v))
+                    if DOCKER_GLOBAL.flags.contains(&flag) && parse_bool(v).is_none() =>
+                {
+                    Err(format!("docker option {flag}: {v:?} is not true or false"))
+                }
+                _ => Ok(()),
+            })?
+        }
         _ => argv,
     };
     let is_run = |s: &String| s == "run" || s == "create";
@@ -7042,6 +7107,36 @@ mod tests {
         ] {
             assert_eq!(audit_docker(&words(line)).unwrap_err(), error, "{line}");
             assert_eq!(audit_bwrap(&words(line)).unwrap_err(), error, "{line}");
+        }
+        // docker's own options before `run` choose the daemon, not what the container gets.
+        for line in [
+            "docker -H unix:///run/docker.sock run -e T alpine",
+            "docker --context=ci -D container run -e T alpine",
+            "sudo docker -Dc ci --tlsverify=false run -e T alpine",
+            "docker --host=ssh://build -l warn -- run -e T alpine",
+        ] {
+            assert_eq!(docker(line), plain, "{line}");
+        }
+        for (line, error) in [
+            ("docker -H", "docker option -H needs a value"),
+            (
+                "docker --tlsverify=maybe run alpine",
+                "docker option --tlsverify: \"maybe\" is not true or false",
+            ),
+            (
+                "docker --frob run alpine",
+                "docker option --frob is not one this audit reads",
+            ),
+            (
+                "docker -x run alpine",
+                "docker option -x is not one this audit reads",
+            ),
+            (
+                "docker --context ci compose run web",
+                "not a docker run/create command line: it starts with docker --context",
+            ),
+        ] {
+            assert_eq!(audit_docker(&words(line)).unwrap_err(), error, "{line}");
         }
         // bubblewrap under sudo runs as root unless sudo is told another user: a finding.
         let bwrap_line = "bwrap --unshare-all --ro-bind /usr /usr sh";
