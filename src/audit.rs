@@ -3206,6 +3206,9 @@ const CREDENTIAL_NAME_RUNS: &[&[&str]] = &[
     &["CONNECTION", "STRING"],
     // GitLab's registry login (docker's config.json, whole).
     &["AUTH", "CONFIG"],
+    // The Bitwarden CLI's unlocked vault, and Vercel's and Terraform Cloud's logins.
+    &["BW", "SESSION"],
+    &["VERCEL", "TOKEN"],
 ];
 
 /// Words that mark a name a credential as its last word only (a version after it aside,
@@ -3311,6 +3314,9 @@ const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
     ("ATATT", 60),
 ];
 
+/// The values a switch is set to, as configuration libraries read them.
+const SWITCH_VALUES: &[&str] = &["0", "1", "true", "false", "yes", "no", "on", "off"];
+
 /// Why a `--setenv NAME VALUE` looks like a credential (`"name"` or `"value"`), if it does:
 /// a credential's name, a well-known token format or a JSON Web Token anywhere in the value
 /// (`Bearer ghp_...`, `https://ghp_...@github.com/o/r`, a token with a space after it), a PEM
@@ -3352,7 +3358,10 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
         || last_word
         || upper == "PGPASS";
     let webhook = words.contains(&"WEBHOOK");
-    if by_name && (!about_a_credential || webhook) {
+    // A switch's value (`HF_HUB_DISABLE_TOKEN=1`, `PASSWORD_AUTH=false`) is no credential,
+    // whatever the name says. An empty one may be a forward's: the name is all there is.
+    let switch = SWITCH_VALUES.iter().any(|w| value.eq_ignore_ascii_case(w));
+    if by_name && !switch && (!about_a_credential || webhook) {
         return Some("name");
     }
     // The value's words: runs of the characters a token is made of (a JWT's also `.` and `=`).
@@ -6428,6 +6437,7 @@ mod tests {
             ("DISCORD_WEBHOOK", "x", "name"),
             ("SENTRY_DSN", "x", "name"),
             ("DOCKER_AUTH_CONFIG", "x", "name"),
+            ("BW_SESSION", "x", "name"),
             ("X", "glrt-abcdefghij0123456789", "value"),
             ("X", "AKIAIOSFODNN7EXAMPLE", "value"),
             ("X", "sk_live_abcdefghijklmnopqrstuvwx", "value"),
@@ -6557,6 +6567,11 @@ mod tests {
             "--setenv DEPLOY_KEYWORDS a,b",
             "--setenv ACCESS_KEYPAD on",
             "--setenv PGPASSFILE /run/pgpass",
+            // A switch's value, whatever the name says (the stop-45 security-team review).
+            "--setenv HF_HUB_DISABLE_TOKEN 1",
+            "--setenv PASSWORD_AUTH false",
+            "--setenv USE_API_KEY Yes",
+            "--setenv GIT_ASKPASS_ENABLED off",
             "--setenv DIR '$(pwd)'",
             "--setenv SHA '${{ github.sha }}'",
             "--setenv GIT_AUTHOR_NAME Dev",
