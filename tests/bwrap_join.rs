@@ -33,7 +33,12 @@ impl Holder {
                 c
             }
         };
-        let mut child = c.args(["-c", script]).stdin(Stdio::null()).spawn().unwrap();
+        let child = c.args(["-c", script]).stdin(Stdio::null()).spawn().unwrap();
+        Holder::started(child, marker)
+    }
+
+    /// Waits for `child` to run `sleep MARKER`.
+    fn started(mut child: Child, marker: &str) -> Holder {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Some(pid) = find_sleep(marker) {
@@ -53,6 +58,33 @@ impl Holder {
             "exec unshare -U -r sh -c 'unshare -U --map-user=5 --map-group=5 sleep {marker}; :'"
         );
         Holder::new(who, &script, marker)
+    }
+
+    /// As root: a sleep in a user namespace that uid 65534 made inside one it made too, in
+    /// which root wrote root's map (`0 0 1`, and uid 1 for 65534): namespaces whose owner is
+    /// not the caller. Entering one clears the caller's parent-death signal.
+    fn foreign(marker: &str) -> Holder {
+        let script = format!(
+            "until read l </proc/self/uid_map; do sleep 0.05; done; unshare -U sleep {marker}; :"
+        );
+        let child = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["unshare", "-U", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let ours = std::fs::read_link("/proc/self/ns/user").unwrap();
+        let outer = format!("/proc/{}", child.id());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::read_link(format!("{outer}/ns/user")).ok().as_ref() == Some(&ours)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for map in ["gid_map", "uid_map"] {
+            std::fs::write(format!("{outer}/{map}"), "0 0 1\n1 65534 1\n").unwrap();
+        }
+        Holder::started(child, marker)
     }
 
     fn parent(&self) -> u32 {
@@ -261,39 +293,60 @@ fn a_sandbox_switched_to_a_second_user_namespace_dies_with_airlock() {
     for (i, who) in BOTH.into_iter().enumerate() {
         let m = format!("34.{i}1");
         let h = Holder::nested(who, &m);
-        let task = format!("35.{i}1");
-        let line = format!(
-            "exec 5</proc/{}/ns/user 6</proc/{}/ns/user; exec {} --userns 5 --userns2 6 \
-             --unshare-pid --proc /proc {} -- sleep {task}",
-            h.parent(),
-            h.pid,
-            ours(),
-            MIN_ROOT.join(" ")
-        );
-        let mut airlock = Command::new("env")
-            .args(as_user(who))
-            .args(["bash", "-c", &line])
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while find_sleep(&task).is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let started = find_sleep(&task).is_some();
-        airlock.kill().unwrap();
-        let _ = airlock.wait();
-        assert!(started, "{who:?}: the task did not start");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while find_sleep(&task).is_some() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let left = find_sleep(&task);
-        if let Some(pid) = left {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-        assert_eq!(left, None, "{who:?}: the task outlived airlock");
+        dies_with_airlock(who, &h, "--userns 5 --userns2 6", &format!("35.{i}1"));
     }
+}
+
+/// Entering a user namespace whose owner is not the caller (root joining a user's) clears
+/// PR_SET_PDEATHSIG; airlock sets it again after each (a review found the init and task
+/// running on, unsupervised, as host root, once the launcher was killed). bubblewrap, whose
+/// --die-with-parent is set before it joins, leaves them running too.
+#[test]
+fn a_sandbox_in_a_user_namespace_of_another_owner_dies_with_airlock() {
+    for (i, args) in ["--userns 5", "--userns 5 --userns2 6"]
+        .into_iter()
+        .enumerate()
+    {
+        let h = Holder::foreign(&format!("34.{i}2"));
+        dies_with_airlock(Launcher::Root, &h, args, &format!("35.{i}2"));
+    }
+}
+
+/// Runs `sleep TASK` in airlock's bwrap mode as `who` with fds 5 and 6 on the user
+/// namespaces of `h`'s outer shell and its sleep, kills airlock once the task runs, and
+/// requires the task gone within 5 s.
+fn dies_with_airlock(who: Launcher, h: &Holder, args: &str, task: &str) {
+    let line = format!(
+        "exec 5</proc/{}/ns/user 6</proc/{}/ns/user; exec {} {args} \
+         --unshare-pid --proc /proc {} -- sleep {task}",
+        h.parent(),
+        h.pid,
+        ours(),
+        MIN_ROOT.join(" ")
+    );
+    let mut airlock = Command::new("env")
+        .args(as_user(who))
+        .args(["bash", "-c", &line])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while find_sleep(&task).is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = find_sleep(&task).is_some();
+    airlock.kill().unwrap();
+    let _ = airlock.wait();
+    assert!(started, "{who:?}: the task did not start");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while find_sleep(&task).is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = find_sleep(&task);
+    if let Some(pid) = left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert_eq!(left, None, "{who:?}: the task outlived airlock");
 }
 
 /// --pidns as root without a user namespace, as bubblewrap runs it: airlock's sandbox still

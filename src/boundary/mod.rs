@@ -434,6 +434,9 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     }
     if let Some(fd) = spec.bwrap.as_ref().and_then(|b| b.userns2_fd) {
         sys::join_namespace(fd, libc::CLONE_NEWUSER).step("12 enter the second user namespace")?;
+        // As at step 1: the new credentials are no subset of the old, which clears
+        // PR_SET_PDEATHSIG.
+        die_with_launcher(inh).step("12 die with the launcher")?;
     }
     //    bwrap mode, as bubblewrap: with --dev and a sandbox uid or gid other than 0, or with
     //    --disable-userns, the task runs in a user namespace nested in the sandbox's, which

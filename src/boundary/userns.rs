@@ -22,6 +22,10 @@ pub(super) fn join_namespaces(inh: &Inherited, userns: i32) -> Result<(), StepEr
     sanitize_fds(inh).step("1 sanitize descriptors")?;
     die_with_launcher(inh).step("1 die with the launcher")?;
     sys::join_namespace(userns, libc::CLONE_NEWUSER).step("1 enter the user namespace")?;
+    // Entering a user namespace that the caller's namespace is not the parent of, or whose
+    // owner is not the caller's uid (root joining a user's), clears PR_SET_PDEATHSIG
+    // (`commit_creds`: the new credentials are no subset of the old): set again.
+    die_with_launcher(inh).step("1 die with the launcher")?;
     if let Some(fd) = io.pidns_fd {
         sys::join_namespace(fd, libc::CLONE_NEWPID).step("1 enter the pid namespace")?;
     }
