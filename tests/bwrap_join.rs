@@ -331,18 +331,18 @@ fn dies_with_airlock(who: Launcher, h: &Holder, args: &str, task: &str) {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while find_sleep(&task).is_none() && Instant::now() < deadline {
+    while find_sleep(task).is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let started = find_sleep(&task).is_some();
+    let started = find_sleep(task).is_some();
     airlock.kill().unwrap();
     let _ = airlock.wait();
     assert!(started, "{who:?}: the task did not start");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while find_sleep(&task).is_some() && Instant::now() < deadline {
+    while find_sleep(task).is_some() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let left = find_sleep(&task);
+    let left = find_sleep(task);
     if let Some(pid) = left {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     }
