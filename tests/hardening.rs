@@ -680,6 +680,36 @@ for name, cmd, arg in (('F_GETLEASE', fcntl.F_GETLEASE, 0), ('F_SETLEASE', fcntl
     );
 }
 
+/// dnotify: each fcntl(F_NOTIFY) marks the directory's inode, and the host kernel walks the
+/// marks on every access of a file in it by any host process; nothing caps their number, so a
+/// task's 24,000 on a host library directory slowed every host read there 4000-fold (the
+/// seccomp review). F_NOTIFY is refused; inotify, capped, still answers. Control: outside the
+/// sandbox the same call is taken.
+#[test]
+fn a_task_cannot_mark_a_host_directory_with_dnotify() {
+    let probe = "python3 -c \"import errno, fcntl, os, signal
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+fd = os.open('/usr/bin', os.O_RDONLY | os.O_DIRECTORY)
+try:
+    fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)
+    print('F_NOTIFY OK')
+except OSError as e:
+    print('F_NOTIFY', errno.errorcode[e.errno])
+import ctypes
+print('inotify', 'OK' if ctypes.CDLL(None).inotify_init1(0) >= 0 else 'failed')\" </dev/null";
+    for who in BOTH {
+        let o = sh(who, &[], probe);
+        assert_eq!(
+            stdout(&o),
+            "F_NOTIFY EPERM\ninotify OK\n",
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = host_sh(Launcher::Unprivileged, probe);
+    assert_eq!(stdout(&o), "F_NOTIFY OK\ninotify OK\n", "{}", stderr(&o));
+}
+
 /// fallocate of 64 MiB on stdout and on a scratch file, FALLOC_FL_KEEP_SIZE alone and (scratch)
 /// with FALLOC_FL_PUNCH_HOLE, then the same KEEP_SIZE allocation on stdout through the ioctls
 /// FS_IOC_RESVSP, FS_IOC_RESVSP64 and FS_IOC_ZERO_RANGE: each attempt's outcome on stderr.
