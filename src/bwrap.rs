@@ -275,8 +275,19 @@ fn one_fd(
     if slot.is_some() {
         only_the_last(opt);
     }
-    *slot = Some(fd_arg(named, v)?);
+    let fd = fd_arg(named, v)?;
+    if let Some(earlier) = slot.replace(fd) {
+        no_longer_named(named, earlier);
+    }
     Ok(())
+}
+
+/// A descriptor an option named that a later one of the same option replaced: bubblewrap
+/// leaves it open, an ordinary descriptor the task inherits (unless another option names it).
+fn no_longer_named(named: &mut Vec<i32>, fd: i32) {
+    if let Some(i) = named.iter().position(|&n| n == fd) {
+        named.remove(i);
+    }
 }
 
 /// `--uid` or `--gid` (`kind` is "uid" or "gid"), read as bubblewrap reads them.
@@ -735,7 +746,9 @@ pub fn parse(args: &[String], caller: &Caller) -> Result<Parsed, UsageError> {
                 }
                 if have_seccomp {
                     only_the_last(a);
-                    seccomp_fds.clear();
+                    for earlier in seccomp_fds.drain(..) {
+                        no_longer_named(&mut named, earlier);
+                    }
                 }
                 have_seccomp = true;
                 seccomp_fds.push(fd_arg(&mut named, &take!(a))?);

@@ -3273,6 +3273,35 @@ rm -f {f}"#,
     }
 }
 
+/// An option that names one descriptor, given twice: the last one applies, and bubblewrap
+/// leaves the earlier one open, an ordinary descriptor the task inherits (airlock had closed
+/// it: the differential review). Both launchers compared, fd 7 then fd 8 each time.
+#[test]
+fn a_replaced_descriptor_option_leaves_the_earlier_one_to_the_task() {
+    let d = tmpdir(0o755);
+    let allow = d.path().join("no-mkdir.bpf");
+    write(&allow, &bpf_deny(&[83, 258], 1), 0o644);
+    let probe = "for f in 7 8; do [ -e /proc/self/fd/$f ] && echo open-$f; done; echo end";
+    let read_both = "exec 7</dev/zero 8</dev/zero";
+    let write_both = "exec 7>/dev/null 8>/dev/null";
+    let seccomp = format!("exec 7<{0} 8<{0}", allow.display());
+    for who in BOTH {
+        for (opt, pre) in [
+            ("--sync-fd", read_both),
+            ("--block-fd", read_both),
+            ("--info-fd", write_both),
+            ("--json-status-fd", write_both),
+            ("--seccomp", seccomp.as_str()),
+        ] {
+            let c = case(&["--ro-bind", "/", "/", opt, "7", opt, "8"])
+                .pre(pre)
+                .sh(probe);
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, "open-7\nend\n", "{opt}: {}", b.show());
+        }
+    }
+}
+
 /// --lock-file: a read lock on the file is held while the sandbox runs (bubblewrap's pid 1
 /// holds it; airlock's init does, from boundary::build to its exit), and released once it
 /// has ended: an exclusive lock is refused while the task runs and taken after. Both launchers
