@@ -142,6 +142,15 @@ fn page_size() -> u64 {
         .map_or(4096, |p| p as u64)
 }
 
+/// RLIMIT_CPU's hard limit for limits `applicable` returned, in seconds: at which the kernel
+/// kills a process with SIGKILL.
+pub fn cpu_hard_secs(l: &Limits) -> u64 {
+    let cpu = l.cpu_time.as_secs().max(1);
+    (cpu + 2)
+        .min(caller_hard(nix::sys::resource::Resource::RLIMIT_CPU))
+        .max(cpu)
+}
+
 /// The rlimits the sandbox's init sets before it starts the task (inherited by every process
 /// of the task), as (resource, soft, hard), from limits `applicable` returned. Memory and
 /// process count are here only when no cgroup holds them. The CPU hard limit sits 2 s above
@@ -150,7 +159,7 @@ fn page_size() -> u64 {
 pub fn rlimits(l: &Limits, mech: Mechanism) -> Vec<(nix::sys::resource::Resource, u64, u64)> {
     use nix::sys::resource::Resource;
     let cpu = l.cpu_time.as_secs().max(1);
-    let cpu_hard = (cpu + 2).min(caller_hard(Resource::RLIMIT_CPU)).max(cpu);
+    let cpu_hard = cpu_hard_secs(l);
     let core = caller_hard(Resource::RLIMIT_CORE).min(1);
     // A limit of the run's own, soft and hard, at most the caller's hard limit.
     let fixed = |r, v: u64| {

@@ -1639,6 +1639,24 @@ fn cpu_time_hard_limit_kill_is_attributed() {
     }
 }
 
+/// RLIMIT_CPU counts each process's CPU time; airlock knows the whole tree's. A SIGKILL that
+/// no limit sent, after two children had spun 0.7 s each (1.4 s in all, past the 1 s soft
+/// limit, below the 3 s hard one), was reported as `cpu` (a review). Control: the same kill
+/// after no spinning, and the hard-limit kill itself (`cpu_time_hard_limit_kill_is_attributed`).
+#[test]
+fn a_kill_after_the_trees_cpu_passed_the_soft_limit_is_not_blamed_on_it() {
+    let m = mark("a_kill_after_the_trees_cpu_passed_the_soft_limit");
+    let spin = "timeout 0.7 sh -c 'while :; do :; done'";
+    for (spins, what) in [(2, "after two children spun"), (0, "control")] {
+        let script = format!(": {m}; for i in $(seq {spins}); do {spin}; done; kill -9 $$");
+        for who in BOTH {
+            let (r, rep) = json_sh_cpu_1s(who, &script);
+            assert_end(&r, &rep, signaled(libc::SIGKILL, Value::Null));
+            assert_clean(&m, &[r.pid], &format!("{what} as {who:?}"));
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------------
