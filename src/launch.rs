@@ -729,13 +729,16 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     //    The kernel samples a process's time at its ticks, and the rusage read back falls
     //    short of the limit it acted on by up to about 20 ms (2982-3002 ms for a 3 s hard
     //    limit): 500 ms of slack, a quarter of the 2 s between the two limits.
-    let cpu_over = |secs: u64| sup.task_cpu_ms + 500 >= secs.saturating_mul(1000);
-    let (cpu_soft, cpu_hard) = applied.map_or((u64::MAX, u64::MAX), |l| {
-        (
-            l.cpu_time.as_secs().max(1),
-            crate::limits::cpu_hard_secs(&l),
-        )
-    });
+    //    (The hard limit is worked out only for a SIGKILL end: it asks the caller's own.)
+    let cpu_over = |hard: bool| {
+        applied.is_some_and(|l| {
+            let secs = match hard {
+                true => crate::limits::cpu_hard_secs(&l),
+                false => l.cpu_time.as_secs().max(1),
+            };
+            sup.task_cpu_ms + 500 >= secs.saturating_mul(1000)
+        })
+    };
     let (signal, code) = match end {
         End::Signaled(s) => (Some(s), None),
         End::Exited(c) => (None, Some(c)),
@@ -754,8 +757,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     {
         Some(hit)
     } else if (signal == Some(libc::SIGXCPU) && !sup.sent_xcpu)
-        || (cpu_over(cpu_hard) && by_signal(libc::SIGKILL))
-        || (cpu_over(cpu_soft) && by_signal(libc::SIGXCPU))
+        || (by_signal(libc::SIGKILL) && cpu_over(true))
+        || (by_signal(libc::SIGXCPU) && cpu_over(false))
     {
         Some("cpu")
     } else if by_signal(libc::SIGXFSZ) {
