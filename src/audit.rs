@@ -2039,12 +2039,15 @@ fn report_host_secrets(
     let held = distinct(whats.into_iter());
     report_held("host-secrets", &through, &held, audit, |mounts, held| {
         format!(
-            "{mounts} {}: {whom} (unless the daemon remaps users, userns-remap), so it reads \
-             them, read-only or not, and can hand them back in its output",
+            "{mounts} {}: {whom}, so it reads them, read-only or not, and can hand them back \
+             in its output",
             kinds_named(held)
         )
     });
 }
+
+/// What docker's daemon may change of who a container is to the host's files.
+const REMAP: &str = " (unless the daemon remaps users, userns-remap)";
 
 /// Groups that read some of the host's secrets by their modes on Debian and Ubuntu, and what.
 const SECRET_GROUPS: [(&str, &str); 2] = [
@@ -2056,7 +2059,7 @@ const SECRET_GROUPS: [(&str, &str); 2] = [
 
 /// What a container's group (a name, or a number this host names) reads of the host's secrets
 /// by their modes (SECRET_GROUPS); a group filled in from outside the line may be any of them.
-fn secrets_read_by_group(group: &str) -> Vec<&'static str> {
+pub fn secrets_read_by_group(group: &str) -> Vec<&'static str> {
     let name = match group.parse::<u32>() {
         Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
             .ok()
@@ -2294,6 +2297,19 @@ pub fn audit_airlock(line: &crate::spec::Draft, written: &Written) -> Audit {
         mounts.push((mount, raw, true));
     }
     report_host_mounts(&mounts, WritableLeak::Sensitive, &mut audit);
+    // A root caller's task is --host-gid on the host: a group that reads host secrets by
+    // their modes (42, shadow on Debian) reads them through any bind, read-only or not (the
+    // explain review: `--host-gid 42 --ro-bind /etc:/e` passed clean and read /e/shadow).
+    if let Some(gid) = line.host_gid {
+        let read = secrets_read_by_group(&gid.to_string());
+        if !read.is_empty() {
+            let whom = format!(
+                "the task's group on the host, --host-gid {gid}, reads them by their modes on \
+                 this host, as Debian and Ubuntu set them"
+            );
+            report_host_secrets(&mounts, &whom, Some(&read), &mut audit);
+        }
+    }
     // A value is never printed: the report may end up in a log.
     for variable in &line.env {
         let (name, value) = match variable.split_once('=') {
@@ -2538,7 +2554,7 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
             }
             false => "the container runs as root, their owner on the host",
         };
-        report_host_secrets(&mounts, whom, None, &mut audit);
+        report_host_secrets(&mounts, &format!("{whom}{REMAP}"), None, &mut audit);
     } else if let Some((group, read)) = by_group.first() {
         let whom = match expands_a_variable(group) {
             true => format!(
@@ -2550,7 +2566,7 @@ pub fn audit_docker(argv: &[String]) -> Result<Audit, String> {
                  set them"
             ),
         };
-        report_host_secrets(&mounts, &whom, Some(read), &mut audit);
+        report_host_secrets(&mounts, &format!("{whom}{REMAP}"), Some(read), &mut audit);
     }
 
     match user {

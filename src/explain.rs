@@ -18,17 +18,66 @@ const POLICY_JSON: &str = include_str!(concat!(
     ".json"
 ));
 
+/// Group ids with this host's names, `42 (shadow) 100 (users)`.
+fn group_names(gids: &[u32]) -> String {
+    let named =
+        gids.iter().map(
+            |&g| match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(g)) {
+                Ok(Some(group)) => format!("{g} ({})", one_line(&group.name)),
+                _ => g.to_string(),
+            },
+        );
+    named.collect::<Vec<_>>().join(" ")
+}
+
 pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let mut s = String::new();
     let w = &mut s;
+    // An unprivileged caller's task keeps the caller's gid and supplementary groups on the
+    // host: a user namespace's process may not drop them (setgroups is denied there), and
+    // inside they show as the overflow gid (the explain review: "no supplementary groups"
+    // was said of a caller in `shadow`, whose task read /etc/shadow).
+    let caller_groups: Vec<u32> = match caller_is_root {
+        true => Vec::new(),
+        false => nix::unistd::getgroups()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect(),
+    };
     let host_id = if caller_is_root {
         format!(
-            "uid {} gid {} (the caller is root; the task never is)",
+            "uid {} gid {}, no supplementary groups (the caller is root; the task never is)",
             spec.host_uid, spec.host_gid
         )
     } else {
-        format!("uid {caller_uid} (the caller's own)")
+        let gid = nix::unistd::getegid().as_raw();
+        let groups = match caller_groups.is_empty() {
+            true => "no supplementary groups".to_string(),
+            false => format!(
+                "supplementary groups {} (the caller's, which a user namespace cannot drop)",
+                group_names(&caller_groups)
+            ),
+        };
+        format!("uid {caller_uid} gid {gid} (the caller's own), {groups}")
     };
+    let inside_groups = match caller_groups.is_empty() {
+        true => "no supplementary groups",
+        false => "the caller's supplementary groups, shown as 65534 (unmapped)",
+    };
+    // A group that reads host secrets by their modes (shadow, ssl-cert).
+    let host_gids: Vec<u32> = match caller_is_root {
+        true => vec![spec.host_gid],
+        false => caller_groups
+            .iter()
+            .copied()
+            .chain([nix::unistd::getegid().as_raw()])
+            .collect(),
+    };
+    let secrets: Vec<&str> = host_gids
+        .iter()
+        .flat_map(|g| crate::audit::secrets_read_by_group(&g.to_string()))
+        .collect();
     let _ = writeln!(w, "command: {:?}", spec.argv);
     let plan = crate::limits::detect(caller_is_root, &spec.limits.unwrap_or_default());
     let mech = plan.mechanism();
@@ -59,9 +108,17 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     let _ = writeln!(w, "\nidentity:");
     let _ = writeln!(
         w,
-        "  inside: uid {SANDBOX_UID} gid {SANDBOX_GID} (airlock), no supplementary groups"
+        "  inside: uid {SANDBOX_UID} gid {SANDBOX_GID} (airlock), {inside_groups}"
     );
     let _ = writeln!(w, "  on the host: {host_id}");
+    if !secrets.is_empty() {
+        let _ = writeln!(
+            w,
+            "  WARNING: a group of the task's on the host reads {} by their modes: through \
+             any bind that holds them, read-only or not",
+            secrets.join(" and ")
+        );
+    }
     if spec.cwd.as_path() != std::path::Path::new(SCRATCH) {
         let _ = writeln!(
             w,

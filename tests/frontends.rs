@@ -2357,9 +2357,13 @@ fn explain_describes_the_boundary_for_both_launchers() {
         match who {
             Launcher::Root => assert_eq!(
                 host,
-                "on the host: uid 65534 gid 65534 (the caller is root; the task never is)"
+                "on the host: uid 65534 gid 65534, no supplementary groups (the caller is root; \
+                 the task never is)"
             ),
-            Launcher::Unprivileged => assert_eq!(host, "on the host: uid 65534 (the caller's own)"),
+            Launcher::Unprivileged => assert_eq!(
+                host,
+                "on the host: uid 65534 gid 65534 (the caller's own), no supplementary groups"
+            ),
         }
 
         // The seccomp section: from the policy file, one EPERM line per deny group naming
@@ -2489,8 +2493,78 @@ fn explain_as_root_names_the_chosen_host_identity() {
     assert_eq!(code(&out), Some(0), "{}", show(&out));
     assert_eq!(
         line_with(&text, "on the host:").trim(),
-        "on the host: uid 4321 gid 4322 (the caller is root; the task never is)"
+        "on the host: uid 4321 gid 4322, no supplementary groups (the caller is root; the task \
+         never is)"
     );
+}
+
+/// An unprivileged caller's task keeps the caller's supplementary groups on the host (a user
+/// namespace's process may not drop them): explain had said "no supplementary groups" of a
+/// caller in `shadow`, whose task read /etc/shadow through a bind (the explain review). It
+/// names them now and warns of `shadow`; so it does of a root caller's `--host-gid 42`. The
+/// task reads the file as said; control: the same caller without the group, and a root
+/// caller's default gid.
+#[test]
+fn explain_names_the_groups_the_task_keeps_on_the_host() {
+    let shadow = "--ro-bind /etc/shadow:/s";
+    let in_shadow = "setpriv --reuid=65534 --regid=65534 --groups=42,100";
+    let bin = common::binary().display().to_string();
+    let run = |prefix: &str, sub: &str, extra: &str, cmd: &str| {
+        let line = format!("{prefix} {bin} {sub} {extra} -- {cmd}");
+        let o = Command::new("sh").args(["-c", &line]).output().unwrap();
+        (code(&o), stdout(&o))
+    };
+    let (rc, text) = run(in_shadow, "explain", "", "true");
+    assert_eq!(rc, Some(0), "{text}");
+    assert_eq!(
+        line_with(&text, "on the host:").trim(),
+        "on the host: uid 65534 gid 65534 (the caller's own), supplementary groups 42 (shadow) \
+         100 (users) (the caller's, which a user namespace cannot drop)"
+    );
+    assert!(
+        line_with(&text, "inside:").contains("shown as 65534"),
+        "{text}"
+    );
+    assert!(
+        line_with(&text, "WARNING: a group").contains("the host's password hashes"),
+        "{text}"
+    );
+    let (rc, _) = run(in_shadow, "run", shadow, "head -c 1 /s");
+    assert_eq!(rc, Some(0), "the caller's shadow group reads it");
+    let (rc, _) = run(
+        &common::as_user(Launcher::Unprivileged).join(" "),
+        "run",
+        shadow,
+        "head -c 1 /s",
+    );
+    assert_eq!(rc, Some(1), "control: without the group");
+    let (_, text) = run("", "explain", "--host-gid 42", "true");
+    assert!(text.contains("WARNING: a group"), "{text}");
+    let (rc, _) = run(
+        "",
+        "run",
+        &format!("--host-gid 42 {shadow}"),
+        "head -c 1 /s",
+    );
+    assert_eq!(rc, Some(0), "--host-gid 42 reads it");
+    let (rc, _) = run("", "run", shadow, "head -c 1 /s");
+    assert_eq!(rc, Some(1), "control: the default gid");
+    let (_, text) = run("", "explain", "", "true");
+    assert!(!text.contains("WARNING: a group"), "{text}");
+    // The audit of a root caller's line says it too; control: the default gid is clean.
+    let (rc, text) = run(
+        "",
+        "audit airlock",
+        &format!("-- run --host-gid 42 {shadow}"),
+        "true",
+    );
+    assert_eq!(rc, Some(1), "{text}");
+    assert!(
+        line_with(&text, "finding: ").contains("--host-gid 42, reads them"),
+        "{text}"
+    );
+    let (rc, text) = run("", "audit airlock", &format!("-- run {shadow}"), "true");
+    assert_eq!(rc, Some(0), "{text}");
 }
 
 /// explain opens no host path, so what run learns from the host's files is not checked
