@@ -3209,6 +3209,9 @@ const CREDENTIAL_NAME_PARTS: &[&str] = &[
     "APIKEY",
     "PRIVATE_KEY",
     "ACCESSTOKEN",
+    // npm's `_authToken` (NPM_CONFIG__AUTHTOKEN), an HTTP header's value.
+    "AUTHTOKEN",
+    "AUTHORIZATION",
 ];
 
 /// Runs of whole words (split at `_`) that mark a name a credential wherever they stand:
@@ -3230,8 +3233,13 @@ const CREDENTIAL_NAME_RUNS: &[&[&str]] = &[
 /// Words that mark a name a credential as its last word only (a version after it aside,
 /// `CI_JOB_JWT_V2`): `DB_PASS`, `MYSQL_PWD`, `CI_JOB_JWT`, `AWS_CREDS`, `PGPASS`, `SENTRY_DSN`,
 /// `OPENAI_KEY`, but not `PASS_THROUGH`, `JWT_ISSUER` or `PWD` alone (the working directory).
-const CREDENTIAL_NAME_LAST_WORDS: &[&str] =
-    &["PASS", "PGPASS", "PWD", "CREDS", "JWT", "DSN", "KEY"];
+const CREDENTIAL_NAME_LAST_WORDS: &[&str] = &[
+    "PASS", "PGPASS", "PWD", "CREDS", "JWT", "DSN", "KEY", "AUTH",
+];
+
+/// Of those, the ones that are a credential's name alone too (`JWT`, `CREDS`, `AUTH`; not
+/// `PWD`, the working directory, nor `PASS`, `KEY`).
+const CREDENTIAL_NAMES_ALONE: &[&str] = &["JWT", "CREDS", "AUTH"];
 
 /// Words before a last `KEY` that make it no credential: a database's or a cache's key.
 const KEYS_THAT_ARE_NO_SECRET: &[&str] = &[
@@ -3372,6 +3380,7 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
             .iter()
             .any(|run| words.windows(run.len()).any(|w| w == *run))
         || last_word
+        || (words.len() == 1 && CREDENTIAL_NAMES_ALONE.contains(&last))
         || upper == "PGPASS";
     let webhook = words.contains(&"WEBHOOK");
     // A switch's value (`HF_HUB_DISABLE_TOKEN=1`, `PASSWORD_AUTH=false`) is no credential,
@@ -3395,6 +3404,20 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
             .any(|(prefix, len)| word.starts_with(prefix) && word.len() >= *len)
     });
     let private_key = value.contains("-----BEGIN") && value.contains("PRIVATE KEY");
+    // An HTTP authorization's scheme and its token (`Bearer abc123...`, `Basic dXNlcjpw...`,
+    // alone or in a header): a token has a digit, a base64 sign or a capital past its first
+    // letter, where a word of prose (`Basic usage`) has none.
+    let http_auth = value
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| {
+            (w[0].eq_ignore_ascii_case("bearer") || w[0].eq_ignore_ascii_case("basic"))
+                && w[1].len() >= 8
+                && w[1].char_indices().any(|(i, c)| {
+                    c.is_ascii_digit() || "+/=-_.".contains(c) || (i > 0 && c.is_ascii_uppercase())
+                })
+        });
     let jwt = words(b".=")
         .any(|word| word.starts_with("eyJ") && word.split('.').count() == 3 && word.len() >= 30);
     let url_password = value.split_once("://").is_some_and(|(_, rest)| {
@@ -3403,7 +3426,7 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
             .rsplit_once('@')
             .is_some_and(|(userinfo, _)| userinfo.contains(':'))
     });
-    (known_format || private_key || jwt || url_password).then_some("value")
+    (known_format || private_key || jwt || url_password || http_auth).then_some("value")
 }
 
 /// As [`credential_in`], for a value as a line is written, before the shell that runs it
@@ -6454,12 +6477,23 @@ mod tests {
             ("SENTRY_DSN", "x", "name"),
             ("DOCKER_AUTH_CONFIG", "x", "name"),
             ("BW_SESSION", "x", "name"),
+            // The explain review's: npm's auth settings, a header, names alone.
+            ("NPM_CONFIG__AUTH", "x", "name"),
+            ("NPM_CONFIG__AUTHTOKEN", "x", "name"),
+            ("BASIC_AUTH", "x", "name"),
+            ("HTTP_AUTHORIZATION", "x", "name"),
+            ("AUTHORIZATION", "x", "name"),
+            ("JWT", "x", "name"),
+            ("CREDS", "x", "name"),
+            ("AUTH", "x", "name"),
+            ("X", "Bearer abcdef1234567890", "value"),
+            ("X", "Authorization: Basic dXNlcjpwYXNz", "value"),
             ("X", "glrt-abcdefghij0123456789", "value"),
             ("X", "AKIAIOSFODNN7EXAMPLE", "value"),
             ("X", "sk_live_abcdefghijklmnopqrstuvwx", "value"),
             // Substituted by a CI system before any shell runs.
             (
-                "NODE_AUTH",
+                "NODE_SETTING",
                 "${{ secrets.NPM_TOKEN }}",
                 "value, a CI system's secret substituted in",
             ),
@@ -6468,7 +6502,7 @@ mod tests {
                 "$(System.AccessToken)",
                 "value, a CI system's secret substituted in",
             ),
-            ("AUTH", github.as_str(), "value"),
+            ("HEADER", github.as_str(), "value"),
             ("X", "glpat-abcdefghij0123456789", "value"),
             (
                 "X",
@@ -6585,6 +6619,9 @@ mod tests {
             "--setenv PGPASSFILE /run/pgpass",
             // A switch's value, whatever the name says (the stop-45 security-team review).
             "--setenv HF_HUB_DISABLE_TOKEN 1",
+            "--setenv HINT 'Basic usage: see the manual'",
+            "--setenv AUTHORIZATION_URL https://auth.example.com/authorize",
+            "--setenv PWD /work",
             "--setenv PASSWORD_AUTH false",
             "--setenv USE_API_KEY Yes",
             "--setenv GIT_ASKPASS_ENABLED off",
