@@ -267,11 +267,12 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
     }
     match spec.timeout {
         Some(t) => {
-            let _ = writeln!(
-                w,
-                "  timeout: {} ms, then the whole sandbox is killed",
-                t.as_millis()
-            );
+            // Below a millisecond as it is given (`--timeout 0.0001`: 100µs, not "0 ms").
+            let shown = match t.as_millis() {
+                0 => format!("{t:?}"),
+                ms => format!("{ms} ms"),
+            };
+            let _ = writeln!(w, "  timeout: {shown}, then the whole sandbox is killed");
         }
         None => {
             let _ = writeln!(w, "  timeout: none");

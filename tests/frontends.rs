@@ -2485,6 +2485,16 @@ fn explain_says_where_the_cgroup_namespace_is_made() {
 }
 
 #[test]
+fn explain_says_a_timeout_below_a_millisecond_as_given() {
+    let (out, text) = explain_as(Launcher::Root, &["--timeout", "0.0001", "--", "true"]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    assert_eq!(
+        line_with(&text, "timeout:").trim(),
+        "timeout: 100µs, then the whole sandbox is killed"
+    );
+}
+
+#[test]
 fn explain_as_root_names_the_chosen_host_identity() {
     let (out, text) = explain_as(
         Launcher::Root,
