@@ -199,10 +199,18 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             .into_iter()
             .filter(|r| spec.env.iter().any(|(n, v)| n == r && v == SCRATCH)),
     );
+    // A bind at /var covers the /var/tmp link with its own tmp (the explain review).
+    let links = match spec
+        .binds()
+        .any(|(_, dest, _)| dest == std::path::Path::new("/var"))
+    {
+        true => "/tmp links here; /var/tmp is the /var bind's own",
+        false => "/tmp and /var/tmp link here",
+    };
     let _ = writeln!(
         w,
         "  {SCRATCH:<17} tmpfs, WRITABLE, nosuid, nodev, size {scratch_size} bytes, at most {} \
-         inodes (one per {} bytes, at least {}): {}(/tmp and /var/tmp link here)",
+         inodes (one per {} bytes, at least {}): {}({links})",
         crate::spec::tmpfs_inodes(scratch_size),
         crate::spec::TMPFS_BYTES_PER_INODE,
         crate::spec::TMPFS_MIN_INODES,

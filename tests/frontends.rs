@@ -2485,6 +2485,29 @@ fn explain_says_where_the_cgroup_namespace_is_made() {
 }
 
 #[test]
+fn explain_says_what_var_tmp_is_under_a_bind_of_var() {
+    let probe = "[ -L /var/tmp ] && echo link || echo dir";
+    for (args, said, seen) in [
+        (
+            &["--ro-bind", "/var:/var"][..],
+            "/var/tmp is the /var bind's own",
+            "dir\n",
+        ),
+        (&[][..], "/tmp and /var/tmp link here", "link\n"),
+    ] {
+        let mut line = args.to_vec();
+        line.extend(["--", "sh", "-c", probe]);
+        let (out, text) = explain_as(Launcher::Root, &line);
+        assert_eq!(code(&out), Some(0), "{}", show(&out));
+        assert!(line_with(&text, "tmpfs, WRITABLE").contains(said), "{text}");
+        let mut run = vec!["run"];
+        run.extend(line);
+        let out = airlock(Launcher::Root, &run).output().unwrap();
+        assert_eq!(stdout(&out), seen, "{}", show(&out));
+    }
+}
+
+#[test]
 fn explain_says_a_timeout_below_a_millisecond_as_given() {
     let (out, text) = explain_as(Launcher::Root, &["--timeout", "0.0001", "--", "true"]);
     assert_eq!(code(&out), Some(0), "{}", show(&out));
