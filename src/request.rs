@@ -32,7 +32,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "env",
         "an object of name -> value, set in the task's environment",
     ),
-    ("timeout_ms", "an integer > 0: default 10000"),
+    ("timeout_ms", "an integer > 0, at most 10^12: default 10000"),
     (
         "max_output",
         "bytes (an integer >= 0, or a string like \"64K\"): kept of stdout, stderr and each \
@@ -43,7 +43,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "bytes (an integer, or a string like \"512M\"; at least 16 MiB): memory cap",
     ),
     ("pids", "an integer >= 2: maximum processes and threads"),
-    ("cpu_time_ms", "an integer >= 1000: CPU time per process"),
+    (
+        "cpu_time_ms",
+        "an integer >= 1000, at most 10^12: CPU time per process",
+    ),
     (
         "file_size",
         "bytes (an integer >= 1, or a string like \"512M\"): largest file",
@@ -412,6 +415,10 @@ impl<'de> Visitor<'de> for Field<'_> {
     fn visit_u64<E: de::Error>(mut self, n: u64) -> Result<(), E> {
         let d = &mut self.r.draft;
         match self.key {
+            // As the flags: at most 10^9 s (the parity review: any u64 was taken here).
+            "timeout_ms" | "cpu_time_ms" if n > crate::spec::MAX_DURATION_SECS * 1000 => {
+                return Err(E::invalid_value(Unexpected::Unsigned(n), &self));
+            }
             "timeout_ms" if n > 0 => d.timeout = Some(std::time::Duration::from_millis(n)),
             "timeout_ms" => return Err(E::invalid_value(Unexpected::Unsigned(n), &self)),
             "max_output" => d.max_output = Some(usize::try_from(n).unwrap_or(usize::MAX)),
@@ -529,6 +536,14 @@ mod tests {
             (r#"{"command": "x", "env": {"A": 1}}"#, "\"env\""),
             (r#"{"command": "x", "timeout_ms": "10"}"#, "\"timeout_ms\""),
             (r#"{"command": "x", "timeout_ms": 0}"#, "\"timeout_ms\""),
+            (
+                r#"{"command": "x", "timeout_ms": 1000000000001}"#,
+                "\"timeout_ms\"",
+            ),
+            (
+                r#"{"command": "x", "cpu_time_ms": 1000000000001}"#,
+                "\"cpu_time_ms\"",
+            ),
             (r#"{"command": "x", "max_output": -1}"#, "\"max_output\""),
             (r#"{"command": "x", "memory": "lots"}"#, "\"memory\""),
             (r#"{"command": "x", "pids": "9"}"#, "\"pids\""),

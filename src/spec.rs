@@ -838,6 +838,10 @@ pub fn parse_input(arg: &str) -> Result<Input, UsageError> {
     })
 }
 
+/// The longest duration a flag or a request gives (`--timeout`, `timeout_ms`, `--cpu-time`,
+/// `cpu_time_ms`): 10^9 s, some 31 years.
+pub const MAX_DURATION_SECS: u64 = 1_000_000_000;
+
 /// Parse a duration: `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, UsageError> {
     let t = s.trim();
@@ -863,7 +867,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, UsageError> {
             ));
         }
     };
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+    if !secs.is_finite() || !(0.0..=MAX_DURATION_SECS as f64).contains(&secs) {
         return usage(format!("duration {} is out of range", quoted(s)));
     }
     Ok(Duration::from_secs_f64(secs))
