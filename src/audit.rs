@@ -2057,14 +2057,24 @@ const SECRET_GROUPS: [(&str, &str); 2] = [
     ("ssl-cert", "TLS private keys"),
 ];
 
+/// The name `/etc/group` gives `gid`. The file itself, not NSS's getgrgid: a static glibc
+/// build's NSS loads modules it cannot, and crashed (SIGSEGV) on a gid the file lacks; the
+/// groups that read host secrets are local ones.
+pub fn group_name(gid: u32) -> Option<String> {
+    let text = std::fs::read_to_string("/etc/group").ok()?;
+    text.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id.parse::<u32>() == Ok(gid)).then(|| name.to_string())
+    })
+}
+
 /// What a container's group (a name, or a number this host names) reads of the host's secrets
 /// by their modes (SECRET_GROUPS); a group filled in from outside the line may be any of them.
 pub fn secrets_read_by_group(group: &str) -> Vec<&'static str> {
     let name = match group.parse::<u32>() {
-        Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
-            .ok()
-            .flatten()
-            .map(|g| g.name),
+        Ok(gid) => group_name(gid),
         Err(_) => Some(group.to_string()),
     };
     let unseen = expands_a_variable(group);

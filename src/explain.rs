@@ -20,13 +20,10 @@ const POLICY_JSON: &str = include_str!(concat!(
 
 /// Group ids with this host's names, `42 (shadow) 100 (users)`.
 fn group_names(gids: &[u32]) -> String {
-    let named =
-        gids.iter().map(
-            |&g| match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(g)) {
-                Ok(Some(group)) => format!("{g} ({})", one_line(&group.name)),
-                _ => g.to_string(),
-            },
-        );
+    let named = gids.iter().map(|&g| match crate::audit::group_name(g) {
+        Some(name) => format!("{g} ({})", one_line(&name)),
+        None => g.to_string(),
+    });
     named.collect::<Vec<_>>().join(" ")
 }
 

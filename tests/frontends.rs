@@ -2598,6 +2598,25 @@ fn explain_names_the_groups_the_task_keeps_on_the_host() {
     );
     let (rc, text) = run("", "audit airlock", &format!("-- run {shadow}"), "true");
     assert_eq!(rc, Some(0), "{text}");
+    // A gid /etc/group lacks is named by its number. The static glibc build's NSS lookup of
+    // one crashed (SIGSEGV) in explain and in audit docker's `--user 1000:GID` (CI).
+    let (rc, text) = run("", "explain", "--host-gid 4322", "true");
+    assert_eq!(rc, Some(0), "{text}");
+    let (rc, text) = run(
+        in_shadow.replace("42,100", "4322").as_str(),
+        "explain",
+        "",
+        "true",
+    );
+    assert_eq!(rc, Some(0), "{text}");
+    assert!(
+        line_with(&text, "on the host:").contains("groups 4322 (the caller's"),
+        "{text}"
+    );
+    let docker = "docker run --network none --read-only --user 1000:4322 img";
+    let (rc, text) = run("", "audit docker", "", docker);
+    assert_eq!(rc, Some(0), "{text}");
+    assert!(text.starts_with("clean: "), "{text}");
 }
 
 /// explain opens no host path, so what run learns from the host's files is not checked
