@@ -756,9 +756,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         .and_then(|c| c.limit_hit())
     {
         Some(hit)
-    } else if (signal == Some(libc::SIGXCPU) && !sup.sent_xcpu)
-        || (by_signal(libc::SIGKILL) && cpu_over(true))
-        || (by_signal(libc::SIGXCPU) && cpu_over(false))
+    } else if (by_signal(libc::SIGKILL) && cpu_over(true))
+        || (by_signal(libc::SIGXCPU) && !sup.sent_xcpu && cpu_over(false))
     {
         Some("cpu")
     } else if by_signal(libc::SIGXFSZ) {
