@@ -3219,9 +3219,8 @@ const CREDENTIAL_NAME_PARTS: &[&str] = &[
     "APIKEY",
     "PRIVATE_KEY",
     "ACCESSTOKEN",
-    // npm's `_authToken` (NPM_CONFIG__AUTHTOKEN), an HTTP header's value.
+    // npm's `_authToken` (NPM_CONFIG__AUTHTOKEN), ngrok's.
     "AUTHTOKEN",
-    "AUTHORIZATION",
 ];
 
 /// Runs of whole words (split at `_`) that mark a name a credential wherever they stand:
@@ -3237,6 +3236,7 @@ const CREDENTIAL_NAME_RUNS: &[&[&str]] = &[
     &["AUTH", "CONFIG"],
     // The Bitwarden CLI's unlocked vault, and Vercel's and Terraform Cloud's logins.
     &["BW", "SESSION"],
+    &["BASIC", "AUTH"],
     &["VERCEL", "TOKEN"],
 ];
 
@@ -3244,12 +3244,21 @@ const CREDENTIAL_NAME_RUNS: &[&[&str]] = &[
 /// `CI_JOB_JWT_V2`): `DB_PASS`, `MYSQL_PWD`, `CI_JOB_JWT`, `AWS_CREDS`, `PGPASS`, `SENTRY_DSN`,
 /// `OPENAI_KEY`, but not `PASS_THROUGH`, `JWT_ISSUER` or `PWD` alone (the working directory).
 const CREDENTIAL_NAME_LAST_WORDS: &[&str] = &[
-    "PASS", "PGPASS", "PWD", "CREDS", "JWT", "DSN", "KEY", "AUTH",
+    "PASS",
+    "PGPASS",
+    "PWD",
+    "CREDS",
+    "JWT",
+    "DSN",
+    "KEY",
+    "AUTHORIZATION",
 ];
 
-/// Of those, the ones that are a credential's name alone too (`JWT`, `CREDS`, `AUTH`; not
-/// `PWD`, the working directory, nor `PASS`, `KEY`).
-const CREDENTIAL_NAMES_ALONE: &[&str] = &["JWT", "CREDS", "AUTH"];
+/// Of those, the ones that are a credential's name alone too (`JWT`, `CREDS`, an HTTP
+/// header's `AUTHORIZATION`; not `PWD`, the working directory, nor `PASS`, `KEY`). `AUTH` is
+/// none, alone or last (`SMTP_AUTH=login`, `PROXY_AUTH=basic`: the sign-off review), but
+/// npm's `_auth` setting is (NPM_CONFIG__AUTH, base64 of user:password), and `BASIC_AUTH`.
+const CREDENTIAL_NAMES_ALONE: &[&str] = &["JWT", "CREDS", "AUTHORIZATION"];
 
 /// Words before a last `KEY` that make it no credential: a database's or a cache's key.
 const KEYS_THAT_ARE_NO_SECRET: &[&str] = &[
@@ -3349,7 +3358,9 @@ const CREDENTIAL_VALUE_PREFIXES: &[(&str, usize)] = &[
 ];
 
 /// The values a switch is set to, as configuration libraries read them.
-const SWITCH_VALUES: &[&str] = &["0", "1", "true", "false", "yes", "no", "on", "off"];
+const SWITCH_VALUES: &[&str] = &[
+    "0", "1", "true", "false", "yes", "no", "y", "n", "on", "off", "none", "enabled", "disabled",
+];
 
 /// Why a `--setenv NAME VALUE` looks like a credential (`"name"` or `"value"`), if it does:
 /// a credential's name, a well-known token format or a JSON Web Token anywhere in the value
@@ -3391,6 +3402,7 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
             .any(|run| words.windows(run.len()).any(|w| w == *run))
         || last_word
         || (words.len() == 1 && CREDENTIAL_NAMES_ALONE.contains(&last))
+        || upper.ends_with("__AUTH")
         || upper == "PGPASS";
     let webhook = words.contains(&"WEBHOOK");
     // A switch's value (`HF_HUB_DISABLE_TOKEN=1`, `PASSWORD_AUTH=false`) is no credential,
@@ -3415,8 +3427,9 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
     });
     let private_key = value.contains("-----BEGIN") && value.contains("PRIVATE KEY");
     // An HTTP authorization's scheme and its token (`Bearer abc123...`, `Basic dXNlcjpw...`,
-    // alone or in a header): a token has a digit, a base64 sign or a capital past its first
-    // letter, where a word of prose (`Basic usage`) has none.
+    // alone or in a header): a token is made of base64's and a JWT's characters and has a
+    // digit, `+`, `/`, `=` or a capital past its first letter, where a word of prose (`Basic
+    // usage`, `basic read-only access`) has none.
     let http_auth = value
         .split_whitespace()
         .collect::<Vec<_>>()
@@ -3424,8 +3437,11 @@ fn credential_in(name: &str, value: &str) -> Option<&'static str> {
         .any(|w| {
             (w[0].eq_ignore_ascii_case("bearer") || w[0].eq_ignore_ascii_case("basic"))
                 && w[1].len() >= 8
+                && w[1]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+/=-._~".contains(c))
                 && w[1].char_indices().any(|(i, c)| {
-                    c.is_ascii_digit() || "+/=-_.".contains(c) || (i > 0 && c.is_ascii_uppercase())
+                    c.is_ascii_digit() || "+/=".contains(c) || (i > 0 && c.is_ascii_uppercase())
                 })
         });
     let jwt = words(b".=")
@@ -6495,7 +6511,6 @@ mod tests {
             ("AUTHORIZATION", "x", "name"),
             ("JWT", "x", "name"),
             ("CREDS", "x", "name"),
-            ("AUTH", "x", "name"),
             ("X", "Bearer abcdef1234567890", "value"),
             ("X", "Authorization: Basic dXNlcjpwYXNz", "value"),
             ("X", "glrt-abcdefghij0123456789", "value"),
@@ -6630,6 +6645,15 @@ mod tests {
             // A switch's value, whatever the name says (the stop-45 security-team review).
             "--setenv HF_HUB_DISABLE_TOKEN 1",
             "--setenv HINT 'Basic usage: see the manual'",
+            // The sign-off review's: AUTH as a setting, AUTHORIZATION as a server's, prose.
+            "--setenv SMTP_AUTH login",
+            "--setenv PROXY_AUTH basic",
+            "--setenv AUTH none",
+            "--setenv JWT disabled",
+            "--setenv AUTHORIZATION_SERVER https://auth.example.com",
+            "--setenv AUTHORIZATION_MODE Node,RBAC",
+            "--setenv DESCRIPTION 'Implements basic read-only access'",
+            "--setenv MODE 'basic non-interactive'",
             "--setenv AUTHORIZATION_URL https://auth.example.com/authorize",
             "--setenv PWD /work",
             "--setenv PASSWORD_AUTH false",
