@@ -1187,7 +1187,7 @@ fn limit_notice(hit: &str, timeout: Option<std::time::Duration>) -> String {
         "pids" => "the task ran into its process limit (--pids): a fork was refused".into(),
         "cpu" => "the task ran into its CPU time limit (--cpu-time)".into(),
         "file_size" => "the task ran into its file size limit (--file-size)".into(),
-        "scratch_full" => "scratch is full (--scratch-size)".into(),
+        "scratch_full" => "scratch or /dev/shm is full (--scratch-size)".into(),
         other => format!("the task ran into a limit: {other}"),
     }
 }

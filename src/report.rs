@@ -371,8 +371,16 @@ pub fn to_json(o: &Outcome, warnings: &[String]) -> Value {
 /// Whether the scratch tmpfs `fd` is on has no block or no inode left (a task that ran
 /// into --scratch-size).
 pub fn full(fd: std::os::fd::BorrowedFd) -> bool {
-    nix::sys::statvfs::fstatvfs(fd)
-        .is_ok_and(|st| st.blocks_available() == 0 || st.files_available() == 0)
+    nix::sys::statvfs::fstatvfs(fd).is_ok_and(|st| no_room(&st))
+}
+
+/// As [`full`], for the filesystem at `path` (the sandbox's `/dev/shm`, sized as scratch).
+pub fn full_at(path: &str) -> bool {
+    nix::sys::statvfs::statvfs(path).is_ok_and(|st| no_room(&st))
+}
+
+fn no_room(st: &nix::sys::statvfs::Statvfs) -> bool {
+    st.blocks_available() == 0 || st.files_available() == 0
 }
 
 /// airlock's own failure in JSON mode.

@@ -814,7 +814,7 @@ fn scratch_fill_is_reported() {
                 r.show()
             );
             assert_eq!(
-                stderr(&r.out).contains("airlock: scratch is full (--scratch-size)"),
+                stderr(&r.out).contains("airlock: scratch or /dev/shm is full (--scratch-size)"),
                 said,
                 "{}",
                 r.show()
@@ -904,6 +904,17 @@ for d in ('/work', '/dev/shm'):
             }
             eprintln!("{ctx}: {:?}", r.took);
             assert_clean(&m, &[r.pid], &ctx);
+        }
+    }
+    // /dev/shm has scratch's size: filling it is the same limit (it had read null, the
+    // kill-storm review). Control: the same writer stopped short of the size.
+    for (count, hit) in [(64, json!("scratch_full")), (2, Value::Null)] {
+        let script = format!(": {m}; dd if=/dev/zero of=/dev/shm/big bs=1M count={count}");
+        for who in BOTH {
+            let (r, rep) = json_sh(who, &["--scratch-size", "8M"], &script, SECS_30);
+            let code = i32::from(count > 8);
+            assert_end(&r, &rep, exited(code, hit.clone()));
+            assert_clean(&m, &[r.pid], &format!("/dev/shm, {who:?}"));
         }
     }
     // Out of inodes with blocks to spare is a full scratch to the report too.

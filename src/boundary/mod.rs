@@ -902,7 +902,8 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 /// launcher blocked (`launch::ALSO_ENDING`; airlock run, to whom `interrupted` says; bwrap
 /// mode without a pid namespace, to the task), with `job_control` (airlock run) stop and
 /// continue the sandbox on the launcher's SIGTSTP and SIGCONT and pass on its SIGWINCH, and
-/// report the task's end. When init exits,
+/// report the task's end (and, airlock run, whether its `/dev/shm`, sized as scratch, is
+/// full). When init exits,
 /// the kernel kills whatever else is left in the pid namespace. The launcher enforces the
 /// timeout; at `backstop`, past it, this init kills the sandbox itself, as a launcher that
 /// SIGSTOP stopped (no process can catch it) would leave the task running on unbounded.
@@ -978,11 +979,16 @@ fn supervise(
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == task => {
-                    report_end(sock, false, code, scratch.as_ref(), stopped_it)
+                    report_end(sock, false, code, scratch.as_ref(), job_control, stopped_it)
                 }
-                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == task => {
-                    report_end(sock, true, sig as i32, scratch.as_ref(), stopped_it)
-                }
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == task => report_end(
+                    sock,
+                    true,
+                    sig as i32,
+                    scratch.as_ref(),
+                    job_control,
+                    stopped_it,
+                ),
                 Ok(WaitStatus::StillAlive) => break,
                 Ok(_) => {}
                 // No child left (ECHILD) with the task's end unseen, or an error waitpid
@@ -1026,6 +1032,7 @@ fn report_end(
     signaled: bool,
     value: i32,
     scratch: Option<&OwnedFd>,
+    dev_shm: bool,
     timed_out: bool,
 ) -> ! {
     let cpu_ms = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
@@ -1041,7 +1048,10 @@ fn report_end(
             signaled,
             value,
             cpu_ms,
-            scratch_full: scratch.is_some_and(|fd| crate::report::full(fd.as_fd())),
+            // `/dev/shm` has scratch's size and inodes (--scratch-size): full, it is the
+            // limit the task ran into as a full scratch is (the kill-storm review).
+            scratch_full: scratch.is_some_and(|fd| crate::report::full(fd.as_fd()))
+                || (dev_shm && crate::report::full_at("/dev/shm")),
             timed_out,
         },
     );
