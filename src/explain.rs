@@ -42,13 +42,14 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             .map(|g| g.as_raw())
             .collect(),
     };
+    // The task's gid on the host: --host-gid's, or the caller's own.
+    let (_, task_gid) = spec.task_host_ids();
     let host_id = if caller_is_root {
         format!(
             "uid {} gid {}, no supplementary groups (the caller is root; the task never is)",
             spec.host_uid, spec.host_gid
         )
     } else {
-        let gid = nix::unistd::getegid().as_raw();
         let groups = match caller_groups.is_empty() {
             true => "no supplementary groups".to_string(),
             false => format!(
@@ -56,23 +57,16 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
                 group_names(&caller_groups)
             ),
         };
-        format!("uid {caller_uid} gid {gid} (the caller's own), {groups}")
+        format!("uid {caller_uid} gid {task_gid} (the caller's own), {groups}")
     };
     let inside_groups = match caller_groups.is_empty() {
         true => "no supplementary groups",
         false => "the caller's supplementary groups, shown as 65534 (unmapped)",
     };
     // A group that reads host secrets by their modes (shadow, ssl-cert).
-    let host_gids: Vec<u32> = match caller_is_root {
-        true => vec![spec.host_gid],
-        false => caller_groups
-            .iter()
-            .copied()
-            .chain([nix::unistd::getegid().as_raw()])
-            .collect(),
-    };
-    let secrets: Vec<&str> = host_gids
+    let secrets: Vec<&str> = caller_groups
         .iter()
+        .chain([&task_gid])
         .flat_map(|g| crate::audit::secrets_read_by_group(&g.to_string()))
         .collect();
     let _ = writeln!(w, "command: {:?}", spec.argv);

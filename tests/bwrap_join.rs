@@ -107,6 +107,24 @@ impl Drop for Holder {
     }
 }
 
+/// `bash -c LINE` as `who`, stdin from /dev/null.
+fn bash_as(who: Launcher, line: &str) -> Command {
+    let mut c = Command::new("env");
+    c.args(as_user(who))
+        .args(["bash", "-c", line])
+        .stdin(Stdio::null());
+    c
+}
+
+/// Whether `done` holds within 5 s (asked every 20 ms).
+fn within_5s(done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
 /// Run `BWRAP ARGS -- sh -c SCRIPT` with fds 5 and 6 opened on `fd5`/`fd6`, as `who`.
 fn run(
     who: Launcher,
@@ -324,24 +342,12 @@ fn dies_with_airlock(who: Launcher, h: &Holder, args: &str, task: &str) {
         ours(),
         MIN_ROOT.join(" ")
     );
-    let mut airlock = Command::new("env")
-        .args(as_user(who))
-        .args(["bash", "-c", &line])
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while find_sleep(task).is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let started = find_sleep(task).is_some();
+    let mut airlock = bash_as(who, &line).spawn().unwrap();
+    let started = within_5s(|| find_sleep(task).is_some());
     airlock.kill().unwrap();
     let _ = airlock.wait();
     assert!(started, "{who:?}: the task did not start");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while find_sleep(task).is_some() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    within_5s(|| find_sleep(task).is_none());
     let left = find_sleep(task);
     if let Some(pid) = left {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
@@ -476,12 +482,7 @@ fn the_status_fds_name_the_namespaces_made_in_a_joined_user_namespace() {
                 h.pid,
                 MIN_ROOT.join(" ")
             );
-            let o = Command::new("env")
-                .args(as_user(who))
-                .args(["bash", "-c", &line])
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
+            let o = bash_as(who, &line).output().unwrap();
             let (info_text, json_text) = (
                 std::fs::read_to_string(&info).unwrap_or_default(),
                 std::fs::read_to_string(&json).unwrap_or_default(),
@@ -527,12 +528,7 @@ fn sigterm_to_the_child_pid_of_a_joined_user_namespace_ends_the_task() {
                 h.pid,
                 MIN_ROOT.join(" ")
             );
-            let mut child = Command::new("env")
-                .args(as_user(who))
-                .args(["bash", "-c", &line])
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut child = bash_as(who, &line).spawn().unwrap();
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut pid = None;
             while pid.is_none() && Instant::now() < deadline {

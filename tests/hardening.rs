@@ -661,22 +661,12 @@ for name, cmd, arg in (('F_GETLEASE', fcntl.F_GETLEASE, 0), ('F_SETLEASE', fcntl
         print(name, errno.errorcode[e.errno])\" </dev/null"
     );
     let bind = dir.path().to_str().unwrap();
-    for who in BOTH {
-        let o = sh(who, &["--ro-bind", bind], &probe);
-        assert_eq!(
-            stdout(&o),
-            "F_GETLEASE OK\nF_SETLEASE EPERM\n",
-            "{who:?}: {}",
-            stderr(&o)
-        );
-    }
     // Control: outside, the file's owner takes the lease.
-    let o = host_sh(Launcher::Unprivileged, &probe);
-    assert_eq!(
-        stdout(&o),
+    inside_and_outside(
+        &["--ro-bind", bind],
+        &probe,
+        "F_GETLEASE OK\nF_SETLEASE EPERM\n",
         "F_GETLEASE OK\nF_SETLEASE OK\n",
-        "{}",
-        stderr(&o)
     );
 }
 
@@ -697,17 +687,25 @@ except OSError as e:
     print('F_NOTIFY', errno.errorcode[e.errno])
 import ctypes
 print('inotify', 'OK' if ctypes.CDLL(None).inotify_init1(0) >= 0 else 'failed')\" </dev/null";
+    inside_and_outside(
+        &[],
+        probe,
+        "F_NOTIFY EPERM\ninotify OK\n",
+        "F_NOTIFY OK\ninotify OK\n",
+    );
+}
+
+/// `probe` run in the sandbox (with `flags`) as root and as uid 65534 must print `inside`;
+/// the control, the same probe on the host as uid 65534, `outside`.
+fn inside_and_outside(flags: &[&str], probe: &str, inside: &str, outside: &str) {
     for who in BOTH {
-        let o = sh(who, &[], probe);
-        assert_eq!(
-            stdout(&o),
-            "F_NOTIFY EPERM\ninotify OK\n",
-            "{who:?}: {}",
-            stderr(&o)
-        );
+        let o = sh(who, flags, probe);
+        assert_eq!(stdout(&o), inside, "{who:?}: {}", stderr(&o));
     }
-    let o = host_sh(Launcher::Unprivileged, probe);
-    assert_eq!(stdout(&o), "F_NOTIFY OK\ninotify OK\n", "{}", stderr(&o));
+    // uid 65534 cannot run root's python3 shim (pyenv): the system's python3.
+    let host = probe.replace("python3 -c", "/usr/bin/python3 -c");
+    let o = host_sh(Launcher::Unprivileged, &host);
+    assert_eq!(stdout(&o), outside, "control, on the host: {}", stderr(&o));
 }
 
 /// fallocate of 64 MiB on stdout and on a scratch file, FALLOC_FL_KEEP_SIZE alone and (scratch)
@@ -1667,20 +1665,7 @@ fn secret_memory_is_not_available() {
 libc = ctypes.CDLL(None, use_errno=True)
 r = libc.syscall(447, 0)
 print('memfd_secret', 'OK' if r >= 0 else errno.errorcode[ctypes.get_errno()])\" </dev/null";
-    for who in BOTH {
-        let o = sh(who, &[], probe);
-        assert_eq!(
-            stdout(&o),
-            "memfd_secret ENOSYS\n",
-            "{who:?}: {}",
-            stderr(&o)
-        );
-    }
-    let o = host_sh(
-        Launcher::Unprivileged,
-        probe.replace("python3", "/usr/bin/python3").as_str(),
-    );
-    assert_eq!(stdout(&o), "memfd_secret OK\n", "{}", stderr(&o));
+    inside_and_outside(&[], probe, "memfd_secret ENOSYS\n", "memfd_secret OK\n");
 }
 
 /// Huge pages come from the host's one hugetlb pool (`vm.nr_hugepages`, or general memory up to
