@@ -55,16 +55,20 @@ impl Run {
     }
 }
 
+/// `s` whole when short, else its first and last 1000 bytes: where a run began, and where it
+/// stopped (a hang's last words).
 pub fn truncate_for_message(s: &str) -> String {
     if s.len() <= 2000 {
-        s.to_string()
-    } else {
-        let mut end = 2000;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}... ({} bytes)", &s[..end], s.len())
+        return s.to_string();
     }
+    let (mut head, mut tail) = (1000, s.len() - 1000);
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} ... ({} bytes) ... {}", &s[..head], s.len(), &s[tail..])
 }
 
 pub fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<Vec<u8>> {
@@ -125,20 +129,28 @@ pub fn run_fed(mut cmd: Command, feed: Option<Feed>, limit: Duration) -> Run {
     });
     let out = drain(child.stdout.take().unwrap());
     let err = drain(child.stderr.take().unwrap());
-    let status = wait_until(&mut child, start + limit)
-        .unwrap_or_else(|| panic!("{cmd:?} still running after {limit:?}: killed"));
+    let status = wait_until(&mut child, start + limit);
     let took = start.elapsed();
     let pipes_deadline = Instant::now() + Duration::from_secs(3);
     while !(out.is_finished() && err.is_finished()) {
         assert!(
             Instant::now() < pipes_deadline,
-            "{cmd:?} exited ({status:?}) but its stdout/stderr stayed open for 3 s"
+            "{cmd:?} ended ({status:?}, None: killed after {limit:?}) but its stdout/stderr \
+             stayed open for 3 s"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
     if let Some(w) = writer {
         let _ = w.join();
     }
+    let Some(status) = status else {
+        let killed = child.wait().unwrap();
+        let run = Run::collect(killed, took, [out, err]);
+        panic!(
+            "{cmd:?} still running after {limit:?}: killed\n{}",
+            run.show()
+        );
+    };
     Run::collect(status, took, [out, err])
 }
 

@@ -193,7 +193,7 @@ fn boot_vmlinuz(kernel: &str, cases: &str, files: &[(&str, Entry)]) -> Result<St
         .arg("-initrd")
         .arg(&image)
         .args(["-append", "console=ttyS0 quiet loglevel=1 panic=-1"]);
-    let run = super::run_bounded(qemu, None, Duration::from_secs(600));
+    let run = super::run_bounded(qemu, None, Duration::from_secs(300));
     let text = super::stdout(&run.out).replace('\r', "");
     if std::env::var_os("AIRLOCK_VM_SHOW").is_some() {
         eprintln!("the guest's console ({:?}):\n{text}", run.took);
