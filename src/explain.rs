@@ -27,7 +27,10 @@ fn group_names(gids: &[u32]) -> String {
     named.collect::<Vec<_>>().join(" ")
 }
 
-pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
+/// What `spec` builds, for a caller whose effective ids are `caller_uid` and `caller_gid`.
+pub fn explain(spec: &Spec, caller_uid: u32, caller_gid: u32) -> String {
+    let caller_is_root = caller_uid == 0;
+    let task_ids = spec.task_host_ids(caller_uid, caller_gid);
     let mut s = String::new();
     let w = &mut s;
     // An unprivileged caller's task keeps the caller's gid and supplementary groups on the
@@ -43,7 +46,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             .collect(),
     };
     // The task's gid on the host: --host-gid's, or the caller's own.
-    let (_, task_gid) = spec.task_host_ids();
+    let (_, task_gid) = task_ids;
     let host_id = if caller_is_root {
         format!(
             "uid {} gid {}, no supplementary groups (the caller is root; the task never is)",
@@ -217,7 +220,7 @@ pub fn explain(spec: &Spec, caller_is_root: bool, caller_uid: u32) -> String {
             format!("{SCRATCH}/{}", one_line(&i.name))
         );
         if let crate::spec::InputSource::HostFile(path) = &i.source
-            && let Some(warning) = crate::audit::input_warning(path, &i.name, spec.task_host_ids())
+            && let Some(warning) = crate::audit::input_warning(path, &i.name, task_ids)
         {
             let _ = writeln!(w, "  {:<17} warning: {}", "", one_line(&warning));
         }

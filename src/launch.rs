@@ -289,13 +289,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // An unprivileged caller's init maps its own ids (saves a round trip through the
     // launcher), unless bwrap's --userns-block-fd asks the maps to wait for the caller, or
     // --info-fd/--json-status-fd want the namespaces read from /proc/PID/ns while the init
-    // still waits (it becomes non-dumpable at step 10, and the reading would race it).
+    // still waits (it becomes non-dumpable at step 6 or 10, and the reading would race it).
     let launcher_maps = io.is_some_and(|b| {
         b.userns_block_fd.is_some() || b.info_fd.is_some() || b.json_status_fd.is_some()
     });
     let own_maps = (!caller_is_root && !joins && !launcher_maps).then(|| {
         let (euid, egid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-        id_maps(spec, false, euid.as_raw(), egid.as_raw())
+        id_maps(spec, euid.as_raw(), egid.as_raw())
     });
     let maps_by_init = own_maps.is_some();
     // An init that waits for the maps starts on another CPU than this launcher's, where it
@@ -329,7 +329,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     });
     // bwrap's --userns-block-fd: the caller writes the maps (below) and may deny setgroups
     // in them, so a root caller's supplementary groups are dropped here, where the init
-    // would drop them at step 10.
+    // would drop them at step 6.
     if caller_is_root && io.is_some_and(|b| b.userns_block_fd.is_some()) {
         nix::unistd::setgroups(&[])
             .map_err(|e| Failure::Setup(format!("step 1: setgroups([]): {e}")))?;
@@ -1189,19 +1189,16 @@ fn check_mount_points(spec: &Spec) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The uid/gid map lines for a spec: the task's id inside maps to the caller's own id (an
-/// unprivileged caller), to an unprivileged host id (a root caller in airlock run), or, in
-/// bwrap mode for a root caller that did not ask for a user namespace, every id to itself.
-pub fn id_maps(spec: &Spec, caller_is_root: bool, euid: u32, egid: u32) -> (String, String) {
-    if caller_is_root && spec.identity_map {
+/// The uid/gid map lines for a spec and a caller of `euid`/`egid`: the task's id inside maps
+/// to its host id (Spec::task_host_ids: the caller's own id for an unprivileged caller, an
+/// unprivileged host id for a root caller in airlock run), or, in bwrap mode for a root
+/// caller that did not ask for a user namespace, every id to itself.
+pub fn id_maps(spec: &Spec, euid: u32, egid: u32) -> (String, String) {
+    if euid == 0 && spec.identity_map {
         let all = "0 0 4294967295\n".to_string();
         return (all.clone(), all);
     }
-    let (uid, gid) = if caller_is_root {
-        (spec.host_uid, spec.host_gid)
-    } else {
-        (euid, egid)
-    };
+    let (uid, gid) = spec.task_host_ids(euid, egid);
     (
         format!("{} {uid} 1\n", spec.uid),
         format!("{} {gid} 1\n", spec.gid),
@@ -1236,7 +1233,6 @@ fn readable_or_signal(fd: std::os::fd::BorrowedFd, sigfd: &SignalFd) -> Option<S
 fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
     let (uid_map, gid_map) = id_maps(
         spec,
-        caller_is_root,
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
     );

@@ -862,7 +862,10 @@ fn explain(args: RunArgs) -> i32 {
         Ok(mut spec) => {
             scope_abstract_sockets(&mut spec);
             let uid = nix::unistd::geteuid();
-            out(&explain::explain(&spec, uid.is_root(), uid.as_raw()), 0)
+            out(
+                &explain::explain(&spec, uid.as_raw(), nix::unistd::getegid().as_raw()),
+                0,
+            )
         }
         Err(e) => fail(false, &launch::Failure::Usage(e.0)),
     }
@@ -1121,7 +1124,12 @@ fn run(args: RunArgs) -> i32 {
     );
     warnings.extend(spec.inputs.iter().filter_map(|input| match &input.source {
         spec::InputSource::HostFile(path) => {
-            audit::input_warning(path, &input.name, spec.task_host_ids())
+            let (euid, egid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+            audit::input_warning(
+                path,
+                &input.name,
+                spec.task_host_ids(euid.as_raw(), egid.as_raw()),
+            )
         }
         spec::InputSource::Bytes(_) => None,
     }));
@@ -1302,8 +1310,8 @@ fn write_report(bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Write to stdout; a closed stdout (`| head`) is not an error worth a panic.
-/// Write `text` whole to stdout.
+/// Write `text` whole to stdout; a closed stdout (`| head`) comes back as the error (EPIPE),
+/// never a panic, for the caller to weigh.
 pub fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut o = std::io::stdout().lock();
     o.write_all(text.as_bytes()).and_then(|_| o.flush())

@@ -308,15 +308,15 @@ impl Spec {
         })
     }
 
-    /// The task's identity on the host (uid, gid): `host_uid`/`host_gid` under a root
-    /// caller, the caller's own otherwise.
-    pub fn task_host_ids(&self) -> (u32, u32) {
-        match nix::unistd::geteuid().is_root() {
-            true => (self.host_uid, self.host_gid),
-            false => (
-                nix::unistd::geteuid().as_raw(),
-                nix::unistd::getegid().as_raw(),
-            ),
+    /// The task's identity on the host (uid, gid) for a caller whose effective ids are `euid`
+    /// and `egid`: `host_uid`/`host_gid` under a root caller, or the task's own ids where a
+    /// root caller's bwrap line maps every id to itself (`identity_map`); the caller's own
+    /// under any other caller, whose user namespace can map no other id.
+    pub fn task_host_ids(&self, euid: u32, egid: u32) -> (u32, u32) {
+        match (euid == 0, self.identity_map) {
+            (true, true) => (self.uid, self.gid),
+            (true, false) => (self.host_uid, self.host_gid),
+            (false, _) => (euid, egid),
         }
     }
 }

@@ -378,8 +378,8 @@ pub enum Start {
 /// the child exits with 125). With [`Start::SharedMemory`] the child runs on its own stack
 /// (with a guard page) in this process's memory: what it changes there, this process sees as
 /// after a call that never returned (its allocations and anything it holds are leaked).
-/// Every signal is blocked around the clone, so no handler of this process can run in the
-/// child; the child sets its own mask before it execs.
+/// For the clones (not `Start::Fork`), every signal is blocked around the clone, so no handler
+/// of this process can run in the child; the child sets its own mask before it execs.
 pub fn start_task(how: Start, child: &mut dyn FnMut()) -> SysResult<Pid> {
     if how == Start::Fork {
         // SAFETY: the caller (the sandbox's init) is single-threaded, so the child's copy of
@@ -1194,8 +1194,22 @@ pub fn unshare_namespaces(flags: libc::c_int) -> SysResult<()> {
 }
 
 /// Close a descriptor number the caller handed us on the command line (bwrap's --info-fd is
-/// closed once written, so its reader sees EOF).
+/// closed once written, so its reader sees EOF). A standard stream's number (`--info-fd 1`)
+/// is not left free, as std_stream relies on 0-2 staying open: /dev/null takes its place,
+/// close-on-exec, so the caller's pipe still ends here and the task finds the number closed,
+/// as under bubblewrap.
 pub fn close_fd(fd: RawFd) {
+    if (0..3).contains(&fd) {
+        let flags = nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC;
+        if let Ok(null) = nix::fcntl::open("/dev/null", flags, nix::sys::stat::Mode::empty()) {
+            // SAFETY: dup3 onto a standard stream's number, which no Rust object owns (they
+            // are only borrowed, std_stream); `null` stays owned and is closed at its drop.
+            unsafe {
+                libc::dup3(null.as_raw_fd(), fd, libc::O_CLOEXEC);
+            }
+            return;
+        }
+    }
     // SAFETY: the descriptor is not owned by any Rust object in this process (it came from
     // the caller, named on the command line); closing it only ends the caller's pipe.
     unsafe {
@@ -1357,7 +1371,7 @@ pub fn send_fd(sock: RawFd, tag: u8, fd: RawFd) -> Result<(), Errno> {
 }
 
 const LO_SOCKET: &str = "socket(AF_INET, SOCK_DGRAM) for lo";
-const LO_IOCTL: &str = "ioctl(lo, SIOCSIFFLAGS, IFF_UP)";
+const LO_IOCTL: &str = "ioctl(lo, SIOCSIFFLAGS, IFF_UP|IFF_RUNNING)";
 
 /// Bring the loopback interface of this network namespace up (SIOCSIFFLAGS with IFF_UP); the
 /// kernel then assigns 127.0.0.1/8 and ::1 itself.

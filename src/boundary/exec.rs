@@ -55,10 +55,7 @@ fn install_seccomp(s: &Seccomp) -> Result<(), SysError> {
         Seccomp::Fds(fds) => {
             for fd in fds {
                 let mut data = Vec::new();
-                let mut f = File::from(sys::dup_fd(*fd).map_err(|e| SysError {
-                    call: format!("read(seccomp fd {fd})"),
-                    errno: e.errno,
-                })?);
+                let mut f = File::from(sys::dup_fd(*fd)?);
                 std::io::Read::read_to_end(&mut f, &mut data)
                     .map_err(|e| io_err(e, || format!("read(seccomp fd {fd})")))?;
                 crate::seccomp::install_program(&data).map_err(|mut e| {
@@ -154,7 +151,9 @@ impl ExecPlan {
     }
 }
 
-/// The task, pid 2: its signals (default, or bwrap mode's as the caller left them), its stdio, every other descriptor closed at exec, then
+/// The task (pid 2, or pid 1 under bwrap's --as-pid-1): its signals (default, or bwrap mode's
+/// as the caller left them), its stdio, airlock's own descriptors closed at exec (in airlock
+/// run, every other one; bwrap mode leaves the caller's to the task, as bubblewrap does), then
 /// execve with the environment built from nothing. Never returns.
 pub(super) fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> ! {
     let sock = inh.sock.as_fd();

@@ -32,7 +32,8 @@ pub(super) enum Prepared {
         fd: OwnedFd,
         is_dir: bool,
     },
-    /// A writable copy, with the proc and sysfs mounts inside it (made read-only once attached).
+    /// A writable copy, with the mounts of the kernel's interfaces inside it (KERNEL_FS, made
+    /// read-only once attached).
     WritableTree {
         fd: OwnedFd,
         is_dir: bool,
@@ -235,9 +236,9 @@ fn unescape_mountinfo(b: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A writable copy of a host tree for a root caller keeps the proc and sysfs mounts in it
-/// read-only: only a root caller's task can be the host's uid 0, the owner of their knobs.
-/// Whether the tree was named by path or handed over as a descriptor.
+/// A writable copy of a host tree for a root caller keeps the mounts of the kernel's
+/// interfaces in it (KERNEL_FS: proc, sysfs, cgroupfs, ...) read-only: only a root caller's
+/// task can be the host's uid 0, the owner of their knobs.
 fn guard_kernel_fs(
     copy: Prepared,
     src: &Path,
@@ -1194,7 +1195,7 @@ pub(super) fn apply(
                 errno,
             })?;
             sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest).map_err(|e| SysError {
-                call: format!("mount_setattr({path:?}, RDONLY)"),
+                call: format!("mount_setattr({path:?}, RDONLY|NOSUID|NODEV)"),
                 errno: e.errno,
             })
         }
@@ -1214,8 +1215,6 @@ pub(super) fn apply(
     }
 }
 
-/// The user namespace's caps, through the new /proc at `proc` where they go that way (CapsVia;
-/// a second --proc writes the same values again).
 /// A new proc at `path`: the next one the launcher made of a joined pid namespace (bwrap's
 /// --pidns), or one mounted here.
 fn new_proc(inh: &Inherited, path: &Path, flags: MsFlags) -> Result<(), SysError> {
@@ -1229,6 +1228,8 @@ fn new_proc(inh: &Inherited, path: &Path, flags: MsFlags) -> Result<(), SysError
     }
 }
 
+/// The user namespace's caps, through the new /proc at `proc` where they go that way (CapsVia;
+/// a second --proc writes the same values again).
 fn cap_through(inh: &Inherited, proc: &Path) -> Result<(), SysError> {
     match super::caps_via(inh.spec) {
         super::CapsVia::OwnProc => super::cap_user_namespace(proc, false),

@@ -200,7 +200,8 @@ pub fn init(mut inh: Inherited) -> ! {
     }
 }
 
-/// Steps 3 to 13, in order. Returns the pid of the running task, and a streamed run's
+/// Steps 3 to 13, in order (the init's half of step 2, its id maps, comes after step 3:
+/// descriptors are sanitized before anything else). Returns the pid of the running task, and a streamed run's
 /// scratch (the launcher holds a JSON run's), whose fullness the task's end reports.
 fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     let spec = inh.spec;
@@ -252,7 +253,8 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     //    here through the host's /proc only where the plan mounts no /proc of its own (see
     //    caps_via).
     if caps_via(spec) == CapsVia::HostProc {
-        cap_user_namespace(Path::new("/proc"), true).step("4 cap the user namespace's counts")?;
+        cap_user_namespace(Path::new("/proc"), spec.bwrap.is_some())
+            .step("4 cap the user namespace's counts")?;
     }
 
     //    The sandbox's own files (the root's directories, /etc, /dev, scratch, the inputs,
@@ -740,9 +742,9 @@ fn join_cgroup(sock: BorrowedFd) -> Result<(), StepError> {
             },
         });
     }
-    for f in tasks {
-        named(nix::unistd::write(&f, b"0"), || {
-            "write(<cgroup tasks file>, \"0\")".into()
+    for (f, hierarchy) in tasks.iter().zip(["memory", "pids"]) {
+        named(nix::unistd::write(f, b"0"), || {
+            format!("write(<the {hierarchy} hierarchy's tasks file>, \"0\")")
         })
         .step(STEP)?;
     }
