@@ -55,7 +55,12 @@ fn install_seccomp(s: &Seccomp) -> Result<(), SysError> {
         Seccomp::Fds(fds) => {
             for fd in fds {
                 let mut data = Vec::new();
-                let mut f = File::from(sys::dup_fd(*fd)?);
+                // Named as the read it stands for (bwrap mode says "Can't read seccomp data",
+                // as bubblewrap does of a descriptor it cannot read).
+                let mut f = File::from(sys::dup_fd(*fd).map_err(|e| SysError {
+                    call: format!("read(seccomp fd {fd})"),
+                    errno: e.errno,
+                })?);
                 std::io::Read::read_to_end(&mut f, &mut data)
                     .map_err(|e| io_err(e, || format!("read(seccomp fd {fd})")))?;
                 crate::seccomp::install_program(&data).map_err(|mut e| {

@@ -1195,7 +1195,8 @@ pub(super) fn apply(
                 errno,
             })?;
             sys::set_mount_attrs(fd.as_fd(), "", RO, false, dest).map_err(|e| SysError {
-                call: format!("mount_setattr({path:?}, RDONLY|NOSUID|NODEV)"),
+                // bwrap mode words it as bubblewrap's "Can't remount readonly" by this call.
+                call: format!("mount_setattr({path:?}, RDONLY)"),
                 errno: e.errno,
             })
         }
