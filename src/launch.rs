@@ -175,6 +175,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         mut relays,
         mut feed,
         task_ends,
+        relayed,
     } = match (&spec.output, &spec.bwrap) {
         (Output::Stream, None) => relay::plan(owner, applied.map(|l| l.file_size))?,
         _ => relay::Plan::none(),
@@ -183,7 +184,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // those the task changed are put back once the sandbox is gone (bwrap mode: as bubblewrap,
     // not).
     let stream_flags = (matches!(spec.output, Output::Stream) && spec.bwrap.is_none())
-        .then(|| relay::StreamFlags::save(&task_ends));
+        .then(|| relay::StreamFlags::save(&relayed));
 
     // An ignored SIGCHLD (inherited from the caller) would make the kernel reap the task
     // without telling the sandbox's init; the init inherits this default.

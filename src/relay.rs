@@ -55,9 +55,10 @@
 //!   applies to regular files only;
 //! - a directory on any stream is refused (exit 2).
 //!
-//! Terminals and /dev/null go through as they are: /dev/null gives nothing, and a terminal is
-//! the caller's own (README, "Known limits"). bwrap mode passes every stream through, as
-//! bubblewrap does.
+//! Terminals and /dev/null are not relayed: /dev/null gives nothing, and a terminal is the
+//! caller's own (README, "Known limits"). Each reaches the task as an open file of its own
+//! where one can be had (own_description), but a terminal on stdin, which goes as it is.
+//! bwrap mode passes every stream through, as bubblewrap does.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -168,11 +169,13 @@ struct Progress {
 }
 
 /// What to do with the caller's streams: the launcher's relays, and for each of fds 0-2 the
-/// descriptor the task gets instead (`None`: the stream as it is).
+/// descriptor the task gets instead (`None`: the stream as it is), and whether that is a
+/// relay's pipe (else the task still reaches the caller's file).
 pub struct Plan {
     pub relays: Vec<Relay>,
     pub feed: Option<Feed>,
     pub task_ends: [Option<OwnedFd>; 3],
+    pub relayed: [bool; 3],
 }
 
 impl Plan {
@@ -182,6 +185,7 @@ impl Plan {
             relays: Vec::new(),
             feed: None,
             task_ends: [None, None, None],
+            relayed: [false; 3],
         }
     }
 }
@@ -267,8 +271,10 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
             }
         };
         if !relayed {
+            plan.task_ends[i] = own_description(stream, fd, &st);
             continue;
         }
+        plan.relayed[i] = true;
         ids[i] = Some((st.st_dev, st.st_ino));
         // stdout and stderr on one file (>>f 2>&1): one pipe, so their order is the task's.
         if stream == 2
@@ -323,6 +329,30 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
     Ok(plan)
 }
 
+/// A description of the task's own for a stream it gets unrelayed, where one can be had: its
+/// file status flags, locks and owner (F_SETOWN) are then the task's alone, and end with it.
+/// /dev/null is opened afresh, with the caller's access mode (a task's `flock` on the caller's
+/// /dev/null outlived the run, and every host process locking /dev/null then waited). A
+/// terminal on stdout or stderr is reopened write-only through /proc/self/fd: a shell opens its
+/// terminal read-write and copies it to 0-2, so the task read what was typed there, before
+/// the shell could, through `read(1, ...)` or `read(2, ...)`. One the launcher cannot reopen
+/// (another uid's console) goes as it is, as stdin's terminal does. None: the stream as it is.
+fn own_description(stream: i32, fd: BorrowedFd, st: &libc::stat) -> Option<OwnedFd> {
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFCHR {
+        return None;
+    }
+    let access = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).ok()?) & OFlag::O_ACCMODE;
+    let (path, access) = if st.st_rdev == nix::sys::stat::makedev(1, 3) {
+        ("/dev/null".to_string(), access)
+    } else if stream != 0 && access != OFlag::O_RDONLY && nix::unistd::isatty(fd).unwrap_or(false) {
+        (format!("/proc/self/fd/{stream}"), OFlag::O_WRONLY)
+    } else {
+        return None;
+    };
+    let flags = access | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    nix::fcntl::open(path.as_str(), flags, nix::sys::stat::Mode::empty()).ok()
+}
+
 /// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) and
 /// the permission bits and group of the standard streams the task gets as they are. The flags
 /// belong to the open file description, which the task shares with the caller: a task's
@@ -359,12 +389,14 @@ fn mode_group(st: &libc::stat) -> ModeGroup {
 }
 
 impl StreamFlags {
-    /// Read the flags, mode and group of each stream that `task_ends` does not replace.
-    pub fn save(task_ends: &[Option<OwnedFd>; 3]) -> StreamFlags {
+    /// Read the flags, mode and group of each stream the task reaches unrelayed (`relayed`
+    /// false), as it is or through a description of its own: the mode and group, and a
+    /// terminal's modes, belong to the file.
+    pub fn save(relayed: &[bool; 3]) -> StreamFlags {
         let mut saved = [None; 3];
         let mut terminal = None;
-        for (i, end) in task_ends.iter().enumerate() {
-            if end.is_none() {
+        for (i, relayed) in relayed.iter().enumerate() {
+            if !relayed {
                 let fd = std_stream(i as i32);
                 let st = nix::sys::stat::fstat(fd).ok();
                 saved[i] = fcntl(fd, FcntlArg::F_GETFL)

@@ -1202,12 +1202,15 @@ fn a_task_cannot_stop_the_output_of_the_callers_terminal() {
 
 /// Runs ARGV on a new pseudo-terminal (its controlling terminal and standard streams, so in
 /// its foreground), for at most 20 s; once the terminal shows `ready`, resizes its window to
-/// 50 rows of 132 columns, as a terminal emulator does. Prints the exit status, whether the
-/// terminal's modes after it are those from before it (`modes kept`) or not (`modes
-/// changed`), and what the terminal showed.
+/// 50 rows of 132 columns, as a terminal emulator does, and types a line of $PTY_TYPE if set.
+/// Prints the exit status, whether the terminal's modes after it are those from before it
+/// (`modes kept`) or not (`modes changed`), and what the terminal showed. The terminal is
+/// given to uid $PTY_OWNER if set, as a user's own terminal is theirs.
 const PTY_SESSION: &str = r#"
 import fcntl, os, pty, struct, subprocess, sys, termios, time
 m, s = pty.openpty()
+if os.environ.get('PTY_OWNER'):
+    os.fchown(s, int(os.environ['PTY_OWNER']), -1)
 before = termios.tcgetattr(s)
 def ctty():
     os.setsid()
@@ -1225,6 +1228,8 @@ while p.poll() is None and time.time() - t0 < 20:
     drain()
     if not resized and b'ready' in out:
         fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack('HHHH', 50, 132, 0, 0))
+        if os.environ.get('PTY_TYPE'):
+            os.write(m, os.environ['PTY_TYPE'].encode() + b'\n')
         resized = True
     time.sleep(0.05)
 if p.poll() is None:
@@ -1235,6 +1240,96 @@ print('rc', rc)
 print('modes', 'kept' if termios.tcgetattr(s) == before else 'changed')
 print('shown', out.decode(errors='replace').replace('\r', ''), end='')
 "#;
+
+/// A task's `flock` on its stdin, the caller's /dev/null, belonged to the caller's open file:
+/// it outlived the run for as long as the caller kept that open (a service's stdin, for its
+/// whole life), and every host process locking /dev/null meanwhile failed or waited (the red
+/// team, stop 47). The task's /dev/null is now an open file of its own. Control: the same lock
+/// taken directly through the caller's /dev/null stays after the locker has exited.
+#[test]
+fn a_tasks_lock_on_the_callers_dev_null_ends_with_the_run() {
+    let free = || {
+        let o = Command::new("flock")
+            .args(["-n", "-x", "/dev/null", "true"])
+            .output();
+        o.unwrap().status.success()
+    };
+    let lock = "flock -x 0 && echo locked";
+    for who in BOTH {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let o = airlock(who, &["run", "--", "sh", "-c", lock])
+            .stdin(null.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o), "locked\n", "{who:?}: {}", stderr(&o));
+        assert!(free(), "{who:?}: /dev/null still locked after the run");
+        let o = host_command(who, "sh")
+            .args(["-c", lock])
+            .stdin(null.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o), "locked\n", "control, {who:?}: {}", stderr(&o));
+        assert!(!free(), "control, {who:?}: the lock did not stay");
+        drop(null);
+        assert!(
+            free(),
+            "control, {who:?}: the lock did not end with the caller's file"
+        );
+    }
+}
+
+/// A shell opens its terminal read-write and copies it to 0-2, so a task given only stdout and
+/// stderr there (`</dev/null`) read what its user typed meanwhile through `read(1, ...)`, a
+/// root caller's task included (the red team, stop 47). The task's stdout and stderr are now
+/// its own write-only descriptions of the terminal: it still writes there, and is still on a
+/// terminal. Control: the same probe run directly reads what was typed.
+#[test]
+fn a_task_cannot_read_what_is_typed_through_its_stdout_or_stderr() {
+    let probe = "import errno, os, time\n\
+                 print('ready', os.isatty(1), os.isatty(2), flush=True)\n\
+                 time.sleep(1.5)\n\
+                 for fd in (1, 2):\n\
+                 \x20   try:\n\
+                 \x20       os.set_blocking(fd, False)\n\
+                 \x20       print(fd, 'read', os.read(fd, 100), flush=True)\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(fd, errno.errorcode[e.errno], flush=True)\n";
+    let session = |who: Launcher, sandboxed: bool| -> String {
+        let mut c = Command::new("python3");
+        c.args(["-c", PTY_SESSION]).args(as_user(who));
+        c.env("PTY_TYPE", "typed-secret");
+        if who == Launcher::Unprivileged {
+            c.env("PTY_OWNER", "65534");
+        }
+        // stdin elsewhere, as the README advises when what is typed is not for the task.
+        c.args(["sh", "-c", "exec \"$@\" </dev/null", "sh"]);
+        if sandboxed {
+            c.arg(binary()).args(["run", "--"]);
+        }
+        let o = c
+            .args(["python3", "-c", probe])
+            .stdin(Stdio::null())
+            .output();
+        let o = o.unwrap();
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    for who in BOTH {
+        let inside = session(who, true);
+        assert!(
+            inside.contains("ready True True\n")
+                && inside.contains("1 EBADF\n")
+                && inside.contains("2 EBADF\n")
+                && !inside.contains("read b'"),
+            "{who:?}: {inside}"
+        );
+        let outside = session(who, false);
+        assert!(
+            outside.contains("1 read b'typed-secret\\n'"),
+            "control, {who:?}: {outside}"
+        );
+    }
+}
 
 /// `sh -c SCRIPT` through PTY_SESSION as `who`: in a sandbox, given `airlock run`'s options
 /// `run`, or (None, the control) directly. Returns what the harness printed.

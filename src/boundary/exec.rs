@@ -222,7 +222,7 @@ pub(super) fn exec_task(inh: &Inherited, plan: &ExecPlan, init: Option<Pid>) -> 
         };
         if let Some(end) = end
             && let Err(e) = named(dup2_to(end, stream), || {
-                format!("dup2(<relay pipe>, {stream})")
+                format!("dup2(<the task's stream: a relay's pipe, or its own open file>, {stream})")
             })
         {
             fail(format!("step 13: {e}"));
