@@ -1810,6 +1810,41 @@ except OSError as e:
     );
 }
 
+/// `shmget` with `SHM_HUGETLB` takes the host's hugetlb pool too. The kernel refuses it only
+/// outside `vm.hugetlb_shm_group` (gid 0 by default), and an unprivileged caller's task keeps
+/// the caller's groups: a caller in that group handed its task the pool (the red team, stop
+/// 47). Refused by the filter (EPERM) whatever the caller's groups.
+/// Control: outside, the same caller's process passes the permission check (ENOMEM from an
+/// empty pool, or a segment where a host reserved pages).
+#[test]
+fn a_huge_page_segment_is_refused_whatever_the_callers_groups() {
+    let group = std::fs::read_to_string("/proc/sys/vm/hugetlb_shm_group").unwrap();
+    let groups = format!("--groups={}", group.trim());
+    let probe = "import ctypes, errno\n\
+                 libc = ctypes.CDLL(None, use_errno=True)\n\
+                 r = libc.shmget(0, 2 << 20, 0o1000 | 0o600 | 0x800)\n\
+                 if r >= 0: libc.shmctl(r, 0, None)\n\
+                 print('shmget', 'OK' if r >= 0 else errno.errorcode[ctypes.get_errno()])\n";
+    let as_member = |sandboxed: bool| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", &groups]);
+        if sandboxed {
+            c.arg(binary()).args(["run", "--", "python3"]);
+        } else {
+            c.arg("/usr/bin/python3");
+        }
+        let o = c.args(["-c", probe]).stdin(Stdio::null()).output().unwrap();
+        (stdout(&o), stderr(&o))
+    };
+    let (inside, err) = as_member(true);
+    assert_eq!(inside, "shmget EPERM\n", "{err}");
+    let (outside, err) = as_member(false);
+    assert!(
+        ["shmget ENOMEM\n", "shmget OK\n"].contains(&outside.as_str()),
+        "control: {outside}{err}"
+    );
+}
+
 /// A real-time policy, a negative nice value or the real-time I/O class the caller runs with
 /// is not the task's: an untrusted task at SCHED_FIFO takes each CPU from every host process
 /// of the normal policy (they keep only the kernel's 5% real-time throttling reserve), one at
