@@ -167,6 +167,12 @@ fn looks_into_tmp(p: &Path) -> bool {
     in_tmp || end.map_or(true, |at| at == tmp)
 }
 
+/// At most this much of `--args FD` is read: bubblewrap reads any amount, and `--args 5
+/// 5</dev/zero` grew it (and airlock, before stop 47) by gigabytes a second until the machine
+/// ran out. Real lines are kilobytes (2000 binds: about 100 KiB), and more than MAX_ARGS words
+/// are refused before they are made strings.
+const ARGS_BYTES: u64 = 16 << 20;
+
 /// Read the NUL-separated arguments of `--args FD`. bubblewrap closes the descriptor once
 /// read, so one named again (noted in `read`) is EBADF.
 fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError> {
@@ -181,10 +187,20 @@ fn read_args_fd(fd: i32, read: &mut Vec<i32>) -> Result<Vec<String>, UsageError>
     }
     read.push(fd);
     let dup = crate::sys::dup_fd(fd).map_err(|e| unreadable(e.errno))?;
-    let mut f = std::fs::File::from(dup);
+    let f = std::fs::File::from(dup);
     let mut data = Vec::new();
-    f.read_to_end(&mut data)
+    f.take(ARGS_BYTES + 1)
+        .read_to_end(&mut data)
         .map_err(|e| unreadable(crate::sys::errno_of(&e)))?;
+    if data.len() as u64 > ARGS_BYTES {
+        return Err(UsageError(format!(
+            "Can't read --args data: more than {} MiB",
+            ARGS_BYTES >> 20
+        )));
+    }
+    if data.iter().filter(|&&b| b == 0).count() > MAX_ARGS {
+        return Err(UsageError("Exceeded maximum number of arguments".into()));
+    }
     // Each argument ends with a NUL; an empty argument is a lone NUL and stays (dropping it
     // would shift every argument after it). The last one may lack its NUL.
     let data = data.strip_suffix(&[0]).unwrap_or(&data);

@@ -3358,6 +3358,47 @@ check"#,
     }
 }
 
+/// --args FD is read up to 16 MiB: bubblewrap reads any amount, and on an endless descriptor
+/// (`5</dev/zero`) grew by gigabytes a second, as airlock did before (the fuzzing of stop 47:
+/// 7.8 GB in 6 s). Each over-long descriptor is refused at once, with its reason; a control
+/// of 900 words (300 `--setenv`s) is read and runs.
+#[test]
+fn args_from_a_descriptor_are_bounded() {
+    let d = tmpdir(0o755);
+    let bytes = d.path().join("bytes");
+    write(&bytes, &vec![b'a'; (16 << 20) + 1], 0o644);
+    let under = d.path().join("under");
+    write(&under, &b"--setenv\0X\0y\0".repeat(300), 0o644);
+    for who in BOTH {
+        for pre in [
+            "exec 5</dev/zero".to_string(),
+            format!("exec 5<{}", bytes.display()),
+        ] {
+            let c = case(&["--ro-bind", "/", "/", "--args", "5", "true"])
+                .pre(&pre)
+                .deadline(Duration::from_secs(20));
+            let a = c.run(Imp::Airlock, who);
+            assert_eq!(
+                (a.code, a.stderr.as_str()),
+                (1, "bwrap: Can't read --args data: more than 16 MiB\n"),
+                "{who:?} {pre}: {}",
+                a.show()
+            );
+        }
+        let c = case(&["--ro-bind", "/", "/", "--args", "5"])
+            .pre(&format!("exec 5<{}", under.display()))
+            .sh("echo X=$X")
+            .deadline(Duration::from_secs(20));
+        let a = c.run(Imp::Airlock, who);
+        assert_eq!(
+            (a.code, a.stdout.as_str()),
+            (0, "X=y\n"),
+            "control, {who:?}: {}",
+            a.show()
+        );
+    }
+}
+
 /// --args FD: NUL-separated arguments read in place of the option.
 #[test]
 fn args_from_a_descriptor_parsed_in_place() {
