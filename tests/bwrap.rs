@@ -4374,8 +4374,9 @@ fn host_sysctls_are_read_only_for_a_root_caller() {
 }
 
 /// As root, the kernel's interfaces in a writable copy of a host tree stay read-only however
-/// the copy is named: a proc handed over as a descriptor (--bind-fd), a cgroup hierarchy or
-/// tracefs bound directly. bubblewrap lets the task write them (each probe writes a file's
+/// the copy is named: a proc handed over as a descriptor (--bind-fd), a cgroup hierarchy,
+/// tracefs or bpffs bound directly, a file of one bound by itself (which failed the setup, ENOTDIR, until
+/// stop 47's fuzzing). bubblewrap lets the task write them (each probe writes a file's
 /// current value back), processes' files in a bound host proc included (oom_score_adj: as
 /// the host's uid 0 the task could raise any host process's).
 #[test]
@@ -4395,7 +4396,18 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
     // the test mounts one of its own.
     let tracefs = common::Tracefs::mount();
     let tracing = case(&base).arg(&["--bind", tracefs.path(), "/k"]);
+    let sysctl = case(&base).arg(&["--bind", "/proc/sys/vm/overcommit_ratio", "/k"]);
+    // bpffs: a root caller's task could unpin the host's BPF objects (stop 47's mutation
+    // testing dropped it from the list unnoticed). An empty one of the test's own.
+    let bpffs = common::Tracefs::of_type("bpf");
+    let pins = case(&base).arg(&["--bind", bpffs.path(), "/k"]);
+    let mkdir = "mkdir /k/pin && rmdir /k/pin && echo WROTE || echo REFUSED";
+    let [b, a] = pins.sh(mkdir).run_all(Launcher::Root);
+    assert_eq!(b.stdout, "WROTE\n", "bpffs {}", b.show());
+    assert_eq!(a.stdout, "REFUSED\n", "bpffs {}", a.show());
+    assert!(a.stderr.contains("Read-only file system"), "{}", a.show());
     for (c, file) in [
+        (sysctl, "/k"),
         (fd_proc.clone(), "/hostproc/sys/vm/overcommit_ratio"),
         (cgroup, "/k/cgroup.clone_children"),
         (tracing, "/k/tracing_on"),
@@ -4417,6 +4429,50 @@ fn kernel_interfaces_in_writable_copies_are_read_only_for_a_root_caller() {
             b.show(),
             a.show()
         );
+    }
+}
+
+/// As root, a --proc's knobs beside /proc/sys (PROC_KNOBS: irq, bus, sysrq-trigger) are
+/// read-only, with a pid namespace and without one: the task is the host's uid 0 there, which
+/// could steer the host's interrupts (stop 47's mutation testing dropped `irq` from the list
+/// unnoticed). Each file is opened for writing, never written; bubblewrap covers the same
+/// ones. Control: on the host, root opens each.
+#[test]
+fn proc_knobs_beside_sys_are_read_only_for_a_root_caller() {
+    let mut knobs: Vec<String> = ["/proc/irq/default_smp_affinity", "/proc/sysrq-trigger"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let pci = std::fs::read_dir("/proc/bus/pci")
+        .into_iter()
+        .flatten()
+        .flatten();
+    let bus = pci.filter(|e| e.path().is_dir()).find_map(|d| {
+        let files = std::fs::read_dir(d.path()).ok()?.flatten();
+        files.map(|f| f.path()).find(|f| f.is_file())
+    });
+    knobs.extend(bus.map(|f| f.display().to_string()));
+    knobs.retain(|k| Path::new(k).exists());
+    assert!(!knobs.is_empty(), "no knob to try on this host");
+    // Each file's answer: OPENED, or the error's text (sh: ...: Read-only file system).
+    let probe = format!(
+        "for f in {}; do if e=$( (exec 3>>\"$f\") 2>&1 ); then echo \"$f OPENED\"; \
+         else echo \"$f ${{e##*: }}\"; fi; done",
+        knobs.join(" ")
+    );
+    let host = Command::new("sh").args(["-c", &probe]).output().unwrap();
+    let opened: String = knobs.iter().map(|k| format!("{k} OPENED\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&host.stdout), opened, "control");
+    let refused: String = knobs
+        .iter()
+        .map(|k| format!("{k} Read-only file system\n"))
+        .collect();
+    let base = with(MIN, &["--proc", "/proc"]);
+    for pidns in [&[][..], &["--unshare-pid"]] {
+        let c = case(&with(&base, pidns)).sh(&probe);
+        let [b, a] = c.run_all(Launcher::Root);
+        assert_eq!(a.stdout, refused, "{pidns:?} {}", a.show());
+        assert_eq!(b.stdout, refused, "bubblewrap, {pidns:?} {}", b.show());
     }
 }
 

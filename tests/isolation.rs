@@ -558,6 +558,21 @@ def getfsmap_usr():
     finally:
         os.close(fd)
     return 0
+def own_page():
+    # The address of a page of this process's own, touched.
+    import mmap
+    m = mmap.mmap(-1, 4096)
+    m.write(b'x')
+    own_page.keep = m
+    return ctypes.addressof(ctypes.c_char.from_buffer(m))
+def move_pages_self():
+    # move_pages of one page of its own, to no node (status only).
+    pages = (ctypes.c_void_p * 1)(own_page())
+    status = (ctypes.c_int * 1)()
+    return libc.syscall(L(279), L(0), L(1), pages, None, status, L(0))
+def fanotify_fid():
+    # fanotify_init(FAN_CLOEXEC | FAN_REPORT_FID, O_RDONLY): unprivileged since Linux 5.13.
+    return fd_ok(libc.syscall(L(300), L(0x1 | 0x200), L(os.O_RDONLY)))
 def tmpfs_on_cwd():
     # The new mount API end to end: fsopen("tmpfs"), fsconfig(FSCONFIG_CMD_CREATE = 6),
     # fsmount, move_mount(MOVE_MOUNT_F_EMPTY_PATH = 4) onto the working directory.
@@ -624,6 +639,13 @@ probes = {
     'perf-event-open': lambda: libc.syscall(298, None, 0, -1, -1, 0),
     'keyctl-bad-cmd': lambda: libc.syscall(250, 0, 0),
     'getfsmap-usr': getfsmap_usr,
+    # NUMA page placement of its own pages (MPOL_DEFAULT; migrate_pages with no nodes), and
+    # fanotify, all unprivileged on the host.
+    'move_pages-self': move_pages_self,
+    'migrate_pages-self': lambda: libc.syscall(L(256), L(0), L(0), None, None),
+    'mbind-default': lambda: libc.syscall(L(237), L(own_page()), L(4096), L(0), None, L(0),
+                                          L(0)),
+    'fanotify-fid': fanotify_fid,
     # Break-outs that work for root of a user namespace of its own (the control), and for
     # which no privilege is needed at all when marked (*).
     'clone-newuser': lambda: raw_clone(CLONE_NEWUSER),  # (*)
@@ -2534,11 +2556,13 @@ fn the_root_holds_only_what_the_boundary_puts_there() {
 }
 
 /// The kernel interfaces the policy denies as attack surface (io_uring, bpf, file handles,
-/// perf events, keyrings), each called with arguments the kernel refuses on its own, and the
+/// perf events, keyrings), each called with arguments the kernel refuses on its own, the
 /// host filesystem's extent map (FS_IOC_GETFSMAP on a file of /usr, which ext4 answers
-/// anyone): on the host, as root and as uid 65534, no answer is EPERM (here: an io_uring
-/// descriptor, EINVAL, EFAULT, EFAULT, EINVAL, the map); inside, every one is EPERM, which
-/// only the filter gives. (The syscall numbers are x86_64's.)
+/// anyone), NUMA page placement of the task's own pages (move_pages, migrate_pages, mbind)
+/// and fanotify (which stop 47's mutation testing could allow unnoticed): on the host, as
+/// root and as uid 65534, no answer is EPERM (here: an io_uring descriptor, EINVAL, EFAULT,
+/// EFAULT, EINVAL, the map, OK for the rest); inside, every one is EPERM, which only the
+/// filter gives. (The syscall numbers are x86_64's.)
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn kernel_attack_surface_calls_are_denied_by_the_filter() {
@@ -2549,6 +2573,10 @@ fn kernel_attack_surface_calls_are_denied_by_the_filter() {
         "perf-event-open",
         "keyctl-bad-cmd",
         "getfsmap-usr",
+        "move_pages-self",
+        "migrate_pages-self",
+        "mbind-default",
+        "fanotify-fid",
     ];
     let probe = py(SYSCALL_PROBE, &calls);
     for who in BOTH {

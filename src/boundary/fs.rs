@@ -1063,10 +1063,15 @@ pub(super) fn apply(
             attach_bind(&fd, &bind_source(op), dest, is_dir)?;
             // A writable host tree keeps the kernel's interfaces (KERNEL_FS) read-only, each
             // reached from the tree itself.
+            // The bind's own root (a source on one, a file of /proc say) is the tree itself.
             for rel in kernel_fs {
                 let p = at(dest).join(&rel);
-                let sub = under_tree(&fd, &rel, &p)?;
-                sys::set_mount_attrs(sub.as_fd(), "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
+                let sub = match rel.as_os_str().is_empty() {
+                    true => None,
+                    false => Some(under_tree(&fd, &rel, &p)?),
+                };
+                let mount = sub.as_ref().map_or(fd.as_fd(), |s| s.as_fd());
+                sys::set_mount_attrs(mount, "", sys::MOUNT_ATTR_RDONLY, true, &p)?;
             }
             Ok(())
         }

@@ -343,14 +343,20 @@ pub struct Tracefs(tempfile::TempDir);
 
 impl Tracefs {
     pub fn mount() -> Tracefs {
+        Tracefs::of_type("tracefs")
+    }
+
+    /// A new mount of the kernel filesystem `fstype` (bpf, say) in a directory of its own,
+    /// unmounted when dropped.
+    pub fn of_type(fstype: &str) -> Tracefs {
         let d = tempfile::Builder::new()
-            .prefix("airlock-tracefs-")
+            .prefix(&format!("airlock-{fstype}-"))
             .tempdir_in("/tmp")
             .unwrap();
         change_host_mounts(|| {
             run_ok(
                 Command::new("mount")
-                    .args(["-t", "tracefs", "nodev"])
+                    .args(["-t", fstype, "nodev"])
                     .arg(d.path()),
             )
         });
