@@ -1693,6 +1693,19 @@ pub fn input_warning(path: &std::path::Path, name: &str, task: (u32, u32)) -> Op
             at.display()
         ));
     }
+    // A file of the host's /proc is the caller's own, yet none it keeps on purpose:
+    // /proc/self/environ is the whole environment airlock keeps from the task (stop 47's
+    // fuzzing copied `SECRET_TOKEN=...` in so, with no word said).
+    let on_proc = nix::sys::statfs::statfs(path)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+    if on_proc {
+        return Some(format!(
+            "{} (copied in as {name}) is a file of the host's /proc (a process's environment, \
+             command line or memory map there): the task reads its copy, and can hand it back \
+             in its output",
+            path.display()
+        ));
+    }
     let meta = std::fs::metadata(path).ok()?;
     let kept = kept_from(&meta, Some(task))?;
     // A file the caller cannot read is not copied in either: run refuses it (EACCES). Asked

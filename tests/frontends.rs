@@ -773,6 +773,36 @@ fn an_input_kept_from_other_users_is_named_and_the_copy_shows_why() {
         "{}",
         show(&run)
     );
+    // A file of the host's /proc is, the caller's own as it is: /proc/self/environ is the
+    // environment airlock keeps from the task (stop 47's fuzzing). Both callers; the copy
+    // does hold the variable (the warning is no false alarm).
+    for who in BOTH {
+        let args = [
+            "run",
+            "--json",
+            "--input",
+            "e=/proc/self/environ",
+            "--",
+            "cat",
+            "e",
+        ];
+        let out = airlock(who, &args)
+            .env("SECRET_TOKEN", "x1")
+            .output()
+            .unwrap();
+        let report = json_of(&out);
+        assert!(
+            report["stdout"]
+                .as_str()
+                .unwrap()
+                .contains("SECRET_TOKEN=x1")
+                && report["warnings"]
+                    .to_string()
+                    .contains("/proc/self/environ (copied in as e) is a file of the host's /proc"),
+            "{who:?}: {}",
+            show(&out)
+        );
+    }
     // A system secret is, root's own as it is.
     let run = root(&["run", "--json", "--input", "s=/etc/shadow", "--", "true"]);
     let warned = json_of(&run)["warnings"].to_string();
