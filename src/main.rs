@@ -1020,6 +1020,25 @@ fn docker_args(a: DockerArgs) -> i32 {
         user: a.user,
         command: a.command,
     });
+    // Never a line its own audit refuses, but for the writable scratch it is for (`--scratch
+    // /` mounted the Docker socket and every home's credentials: stop 47's fuzzing).
+    let refused = match audit::audit_docker(&argv) {
+        Ok(a) => a.findings.into_iter().find(|f| f.rule != "host-mount-rw"),
+        Err(e) => Some(audit::Finding {
+            rule: "unparsable",
+            message: e,
+            arg: String::new(),
+        }),
+    };
+    if let Some(f) = refused {
+        crate::say!(
+            "airlock docker-args: the line would fail its own audit ({}: {}): give --scratch a \
+             directory of the task's own",
+            f.rule,
+            f.message
+        );
+        return exit::USAGE;
+    }
     if a.json {
         out(&format!("{}\n", serde_json::Value::from(argv)), 0)
     } else {

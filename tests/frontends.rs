@@ -639,6 +639,21 @@ fn audit_docker_accepts_docker_args_output() {
         json_of(&audited),
         serde_json::json!({"findings": [], "advice": [], "clean": true})
     );
+
+    // A scratch the audit would refuse for more than being writable is refused before any
+    // line is printed (stop 47's fuzzing: `--scratch /` printed a line that mounts the Docker
+    // socket). Control: a directory of its own is printed.
+    for (scratch, rule) in [("/", "(docker-socket: "), ("/var/run", "(docker-socket: ")] {
+        let out = root(&["docker-args", "--scratch", scratch]);
+        assert_eq!(code(&out), Some(2), "{scratch}: {}", show(&out));
+        assert!(
+            stdout(&out).is_empty() && stderr(&out).contains(rule),
+            "{scratch}: {}",
+            show(&out)
+        );
+    }
+    let out = root(&["docker-args", "--scratch", "/srv/job-1"]);
+    assert_eq!(code(&out), Some(0), "control: {}", show(&out));
 }
 
 #[test]
