@@ -30,6 +30,8 @@ missing_debs() {
   command -v curl >/dev/null || need+=(curl)
   command -v setpriv >/dev/null || need+=(util-linux)
   [ -x /usr/bin/bwrap ] || need+=(bubblewrap)
+  # Debian's nodejs only suggests npm (NodeSource's bundles it).
+  command -v npm >/dev/null || need+=(npm)
   echo "${need[@]}"
 }
 

@@ -10,6 +10,8 @@ command -v setpriv >/dev/null || need+=(util-linux)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v python3 >/dev/null && [ -x /usr/bin/python3 ] || need+=(python3)
 [ -x /usr/bin/time ] || need+=(time)
+# The C toolchain: the linker for the static glibc build, and what musl-gcc wraps.
+command -v cc >/dev/null || need+=(gcc libc6-dev)
 # The real tools tests/workloads.rs (and the netlink test) run inside, by their /usr/bin paths;
 # strace kills the network namespace's helper mid-step in a containment test; musl-gcc builds
 # tests/older_kernel.rs's static probe for its guest.
@@ -26,6 +28,11 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+
+# The tests run programs as uid 65534 that make their temporary files in /tmp (mktemp,
+# airlock demo), as on any standard system, where /tmp is world-writable and sticky; a machine
+# image that left it 0755 (seen on a fresh VM at stop 47) fails them with EACCES.
+[ "$(stat -c %a /tmp)" = 1777 ] || { echo "test.sh: chmod 1777 /tmp (was $(stat -c %a /tmp))" >&2; chmod 1777 /tmp; }
 
 # The real clients of bubblewrap (Anthropic's srt, OpenAI's Codex) that tests/clients.rs runs
 # against airlock's drop-in bwrap; there, a client that cannot be installed fails the test.
