@@ -4,7 +4,7 @@
 //! seccompiler's own programs for the same file, installed one after the other, would.
 //!
 //! Why not install seccompiler's programs as they are: they test the syscall number against
-//! every rule in turn (x86_64's `deny` is 809 instructions today), and the kernel pays for that
+//! every rule in turn (x86_64's `deny` is 832 instructions today), and the kernel pays for that
 //! at install time, when it runs the program for every syscall number to build its cache of
 //! always-allowed calls, and again on every syscall of the task that takes arguments it checks.
 //! Here all filters of the file become one program that finds the syscall number by binary
@@ -29,8 +29,8 @@
 //! numbers before these changes, 131 and 4277 after; an install 76.4 -> 60.0 µs (medians of
 //! 2000 in a C loop, each in a fresh fork; 13.4 µs for a one-instruction program). With the
 //! O_ASYNC and F_SETSIG rules added since: 139 instructions, the same 4277 steps; with the
-//! rules on internet sockets' protocols and socket filters, 164 instructions; 266 today
-//! (aarch64: 243), with the rules seccomp/README.md lists added since.
+//! rules on internet sockets' protocols and socket filters, 164 instructions; 278 today
+//! (aarch64: 257), with the rules seccomp/README.md lists added since.
 //!
 //! Used from build.rs (`#[path]`) and from the crate's tests; it needs a resolver from
 //! syscall names to numbers, which build.rs takes from seccompiler's table for the target.

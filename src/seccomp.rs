@@ -246,11 +246,12 @@ mod tests {
             // the program cannot reach there (8-bit offsets): the architecture check's kill,
             // which stays in front, and since the huge page rules took the program past 250
             // instructions, a few of the search's (x86_64: 7 with FS_IOC_GETFSMAP's rule, at
-            // 256; 12 with the kill at 266 instructions, aarch64 5 at 243). A policy grown past what the shared returns can serve would otherwise lose
-            // them silently (sharing given up altogether made 379 instructions of 238). Each
-            // return left in place is checked in share_returns' own output (drop_reloads then
-            // shortens the program, after which some of those jumps would reach the end): a
-            // jump to it starts more than 255 instructions before the shared return of its answer.
+            // 256; 17 with the kill at 278 instructions, aarch64 11 at 257). A policy grown
+            // past what the shared returns can serve would otherwise lose them silently
+            // (sharing given up altogether made 379 instructions of 238). Each return left in
+            // place is checked in share_returns' own output (drop_reloads then shortens the
+            // program, after which some of those jumps would reach the end): a jump to it
+            // starts more than 255 instructions before the shared return of its answer.
             let raw = policy::unshared(&text, policy::FILTERS, audit, |n| {
                 policy::seccompiler_nr(n, target)
             })

@@ -558,6 +558,15 @@ def getfsmap_usr():
     finally:
         os.close(fd)
     return 0
+def fs_ioctl(request, size):
+    # A filesystem ioctl that reads into a buffer of `size`, on a file of /usr.
+    import fcntl
+    fd = os.open('/usr/bin/true', os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, request, bytearray(size))
+    finally:
+        os.close(fd)
+    return 0
 def own_page():
     # The address of a page of this process's own, touched.
     import mmap
@@ -641,6 +650,11 @@ probes = {
     'getfsmap-usr': getfsmap_usr,
     # NUMA page placement of its own pages (MPOL_DEFAULT; migrate_pages with no nodes), and
     # fanotify, all unprivileged on the host.
+    # The host filesystem's UUID, sysfs path and label (struct fsuuid2, fs_sysfs_path, a
+    # 256-byte label).
+    'fs-uuid-usr': lambda: fs_ioctl(0x80111500, 17),
+    'fs-sysfs-path-usr': lambda: fs_ioctl(0x80811501, 129),
+    'fs-label-usr': lambda: fs_ioctl(0x81009431, 256),
     'move_pages-self': move_pages_self,
     'migrate_pages-self': lambda: libc.syscall(L(256), L(0), L(0), None, None),
     'mbind-default': lambda: libc.syscall(L(237), L(own_page()), L(4096), L(0), None, L(0),
@@ -2558,7 +2572,8 @@ fn the_root_holds_only_what_the_boundary_puts_there() {
 /// The kernel interfaces the policy denies as attack surface (io_uring, bpf, file handles,
 /// perf events, keyrings), each called with arguments the kernel refuses on its own, the
 /// host filesystem's extent map (FS_IOC_GETFSMAP on a file of /usr, which ext4 answers
-/// anyone), NUMA page placement of the task's own pages (move_pages, migrate_pages, mbind)
+/// anyone) and its UUID, sysfs path and label (which name the host's disk: stop 47's red
+/// team), NUMA page placement of the task's own pages (move_pages, migrate_pages, mbind)
 /// and fanotify (which stop 47's mutation testing could allow unnoticed): on the host, as
 /// root and as uid 65534, no answer is EPERM (here: an io_uring descriptor, EINVAL, EFAULT,
 /// EFAULT, EINVAL, the map, OK for the rest); inside, every one is EPERM, which only the
@@ -2573,6 +2588,9 @@ fn kernel_attack_surface_calls_are_denied_by_the_filter() {
         "perf-event-open",
         "keyctl-bad-cmd",
         "getfsmap-usr",
+        "fs-uuid-usr",
+        "fs-sysfs-path-usr",
+        "fs-label-usr",
         "move_pages-self",
         "migrate_pages-self",
         "mbind-default",
