@@ -336,13 +336,18 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
 /// terminal on stdout or stderr is reopened write-only through /proc/self/fd: a shell opens its
 /// terminal read-write and copies it to 0-2, so the task read what was typed there, before
 /// the shell could, through `read(1, ...)` or `read(2, ...)`. One the launcher cannot reopen
-/// (another uid's console) goes as it is, as stdin's terminal does. None: the stream as it is.
+/// (another uid's console) goes as it is, as stdin's terminal does, and so does a pty's
+/// master end (/dev/ptmx, 5:2), which opened again would make a new pty: the output would go
+/// nowhere. None: the stream as it is.
 fn own_description(stream: i32, fd: BorrowedFd, st: &libc::stat) -> Option<OwnedFd> {
-    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFCHR {
+    use nix::sys::stat::makedev;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFCHR
+        || st.st_rdev == makedev(5, 2)
+    {
         return None;
     }
     let access = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).ok()?) & OFlag::O_ACCMODE;
-    let (path, access) = if st.st_rdev == nix::sys::stat::makedev(1, 3) {
+    let (path, access) = if st.st_rdev == makedev(1, 3) {
         ("/dev/null".to_string(), access)
     } else if stream != 0 && access != OFlag::O_RDONLY && nix::unistd::isatty(fd).unwrap_or(false) {
         (format!("/proc/self/fd/{stream}"), OFlag::O_WRONLY)
@@ -350,7 +355,10 @@ fn own_description(stream: i32, fd: BorrowedFd, st: &libc::stat) -> Option<Owned
         return None;
     };
     let flags = access | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
-    nix::fcntl::open(path.as_str(), flags, nix::sys::stat::Mode::empty()).ok()
+    let own = nix::fcntl::open(path.as_str(), flags, nix::sys::stat::Mode::empty()).ok()?;
+    // The same device, or the stream as it is.
+    let same = nix::sys::stat::fstat(&own).is_ok_and(|o| o.st_rdev == st.st_rdev);
+    same.then_some(own)
 }
 
 /// The file status flags (`O_NONBLOCK`, `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`) and

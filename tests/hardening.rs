@@ -1278,6 +1278,41 @@ fn a_tasks_lock_on_the_callers_dev_null_ends_with_the_run() {
     }
 }
 
+/// A pty's master end on stdout reaches the task as it is: opened again, as a terminal on
+/// stdout now is for a description of the task's own, /dev/ptmx makes a new pty, and the
+/// task's output would reach no one (found checking that change). The caller reads the task's
+/// line at the slave end.
+#[test]
+fn a_ptys_master_end_on_stdout_keeps_the_output() {
+    const HARNESS: &str = r#"
+import os, pty, select, subprocess, sys
+m, s = pty.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=m)
+os.close(m)
+out = b''
+while b'from-the-task' not in out:
+    if not select.select([s], [], [], 5)[0]:
+        break
+    try:
+        chunk = os.read(s, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+print(p.wait(timeout=10), out.decode(errors='replace').strip())
+"#;
+    for who in BOTH {
+        let mut c = Command::new("/usr/bin/python3");
+        c.args(["-c", HARNESS]).args(as_user(who)).arg(binary());
+        let o = c
+            .args(["run", "--", "echo", "from-the-task"])
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o), "0 from-the-task\n", "{who:?}: {}", stderr(&o));
+    }
+}
+
 /// A shell opens its terminal read-write and copies it to 0-2, so a task given only stdout and
 /// stderr there (`</dev/null`) read what its user typed meanwhile through `read(1, ...)`, a
 /// root caller's task included (the red team, stop 47). The task's stdout and stderr are now
