@@ -336,13 +336,19 @@ pub fn plan(owner: Option<(u32, u32)>, max: Option<u64>) -> Result<Plan, Failure
 /// terminal on stdout or stderr is reopened write-only through /proc/self/fd: a shell opens its
 /// terminal read-write and copies it to 0-2, so the task read what was typed there, before
 /// the shell could, through `read(1, ...)` or `read(2, ...)`. One the launcher cannot reopen
-/// (another uid's console) goes as it is, as stdin's terminal does, and so does a pty's
-/// master end (/dev/ptmx, 5:2), which opened again would make a new pty: the output would go
-/// nowhere. None: the stream as it is.
+/// (another uid's console) goes as it is, as stdin's terminal does, and so do the device
+/// numbers that stand for another terminal at each open (INDIRECT): opened again, /dev/ptmx
+/// makes a new pty (the output would go nowhere), and /dev/tty, /dev/tty0 and /dev/console
+/// lead to whatever terminal the launcher controls, or the kernel's console is, by then (the
+/// sign-off review: a caller's `>/dev/tty` fd, opened before a `script` session, sent the
+/// task's output into that session's log). None: the stream as it is.
 fn own_description(stream: i32, fd: BorrowedFd, st: &libc::stat) -> Option<OwnedFd> {
     use nix::sys::stat::makedev;
+    const INDIRECT: [(u64, u64); 4] = [(5, 0), (5, 1), (5, 2), (4, 0)];
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFCHR
-        || st.st_rdev == makedev(5, 2)
+        || INDIRECT
+            .iter()
+            .any(|&(major, minor)| st.st_rdev == makedev(major, minor))
     {
         return None;
     }
@@ -354,8 +360,11 @@ fn own_description(stream: i32, fd: BorrowedFd, st: &libc::stat) -> Option<Owned
     } else {
         return None;
     };
-    let flags = access | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    // O_NONBLOCK: a serial line without carrier (modem control on) would hold the open; the
+    // task gets the description blocking, as the caller's was.
+    let flags = access | OFlag::O_NOCTTY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
     let own = nix::fcntl::open(path.as_str(), flags, nix::sys::stat::Mode::empty()).ok()?;
+    fcntl(&own, FcntlArg::F_SETFL(OFlag::empty())).ok()?;
     // The same device, or the stream as it is.
     let same = nix::sys::stat::fstat(&own).is_ok_and(|o| o.st_rdev == st.st_rdev);
     same.then_some(own)

@@ -1196,8 +1196,9 @@ pub fn unshare_namespaces(flags: libc::c_int) -> SysResult<()> {
 /// Close a descriptor number the caller handed us on the command line (bwrap's --info-fd is
 /// closed once written, so its reader sees EOF). A standard stream's number (`--info-fd 1`)
 /// is not left free, as std_stream relies on 0-2 staying open: /dev/null takes its place,
-/// close-on-exec, so the caller's pipe still ends here and the task finds the number closed,
-/// as under bubblewrap.
+/// close-on-exec, so the caller's pipe still ends here and the task finds the number closed
+/// (as under bubblewrap for --info-fd and --json-status-fd; its --userns-block-fd 0 stays
+/// open in the task, a difference older than this).
 pub fn close_fd(fd: RawFd) {
     if (0..3).contains(&fd) {
         let flags = nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC;

@@ -1313,6 +1313,60 @@ print(p.wait(timeout=10), out.decode(errors='replace').strip())
     }
 }
 
+/// A `/dev/tty` descriptor on stdout and stderr (`exec 3>/dev/tty`, opened while terminal A
+/// was the caller's controlling terminal) reaches the task as it is: /dev/tty opened again
+/// leads to whatever terminal controls the launcher by then (B, here a new session's), so the
+/// task's output went there (the sign-off review of stop 47: into a `script` session's log).
+/// Control: the task's line shows on A and nothing on B.
+#[test]
+fn a_dev_tty_stream_keeps_the_terminal_it_was_opened_on() {
+    const HARNESS: &str = r#"
+import fcntl, os, pty, select, sys, termios
+ma, sa = pty.openpty()
+mb, sb = pty.openpty()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fcntl.ioctl(sa, termios.TIOCSCTTY, 0)
+    t = os.open('/dev/tty', os.O_WRONLY)
+    inner = os.fork()
+    if inner == 0:
+        os.setsid()
+        fcntl.ioctl(sb, termios.TIOCSCTTY, 0)
+        os.dup2(t, 1)
+        os.dup2(t, 2)
+        os.execvp(sys.argv[1], sys.argv[1:])
+    os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]))
+rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+def drain(m):
+    out = b''
+    while select.select([m], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(m, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out.decode(errors='replace').replace(chr(13), '').strip()
+print(rc, 'A:', drain(ma), 'B:', drain(mb))
+"#;
+    for who in BOTH {
+        let mut c = Command::new("/usr/bin/python3");
+        c.args(["-c", HARNESS]).args(as_user(who)).arg(binary());
+        let o = c
+            .args(["run", "--", "echo", "from-the-task"])
+            .stdin(Stdio::null());
+        let o = o.output().unwrap();
+        assert_eq!(
+            stdout(&o),
+            "0 A: from-the-task B: \n",
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 /// A shell opens its terminal read-write and copies it to 0-2, so a task given only stdout and
 /// stderr there (`</dev/null`) read what its user typed meanwhile through `read(1, ...)`, a
 /// root caller's task included (the red team, stop 47). The task's stdout and stderr are now
