@@ -985,9 +985,34 @@ fn check_docker_args(a: &DockerArgs) -> Result<(), String> {
     if a.image.is_empty() || a.image.starts_with('-') {
         return Err(format!("--image {:?} is not an image name", a.image));
     }
-    if !a.scratch.starts_with('/') || a.scratch.contains(':') || a.scratch.contains(',') {
+    let scratch = std::path::Path::new(&a.scratch);
+    let plain = !scratch
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir));
+    if !a.scratch.starts_with('/') || a.scratch.contains(':') || a.scratch.contains(',') || !plain {
         return Err(format!(
-            "--scratch {:?} must be an absolute path without ':' or ','",
+            "--scratch {:?} must be an absolute path without ':', ',' or '..'",
+            a.scratch
+        ));
+    }
+    // The only writable volume: never the host's system trees or homes, nor what holds them
+    // (the sign-off review of stop 47: `--scratch /etc` printed a line that mounts the host's
+    // /etc read-write; the audit's rules name sockets and credentials, not every system file).
+    const HOST_TREES: &[&str] = &[
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/dev",
+        "/proc", "/sys", "/run", "/var", "/root", "/home",
+    ];
+    const SYSTEM_ONLY: usize = 13; // HOST_TREES up to /run: no job's scratch is inside them.
+    let holds = HOST_TREES
+        .iter()
+        .find(|t| std::path::Path::new(t).starts_with(scratch));
+    let inside = HOST_TREES[..SYSTEM_ONLY]
+        .iter()
+        .find(|t| scratch.starts_with(t));
+    if let Some(tree) = holds.or(inside) {
+        return Err(format!(
+            "--scratch {:?} would mount the host's {tree} read-write: give the task a \
+             directory of its own",
             a.scratch
         ));
     }
