@@ -1278,39 +1278,55 @@ fn a_tasks_lock_on_the_callers_dev_null_ends_with_the_run() {
     }
 }
 
+/// What the pty harnesses below share: `drain(fd, until)` reads a pty end until `until` has
+/// come (or 0.5 s pass with nothing more, or the end is hung up) and returns the text, without
+/// carriage returns.
+const PTY_DRAIN: &str = r#"
+import os, select
+def drain(fd, until=None):
+    out = b''
+    while until is None or until not in out:
+        if not select.select([fd], [], [], 0.5 if until is None else 5)[0]:
+            break
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out.decode(errors='replace').replace(chr(13), '').strip()
+"#;
+
+/// `harness` (after PTY_DRAIN) run as root with `airlock run -- echo from-the-task` as `who`
+/// in its argv; what it printed.
+fn pty_harness(who: Launcher, harness: &str) -> String {
+    let mut c = Command::new("/usr/bin/python3");
+    c.args(["-c", &format!("{PTY_DRAIN}{harness}")]);
+    c.args(as_user(who)).arg(binary());
+    let c = c.args(["run", "--", "echo", "from-the-task"]);
+    let o = c.stdin(Stdio::null()).output().unwrap();
+    assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
 /// A pty's master end on stdout reaches the task as it is: opened again, as a terminal on
 /// stdout now is for a description of the task's own, /dev/ptmx makes a new pty, and the
 /// task's output would reach no one (found checking that change). The caller reads the task's
 /// line at the slave end.
 #[test]
 fn a_ptys_master_end_on_stdout_keeps_the_output() {
+    // m stays open here until the line is read: the last close of a pty's master hangs its
+    // slave up, which throws away what the slave has not read yet (CI lost the line so once).
     const HARNESS: &str = r#"
-import os, pty, select, subprocess, sys
+import pty, subprocess, sys
 m, s = pty.openpty()
 p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=m)
-# m stays open here until the line is read: the last close of a pty's master hangs its slave
-# up, which throws away what the slave has not read yet (CI lost the line so once).
-out = b''
-while b'from-the-task' not in out:
-    if not select.select([s], [], [], 5)[0]:
-        break
-    try:
-        chunk = os.read(s, 4096)
-    except OSError:
-        break
-    if not chunk:
-        break
-    out += chunk
-print(p.wait(timeout=10), out.decode(errors='replace').strip())
+line = drain(s, b'from-the-task')
+print(p.wait(timeout=10), line)
 "#;
     for who in BOTH {
-        let mut c = Command::new("/usr/bin/python3");
-        c.args(["-c", HARNESS]).args(as_user(who)).arg(binary());
-        let o = c
-            .args(["run", "--", "echo", "from-the-task"])
-            .output()
-            .unwrap();
-        assert_eq!(stdout(&o), "0 from-the-task\n", "{who:?}: {}", stderr(&o));
+        assert_eq!(pty_harness(who, HARNESS), "0 from-the-task\n", "{who:?}");
     }
 }
 
@@ -1322,7 +1338,7 @@ print(p.wait(timeout=10), out.decode(errors='replace').strip())
 #[test]
 fn a_dev_tty_stream_keeps_the_terminal_it_was_opened_on() {
     const HARNESS: &str = r#"
-import fcntl, os, pty, select, sys, termios
+import fcntl, pty, sys, termios
 ma, sa = pty.openpty()
 mb, sb = pty.openpty()
 pid = os.fork()
@@ -1339,31 +1355,13 @@ if pid == 0:
         os.execvp(sys.argv[1], sys.argv[1:])
     os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]))
 rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-def drain(m):
-    out = b''
-    while select.select([m], [], [], 0.5)[0]:
-        try:
-            chunk = os.read(m, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    return out.decode(errors='replace').replace(chr(13), '').strip()
 print(rc, 'A:', drain(ma), 'B:', drain(mb))
 "#;
     for who in BOTH {
-        let mut c = Command::new("/usr/bin/python3");
-        c.args(["-c", HARNESS]).args(as_user(who)).arg(binary());
-        let o = c
-            .args(["run", "--", "echo", "from-the-task"])
-            .stdin(Stdio::null());
-        let o = o.output().unwrap();
         assert_eq!(
-            stdout(&o),
+            pty_harness(who, HARNESS),
             "0 A: from-the-task B: \n",
-            "{who:?}: {}",
-            stderr(&o)
+            "{who:?}"
         );
     }
 }
