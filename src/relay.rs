@@ -353,17 +353,23 @@ fn own_description(stream: i32, fd: BorrowedFd, st: &libc::stat) -> Option<Owned
         return None;
     }
     let access = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).ok()?) & OFlag::O_ACCMODE;
-    let (path, access) = if st.st_rdev == makedev(1, 3) {
-        ("/dev/null".to_string(), access)
-    } else if stream != 0 && access != OFlag::O_RDONLY && nix::unistd::isatty(fd).unwrap_or(false) {
-        (format!("/proc/self/fd/{stream}"), OFlag::O_WRONLY)
-    } else {
-        return None;
+    let open = |path: &str, flags: OFlag| {
+        let flags = flags | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+        nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty()).ok()
     };
+    // /dev/null, the plain launch's streams: one open, nothing to check.
+    if st.st_rdev == makedev(1, 3) {
+        return open("/dev/null", access);
+    }
+    if stream == 0 || access == OFlag::O_RDONLY || !nix::unistd::isatty(fd).unwrap_or(false) {
+        return None;
+    }
     // O_NONBLOCK: a serial line without carrier (modem control on) would hold the open; the
     // task gets the description blocking, as the caller's was.
-    let flags = access | OFlag::O_NOCTTY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-    let own = nix::fcntl::open(path.as_str(), flags, nix::sys::stat::Mode::empty()).ok()?;
+    let own = open(
+        &format!("/proc/self/fd/{stream}"),
+        OFlag::O_WRONLY | OFlag::O_NONBLOCK,
+    )?;
     fcntl(&own, FcntlArg::F_SETFL(OFlag::empty())).ok()?;
     // The same device, or the stream as it is.
     let same = nix::sys::stat::fstat(&own).is_ok_and(|o| o.st_rdev == st.st_rdev);
