@@ -3369,15 +3369,18 @@ fn args_from_a_descriptor_are_bounded() {
     write(&bytes, &vec![b'a'; (16 << 20) + 1], 0o644);
     let under = d.path().join("under");
     write(&under, &b"--setenv\0X\0y\0".repeat(300), 0o644);
+    // `--ro-bind / / --args 5 TAIL...` with descriptor 5 opened by `pre`, as `who`.
+    let run = |who: Launcher, pre: &str, tail: &[&str]| {
+        let args = with(&["--ro-bind", "/", "/", "--args", "5"], tail);
+        let c = case(&args).pre(pre).deadline(Duration::from_secs(20));
+        c.run(Imp::Airlock, who)
+    };
     for who in BOTH {
         for pre in [
             "exec 5</dev/zero".to_string(),
             format!("exec 5<{}", bytes.display()),
         ] {
-            let c = case(&["--ro-bind", "/", "/", "--args", "5", "true"])
-                .pre(&pre)
-                .deadline(Duration::from_secs(20));
-            let a = c.run(Imp::Airlock, who);
+            let a = run(who, &pre, &["true"]);
             assert_eq!(
                 (a.code, a.stderr.as_str()),
                 (1, "bwrap: Can't read --args data: more than 16 MiB\n"),
@@ -3385,11 +3388,8 @@ fn args_from_a_descriptor_are_bounded() {
                 a.show()
             );
         }
-        let c = case(&["--ro-bind", "/", "/", "--args", "5"])
-            .pre(&format!("exec 5<{}", under.display()))
-            .sh("echo X=$X")
-            .deadline(Duration::from_secs(20));
-        let a = c.run(Imp::Airlock, who);
+        let pre = format!("exec 5<{}", under.display());
+        let a = run(who, &pre, &["--", "sh", "-c", "echo X=$X"]);
         assert_eq!(
             (a.code, a.stdout.as_str()),
             (0, "X=y\n"),

@@ -1299,12 +1299,15 @@ def drain(fd, until=None):
 "#;
 
 /// `harness` (after PTY_DRAIN) run as root with `airlock run -- echo from-the-task` as `who`
-/// in its argv; what it printed.
-fn pty_harness(who: Launcher, harness: &str) -> String {
+/// in its argv (or, the control, `echo from-the-task` directly as `who`); what it printed.
+fn pty_harness(who: Launcher, harness: &str, sandboxed: bool) -> String {
     let mut c = Command::new("/usr/bin/python3");
     c.args(["-c", &format!("{PTY_DRAIN}{harness}")]);
-    c.args(as_user(who)).arg(binary());
-    let c = c.args(["run", "--", "echo", "from-the-task"]);
+    c.args(as_user(who));
+    if sandboxed {
+        c.arg(binary()).args(["run", "--"]);
+    }
+    let c = c.args(["echo", "from-the-task"]);
     let o = c.stdin(Stdio::null()).output().unwrap();
     assert!(o.status.success(), "{who:?}: {}", stderr(&o));
     stdout(&o)
@@ -1313,7 +1316,7 @@ fn pty_harness(who: Launcher, harness: &str) -> String {
 /// A pty's master end on stdout reaches the task as it is: opened again, as a terminal on
 /// stdout now is for a description of the task's own, /dev/ptmx makes a new pty, and the
 /// task's output would reach no one (found checking that change). The caller reads the task's
-/// line at the slave end.
+/// line at the slave end. Control: `echo` run directly on the same harness.
 #[test]
 fn a_ptys_master_end_on_stdout_keeps_the_output() {
     // m stays open here until the line is read: the last close of a pty's master hangs its
@@ -1326,7 +1329,10 @@ line = drain(s, b'from-the-task')
 print(p.wait(timeout=10), line)
 "#;
     for who in BOTH {
-        assert_eq!(pty_harness(who, HARNESS), "0 from-the-task\n", "{who:?}");
+        for sandboxed in [false, true] {
+            let got = pty_harness(who, HARNESS, sandboxed);
+            assert_eq!(got, "0 from-the-task\n", "{who:?} sandboxed={sandboxed}");
+        }
     }
 }
 
@@ -1334,7 +1340,7 @@ print(p.wait(timeout=10), line)
 /// was the caller's controlling terminal) reaches the task as it is: /dev/tty opened again
 /// leads to whatever terminal controls the launcher by then (B, here a new session's), so the
 /// task's output went there (the sign-off review of stop 47: into a `script` session's log).
-/// Control: the task's line shows on A and nothing on B.
+/// Control: `echo` run directly on the same harness writes on A, nothing on B.
 #[test]
 fn a_dev_tty_stream_keeps_the_terminal_it_was_opened_on() {
     const HARNESS: &str = r#"
@@ -1358,11 +1364,13 @@ rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 print(rc, 'A:', drain(ma), 'B:', drain(mb))
 "#;
     for who in BOTH {
-        assert_eq!(
-            pty_harness(who, HARNESS),
-            "0 A: from-the-task B: \n",
-            "{who:?}"
-        );
+        for sandboxed in [false, true] {
+            let got = pty_harness(who, HARNESS, sandboxed);
+            assert_eq!(
+                got, "0 A: from-the-task B: \n",
+                "{who:?} sandboxed={sandboxed}"
+            );
+        }
     }
 }
 
