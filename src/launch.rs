@@ -666,7 +666,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         // bwrap.rs words bwrap mode's failure as execvp's.
         let msg = match spec.bwrap {
             Some(_) => why,
-            None if code == crate::spec::exit::NOT_FOUND => {
+            // Not in a JSON report: its reader may be the request's author, a hostile tool
+            // call whose hint would tell it which host files exist (as the caller sees them:
+            // root's /root/.bashrc), as a red team found.
+            None if code == crate::spec::exit::NOT_FOUND
+                && spec.output == crate::spec::Output::Stream =>
+            {
                 let hint = not_found_hint(spec).map(|h| format!("; hint: {h}"));
                 format!("{}: {why}{}", spec.argv[0], hint.unwrap_or_default())
             }

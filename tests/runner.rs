@@ -770,6 +770,18 @@ fn a_command_the_host_has_is_not_found_with_a_hint() {
                 err.contains("command not found; hint: ") && err.contains(&hint),
                 "{who:?} {cwd_name}: {err}"
             );
+            // A JSON report gives none: its reader may be a hostile request's author, whom
+            // the hint would tell which host files exist (a red team: root's /root/.bashrc).
+            let mut cmd = airlock(who, &["run", "--json", "--", cwd_name]);
+            cmd.current_dir(dir.path()).env("PATH", &path);
+            let run = run_bounded(cmd, None, SECS_10);
+            assert_eq!(run.code(), Some(127), "{who:?} {cwd_name}: {}", run.show());
+            let error = run.report()["error"].clone();
+            assert_eq!(
+                error,
+                json!(format!("{cwd_name}: command not found")),
+                "{who:?}"
+            );
         }
         // Each way the hints name runs it.
         for line in [
