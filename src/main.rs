@@ -1198,10 +1198,9 @@ fn run(args: RunArgs) -> i32 {
         crate::say!("airlock: warning: {w}");
     }
     match launch::run(&spec) {
-        Ok(outcome) if json_mode => emit_report(
-            &format!("{}\n", report::to_json(&outcome, &warnings)),
-            outcome.exit_code(),
-        ),
+        Ok(outcome) if json_mode => emit_report(outcome.exit_code(), |w| {
+            report::write_json(&outcome, &warnings, w)
+        }),
         Ok(outcome) => {
             // A streamed run's exit status alone would not say that a limit was the cause
             // (137 for the memory limit's kill, 124 for the timeout): one line says which,
@@ -1248,15 +1247,21 @@ fn limit_notice(hit: &str, timeout: Option<std::time::Duration>) -> String {
 /// written whole (a full disk, the caller's file size limit, an I/O error) is said on stderr,
 /// with the status, and the run exits 2: the caller must not take the status for a delivered
 /// report. A reader that closed its end (`| head`) wanted no more, and the status stays.
-fn emit_report(text: &str, code: i32) -> i32 {
-    written(write_report(text.as_bytes()), code, |e| {
+fn emit_report(code: i32, report: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> i32 {
+    let written_whole = ReportOut::new().and_then(|out| {
+        // Written as it is made (report::write_json), in pieces of this size.
+        let mut w = std::io::BufWriter::with_capacity(64 * 1024, out);
+        report(&mut w)?;
+        w.flush()
+    });
+    written(written_whole, code, |e| {
         format!(
             "the JSON report could not be written to stdout: {e} (the run's exit status was {code})"
         )
     })
 }
 
-/// Write `bytes` whole to stdout as the caller makes room, in PIPE_BUF chunks each waited
+/// stdout for a JSON report, written as the caller makes room, in PIPE_BUF chunks each waited
 /// for with poll (a pipe or socket that polls writable takes one without blocking):
 /// - the caller's stdout may be non-blocking (O_NONBLOCK belongs to the open file, which the
 ///   caller shares, an asyncio writer's for one): EAGAIN waits for room, the report is not
@@ -1272,86 +1277,113 @@ fn emit_report(text: &str, code: i32) -> i32 {
 /// failed run's report is written there too) still gets the report: airlock then waits for
 /// room with those signals unblocked (ppoll), so that one that comes meanwhile ends it by its
 /// default action, as the signalfd's reader would.
-fn write_report(bytes: &[u8]) -> std::io::Result<()> {
-    use nix::errno::Errno;
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll, ppoll};
-    use nix::sys::signal::{SigSet, Signal};
-    use nix::sys::signalfd::{SfdFlags, SignalFd};
-    use std::os::fd::AsFd;
-    std::io::stdout().flush()?;
-    let stdout = std::io::stdout();
-    let fd = stdout.as_fd();
-    let mask = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
-    let mut ending = SigSet::empty();
-    for &s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
-        .iter()
-        .chain(&launch::ALSO_ENDING)
-    {
-        if mask.contains(s) {
-            ending.add(s);
-        }
-    }
-    let sigfd = match SignalFd::with_flags(&ending, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-    {
-        Ok(sigfd) => Some(sigfd),
-        Err(Errno::EMFILE | Errno::ENFILE | Errno::ENOMEM) => None,
-        Err(e) => return Err(e.into()),
-    };
-    // The mask to wait in when there is no signalfd: the ending signals unblocked.
-    let mut waiting = mask;
-    for s in ending.iter() {
-        waiting.remove(s);
-    }
-    // A regular file never makes a writer wait: one write.
-    let chunk = match nix::sys::stat::fstat(fd) {
-        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => usize::MAX,
-        _ => libc::PIPE_BUF,
-    };
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let room = match &sigfd {
-            Some(sigfd) => {
-                let mut fds = [
-                    PollFd::new(fd, PollFlags::POLLOUT),
-                    PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
-                ];
-                match poll(&mut fds, PollTimeout::NONE) {
-                    Err(Errno::EINTR) => continue,
-                    Err(e) => return Err(e.into()),
-                    Ok(_) => {}
-                }
-                fds[0].revents().is_some_and(|r| !r.is_empty())
-            }
-            None => {
-                // Room now (or an error the write reports) is taken before any signal.
-                let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
-                match poll(&mut fds, PollTimeout::ZERO) {
-                    Ok(n) if n > 0 => true,
-                    Err(e) if e != Errno::EINTR => return Err(e.into()),
-                    _ => match ppoll(&mut fds, None, Some(waiting)) {
-                        Err(Errno::EINTR) | Ok(_) => continue,
-                        Err(e) => return Err(e.into()),
-                    },
-                }
-            }
-        };
-        // Room (or an error the write reports): write before looking at signals.
-        if room {
-            match nix::unistd::write(fd, &rest[..rest.len().min(chunk)]) {
-                Ok(n) => rest = &rest[n..],
-                Err(Errno::EINTR | Errno::EAGAIN) => {}
-                Err(e) => return Err(e.into()),
-            }
-            continue;
-        }
-        if let Some(sigfd) = &sigfd
-            && let Ok(Some(info)) = sigfd.read_signal()
-            && let Ok(sig) = Signal::try_from(info.ssi_signo as i32)
+struct ReportOut {
+    stdout: std::io::Stdout,
+    /// The ending signals, read here; None where no descriptor was left for it.
+    sigfd: Option<nix::sys::signalfd::SignalFd>,
+    /// The mask to wait in when there is no signalfd: the ending signals unblocked.
+    waiting: nix::sys::signal::SigSet,
+    /// The most one write() takes.
+    chunk: usize,
+}
+
+impl ReportOut {
+    fn new() -> std::io::Result<ReportOut> {
+        use nix::errno::Errno;
+        use nix::sys::signal::{SigSet, Signal};
+        use nix::sys::signalfd::{SfdFlags, SignalFd};
+        use std::os::fd::AsFd;
+        std::io::stdout().flush()?;
+        let stdout = std::io::stdout();
+        let mask = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
+        let mut ending = SigSet::empty();
+        for &s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
+            .iter()
+            .chain(&launch::ALSO_ENDING)
         {
-            sys::die_by(sig);
+            if mask.contains(s) {
+                ending.add(s);
+            }
+        }
+        let sigfd =
+            match SignalFd::with_flags(&ending, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
+                Ok(sigfd) => Some(sigfd),
+                Err(Errno::EMFILE | Errno::ENFILE | Errno::ENOMEM) => None,
+                Err(e) => return Err(e.into()),
+            };
+        let mut waiting = mask;
+        for s in ending.iter() {
+            waiting.remove(s);
+        }
+        // A regular file never makes a writer wait: one write.
+        let chunk = match nix::sys::stat::fstat(stdout.as_fd()) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => usize::MAX,
+            _ => libc::PIPE_BUF,
+        };
+        Ok(ReportOut {
+            stdout,
+            sigfd,
+            waiting,
+            chunk,
+        })
+    }
+}
+
+impl Write for ReportOut {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        use nix::errno::Errno;
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll, ppoll};
+        use nix::sys::signal::Signal;
+        use std::os::fd::AsFd;
+        let fd = self.stdout.as_fd();
+        loop {
+            let room = match &self.sigfd {
+                Some(sigfd) => {
+                    let mut fds = [
+                        PollFd::new(fd, PollFlags::POLLOUT),
+                        PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+                    ];
+                    match poll(&mut fds, PollTimeout::NONE) {
+                        Err(Errno::EINTR) => continue,
+                        Err(e) => return Err(e.into()),
+                        Ok(_) => {}
+                    }
+                    fds[0].revents().is_some_and(|r| !r.is_empty())
+                }
+                None => {
+                    // Room now (or an error the write reports) is taken before any signal.
+                    let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
+                    match poll(&mut fds, PollTimeout::ZERO) {
+                        Ok(n) if n > 0 => true,
+                        Err(e) if e != Errno::EINTR => return Err(e.into()),
+                        _ => match ppoll(&mut fds, None, Some(self.waiting)) {
+                            Err(Errno::EINTR) | Ok(_) => continue,
+                            Err(e) => return Err(e.into()),
+                        },
+                    }
+                }
+            };
+            // Room (or an error the write reports): write before looking at signals.
+            if room {
+                match nix::unistd::write(fd, &bytes[..bytes.len().min(self.chunk)]) {
+                    Ok(n) => return Ok(n),
+                    Err(Errno::EINTR | Errno::EAGAIN) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                continue;
+            }
+            if let Some(sigfd) = &self.sigfd
+                && let Ok(Some(info)) = sigfd.read_signal()
+                && let Ok(sig) = Signal::try_from(info.ssi_signo as i32)
+            {
+                sys::die_by(sig);
+            }
         }
     }
-    Ok(())
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Write `text` whole to stdout; a closed stdout (`| head`) comes back as the error (EPIPE),
@@ -1399,7 +1431,7 @@ fn written(result: std::io::Result<()>, code: i32, said: impl FnOnce(&str) -> St
 fn fail(json_mode: bool, f: &launch::Failure) -> i32 {
     let (value, code) = report::failure_json(f);
     if json_mode {
-        return emit_report(&format!("{value}\n"), code);
+        return emit_report(code, |w| writeln!(w, "{value}"));
     } else {
         // One line, as the warnings are: a path in the message may hold a newline.
         let msg = audit::one_line(value["error"].as_str().unwrap_or(""));

@@ -3301,6 +3301,45 @@ fn a_gibibyte_of_stdout_is_capped_in_bounded_memory() {
     }
 }
 
+/// A report is written to stdout as it is made: airlock holds the captured bytes, not a copy of
+/// them nor the report's whole text, which is six times their size for NULs (`\u0000`). Built
+/// whole in memory, 2 x 64 MiB of NULs took airlock to a peak RSS of 1 GB (a framework review);
+/// here 16 MiB: 129 MiB before (the capture, its text, and the report's 96 MiB grown by
+/// doubling), 17 MiB since.
+#[test]
+fn a_report_of_a_full_capture_is_written_without_being_held_whole() {
+    const CAPTURE: usize = 16 << 20;
+    for who in BOTH {
+        let script = format!("head -c {CAPTURE} /dev/zero");
+        let cmd = airlock(
+            who,
+            &[
+                "run",
+                "--json",
+                "--max-output",
+                "16M",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        let (run, rss_kib) = run_measuring_rss(cmd, Duration::from_secs(60));
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        assert!(
+            run.out.stdout.len() > 6 * CAPTURE,
+            "{who:?}: a short report"
+        );
+        let rep = run.report();
+        assert_eq!(rep["stdout"], json!("\0".repeat(CAPTURE)), "{who:?}");
+        assert_eq!(rep["stdout_truncated"], json!(false), "{who:?}");
+        assert!(
+            rss_kib > 0 && rss_kib < 48 * 1024,
+            "{who:?}: peak RSS {rss_kib} KiB is not under 48 MiB"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // F. Nothing left behind
 // ---------------------------------------------------------------------------------------------
