@@ -849,17 +849,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, UsageError> {
         Some(i) => t.split_at(i),
         None => (t, "s"),
     };
-    let n: f64 = num.parse().map_err(|_| {
-        UsageError(format!(
+    // In integers, exactly: through f64, 99999999999ms came out 1 ms short (a review).
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && frac.is_empty()) || !digits(whole) || !digits(frac) {
+        return usage(format!(
             "duration {}: expected e.g. 500ms, 10s, 2m",
             quoted(s)
-        ))
-    })?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
+        ));
+    }
+    let unit_ns: u128 = match unit {
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         _ => {
             return usage(format!(
                 "duration {}: unit must be ms, s, m or h",
@@ -867,10 +870,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, UsageError> {
             ));
         }
     };
-    if !secs.is_finite() || !(0.0..=MAX_DURATION_SECS as f64).contains(&secs) {
-        return usage(format!("duration {} is out of range", quoted(s)));
+    // Past 18 digits a fraction is below a nanosecond of any unit.
+    let frac = &frac[..frac.len().min(18)];
+    let nanos = (whole.trim_start_matches('0').len() <= 20)
+        .then(|| {
+            let whole: u128 = whole.parse().unwrap_or(0);
+            let part: u128 = frac.parse().unwrap_or(0);
+            whole * unit_ns + part * unit_ns / 10u128.pow(frac.len() as u32)
+        })
+        .filter(|&n| n <= u128::from(MAX_DURATION_SECS) * 1_000_000_000);
+    match nanos {
+        Some(n) => Ok(Duration::from_nanos(n as u64)),
+        None => usage(format!("duration {} is out of range", quoted(s))),
     }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Parse a byte count: `8000`, `64K`, `512M`, `2G` (binary multiples).
@@ -1087,6 +1099,39 @@ mod tests {
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("5y").is_err());
+        // Exact (through f64, 99999999999ms was 1 ms short).
+        assert_eq!(
+            parse_duration("99999999999ms").unwrap(),
+            Duration::from_millis(99_999_999_999)
+        );
+        assert_eq!(
+            parse_duration("999999999999ms").unwrap(),
+            Duration::from_millis(999_999_999_999)
+        );
+        assert_eq!(
+            parse_duration("1.0001s").unwrap(),
+            Duration::from_micros(1_000_100)
+        );
+        assert_eq!(parse_duration(".5m").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("2.").unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            parse_duration("0.0000000015s").unwrap(),
+            Duration::from_nanos(1)
+        );
+        assert_eq!(
+            parse_duration("1000000000s").unwrap(),
+            Duration::from_secs(1_000_000_000)
+        );
+        for bad in [
+            ".",
+            "ms",
+            "1.2.3s",
+            "-1s",
+            "1000000000.1s",
+            "99999999999999999999999s",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
         assert_eq!(parse_size("8000").unwrap(), 8000);
         assert_eq!(parse_size("64K").unwrap(), 65536);
         assert_eq!(parse_size("512M").unwrap(), 512 << 20);
