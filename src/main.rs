@@ -1010,8 +1010,16 @@ fn check_docker_args(a: &DockerArgs) -> Result<(), String> {
         .iter()
         .find(|t| scratch.starts_with(t));
     if let Some(tree) = holds.or(inside) {
+        // What holds a tree is named as itself (`/`, not the first tree it holds; a review).
+        let what = match holds {
+            Some(t) if std::path::Path::new(t) != scratch => {
+                format!("{} (and {t} in it)", a.scratch)
+            }
+            Some(_) => tree.to_string(),
+            None => format!("{tree} (a part of it)"),
+        };
         return Err(format!(
-            "--scratch {:?} would mount the host's {tree} read-write: give the task a \
+            "--scratch {:?} would mount the host's {what} read-write: give the task a \
              directory of its own",
             a.scratch
         ));

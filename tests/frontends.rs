@@ -644,7 +644,7 @@ fn audit_docker_accepts_docker_args_output() {
     // line is printed (stop 47's fuzzing: `--scratch /` printed a line that mounts the Docker
     // socket). Control: a directory of its own is printed.
     for (scratch, rule) in [
-        ("/", "would mount the host's /usr read-write"),
+        ("/", "would mount the host's / (and /usr in it) read-write"),
         ("/var/run", "(docker-socket: "),
     ] {
         let out = root(&["docker-args", "--scratch", scratch]);
