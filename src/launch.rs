@@ -51,6 +51,9 @@ pub struct Outcome {
     /// A streamed run: writing the task's output to the caller's stdout or stderr failed (a
     /// full disk, an I/O error), so not all of it was delivered (relay.rs said what failed).
     pub output_lost: bool,
+    /// A signal asked the run to end, and the sandbox was killed when the task had not ended
+    /// TERM_GRACE later: said so (a report's `signal` 9 alone looks like any other kill).
+    pub killed_after_grace: Option<String>,
 }
 
 /// A run that did not start the task.
@@ -800,6 +803,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
         stderr: sup.stderr,
         files,
         output_lost,
+        killed_after_grace: sup.grace_ran_out,
     })
 }
 
@@ -1280,6 +1284,8 @@ struct Supervisor {
     interrupted: Option<Instant>,
     /// What started TERM_GRACE (airlock run), said on stderr should the grace run out.
     grace_for: Option<String>,
+    /// What was said when it ran out.
+    grace_ran_out: Option<String>,
     /// A SIGXCPU was forwarded (airlock run: `kill -XCPU`, or airlock's own RLIMIT_CPU): a
     /// task it ends did not run into its CPU time limit.
     sent_xcpu: bool,
@@ -1320,6 +1326,7 @@ impl Supervisor {
             forwarded: None,
             interrupted: None,
             grace_for: None,
+            grace_ran_out: None,
             sent_xcpu: false,
             setup_timed_out: false,
             cancelled: None,
@@ -1362,11 +1369,12 @@ impl Supervisor {
                     // alone.
                     self.setup_timed_out = self.task_end.is_none() && !sys::has_children(self.pid);
                 } else if let Some(what) = self.grace_for.take() {
-                    relay::say_if_room(&format!(
-                        "airlock: the task had not ended {} s after {what}; the whole sandbox \
-                         was killed\n",
+                    let said = format!(
+                        "the task had not ended {} s after {what}; the whole sandbox was killed",
                         TERM_GRACE.as_secs()
-                    ));
+                    );
+                    relay::say_if_room(&format!("airlock: {said}\n"));
+                    self.grace_ran_out = Some(said);
                 }
                 let _ = kill(self.pid, Signal::SIGKILL);
                 kill_at = None;

@@ -1206,9 +1206,17 @@ fn run(args: RunArgs) -> i32 {
         crate::say!("airlock: warning: {w}");
     }
     match launch::run(&spec) {
-        Ok(outcome) if json_mode => emit_report(outcome.exit_code(), |w| {
-            report::write_json(&outcome, &warnings, w)
-        }),
+        Ok(outcome) if json_mode => {
+            // Said on stderr as it happened; the report says it too (a framework review: a
+            // cancel that ended in SIGKILL looked like any other signal 9).
+            let warnings: Vec<String> = warnings
+                .into_iter()
+                .chain(outcome.killed_after_grace.clone())
+                .collect();
+            emit_report(outcome.exit_code(), |w| {
+                report::write_json(&outcome, &warnings, w)
+            })
+        }
         Ok(outcome) => {
             // A streamed run's exit status alone would not say that a limit was the cause
             // (137 for the memory limit's kill, 124 for the timeout): one line says which,
