@@ -51,20 +51,7 @@ echo "@@in hostabs $(kernel_probe connect hostsock 2>&1)"
 /// The probe, built for the guest (static: it has no libraries).
 pub fn probe() -> Result<Vec<u8>, String> {
     let dir = super::tmpdir();
-    let out = dir.path().join("kernel_probe");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernel_probe.c");
-    let built = std::process::Command::new("musl-gcc")
-        .args(["-static", "-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(src)
-        .output()
-        .map_err(|e| format!("musl-gcc: {e}: install musl-tools (scripts/test.sh does)"))?;
-    assert!(
-        built.status.success(),
-        "musl-gcc failed: {}",
-        super::stderr(&built)
-    );
-    Ok(std::fs::read(&out).unwrap())
+    Ok(std::fs::read(super::c_fixture("kernel_probe", dir.path())?).unwrap())
 }
 
 /// `NAME RESULT;` pairs of a probe's line.

@@ -58,6 +58,25 @@ fn own_dir(prefix: &str) -> PathBuf {
     dir
 }
 
+/// tests/fixtures/NAME.c built static (a sandbox or a guest has no C library of its own to
+/// lend it) into `dir`: the program's path.
+pub fn c_fixture(name: &str, dir: &Path) -> Result<PathBuf, String> {
+    let out = dir.join(name);
+    let src = format!("{}/tests/fixtures/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let built = Command::new("musl-gcc")
+        .args(["-static", "-O2", "-Wall", "-o"])
+        .arg(&out)
+        .arg(src)
+        .output()
+        .map_err(|e| format!("musl-gcc: {e}: install musl-tools (scripts/test.sh does)"))?;
+    assert!(
+        built.status.success(),
+        "musl-gcc failed: {}",
+        stderr(&built)
+    );
+    Ok(out)
+}
+
 /// The binary under test, copied once into a world-readable directory.
 pub fn binary() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
