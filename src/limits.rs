@@ -235,8 +235,15 @@ fn write(path: &Path, text: &str) -> Result<(), SysError> {
     fs::write(path, text).map_err(|e| io_err(e, || format!("write({path:?}, {text:?})")))
 }
 
+/// A run's cgroup: 0755, or less by the caller's umask (a red team: under `umask 0` it was
+/// 0777, and any host user could make a cgroup in it that airlock's rmdir then could not
+/// remove, left behind for good).
 fn make_dir(path: &Path) -> Result<(), SysError> {
-    fs::create_dir(path).map_err(|e| io_err(e, || format!("mkdir({path:?})")))
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .mode(0o755)
+        .create(path)
+        .map_err(|e| io_err(e, || format!("mkdir({path:?}, 0755)")))
 }
 
 /// This process's cgroup path in the hierarchy with the given v1 controller, or the v2 one

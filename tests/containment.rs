@@ -1047,6 +1047,46 @@ fn timeout_kills_a_task_ignoring_sigterm() {
     }
 }
 
+/// A root caller's `umask 0` does not make its run's cgroups writable to every host user (a
+/// red team: they were 0777, and uid 65534 made a cgroup in one that airlock could then not
+/// remove, left behind for good). Control: a directory the same shell makes is 0777.
+#[test]
+fn a_run_s_cgroups_are_not_writable_to_others_under_umask_0() {
+    let m = mark("a_run_s_cgroups_are_not_writable");
+    let dir = tmpdir();
+    let control = dir.path().join("control");
+    let script = format!(
+        "umask 0; mkdir {}; exec \"$0\" run -- sh -c ': {m}; sleep 30.77; :'",
+        control.display()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script]).arg(binary());
+    let p = spawn(cmd, "airlock under umask 0".into());
+    wait_for_process("sleep 30.77", Duration::from_secs(10));
+    let mode = |p: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o777
+    };
+    assert_eq!(mode(&control), 0o777, "control: umask 0 not in effect");
+    let ours: Vec<PathBuf> = airlock_cgroups()
+        .into_iter()
+        .filter(|c| cgroup_pid(c) == Some(p.pid()))
+        .collect();
+    assert!(!ours.is_empty(), "no cgroup of the run found");
+    for c in &ours {
+        assert_eq!(mode(c), 0o755, "{c:?}");
+    }
+    let pid = p.pid();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    p.finish(SECS_30);
+    assert_clean(&m, &[pid], "umask 0");
+    assert_clean("sleep 30.77", &[], "umask 0");
+}
+
 /// A task that exits 0 before its deadline is reported as exiting 0, even when the kernel's
 /// teardown of what it left (here 20 processes of 60,000 shared mappings each: 1.3 s on this
 /// VM) runs past the deadline. A red team saw such runs reported as killed by the timeout,
