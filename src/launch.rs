@@ -335,7 +335,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, Failure> {
     // in them, so a root caller's supplementary groups are dropped here, where the init
     // would drop them at step 6.
     if caller_is_root && io.is_some_and(|b| b.userns_block_fd.is_some()) {
-        nix::unistd::setgroups(&[])
+        boundary::drop_groups()
             .map_err(|e| Failure::Setup(format!("step 1: setgroups([]): {e}")))?;
     }
     let into = cgroup
@@ -1215,6 +1215,21 @@ pub fn id_maps(spec: &Spec, euid: u32, egid: u32) -> (String, String) {
     )
 }
 
+/// Every id a namespace's map (`/proc/self/uid_map`) holds, mapped to itself: its lines'
+/// first and third fields. None where it cannot be read or holds nothing.
+fn identity_of(path: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let lines: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (inside, count) = (f.next()?, f.nth(1)?);
+            Some(format!("{inside} {inside} {count}\n"))
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.concat())
+}
+
 /// Wait until `fd` is readable (or closed): None; or until SIGINT, SIGTERM or SIGHUP arrives
 /// on `sigfd`: that signal.
 fn readable_or_signal(fd: std::os::fd::BorrowedFd, sigfd: &SignalFd) -> Option<Signal> {
@@ -1241,11 +1256,21 @@ fn readable_or_signal(fd: std::os::fd::BorrowedFd, sigfd: &SignalFd) -> Option<S
 }
 
 fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
-    let (uid_map, gid_map) = id_maps(
+    let (mut uid_map, mut gid_map) = id_maps(
         spec,
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
     );
+    // Every id to itself is every id the caller's own namespace maps: the root of `unshare -r`
+    // or of a container made without privilege has fewer than all, and the kernel refuses a
+    // map of one it lacks (a review: every such bwrap line failed, which bubblewrap runs).
+    if caller_is_root && spec.identity_map {
+        for (map, own) in [(&mut uid_map, "uid_map"), (&mut gid_map, "gid_map")] {
+            if let Some(mirrored) = identity_of(&format!("/proc/self/{own}")) {
+                *map = mirrored;
+            }
+        }
+    }
     boundary::write_maps(
         None,
         &format!("/proc/{pid}"),

@@ -1154,6 +1154,30 @@ fn a_root_callers_supplementary_groups_do_not_reach_the_task() {
     }
 }
 
+/// The root of a user namespace that maps one id and denies setgroups (`unshare -r`, as a
+/// rootless container's build step is) runs lines as under bubblewrap. Every one had failed:
+/// without --unshare-user at the identity map (`0 0 4294967295`, ids the caller's namespace
+/// lacks), with it at `setgroups([])`, which that namespace refuses everyone (a review).
+#[test]
+fn the_root_of_a_one_id_user_namespace_runs_lines() {
+    // `unshare -r` between the caller's identity (setpriv) and the launcher.
+    let script = r#"read -ra w <<< "$BW"; exec "${w[@]:0:${#w[@]}-1}" unshare -r "${w[-1]}" "$@""#;
+    for who in BOTH {
+        for more in [
+            &[][..],
+            &["--unshare-pid"],
+            &["--unshare-user"],
+            &["--unshare-all"],
+        ] {
+            let c = case(&with(MIN, more))
+                .sh("id -u; id -g")
+                .script(script);
+            let [b, _] = same(&c, who);
+            assert_eq!(b.stdout, "0\n0\n", "{who:?} {more:?}: {}", b.show());
+        }
+    }
+}
+
 /// The caller's directory is named as bubblewrap names it (glibc's get_current_dir_name, once
 /// the options have changed the environment): `$PWD` when it leads to the same directory, so
 /// a project entered through a symlink (a usr-merged `/lib`, or `/home` as a link to

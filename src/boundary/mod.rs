@@ -821,6 +821,23 @@ fn die_with_launcher(inh: &Inherited) -> Result<(), SysError> {
     Ok(())
 }
 
+/// setgroups([]) for a root caller. Where this user namespace denies setgroups to everyone
+/// (the root of `unshare -r`, or of a container made without privilege: its parent wrote
+/// `deny`, and every namespace made inside inherits it), the groups cannot be dropped, and
+/// stay as an unprivileged caller's do: not a failure (a review: every bwrap line failed there,
+/// which bubblewrap runs, as it never tries).
+pub fn drop_groups() -> nix::Result<()> {
+    match nix::unistd::setgroups(&[]) {
+        Err(Errno::EPERM)
+            if std::fs::read_to_string("/proc/self/setgroups")
+                .is_ok_and(|s| s.trim() == "deny") =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 fn become_sandbox_user(spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
     if let Some(io) = &spec.bwrap
         && (io.userns_fd.is_some() || io.userns_block_fd.is_some())
@@ -843,7 +860,7 @@ fn become_sandbox_user(spec: &Spec, caller_is_root: bool) -> Result<(), SysError
         return Ok(());
     } else if caller_is_root {
         // A root caller's supplementary groups (root, disk, ...) must not follow the task.
-        named(nix::unistd::setgroups(&[]), || "setgroups([])".into())?;
+        named(drop_groups(), || "setgroups([])".into())?;
     }
     let (uid, gid) = (Uid::from_raw(spec.uid), Gid::from_raw(spec.gid));
     named(nix::unistd::setresgid(gid, gid, gid), || {
