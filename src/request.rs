@@ -265,14 +265,19 @@ impl<'de> Visitor<'de> for Key {
     }
 }
 
-/// One string inside `args`, `inputs` or `env`: a key or a value of theirs.
-struct Text(&'static str);
+/// One string inside `args`, `inputs` or `env`: a key or a value of theirs (then with the
+/// name it is the value of, said when it is not a string: a framework review found
+/// `{"env": {"A": null}}` refused as if "env" were not an object).
+struct Text(&'static str, Option<String>);
 
 impl<'de> Visitor<'de> for Text {
     type Value = String;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "key {:?} to be {}", self.0, takes(self.0))
+        match &self.1 {
+            None => write!(f, "key {:?} to be {}", self.0, takes(self.0)),
+            Some(name) => write!(f, "key {:?}: the value of {name} to be a string", self.0),
+        }
     }
 
     fn visit_str<E: de::Error>(self, s: &str) -> Result<String, E> {
@@ -447,7 +452,7 @@ impl<'de> Visitor<'de> for Field<'_> {
         if self.key != "args" {
             return self.refuse(Unexpected::Seq);
         }
-        while let Some(arg) = seq.next_element_seed(Any(Text("args")))? {
+        while let Some(arg) = seq.next_element_seed(Any(Text("args", None)))? {
             let n = self.r.args.len() + 1;
             self.r.exec_take(&format_args!("argument {n}"), arg.len())?;
             self.r.args.push(arg);
@@ -462,14 +467,14 @@ impl<'de> Visitor<'de> for Field<'_> {
         }
         let r = self.r;
         let mut names = HashSet::new();
-        while let Some(name) = map.next_key_seed(Any(Text(key)))? {
+        while let Some(name) = map.next_key_seed(Any(Text(key, None)))? {
             let shown = quoted(&name);
             if !names.insert(name.clone()) {
                 return Err(de::Error::custom(format_args!(
                     "key {key:?}: {shown} is given twice"
                 )));
             }
-            let value = map.next_value_seed(Any(Text(key)))?;
+            let value = map.next_value_seed(Any(Text(key, Some(shown.clone()))))?;
             if key == "inputs" {
                 check_input_name(&name).map_err(de::Error::custom)?;
                 r.handed += crate::spec::handed_size(&name);
@@ -531,9 +536,15 @@ mod tests {
             (r#"{"command": ""}"#, "\"command\""),
             (r#"{"command": "x", "args": "a b"}"#, "\"args\""),
             (r#"{"command": "x", "args": [1]}"#, "\"args\""),
-            (r#"{"command": "x", "inputs": {"a": 1}}"#, "\"inputs\""),
+            (
+                r#"{"command": "x", "inputs": {"a": 1}}"#,
+                "key \"inputs\": the value of \"a\" to be a string",
+            ),
             (r#"{"command": "x", "inputs": {"../a": "t"}}"#, "input name"),
-            (r#"{"command": "x", "env": {"A": 1}}"#, "\"env\""),
+            (
+                r#"{"command": "x", "env": {"A": null}}"#,
+                "key \"env\": the value of \"A\" to be a string",
+            ),
             (r#"{"command": "x", "timeout_ms": "10"}"#, "\"timeout_ms\""),
             (r#"{"command": "x", "timeout_ms": 0}"#, "\"timeout_ms\""),
             (

@@ -1169,9 +1169,7 @@ fn the_root_of_a_one_id_user_namespace_runs_lines() {
             &["--unshare-user"],
             &["--unshare-all"],
         ] {
-            let c = case(&with(MIN, more))
-                .sh("id -u; id -g")
-                .script(script);
+            let c = case(&with(MIN, more)).sh("id -u; id -g").script(script);
             let [b, _] = same(&c, who);
             assert_eq!(b.stdout, "0\n0\n", "{who:?} {more:?}: {}", b.show());
         }
