@@ -311,7 +311,7 @@ struct RunArgs {
     #[arg(long, value_name = "DIR")]
     chdir: Option<String>,
     /// Read the run as a JSON request from FILE (- for stdin); prints the JSON report.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "input", "json"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "json"])]
     request: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
@@ -807,11 +807,14 @@ fn spec_from_args(args: &RunArgs) -> Result<spec::Spec, UsageError> {
     check_host_ids(args)?;
     let draft = match &args.request {
         Some(path) => read_request(path).and_then(|mut d| {
-            // Flags beside a request add to it (environment, binds, the network) and
+            // Flags beside a request add to it (environment, inputs, binds, the network) and
             // override its keys (timeout_ms, max_output, the limits). clap refuses the flags
-            // that only say what a request says (the command, --input, --json).
+            // that only say what a request says (the command, --json). --input is how a
+            // request's caller hands in bytes JSON text cannot carry, or more than a request
+            // holds (a framework review: the README said so, and --input was refused here).
             let f = draft_from_flags(args, d.limits)?;
             d.env.extend(f.env);
+            d.inputs.extend(f.inputs);
             d.binds.extend(f.binds);
             d.share_net |= f.share_net;
             d.host_uid = f.host_uid;

@@ -742,6 +742,30 @@ fn a_non_utf8_argument_read_from_args_is_refused() {
     }
 }
 
+/// A request's caller hands in bytes JSON text cannot carry (not UTF-8, a NUL) by `--input`
+/// beside `--request`, as the README says to; clap had refused the two together (a framework
+/// review). An input named both in the request and by the flag is refused.
+#[test]
+fn inputs_beside_a_request_are_copied_in_with_its_own() {
+    let dir = tmpdir();
+    let data = write_file(&dir.path().join("bin.dat"), b"\xff\x00\xfe", 0o644);
+    let flag = format!("b={}", data.display());
+    for who in BOTH {
+        let request = br#"{"command": "sh", "args": ["-c", "od -An -tx1 b; cat t"], "inputs": {"t": "text"}}"#;
+        let args = ["run", "--request", "-", "--input", &flag];
+        let run = al_stdin(who, &args, request, SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        assert_eq!(run.report()["stdout"], json!(" ff 00 fe\ntext"), "{who:?}");
+        let request = br#"{"command": "true", "inputs": {"b": "x"}}"#;
+        let run = al_stdin(who, &args, request, SECS_10);
+        let msg = run.usage_error(&format!("{who:?} b twice"));
+        assert!(
+            msg.contains("input \"b\" is given twice"),
+            "{who:?}: {msg:?}"
+        );
+    }
+}
+
 /// A command the sandbox lacks but the caller's host has (a script of the caller's working
 /// directory, a tool on the caller's PATH) is still not found, with a hint saying how to hand
 /// it in; the hint's way runs it. A name the host lacks too gets none.
