@@ -56,21 +56,24 @@ static HEAP: sys::heap::Heap = sys::heap::Heap;
 const EXIT_CODES: &str = "\
 Exit status:
   N        the task's own exit status
-  128+N    the task was killed by signal N; or a SIGINT, SIGTERM, SIGHUP or SIGQUIT came
-           before the task started, which never ran (airlock says so)
+  128+N    the task was killed by signal N (or killed the sandbox's init with it); or a
+           SIGINT, SIGTERM, SIGHUP or SIGQUIT came before the task started, which never
+           ran (airlock says so)
   2        bad usage: unknown flag, an argument or forwarded variable that is not UTF-8,
-           bad input name, malformed request, unreadable input, a bind source that does
-           not exist, a bind destination airlock manages or one the kernel cannot take (a
-           name past 255 bytes, a path past 4087), a bind inside a host tree whose mount
-           point that tree does not hold, a directory bound over a system path that is a
-           symlink (/bin) or over a file or link of the sandbox (/dev/null, /etc/passwd),
-           a bind below one or in /dev/pts, a file bound over a directory or a directory
-           over a file, inputs larger than scratch (in bytes, pages or inodes),
-           --host-uid/--host-gid naming another id from a caller other than root, a
-           directory, an O_PATH descriptor or a listening socket on a standard stream, a
-           closed stdout under --json; or the JSON report, or a
-           streamed run's output, could not be written whole (airlock says so on stderr,
-           with the run's status)
+           bad input name, malformed request, unreadable input or one that is not a
+           regular file, a bind source that does not exist, a bind source or destination
+           that is not absolute, a bind source or input led out of a writable bind's
+           source by a link in it, a bind destination airlock manages or one the kernel
+           cannot take (a name past 255 bytes, a path past 4087), a bind inside a host
+           tree whose mount point that tree does not hold, a directory bound over a
+           system path that is a symlink (/bin) or over a file or link of the sandbox
+           (/dev/null, /etc/passwd), a bind below one or in /dev/pts, a file bound over a
+           directory or a directory over a file, inputs larger than scratch (in bytes,
+           pages or inodes), --host-uid/--host-gid naming another id from a caller other
+           than root, a directory, an O_PATH descriptor or a listening socket on a standard
+           stream, a closed stdout under --json; or the JSON report, or a streamed run's
+           output, could not be written whole (airlock says so on stderr, with the run's
+           status)
   124      the timeout fired; the whole sandbox was killed (before the task started
            if setup, which copies the inputs, took the whole timeout: airlock says so)
   125      an isolation step failed (the message names the step, the syscall, the path and
@@ -206,7 +209,8 @@ enum AuditKind {
     Docker(AuditArgs),
     /// Audit a `bwrap` command line.
     Bwrap(AuditArgs),
-    /// Audit an `airlock run` command line (`airlock` and `run` may lead it).
+    /// Audit an `airlock run` command line: `run` (or `explain`) and its options, which
+    /// `airlock` or a path to it may lead.
     Airlock(AuditArgs),
 }
 
@@ -933,7 +937,8 @@ fn print_audit(result: Result<audit::Audit, String>, json: bool) -> i32 {
 }
 
 /// Audits an `airlock run` (or `explain`) line, read by `run`'s own parser and checks, so that
-/// what it refuses is refused here too; `airlock` (or a path to it) and `run` may lead it.
+/// what it refuses is refused here too: `run` or `explain` starts it, after `airlock` (or a
+/// path to it) if that leads it.
 /// Nothing is opened or run: the audit reads the line only.
 fn audit_airlock_line(argv: &[String]) -> Result<audit::Audit, String> {
     #[derive(Parser)]

@@ -2704,7 +2704,8 @@ fn more_binds_than_the_soft_open_file_limit_allows() {
         assert_eq!(b.stdout, "256\n256\n400\n", "{}", b.show());
         assert_eq!(a.code, 1, "{}", a.show());
         let says = "bwrap: Can't find source path /etc/hostname: Too many open files; hint: \
-                    more binds than the hard limit of open files (ulimit -Hn) allows";
+                    more host paths to mount than the hard limit of open files (ulimit -Hn) \
+                    allows";
         assert!(a.stderr.starts_with(says), "{}", a.show());
     }
 }

@@ -68,9 +68,10 @@ pub fn hint(err: &SysError) -> Option<String> {
     }
     if err.errno == Errno::EMFILE && err.call.starts_with("open_tree(") {
         return Some(
-            "more binds than the hard limit of open files (ulimit -Hn) allows: airlock holds a \
-             descriptor for each bind until the sandbox is built; raise that limit, or bind a \
-             common parent directory once"
+            "more host paths to mount than the hard limit of open files (ulimit -Hn) allows: \
+             airlock holds a descriptor for each until the sandbox is built (about 30 of its \
+             own, and one for each bind); raise that limit, or bind a common parent directory \
+             once"
                 .into(),
         );
     }
