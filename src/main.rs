@@ -1273,8 +1273,10 @@ fn limit_notice(hit: &str, timeout: Option<std::time::Duration>) -> String {
 /// report. A reader that closed its end (`| head`) wanted no more, and the status stays.
 fn emit_report(code: i32, report: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> i32 {
     let written_whole = ReportOut::new().and_then(|out| {
-        // Written as it is made (report::write_json), in pieces of this size.
-        let mut w = std::io::BufWriter::with_capacity(64 * 1024, out);
+        // Written as it is made (report::write_json), in pieces of what one write takes: a
+        // pipe's PIPE_BUF (a buffer the allocator has at hand: 64 KiB was an mmap and munmap
+        // on every JSON run), 64 KiB into a regular file.
+        let mut w = std::io::BufWriter::with_capacity(out.chunk.min(64 * 1024), out);
         report(&mut w)?;
         w.flush()
     });
