@@ -5393,6 +5393,46 @@ EOF"#
     }
 }
 
+/// The other signals a program handles, sent to the `child-pid` of --info-fd without a pid
+/// namespace: bubblewrap's is the task, which traps each; airlock's init passes them on as
+/// they came. It had passed none of them on: SIGTSTP, SIGTTIN and SIGTTOU stopped the init
+/// (the task ran on, and the launcher would wait at its end for a SIGCONT), and the others
+/// did nothing (a review).
+#[test]
+fn other_signals_to_the_info_fd_child_pid_reach_the_task() {
+    let signals = ["TSTP", "TTIN", "TTOU", "CONT", "WINCH", "URG", "PIPE"];
+    let task = format!(
+        "for s in {}; do trap \"echo got $s\" $s; done; i=0; while [ $i -lt 40 ]; do sleep \
+         0.05; i=$((i+1)); done",
+        signals.join(" ")
+    );
+    let script = format!(
+        r#"{PYTHON} - "$BW" "$@" <<'EOF'
+import json, os, signal, subprocess, sys, time
+r, w = os.pipe()
+os.dup2(w, 8)
+os.close(w)
+p = subprocess.Popen(sys.argv[1].split() + ["--info-fd", "8"] + sys.argv[2:], pass_fds=(8,))
+os.close(8)
+info = b""
+while chunk := os.read(r, 4096):
+    info += chunk
+time.sleep(0.2)
+for s in "{}".split():
+    os.kill(json.loads(info)["child-pid"], getattr(signal, "SIG" + s))
+    time.sleep(0.1)
+print("exit", p.wait())
+EOF"#,
+        signals.join(" ")
+    );
+    let want: String = signals.iter().map(|s| format!("got {s}\n")).collect();
+    for who in BOTH {
+        let c = case(&["--ro-bind", "/", "/", "bash", "-c", &task]).script(&script);
+        let [b, _] = same(&c, who);
+        assert_eq!(b.stdout, format!("{want}exit 0\n"), "{who:?}: {}", b.show());
+    }
+}
+
 /// --perms' setuid and setgid bits on a file written from a descriptor (--file,
 /// --ro-bind-data): bubblewrap gives the file its mode, then writes, so an unprivileged
 /// caller's write clears the setuid bit and, on a group-executable file, the setgid bit (as

@@ -498,9 +498,14 @@ fn build(inh: &Inherited) -> Result<(Pid, Option<OwnedFd>), StepError> {
     }
     let mut blocked = SigSet::empty();
     blocked.add(Signal::SIGCHLD);
+    // bwrap mode's init that is --info-fd's child-pid (no pid namespace) takes these to pass
+    // on (supervise): a SIGTSTP there had stopped the init, not the task (a review).
+    if inh.caller_group.is_some() {
+        PASSED_AS_THEY_ARE.iter().for_each(|&s| blocked.add(s));
+    }
     named(
         nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&blocked), None),
-        || "sigprocmask(SIG_BLOCK, SIGCHLD)".into(),
+        || format!("sigprocmask(SIG_BLOCK, {blocked:?})"),
     )
     .step("13 start task")?;
     let init_pid = nix::unistd::getpid();
@@ -926,6 +931,20 @@ fn take_locks(spec: &Spec) -> Result<Vec<File>, SysError> {
 /// the kernel kills whatever else is left in the pid namespace. The launcher enforces the
 /// timeout; at `backstop`, past it, this init kills the sandbox itself, as a launcher that
 /// SIGSTOP stopped (no process can catch it) would leave the task running on unbounded.
+/// bwrap mode without a pid namespace: --info-fd's child-pid is this init where it is
+/// bubblewrap's task itself, so besides the ending signals the init passes these on to the
+/// task as they came: job control (the task stops, not the init) and the rest a program
+/// handles (a window resized, out-of-band data, a broken pipe).
+const PASSED_AS_THEY_ARE: [Signal; 7] = [
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
+    Signal::SIGCONT,
+    Signal::SIGWINCH,
+    Signal::SIGURG,
+    Signal::SIGPIPE,
+];
+
 fn supervise(
     task: Pid,
     sock: BorrowedFd,
@@ -946,12 +965,15 @@ fn supervise(
         set.add(s);
     }
     // Only those blocked: the launcher blocked them (bwrap mode: with the ones the caller had
-    // blocked, which stay blocked there, SIGTSTP, SIGCONT and SIGWINCH too).
+    // blocked, which stay blocked there, SIGTSTP, SIGCONT and SIGWINCH too), or step 13 did
+    // (bwrap mode's child-pid init).
     let job = [Signal::SIGTSTP, Signal::SIGCONT, Signal::SIGWINCH];
+    let as_they_are = forward && !job_control;
     if let Ok(mask) = SigSet::thread_get_mask() {
         for &s in crate::launch::ALSO_ENDING
             .iter()
             .chain(job.iter().filter(|_| job_control))
+            .chain(PASSED_AS_THEY_ARE.iter().filter(|_| as_they_are))
         {
             if mask.contains(s) {
                 set.add(s);
@@ -988,8 +1010,8 @@ fn supervise(
                     // The launcher's Ctrl-Z, and its continue: every process of the sandbox
                     // (kill(-1) from its pid 1). SIGSTOP, not SIGTSTP: the task's session has
                     // no terminal, so the kernel drops a SIGTSTP to its orphaned groups.
-                    Signal::SIGTSTP => kill(everyone(task), Signal::SIGSTOP),
-                    Signal::SIGCONT => kill(everyone(task), Signal::SIGCONT),
+                    Signal::SIGTSTP if job_control => kill(everyone(task), Signal::SIGSTOP),
+                    Signal::SIGCONT if job_control => kill(everyone(task), Signal::SIGCONT),
                     _ => kill(interrupted(task, sig), sig),
                 };
             }
