@@ -870,14 +870,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, UsageError> {
             ));
         }
     };
-    // Past 18 digits a fraction is below a nanosecond of any unit.
-    let frac = &frac[..frac.len().min(18)];
+    // The fraction's whole nanoseconds: 0.DIGITS times the unit by long multiplication from
+    // the last digit, the carry out of the first (exact at any length: cut at 18 digits,
+    // 0.0000000000002777777777777777778h, just over 1 ns, came out 0).
+    let part = frac.bytes().rev().fold(0u128, |carry, d| {
+        (u128::from(d - b'0') * unit_ns + carry) / 10
+    });
+    // A whole part past 20 digits is past the bound whatever its unit (and would overflow).
     let nanos = (whole.trim_start_matches('0').len() <= 20)
-        .then(|| {
-            let whole: u128 = whole.parse().unwrap_or(0);
-            let part: u128 = frac.parse().unwrap_or(0);
-            whole * unit_ns + part * unit_ns / 10u128.pow(frac.len() as u32)
-        })
+        .then(|| whole.parse::<u128>().unwrap_or(0) * unit_ns + part)
         .filter(|&n| n <= u128::from(MAX_DURATION_SECS) * 1_000_000_000);
     match nanos {
         Some(n) => Ok(Duration::from_nanos(n as u64)),
@@ -1119,6 +1120,15 @@ mod tests {
             Duration::from_nanos(1)
         );
         assert_eq!(
+            parse_duration("0.0000000001h").unwrap(),
+            Duration::from_nanos(360)
+        );
+        assert_eq!(
+            parse_duration("0.0000000000002777777777777777778h").unwrap(),
+            Duration::from_nanos(1)
+        );
+        assert_eq!(parse_duration("0.0000000001s").unwrap(), Duration::ZERO);
+        assert_eq!(
             parse_duration("1000000000s").unwrap(),
             Duration::from_secs(1_000_000_000)
         );
@@ -1129,6 +1139,8 @@ mod tests {
             "-1s",
             "1000000000.1s",
             "99999999999999999999999s",
+            "1000000000000000000000000000000h",
+            &format!("1{}s", "0".repeat(39)),
         ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
