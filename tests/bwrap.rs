@@ -1154,6 +1154,69 @@ fn a_root_callers_supplementary_groups_do_not_reach_the_task() {
     }
 }
 
+/// The root of a user namespace that maps two ranges (`0 0 1` and `1000 1000 1`, as a
+/// rootless container with subordinate ids has) sees a file of uid 1000 in a bind as uid 1000,
+/// as under bubblewrap: every range of its map is mirrored, not the first alone (a review's
+/// mutant, which the one-range test above could not tell).
+#[test]
+fn the_root_of_a_two_range_user_namespace_keeps_both_ranges() {
+    let dir = tmpdir(0o755);
+    let file = dir.path().join("f");
+    write(&file, b"x", 0o644);
+    std::os::unix::fs::chown(&file, Some(1000), Some(1000)).unwrap();
+    // The caller's namespace: its maps written by its parent, root, once it exists.
+    let script = format!(
+        r#"exec {PYTHON} - "$BW" "$@" <<'EOF'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+made_r, made_w = os.pipe()
+mapped_r, mapped_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    if libc.unshare(0x10000000) != 0:
+        sys.exit("unshare: %d" % ctypes.get_errno())
+    os.write(made_w, b"x")
+    os.read(mapped_r, 1)
+    os.execvp(sys.argv[1], sys.argv[1:])
+os.read(made_r, 1)
+for f in ("uid_map", "gid_map"):
+    with open("/proc/%d/%s" % (pid, f), "w") as m:
+        m.write("0 0 1\n1000 1000 1\n")
+os.write(mapped_w, b"x")
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+EOF"#
+    );
+    let c = case(&with(
+        MIN,
+        &["--ro-bind", &dir.path().display().to_string(), "/d"],
+    ))
+    .sh("stat -c '%u %g' /d/f")
+    .script(&script);
+    let [b, _] = same(&c, Launcher::Root);
+    assert_eq!(b.stdout, "1000 1000\n", "{}", b.show());
+}
+
+/// A root caller that may not drop its supplementary groups (no CAP_SETGID, where setgroups
+/// is allowed) is refused when the launcher must drop them (--userns-block-fd: the caller
+/// writes the maps), rather than handing the task root's groups: EPERM passes only where
+/// the namespace denies setgroups to everyone (a review's mutant that took any EPERM kept
+/// them, and no test saw it). bubblewrap fails this line too, later.
+#[test]
+fn a_root_caller_that_cannot_drop_its_groups_is_refused() {
+    let c = case(&["--unshare-user", "--userns-block-fd", "6", "--info-fd", "5"])
+        .arg(&["--ro-bind", "/", "/", "id"])
+        .script(r#"exec 6</dev/null 5>/dev/null; exec setpriv --bounding-set=-setgid $BW "$@""#);
+    let a = c.run(Imp::Airlock, Launcher::Root);
+    assert_eq!(a.code, 1, "{}", a.show());
+    assert_eq!(
+        a.stderr,
+        "bwrap: step 1: setgroups([]): EPERM: Operation not permitted\n",
+        "{}",
+        a.show()
+    );
+}
+
 /// The root of a user namespace that maps one id and denies setgroups (`unshare -r`, as a
 /// rootless container's build step is) runs lines as under bubblewrap. Every one had failed:
 /// without --unshare-user at the identity map (`0 0 4294967295`, ids the caller's namespace

@@ -669,6 +669,18 @@ fn audit_docker_accepts_docker_args_output() {
         assert_eq!(code(&out), Some(2), "{scratch}: {}", show(&out));
         assert!(stdout(&out).is_empty(), "{scratch}: {}", show(&out));
     }
+    // Each named as what it is: a tree, a part of one (a review's mutant named /etc as
+    // "/etc (and /etc in it)").
+    for (scratch, says) in [
+        ("/etc", "would mount the host's /etc read-write"),
+        (
+            "/usr/local/x",
+            "would mount the host's /usr (a part of it) read-write",
+        ),
+    ] {
+        let out = root(&["docker-args", "--scratch", scratch]);
+        assert!(stderr(&out).contains(says), "{scratch}: {}", show(&out));
+    }
     for scratch in ["/srv/job-1", "/var/lib/ci/job-1", "/home/ci/job-1"] {
         let out = root(&["docker-args", "--scratch", scratch]);
         assert_eq!(code(&out), Some(0), "control {scratch}: {}", show(&out));

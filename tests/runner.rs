@@ -2749,6 +2749,57 @@ fn a_flood_of_files_is_bounded_by_the_documented_limits() {
     }
 }
 
+/// A report is one line of JSON whatever names the task gives its files: a quote, a
+/// backslash, a newline and a control byte in a name are escaped (the report is written by
+/// hand around serde_json's strings since it streams; a review's mutant that wrote names
+/// unescaped let a task's file name add keys to the report, and no test saw it). Its keys
+/// come in their order, as before, and it ends in one newline.
+#[test]
+fn a_report_is_one_line_of_json_whatever_the_file_names() {
+    let names = ["a\"b", "a\\b", "a\nb", "a\u{1b}b", "x\",\"y"];
+    let script = "for n in 'a\"b' 'a\\b' \"$(printf 'a\\nb')\" \"$(printf 'a\\033b')\" 'x\",\"y'; \
+                  do echo ok > \"$n\"; done";
+    for who in BOTH {
+        let (run, rep) = json_sh(who, &[], script, SECS_10);
+        assert_eq!(run.code(), Some(0), "{who:?}: {}", run.show());
+        let text = stdout(&run.out);
+        assert!(
+            text.ends_with("}\n") && text.matches('\n').count() == 1,
+            "{who:?}: {text}"
+        );
+        let files = rep["files"].as_object().unwrap();
+        let mut want: Vec<&str> = names.to_vec();
+        want.sort();
+        assert_eq!(files.keys().collect::<Vec<_>>(), want, "{who:?}: {text}");
+        assert!(files.values().all(|v| v == "ok\n"), "{who:?}: {text}");
+        // The keys in the order they have always come: sorted.
+        let at: Vec<usize> = KEY_ORDER
+            .iter()
+            .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{who:?}: {text}");
+    }
+}
+
+/// The report's keys, in the order the report gives them.
+const KEY_ORDER: [&str; 15] = [
+    "duration_ms",
+    "exit_code",
+    "files",
+    "files_skipped",
+    "files_truncated",
+    "limit_hit",
+    "limits",
+    "signal",
+    "stderr",
+    "stderr_truncated",
+    "stdout",
+    "stdout_truncated",
+    "timed_out",
+    "utf8_replaced",
+    "warnings",
+];
+
 #[test]
 fn invalid_utf8_is_replaced_and_reported() {
     let script = "printf 'a\\377b' > bad.txt; printf 'x\\376y'; printf 'ok' > good.txt";
