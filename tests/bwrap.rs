@@ -1165,33 +1165,13 @@ fn the_root_of_a_two_range_user_namespace_keeps_both_ranges() {
     write(&file, b"x", 0o644);
     std::os::unix::fs::chown(&file, Some(1000), Some(1000)).unwrap();
     // The caller's namespace: its maps written by its parent, root, once it exists.
-    let script = format!(
-        r#"exec {PYTHON} - "$BW" "$@" <<'EOF'
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-made_r, made_w = os.pipe()
-mapped_r, mapped_w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    if libc.unshare(0x10000000) != 0:
-        sys.exit("unshare: %d" % ctypes.get_errno())
-    os.write(made_w, b"x")
-    os.read(mapped_r, 1)
-    os.execvp(sys.argv[1], sys.argv[1:])
-os.read(made_r, 1)
-for f in ("uid_map", "gid_map"):
-    with open("/proc/%d/%s" % (pid, f), "w") as m:
-        m.write("0 0 1\n1000 1000 1\n")
-os.write(mapped_w, b"x")
-_, status = os.waitpid(pid, 0)
-sys.exit(os.waitstatus_to_exitcode(status))
-EOF"#
-    );
+    let script = format!(r#"exec {PYTHON} -c "$IN_USERNS" $'0 0 1\n1000 1000 1\n' allow $BW "$@""#);
     let c = case(&with(
         MIN,
         &["--ro-bind", &dir.path().display().to_string(), "/d"],
     ))
     .sh("stat -c '%u %g' /d/f")
+    .env("IN_USERNS", common::IN_USERNS)
     .script(&script);
     let [b, _] = same(&c, Launcher::Root);
     assert_eq!(b.stdout, "1000 1000\n", "{}", b.show());

@@ -3951,22 +3951,6 @@ fn a_step_refused_by_the_callers_seccomp_filter_names_the_filter() {
     }
 }
 
-/// Runs argv[2:] as uid 0 of a new user namespace whose uid and gid maps are argv[1] (one
-/// line: inside, outside, count), written by this script's parent, host root.
-const IN_USERNS: &str = "import ctypes, os, sys
-r, w = os.pipe(); r2, w2 = os.pipe()
-pid = os.fork()
-if pid == 0:
-    assert ctypes.CDLL(None).unshare(0x10000000) == 0
-    os.write(w2, b'x'); os.read(r, 1)
-    os.setgid(0); os.setuid(0)
-    os.execv(sys.argv[2], sys.argv[2:])
-os.read(r2, 1)
-for f in ('uid_map', 'gid_map'):
-    open(f'/proc/{pid}/{f}', 'w').write(sys.argv[1])
-os.write(w, b'x')
-sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))";
-
 /// airlock run by root of another user namespace: a rootless container's (65536 ids mapped
 /// from 100000) runs its task, under rlimits, since that root may not write the host's cgroup
 /// v1 hierarchies (it failed closed at step 1's mkdir, EACCES, before); `unshare -r`'s (root
@@ -3976,7 +3960,7 @@ fn root_of_a_rootless_containers_user_namespace_runs_under_rlimits() {
     let bin = binary().display().to_string();
     let run = |map: &str, args: &[&str]| {
         let mut c = Command::new("/usr/bin/python3");
-        c.args(["-c", IN_USERNS, map, &bin]).args(args);
+        c.args(["-c", IN_USERNS, map, "allow", &bin]).args(args);
         run_bounded(c, None, Duration::from_secs(30))
     };
     let status = "grep CapEff /proc/self/status";
@@ -4006,6 +3990,34 @@ fn root_of_a_rootless_containers_user_namespace_runs_under_rlimits() {
         "{}",
         r.show()
     );
+}
+
+/// airlock run by root of a user namespace that maps the task's default host ids (0 and 65534)
+/// but denies setgroups: the task would keep the caller's supplementary groups, which nothing
+/// there can drop, so the run fails at step 6, as before bwrap mode learnt to let them stay
+/// (the sign-off: airlock run let them stay too, and its task read /etc/shadow through group
+/// shadow). Control: the same namespace allowing setgroups runs the task, its groups dropped.
+#[test]
+fn a_root_caller_whose_groups_cannot_be_dropped_does_not_run_a_task() {
+    let bin = binary().display().to_string();
+    let map = "0 0 1\n65534 65534 1\n";
+    for (setgroups, code, said) in [
+        (
+            "deny",
+            125,
+            "step 6 become the sandbox user: setgroups([]): EPERM",
+        ),
+        ("allow", 0, "1000\n"),
+    ] {
+        let mut c = Command::new("/usr/bin/python3");
+        c.args([
+            "-c", IN_USERNS, map, setgroups, &bin, "run", "--", "id", "-G",
+        ]);
+        let r = run_bounded(c, None, Duration::from_secs(30));
+        assert_eq!(r.code(), Some(code), "{setgroups}: {}", r.show());
+        let out = format!("{}{}", stdout(&r.out), stderr(&r.out));
+        assert!(out.contains(said), "{setgroups}: {}", r.show());
+    }
 }
 
 /// A process as the host user `who` (the creator of a sandbox's user namespace) can make an

@@ -826,11 +826,11 @@ fn die_with_launcher(inh: &Inherited) -> Result<(), SysError> {
     Ok(())
 }
 
-/// setgroups([]) for a root caller. Where this user namespace denies setgroups to everyone
-/// (the root of `unshare -r`, or of a container made without privilege: its parent wrote
-/// `deny`, and every namespace made inside inherits it), the groups cannot be dropped, and
-/// stay as an unprivileged caller's do: not a failure (a review: every bwrap line failed there,
-/// which bubblewrap runs, as it never tries).
+/// setgroups([]) for a root caller of bwrap mode. Where this user namespace denies setgroups
+/// to everyone (the root of `unshare -r`, or of a container made without privilege: its
+/// parent wrote `deny`, and every namespace made inside inherits it), the groups cannot be
+/// dropped, and stay as an unprivileged caller's do: not a failure (a review: every bwrap line
+/// failed there, which bubblewrap runs, as it never tries).
 pub fn drop_groups() -> nix::Result<()> {
     match nix::unistd::setgroups(&[]) {
         Err(Errno::EPERM)
@@ -865,7 +865,15 @@ fn become_sandbox_user(spec: &Spec, caller_is_root: bool) -> Result<(), SysError
         return Ok(());
     } else if caller_is_root {
         // A root caller's supplementary groups (root, disk, ...) must not follow the task.
-        named(drop_groups(), || "setgroups([])".into())?;
+        // bwrap mode alone lets a namespace that denies setgroups keep them, as bubblewrap
+        // does; airlock run's task must not keep a root caller's groups (the sign-off: in a
+        // namespace mapping 0 and 65534 with setgroups denied, it read /etc/shadow through
+        // group shadow), so there it stays a failure.
+        let dropped = match spec.bwrap {
+            Some(_) => drop_groups(),
+            None => nix::unistd::setgroups(&[]),
+        };
+        named(dropped, || "setgroups([])".into())?;
     }
     let (uid, gid) = (Uid::from_raw(spec.uid), Gid::from_raw(spec.gid));
     named(nix::unistd::setresgid(gid, gid, gid), || {

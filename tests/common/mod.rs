@@ -58,6 +58,23 @@ fn own_dir(prefix: &str) -> PathBuf {
     dir
 }
 
+/// Runs argv[3:] as uid 0 of a new user namespace whose uid and gid maps are argv[1] (its
+/// lines: inside, outside, count) and whose setgroups is argv[2] (`allow` or `deny`), written
+/// by this script's parent, host root (`python3 -c IN_USERNS MAP SETGROUPS COMMAND...`).
+pub const IN_USERNS: &str = "import ctypes, os, sys
+r, w = os.pipe(); r2, w2 = os.pipe()
+pid = os.fork()
+if pid == 0:
+    assert ctypes.CDLL(None).unshare(0x10000000) == 0
+    os.write(w2, b'x'); os.read(r, 1)
+    os.setgid(0); os.setuid(0)
+    os.execvp(sys.argv[3], sys.argv[3:])
+os.read(r2, 1)
+for f, text in (('setgroups', sys.argv[2]), ('uid_map', sys.argv[1]), ('gid_map', sys.argv[1])):
+    open(f'/proc/{pid}/{f}', 'w').write(text)
+os.write(w, b'x')
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))";
+
 /// tests/fixtures/NAME.c built static (a sandbox or a guest has no C library of its own to
 /// lend it) into `dir`: the program's path.
 pub fn c_fixture(name: &str, dir: &Path) -> Result<PathBuf, String> {
