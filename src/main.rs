@@ -1277,8 +1277,12 @@ fn emit_report(code: i32, report: impl FnOnce(&mut dyn Write) -> std::io::Result
         // pipe's PIPE_BUF (a buffer the allocator has at hand: 64 KiB was an mmap and munmap
         // on every JSON run), 64 KiB into a regular file.
         let mut w = std::io::BufWriter::with_capacity(out.chunk.min(64 * 1024), out);
-        report(&mut w)?;
-        w.flush()
+        let result = report(&mut w).and_then(|()| w.flush());
+        // Taken apart, not dropped: a drop would write what a failed write left buffered,
+        // and a report said not to be written whole (exit 2) would then arrive whole (fault
+        // injection: a failed write or poll was followed by the whole report, exit 2).
+        let _ = w.into_parts();
+        result
     });
     written(written_whole, code, |e| {
         format!(
