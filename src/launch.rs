@@ -1256,28 +1256,31 @@ fn readable_or_signal(fd: std::os::fd::BorrowedFd, sigfd: &SignalFd) -> Option<S
 }
 
 fn write_id_maps(pid: Pid, spec: &Spec, caller_is_root: bool) -> Result<(), SysError> {
-    let (mut uid_map, mut gid_map) = id_maps(
+    let (uid_map, gid_map) = id_maps(
         spec,
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
     );
-    // Every id to itself is every id the caller's own namespace maps: the root of `unshare -r`
-    // or of a container made without privilege has fewer than all, and the kernel refuses a
-    // map of one it lacks (a review: every such bwrap line failed, which bubblewrap runs).
-    if caller_is_root && spec.identity_map {
-        for (map, own) in [(&mut uid_map, "uid_map"), (&mut gid_map, "gid_map")] {
-            if let Some(mirrored) = identity_of(&format!("/proc/self/{own}")) {
-                *map = mirrored;
+    let proc_dir = format!("/proc/{pid}");
+    let write = |uid_map: &str, gid_map: &str| {
+        boundary::write_maps(None, &proc_dir, uid_map, gid_map, !caller_is_root)
+    };
+    match write(&uid_map, &gid_map) {
+        // Every id to itself is every id the caller's own namespace maps: the root of
+        // `unshare -r` or of a container made without privilege has fewer than all, and the
+        // kernel refuses the whole range before writing any (a review: every such bwrap line
+        // failed, which bubblewrap runs). Asked only then: no read on the host's own launches.
+        Err(e) if e.errno == nix::errno::Errno::EPERM && caller_is_root && spec.identity_map => {
+            match (
+                identity_of("/proc/self/uid_map"),
+                identity_of("/proc/self/gid_map"),
+            ) {
+                (Some(uid_map), Some(gid_map)) => write(&uid_map, &gid_map),
+                _ => Err(e),
             }
         }
+        other => other,
     }
-    boundary::write_maps(
-        None,
-        &format!("/proc/{pid}"),
-        &uid_map,
-        &gid_map,
-        !caller_is_root,
-    )
 }
 
 struct Supervisor {
