@@ -1093,45 +1093,31 @@ mod tests {
 
     #[test]
     fn durations_and_sizes() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        // Exact, in integers (through f64, 99999999999ms was 1 ms short; cut at 18 digits,
+        // just over 1 ns of hours was 0).
+        let ms = Duration::from_millis;
+        let ns = Duration::from_nanos;
+        for (text, want) in [
+            ("500ms", ms(500)),
+            ("10s", ms(10_000)),
+            ("2m", ms(120_000)),
+            ("3", ms(3000)),
+            ("1h", ms(3_600_000)),
+            ("99999999999ms", ms(99_999_999_999)),
+            ("999999999999ms", ms(999_999_999_999)),
+            ("1.0001s", ns(1_000_100_000)),
+            (".5m", ms(30_000)),
+            ("2.", ms(2000)),
+            ("0.0000000015s", ns(1)),
+            ("0.0000000001h", ns(360)),
+            ("0.0000000000002777777777777777778h", ns(1)),
+            ("0.0000000001s", Duration::ZERO),
+            ("1000000000s", ms(1_000_000_000_000)),
+        ] {
+            assert_eq!(parse_duration(text).unwrap(), want, "{text}");
+        }
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("5y").is_err());
-        // Exact (through f64, 99999999999ms was 1 ms short).
-        assert_eq!(
-            parse_duration("99999999999ms").unwrap(),
-            Duration::from_millis(99_999_999_999)
-        );
-        assert_eq!(
-            parse_duration("999999999999ms").unwrap(),
-            Duration::from_millis(999_999_999_999)
-        );
-        assert_eq!(
-            parse_duration("1.0001s").unwrap(),
-            Duration::from_micros(1_000_100)
-        );
-        assert_eq!(parse_duration(".5m").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("2.").unwrap(), Duration::from_secs(2));
-        assert_eq!(
-            parse_duration("0.0000000015s").unwrap(),
-            Duration::from_nanos(1)
-        );
-        assert_eq!(
-            parse_duration("0.0000000001h").unwrap(),
-            Duration::from_nanos(360)
-        );
-        assert_eq!(
-            parse_duration("0.0000000000002777777777777777778h").unwrap(),
-            Duration::from_nanos(1)
-        );
-        assert_eq!(parse_duration("0.0000000001s").unwrap(), Duration::ZERO);
-        assert_eq!(
-            parse_duration("1000000000s").unwrap(),
-            Duration::from_secs(1_000_000_000)
-        );
         for bad in [
             ".",
             "ms",

@@ -5397,16 +5397,11 @@ fn args_descriptor_words_are_options_only() {
     }
 }
 
-/// A signal sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
-/// the task itself, which the signal ends (143 for SIGTERM, 138 for SIGUSR1); airlock's is
-/// its init, which has left the caller's process group and passes the signal on to the task
-/// (it used to pass none on, and the task ran to its end). With --unshare-pid both pids are a
-/// pid 1 that passes nothing on, and the task runs to its end.
-#[test]
-fn sigterm_to_the_info_fd_child_pid() {
-    for (sig, ended) in [("SIGTERM", "exit 143\n"), ("SIGUSR1", "exit 138\n")] {
-        let script = format!(
-            r#"{PYTHON} - "$BW" "$@" <<'EOF'
+/// A script that starts the launcher (`$BW "$@"`) with `--info-fd 8`, reads the info to its
+/// end, and runs the Python lines `then` with the launcher `p` and the info's child-pid `pid`.
+fn child_pid_script(then: &str) -> String {
+    format!(
+        r#"{PYTHON} - "$BW" "$@" <<'EOF'
 import json, os, signal, subprocess, sys, time
 r, w = os.pipe()
 os.dup2(w, 8)
@@ -5416,11 +5411,23 @@ os.close(8)
 info = b""
 while chunk := os.read(r, 4096):
     info += chunk
-time.sleep(0.2)
-os.kill(json.loads(info)["child-pid"], signal.{sig})
-print("exit", p.wait())
+pid = json.loads(info)["child-pid"]
+{then}
 EOF"#
-        );
+    )
+}
+
+/// A signal sent to the `child-pid` of --info-fd. Without a pid namespace bubblewrap's pid is
+/// the task itself, which the signal ends (143 for SIGTERM, 138 for SIGUSR1); airlock's is
+/// its init, which has left the caller's process group and passes the signal on to the task
+/// (it used to pass none on, and the task ran to its end). With --unshare-pid both pids are a
+/// pid 1 that passes nothing on, and the task runs to its end.
+#[test]
+fn sigterm_to_the_info_fd_child_pid() {
+    for (sig, ended) in [("SIGTERM", "exit 143\n"), ("SIGUSR1", "exit 138\n")] {
+        let script = child_pid_script(&format!(
+            "time.sleep(0.2)\nos.kill(pid, signal.{sig})\nprint(\"exit\", p.wait())"
+        ));
         for who in BOTH {
             for (set, want) in [(&[][..], ended), (&["--unshare-pid"][..], "exit 0\n")] {
                 let c = case(&with(
@@ -5451,30 +5458,19 @@ fn other_signals_to_the_info_fd_child_pid_reach_the_task() {
          while [ ! -e \"$D/sent\" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
         signals.join(" ")
     );
-    let script = format!(
-        r#"{PYTHON} - "$BW" "$@" <<'EOF'
-import json, os, signal, subprocess, sys, time
-d = os.environ["D"]
-r, w = os.pipe()
-os.dup2(w, 8)
-os.close(w)
-p = subprocess.Popen(sys.argv[1].split() + ["--info-fd", "8"] + sys.argv[2:], pass_fds=(8,))
-os.close(8)
-info = b""
-while chunk := os.read(r, 4096):
-    info += chunk
+    let script = child_pid_script(&format!(
+        r#"d = os.environ["D"]
 for _ in range(400):
     if os.path.exists(d + "/ready"):
         break
     time.sleep(0.05)
 for s in "{}".split():
-    os.kill(json.loads(info)["child-pid"], getattr(signal, "SIG" + s))
+    os.kill(pid, getattr(signal, "SIG" + s))
     time.sleep(0.1)
 open(d + "/sent", "w").close()
-print("exit", p.wait())
-EOF"#,
+print("exit", p.wait())"#,
         signals.join(" ")
-    );
+    ));
     // A shell runs traps that were pending together in signal-number order: sorted lines.
     let lines = |out: &str| {
         let mut l: Vec<String> = out.lines().map(String::from).collect();
